@@ -1,0 +1,45 @@
+# `make run` and `make test` do all the set-up: they create or reuse .venv from python3.10 and the lock file.
+# The venv is rebuilt only when requirements.lock or setup.py change (the stamp file records that).
+
+PYTHON ?= python3.10
+VENV ?= .venv
+UV_VERSION := 0.13.9
+STAMP := $(VENV)/.installed
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: install run test test-fast lock clean help
+
+help:
+	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
+	@echo "make test       run every test (unit and end-to-end)"
+	@echo "make test-fast  run the unit tests only"
+	@echo "make lock       re-resolve requirements.in into requirements.lock"
+
+install: $(STAMP)
+
+# setup.py lists the packages; a new package folder needs a re-install of the editable project.
+$(STAMP): requirements.lock setup.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 10), "need Python 3.10, got " + sys.version' \
+	  || { echo "$(VENV) is not Python 3.10: remove it and install python3.10 (pyenv: see .python-version)"; exit 1; }
+	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+	$(BIN)/uv pip sync -q --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps --reinstall-package tfxflow -e .
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/tfxflow run $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+lock:
+	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \
+	  requirements.in | grep -v '^-e ' > requirements.lock
+
+clean:
+	rm -rf $(VENV) tfxflow_home .pytest_cache

@@ -1,0 +1,118 @@
+"""`tfxflow` command line: `tfxflow run` runs the pipeline locally."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfxflow", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the pipeline locally with LocalDagRunner",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    paths = run.add_argument_group("data and outputs")
+    paths.add_argument("--home", help=f"folder for every output (default: ${HOME_ENV}, else ./tfxflow_home)")
+    paths.add_argument("--dataset", default=DEFAULT_DATASET,
+                       help="name of the schemas/<dataset>/ folder; also names the pipeline and the model")
+    paths.add_argument("--data-root", help="folder of CSV files (default: the taxi CSV inside the tfx package)")
+    paths.add_argument("--schema", dest="schema_path", help="curated schema (default: schemas/<dataset>/schema.pbtxt)")
+    paths.add_argument("--feature-config", dest="feature_config_path",
+                       help="feature config YAML (default: schemas/<dataset>/features.yaml)")
+    paths.add_argument("--pipeline-name", help="default: tfxflow-<dataset>")
+    paths.add_argument("--model-name", help="serving model name (default: <dataset>)")
+    paths.add_argument("--pipeline-root", help="default: <home>/pipeline_root")
+    paths.add_argument("--metadata-path", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)")
+    paths.add_argument("--serving-dir", help="TF Serving model base (default: <home>/serving)")
+    train = run.add_argument_group("training")
+    train.add_argument("--train-steps", type=int, default=1500)
+    train.add_argument("--eval-steps", type=int, default=0, help="0: a full pass over the eval split")
+    train.add_argument("--batch-size", type=int, default=256)
+    train.add_argument("--eval-every-steps", type=int, default=250)
+    train.add_argument("--learning-rate", type=float, default=0.003)
+    train.add_argument("--hidden-units", default="128,64", help="comma-separated layer sizes")
+    train.add_argument("--seed", type=int, default=42)
+    evaluation = run.add_argument_group("evaluation")
+    evaluation.add_argument("--min-accuracy", type=float, default=0.6,
+                            help="blessing needs binary_accuracy at least this")
+    evaluation.add_argument("--max-regression", type=float, default=1e-10,
+                            help="blessing allows at most this drop vs. the last blessed model")
+    beam = run.add_argument_group("execution")
+    beam.add_argument("--beam-mode", choices=BEAM_MODES, default="in_memory")
+    beam.add_argument("--beam-workers", type=int, default=1, help="0: one per core")
+    beam.add_argument("--no-cache", action="store_true", help="re-run every component")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pipeline import config as config_lib
+    from pipeline.local_runner import configure_logging, run_local
+
+    try:
+        hidden_units = tuple(int(u) for u in args.hidden_units.split(",") if u.strip())
+    except ValueError:
+        print(f"error: --hidden-units must be comma-separated integers, got '{args.hidden_units}'", file=sys.stderr)
+        return 2
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    home = config_lib.resolve_home(args.home, os.environ)
+    log_file = os.path.join(config_lib.Paths.under(home).log_dir, f"run-{stamp}.log")
+    configure_logging(log_file)
+    try:
+        config = config_lib.build_run_config(
+            environ=os.environ, home=home, dataset=args.dataset, data_root=args.data_root,
+            schema_path=args.schema_path, feature_config_path=args.feature_config_path,
+            pipeline_name=args.pipeline_name, model_name=args.model_name, pipeline_root=args.pipeline_root,
+            metadata_path=args.metadata_path, serving_dir=args.serving_dir,
+            training=config_lib.TrainingConfig(
+                train_steps=args.train_steps, eval_steps=args.eval_steps, batch_size=args.batch_size,
+                eval_every_steps=args.eval_every_steps, learning_rate=args.learning_rate,
+                hidden_units=hidden_units, seed=args.seed),
+            evaluation=config_lib.EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
+            beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
+        )
+    except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    print(f"tfxflow: pipeline {config.pipeline_name}\n  data:    {config.data_root}\n"
+          f"  schema:  {config.schema_path}\n  home:    {config.paths.home}\n  log:     {log_file}\n", flush=True)
+    try:
+        run_local(config)
+    except Exception as err:  # pylint: disable=broad-except
+        # The traceback goes to the log file; the console gets the error and where to look.
+        logging.getLogger(__name__).exception("run failed")
+        first_line = (str(err).strip().splitlines() or [""])[0]
+        print(f"\nerror: the run failed: {type(err).__name__}: {first_line}\n  full log: {log_file}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the `tfxflow` console script."""
+    # Quiets TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    return 2
+
+
+def console_main() -> None:
+    """The console script: runs `main`, then leaves without TensorFlow's noisy interpreter teardown."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    # TF 2.16 raises ignored exceptions from AtomicFunction.__del__ while the interpreter tears down.
+    os._exit(code)  # pylint: disable=protected-access
+
+
+if __name__ == "__main__":
+    console_main()

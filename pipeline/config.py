@@ -1,0 +1,202 @@
+"""The typed run configuration: every path and knob of a local run, resolved and validated once, at the edge."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+from typing import Mapping, Optional, Sequence, Tuple
+
+from components.features import FeatureConfig
+
+HOME_ENV = "TFXFLOW_HOME"
+DEFAULT_HOME = "tfxflow_home"
+DEFAULT_DATASET = "taxi"
+BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Trainer knobs; steps count batches of `batch_size`."""
+
+    train_steps: int = 1500
+    eval_steps: int = 0  # 0: one full pass over the eval split after each epoch
+    batch_size: int = 256
+    eval_every_steps: int = 250
+    learning_rate: float = 0.003
+    hidden_units: Sequence[int] = (128, 64)
+    max_embedding_dim: int = 16
+    dropout: float = 0.0
+    seed: int = 42
+
+    def custom_config(self) -> dict:
+        return {
+            "model": {"hidden_units": list(self.hidden_units), "learning_rate": self.learning_rate,
+                      "max_embedding_dim": self.max_embedding_dim, "dropout": self.dropout},
+            "training": {"batch_size": self.batch_size, "eval_every_steps": self.eval_every_steps,
+                         "seed": self.seed},
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    """Blessing rules: a value threshold on `metric`, and no regression beyond `max_regression` vs. baseline."""
+
+    metric: str = "binary_accuracy"
+    min_value: float = 0.6
+    max_regression: float = 1e-10
+    slice_columns: Sequence[str] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitConfig:
+    """Hash-bucket split of the input rows."""
+
+    train_buckets: int = 3
+    eval_buckets: int = 1
+
+
+class ConfigError(ValueError):
+    """A run configuration that cannot work; the message names the flag or file at fault."""
+
+
+def bundled_taxi_data_root() -> str:
+    """The folder of the Chicago taxi CSV shipped inside the installed tfx package."""
+    import tfx  # deferred: importing tfx costs seconds and only a run needs it
+
+    return os.path.join(os.path.dirname(tfx.__file__), "examples", "chicago_taxi_pipeline", "data", "simple")
+
+
+def bundled_dataset_dir(dataset: str) -> str:
+    """`schemas/<dataset>/` from the installed package."""
+    import schemas
+
+    return os.path.join(os.path.dirname(schemas.__file__), dataset)
+
+
+@dataclasses.dataclass(frozen=True)
+class Paths:
+    """Where a run reads and writes. Every output lives under `home` unless set on its own."""
+
+    home: str
+    pipeline_root: str
+    metadata_path: str
+    serving_dir: str
+    log_dir: str
+
+    @classmethod
+    def under(cls, home: str, pipeline_root: Optional[str] = None, metadata_path: Optional[str] = None,
+              serving_dir: Optional[str] = None) -> "Paths":
+        home = os.path.abspath(home)
+        return cls(
+            home=home,
+            pipeline_root=os.path.abspath(pipeline_root or os.path.join(home, "pipeline_root")),
+            metadata_path=os.path.abspath(metadata_path or os.path.join(home, "metadata", "metadata.sqlite")),
+            serving_dir=os.path.abspath(serving_dir or os.path.join(home, "serving")),
+            log_dir=os.path.join(home, "logs"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything a local run needs, validated."""
+
+    pipeline_name: str
+    model_name: str
+    data_root: str
+    schema_path: str
+    features: FeatureConfig
+    paths: Paths
+    training: TrainingConfig = TrainingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    split: SplitConfig = SplitConfig()
+    beam_mode: str = "in_memory"
+    beam_workers: int = 1
+    enable_cache: bool = True
+
+    @property
+    def beam_pipeline_args(self) -> list:
+        return [f"--direct_running_mode={self.beam_mode}", f"--direct_num_workers={self.beam_workers}"]
+
+
+def resolve_home(flag: Optional[str], environ: Mapping[str, str]) -> str:
+    """`--home`, else $TFXFLOW_HOME, else ./tfxflow_home."""
+    return flag or environ.get(HOME_ENV) or os.path.join(os.getcwd(), DEFAULT_HOME)
+
+
+def check_data_root(data_root: str) -> Tuple[str, ...]:
+    """The CSV files of `data_root`; raises naming the folder when there are none."""
+    if not os.path.isdir(data_root):
+        raise ConfigError(f"--data-root {data_root}: no such folder")
+    files = tuple(sorted(glob.glob(os.path.join(data_root, "*.csv"))))
+    if not files:
+        raise ConfigError(f"--data-root {data_root}: holds no *.csv file")
+    return files
+
+
+def build_run_config(
+    *,
+    environ: Mapping[str, str],
+    home: Optional[str] = None,
+    dataset: str = DEFAULT_DATASET,
+    data_root: Optional[str] = None,
+    schema_path: Optional[str] = None,
+    feature_config_path: Optional[str] = None,
+    pipeline_name: Optional[str] = None,
+    model_name: Optional[str] = None,
+    pipeline_root: Optional[str] = None,
+    metadata_path: Optional[str] = None,
+    serving_dir: Optional[str] = None,
+    training: TrainingConfig = TrainingConfig(),
+    evaluation: EvaluationConfig = EvaluationConfig(),
+    split: SplitConfig = SplitConfig(),
+    beam_mode: str = "in_memory",
+    beam_workers: int = 1,
+    enable_cache: bool = True,
+) -> RunConfig:
+    """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
+    dataset_dir = bundled_dataset_dir(dataset)
+    if data_root is None and dataset != DEFAULT_DATASET:
+        raise ConfigError(f"--dataset {dataset}: only '{DEFAULT_DATASET}' has bundled data; pass --data-root")
+    data_root = os.path.abspath(data_root or bundled_taxi_data_root())
+    schema_path = os.path.abspath(schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
+    feature_config_path = os.path.abspath(feature_config_path or os.path.join(dataset_dir, "features.yaml"))
+    check_data_root(data_root)
+    if not os.path.isfile(schema_path):
+        raise ConfigError(f"--schema {schema_path}: no such file")
+    features = FeatureConfig.load(feature_config_path)
+    features.check_columns(schema_columns(schema_path), f"schema {schema_path}")
+    if beam_mode not in BEAM_MODES:
+        raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{beam_mode}'")
+    if beam_workers < 0:
+        raise ConfigError("--beam-workers must be >= 0 (0: one per core)")
+    if training.train_steps < 1 or training.batch_size < 1:
+        raise ConfigError("--train-steps and --batch-size must be >= 1")
+    return RunConfig(
+        pipeline_name=pipeline_name or f"tfxflow-{dataset}",
+        model_name=model_name or dataset,
+        data_root=data_root,
+        schema_path=schema_path,
+        features=features,
+        paths=Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir),
+        training=training,
+        evaluation=evaluation,
+        split=split,
+        beam_mode=beam_mode,
+        beam_workers=beam_workers,
+        enable_cache=enable_cache,
+    )
+
+
+def schema_columns(schema_path: str) -> Tuple[str, ...]:
+    """Feature names of a text-format schema; raises naming the file when it does not parse."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema()
+    try:
+        with open(schema_path, encoding="utf-8") as f:
+            text_format.Parse(f.read(), schema)
+    except (text_format.ParseError, UnicodeDecodeError) as err:
+        raise ConfigError(f"schema {schema_path}: does not parse: {err}") from err
+    return tuple(feature.name for feature in schema.feature)

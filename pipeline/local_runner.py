@@ -1,0 +1,153 @@
+"""Runs the pipeline with LocalDagRunner: paths from the run config, live per-component progress, a summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import time
+from typing import Callable, List, Optional, TextIO
+
+from pipeline import report as report_lib
+from pipeline.config import RunConfig
+
+# Messages LocalDagRunner (tfx.orchestration.local) and the portable launcher log around each component.
+_RUNNING = "Component %s is running."
+_FINISHED = "Component %s is finished."
+_CACHED = "A cached execution %d is used."
+_NEW = "Going to run a new execution %d"
+
+
+@dataclasses.dataclass
+class ComponentTiming:
+    name: str
+    status: str
+    seconds: float
+
+
+class ComponentProgress(logging.Handler):
+    """Prints each component's start, status (ran or cached) and duration as LocalDagRunner logs them."""
+
+    def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
+                 total: int = 0):
+        super().__init__(level=logging.INFO)
+        self.out, self.clock, self.total = out, clock, total
+        self.timings: List[ComponentTiming] = []
+        self.current: Optional[str] = None
+        self._started = 0.0
+        self._status = "ran"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == _RUNNING:
+            self.current, self._started, self._status = str(record.args[0]), self.clock(), "ran"
+            self._print(f"[{len(self.timings) + 1}/{self.total}] {self.current:<30} running ...")
+        elif record.msg == _CACHED:
+            self._status = "cached"
+        elif record.msg == _FINISHED and self.current:
+            self._finish(self._status)
+
+    def fail(self) -> None:
+        """Records the component that was running when the run raised."""
+        if self.current:
+            self._finish("FAILED")
+
+    def _finish(self, status: str) -> None:
+        seconds = self.clock() - self._started
+        self.timings.append(ComponentTiming(self.current, status, seconds))
+        self._print(f"[{len(self.timings)}/{self.total}] {self.current:<30} {status:<7} {seconds:7.1f} s")
+        self.current = None
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+
+def configure_logging(log_file: str) -> None:
+    """Sends every library log record (TFX, Beam, TF) to `log_file`; the console gets progress and errors."""
+    os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    root = logging.getLogger()
+    # Libraries call logging.basicConfig(); their INFO chatter belongs in the file, not on the console.
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.INFO)
+    file_handler = logging.FileHandler(log_file, encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    logging.captureWarnings(True)
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    # absl prints a "not initialized" warning to stderr once when it is used outside app.run.
+    absl_logging._warn_preinit_stderr = False  # pylint: disable=protected-access
+
+
+def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunReport:
+    """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails."""
+    # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
+    from tfx import v1 as tfx
+
+    from pipeline.pipeline import create_pipeline
+
+    paths = config.paths
+    for folder in (paths.pipeline_root, os.path.dirname(paths.metadata_path), paths.serving_dir):
+        os.makedirs(folder, exist_ok=True)
+    pipeline = create_pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=paths.pipeline_root,
+        data_root=config.data_root,
+        schema_path=config.schema_path,
+        features=config.features,
+        serving_dir=paths.serving_dir,
+        model_name=config.model_name,
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            paths.metadata_path),
+        training=config.training,
+        evaluation=config.evaluation,
+        split=config.split,
+        beam_pipeline_args=config.beam_pipeline_args,
+        enable_cache=config.enable_cache,
+    )
+    progress = ComponentProgress(out=out, total=len(pipeline.components))
+    logging.getLogger().addHandler(progress)
+    started = time.monotonic()
+    try:
+        tfx.orchestration.LocalDagRunner().run(pipeline)
+    except BaseException:
+        progress.fail()
+        raise
+    finally:
+        logging.getLogger().removeHandler(progress)
+    wall = time.monotonic() - started
+    result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
+    if result is None:
+        raise RuntimeError(f"the run left no record in {paths.metadata_path}")
+    print_summary(result, progress.timings, wall, config, out)
+    return result
+
+
+def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], wall: float,
+                  config: RunConfig, out: TextIO) -> None:
+    """The end-of-run table: components, rows read, eval metrics, blessing and push."""
+    lines = ["", f"Run {result.run_id} of {result.pipeline_name}: {wall:.1f} s wall", ""]
+    lines.append(f"  {'component':<30} {'status':<7} {'seconds':>8} {'share':>6}")
+    for t in timings:
+        lines.append(f"  {t.name:<30} {t.status:<7} {t.seconds:8.1f} {100 * t.seconds / max(wall, 1e-9):5.1f}%")
+    rows = ", ".join(f"{split} {count:,}" for split, count in result.rows.items()) or "n/a"
+    lines += ["", f"  rows read:      {rows}"]
+    if result.metrics:
+        shown = ("binary_accuracy", "auc", "precision", "recall", "example_count")
+        metrics = ", ".join(f"{k} {result.metrics[k]:.4f}" if k != "example_count"
+                            else f"{k} {int(result.metrics[k]):,}" for k in shown if k in result.metrics)
+        lines.append(f"  eval metrics:   {metrics}")
+    if result.baseline_metrics:
+        metric = config.evaluation.metric
+        if metric in result.baseline_metrics:
+            lines.append(f"  baseline:       {metric} {result.baseline_metrics[metric]:.4f}")
+    blessed = {None: "n/a", True: "yes", False: "no"}[result.blessed]
+    lines.append(f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
+                 f"no regression vs. the last blessed model)")
+    if result.pushed_version:
+        lines.append(f"  pushed:         version {result.pushed_version} -> {result.pushed_destination}")
+    else:
+        lines.append("  pushed:         no")
+    print("\n".join(lines), file=out, flush=True)

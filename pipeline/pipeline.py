@@ -1,0 +1,116 @@
+"""`create_pipeline`: the whole TFX pipeline as one pure function of its paths and knobs."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from components import features as features_lib
+from pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
+
+PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
+RUN_FN = "components.trainer.run_fn"
+
+def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig:
+    """TFMA config: raw examples go through the model's `transform_features` signature to get the label."""
+    threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": evaluation.min_value}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -abs(evaluation.max_regression)}),
+    )
+    metric_classes = {
+        "binary_accuracy": "BinaryAccuracy", "auc": "AUC", "precision": "Precision", "recall": "Recall",
+    }
+    if evaluation.metric not in metric_classes:
+        raise ValueError(f"evaluation metric must be one of {sorted(metric_classes)}, got '{evaluation.metric}'")
+    metrics = [tfma.MetricConfig(class_name="ExampleCount")]
+    for name, class_name in metric_classes.items():
+        metrics.append(tfma.MetricConfig(
+            class_name=class_name, threshold=threshold if name == evaluation.metric else None))
+    metrics.append(tfma.MetricConfig(class_name="MeanLabel"))
+    metrics.append(tfma.MetricConfig(class_name="MeanPrediction"))
+    slicing = [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns]
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=label_key,
+                                    preprocessing_function_names=["transform_features"])],
+        slicing_specs=slicing,
+        metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
+    )
+
+
+def create_pipeline(
+    *,
+    pipeline_name: str,
+    pipeline_root: str,
+    data_root: str,
+    schema_path: str,
+    features: features_lib.FeatureConfig,
+    serving_dir: str,
+    model_name: str,
+    metadata_connection_config=None,
+    training: TrainingConfig = TrainingConfig(),
+    evaluation: EvaluationConfig = EvaluationConfig(),
+    split: SplitConfig = SplitConfig(),
+    beam_pipeline_args: Optional[List[str]] = None,
+    enable_cache: bool = True,
+) -> tfx.dsl.Pipeline:
+    """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform -> Trainer
+    -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
+
+    Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs.
+    """
+    output_config = tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+        tfx.proto.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
+        tfx.proto.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
+    ]))
+    example_gen = tfx.components.CsvExampleGen(input_base=data_root, output_config=output_config)
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+
+    feature_dict = features.to_dict()
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN,
+        custom_config={"features": feature_dict},
+    )
+    trainer = tfx.components.Trainer(
+        run_fn=RUN_FN,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=training.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=training.eval_steps),
+        custom_config={"features": feature_dict, **training.custom_config()},
+    )
+    model_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=model_resolver.outputs["model"],
+        eval_config=eval_config(evaluation, features.label.name),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=f"{serving_dir}/{model_name}")),
+    )
+    return tfx.dsl.Pipeline(
+        pipeline_name=pipeline_name,
+        pipeline_root=pipeline_root,
+        components=[example_gen, statistics_gen, schema_gen, example_validator, transform, trainer,
+                    model_resolver, evaluator, pusher],
+        enable_cache=enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args or [],
+    )

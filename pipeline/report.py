@@ -1,0 +1,164 @@
+"""What a pipeline run did, read back from ML Metadata: per-component state and time, rows, metrics, push."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+_STATES = {
+    metadata_store_pb2.Execution.COMPLETE: "done",
+    metadata_store_pb2.Execution.CACHED: "cached",
+    metadata_store_pb2.Execution.FAILED: "FAILED",
+    metadata_store_pb2.Execution.RUNNING: "running",
+    metadata_store_pb2.Execution.NEW: "new",
+    metadata_store_pb2.Execution.CANCELED: "canceled",
+}
+
+
+@dataclasses.dataclass
+class ComponentRecord:
+    name: str
+    state: str
+    seconds: float
+    execution_id: int
+    outputs: Dict[str, List[metadata_store_pb2.Artifact]]
+
+
+@dataclasses.dataclass
+class RunReport:
+    """A pipeline run as MLMD recorded it."""
+
+    pipeline_name: str
+    run_id: str
+    components: List[ComponentRecord]
+    rows: Dict[str, int]
+    metrics: Dict[str, float]
+    baseline_metrics: Dict[str, float]
+    blessed: Optional[bool]
+    pushed_version: Optional[str]
+    pushed_destination: Optional[str]
+
+    def component(self, name: str) -> Optional[ComponentRecord]:
+        return next((c for c in self.components if c.name == name), None)
+
+
+def open_store(metadata_path: str) -> metadata_store.MetadataStore:
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = metadata_path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
+
+
+def run_ids(store: metadata_store.MetadataStore, pipeline_name: str) -> List[str]:
+    """The pipeline's run ids, oldest first."""
+    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    if pipeline is None:
+        return []
+    runs = store.get_children_contexts_by_context(pipeline.id)
+    # TFX makes each pipeline_run context a child of its pipeline context.
+    return [c.name for c in sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id))]
+
+
+def _prop(artifact: metadata_store_pb2.Artifact, key: str):
+    if key not in artifact.custom_properties:
+        return None
+    value = artifact.custom_properties[key]
+    return getattr(value, value.WhichOneof("value"))
+
+
+def read_run(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None) -> Optional[RunReport]:
+    """The report of `run_id` (default: the latest run of `pipeline_name`), or None if there is none."""
+    if not os.path.exists(metadata_path):
+        return None
+    store = open_store(metadata_path)
+    ids = run_ids(store, pipeline_name)
+    if not ids:
+        return None
+    run_id = run_id or ids[-1]
+    run_ctx = store.get_context_by_type_and_name("pipeline_run", run_id)
+    if run_ctx is None:
+        return None
+    executions = {e.id: e for e in store.get_executions_by_context(run_ctx.id)}
+    prefix = pipeline_name + "."
+    components = []
+    for node_ctx in store.get_contexts_by_type("node"):
+        if not node_ctx.name.startswith(prefix):
+            continue
+        mine = [executions[e.id] for e in store.get_executions_by_context(node_ctx.id) if e.id in executions]
+        if not mine:
+            continue
+        execution = max(mine, key=lambda e: e.id)
+        outputs: Dict[str, List[metadata_store_pb2.Artifact]] = {}
+        events = [ev for ev in store.get_events_by_execution_ids([execution.id])
+                  if ev.type == metadata_store_pb2.Event.OUTPUT]
+        artifacts = {a.id: a for a in store.get_artifacts_by_id([ev.artifact_id for ev in events])}
+        for ev in events:
+            key = ev.path.steps[0].key if ev.path.steps else ""
+            outputs.setdefault(key, []).append(artifacts[ev.artifact_id])
+        components.append(ComponentRecord(
+            name=node_ctx.name[len(prefix):],
+            state=_STATES.get(execution.last_known_state, str(execution.last_known_state)),
+            seconds=(execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000.0,
+            execution_id=execution.id,
+            outputs=outputs,
+        ))
+    components.sort(key=lambda c: c.execution_id)
+    report = RunReport(pipeline_name, run_id, components, {}, {}, {}, None, None, None)
+    _fill_results(report)
+    return report
+
+
+def _first(record: Optional[ComponentRecord], key: str) -> Optional[metadata_store_pb2.Artifact]:
+    if record is None or not record.outputs.get(key):
+        return None
+    return record.outputs[key][0]
+
+
+def _fill_results(report: RunReport) -> None:
+    stats = _first(report.component("StatisticsGen"), "statistics")
+    if stats is not None:
+        report.rows = split_row_counts(stats.uri)
+    evaluation = _first(report.component("Evaluator"), "evaluation")
+    if evaluation is not None:
+        report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
+    blessing = _first(report.component("Evaluator"), "blessing")
+    if blessing is not None and _prop(blessing, "blessed") is not None:
+        report.blessed = bool(_prop(blessing, "blessed"))
+    pushed = _first(report.component("Pusher"), "pushed_model")
+    if pushed is not None and _prop(pushed, "pushed"):
+        report.pushed_version = _prop(pushed, "pushed_version")
+        report.pushed_destination = _prop(pushed, "pushed_destination")
+
+
+def split_row_counts(statistics_uri: str) -> Dict[str, int]:
+    """Rows per split, from StatisticsGen's output."""
+    import tensorflow_data_validation as tfdv
+
+    rows = {}
+    for entry in sorted(os.listdir(statistics_uri)):
+        path = os.path.join(statistics_uri, entry, "FeatureStats.pb")
+        if entry.startswith("Split-") and os.path.exists(path):
+            stats = tfdv.load_stats_binary(path)
+            rows[entry[len("Split-"):]] = int(stats.datasets[0].num_examples)
+    return rows
+
+
+def overall_metrics(evaluation_uri: str):
+    """(candidate, baseline) metrics of the overall slice, from the Evaluator's output."""
+    import tensorflow_model_analysis as tfma
+
+    candidate: Dict[str, float] = {}
+    baseline: Dict[str, float] = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.is_diff or not kv.value.HasField("double_value"):
+                continue
+            target = baseline if kv.key.model_name == "baseline" else candidate
+            target[kv.key.name] = float(kv.value.double_value.value)
+    return candidate, baseline

@@ -1,0 +1,30 @@
+"""tfxflow: a TFX pipeline (ExampleGen to Pusher) with MLflow tracking, runnable locally and on Kubeflow."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tfxflow",
+    version="0.1.0",
+    description="End-to-end TFX pipeline: validated data, tf.Transform, a GPU Keras trainer, TFMA, TF Serving push.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.11",
+    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*", "schemas"]),
+    package_data={"schemas": ["*/*.pbtxt", "*/*.yaml"]},
+    include_package_data=True,
+    install_requires=[
+        "tfx[kfp]==1.16.0",
+        "tensorflow>=2.16,<2.17",
+        "tf-keras>=2.16,<2.17",
+        "tensorflow-data-validation>=1.16.1,<1.17",
+        "tensorflow-transform>=1.16,<1.17",
+        "tensorflow-model-analysis>=0.47,<0.48",
+        # tfx-bsl 1.16 is tested with Beam 2.59; Beam releases that dropped `dill` break its import.
+        "apache-beam[gcp]>=2.59,<2.60",
+        "pyyaml>=6,<7",
+        "mlflow>=2.16,<4",
+        "kfp>=2.5,<3",
+    ],
+    extras_require={"test": ["pytest>=8,<9"]},
+    entry_points={"console_scripts": ["tfxflow=pipeline.cli:console_main"]},
+)
