@@ -70,9 +70,12 @@ def id_ranges(tf_transform_output: tft.TFTransformOutput, config: features_lib.F
 
 
 def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
-    """Splits `train_steps` into Keras epochs of at most `eval_every_steps`, validating after each."""
-    steps_per_epoch = max(1, min(train_steps, eval_every_steps))
-    return {"epochs": max(1, math.ceil(train_steps / steps_per_epoch)), "steps_per_epoch": steps_per_epoch}
+    """Splits `train_steps` into equal Keras epochs of at most `eval_every_steps`, validating after each.
+
+    The total is `train_steps` rounded up to a multiple of the epoch count.
+    """
+    epochs = max(1, math.ceil(train_steps / max(1, eval_every_steps)))
+    return {"epochs": epochs, "steps_per_epoch": max(1, math.ceil(train_steps / epochs))}
 
 
 def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransformOutput,

@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline import config as config_lib
-    from pipeline.local_runner import configure_logging, run_local
+    from pipeline.local_runner import configure_logging, run_local, stderr_to
 
     try:
         hidden_units = tuple(int(u) for u in args.hidden_units.split(",") if u.strip())
@@ -83,7 +83,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"tfxflow: pipeline {config.pipeline_name}\n  data:    {config.data_root}\n"
           f"  schema:  {config.schema_path}\n  home:    {config.paths.home}\n  log:     {log_file}\n", flush=True)
     try:
-        run_local(config)
+        with stderr_to(log_file):
+            run_local(config)
     except Exception as err:  # pylint: disable=broad-except
         # The traceback goes to the log file; the console gets the error and where to look.
         logging.getLogger(__name__).exception("run failed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -79,6 +80,21 @@ def configure_logging(log_file: str) -> None:
     absl_logging.set_verbosity(absl_logging.INFO)
     # absl prints a "not initialized" warning to stderr once when it is used outside app.run.
     absl_logging._warn_preinit_stderr = False  # pylint: disable=protected-access
+
+
+@contextlib.contextmanager
+def stderr_to(log_file: str):
+    """Sends file descriptor 2 (TensorFlow's and Beam's native logging) to `log_file` while the block runs."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_file, "ab") as f:
+        os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunReport:

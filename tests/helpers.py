@@ -1,0 +1,67 @@
+"""Shared test helpers: small data sets, raw tf.Examples, and reading the serving directory."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from typing import Dict, Iterable, List, Sequence
+
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from pipeline.config import bundled_taxi_data_root
+
+TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
+
+
+def write_taxi_sample(folder: str, rows: int) -> str:
+    """Copies the header and the first `rows` rows of the bundled taxi CSV into `folder`/data.csv."""
+    os.makedirs(folder, exist_ok=True)
+    source = os.path.join(bundled_taxi_data_root(), "data.csv")
+    with open(source, encoding="utf-8") as src, open(os.path.join(folder, "data.csv"), "w",
+                                                       encoding="utf-8") as dst:
+        for i, line in enumerate(src):
+            if i > rows:
+                break
+            dst.write(line)
+    return folder
+
+
+def read_csv_rows(path: str, limit: int) -> List[Dict[str, str]]:
+    with open(path, encoding="utf-8") as f:
+        return [row for _, row in zip(range(limit), csv.DictReader(f))]
+
+
+def serialize_examples(rows: Iterable[Dict[str, str]], schema_path: str, drop: Sequence[str] = ()) -> List[bytes]:
+    """Raw CSV rows as serialized tf.Examples typed by the schema; empty cells and `drop` columns are left out."""
+    schema = schema_pb2.Schema()
+    with open(schema_path, encoding="utf-8") as f:
+        text_format.Parse(f.read(), schema)
+    types = {feature.name: feature.type for feature in schema.feature}
+    out = []
+    for row in rows:
+        feature = {}
+        for name, value in row.items():
+            if name in drop or value == "":
+                continue
+            if types[name] == schema_pb2.INT:
+                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
+            elif types[name] == schema_pb2.FLOAT:
+                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+            else:
+                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        out.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return out
+
+
+def pushed_versions(serving_dir: str, model_name: str) -> List[str]:
+    base = os.path.join(serving_dir, model_name)
+    return sorted(os.listdir(base), key=int) if os.path.isdir(base) else []
+
+
+def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Runs the installed `tfxflow` console script as a user would."""
+    return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False)

@@ -1,0 +1,64 @@
+"""Run configuration: defaults, the home folder, and clear errors for bad paths and files."""
+
+import os
+
+import pytest
+
+from components.features import FeatureConfigError
+from pipeline import config as config_lib
+
+
+def test_defaults_use_the_bundled_taxi_data_and_schema(tmp_path):
+    config = config_lib.build_run_config(environ={}, home=str(tmp_path))
+    assert config.data_root.endswith(os.path.join("chicago_taxi_pipeline", "data", "simple"))
+    assert os.path.isfile(os.path.join(config.data_root, "data.csv"))
+    assert config.schema_path.endswith(os.path.join("schemas", "taxi", "schema.pbtxt"))
+    assert config.pipeline_name == "tfxflow-taxi" and config.model_name == "taxi"
+    assert config.features.label.name == "big_tipper"
+    paths = config.paths
+    for path in (paths.pipeline_root, paths.metadata_path, paths.serving_dir, paths.log_dir):
+        assert path.startswith(str(tmp_path) + os.sep)
+
+
+def test_home_comes_from_flag_then_environment_then_cwd(tmp_path, monkeypatch):
+    assert config_lib.resolve_home("/a", {config_lib.HOME_ENV: "/b"}) == "/a"
+    assert config_lib.resolve_home(None, {config_lib.HOME_ENV: "/b"}) == "/b"
+    monkeypatch.chdir(tmp_path)
+    assert config_lib.resolve_home(None, {}) == os.path.join(str(tmp_path), config_lib.DEFAULT_HOME)
+
+
+def test_each_output_path_can_be_set_on_its_own(tmp_path):
+    paths = config_lib.Paths.under(str(tmp_path / "home"), serving_dir=str(tmp_path / "srv"))
+    assert paths.serving_dir == str(tmp_path / "srv")
+    assert paths.pipeline_root == str(tmp_path / "home" / "pipeline_root")
+
+
+def test_missing_data_root_is_named(tmp_path):
+    with pytest.raises(config_lib.ConfigError, match=f"--data-root {tmp_path}/nope: no such folder"):
+        config_lib.build_run_config(environ={}, home=str(tmp_path), data_root=str(tmp_path / "nope"))
+
+
+def test_data_root_without_csv_is_named(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("x")
+    with pytest.raises(config_lib.ConfigError, match="holds no \\*.csv file"):
+        config_lib.build_run_config(environ={}, home=str(tmp_path), data_root=str(tmp_path / "data"))
+
+
+def test_unparsable_schema_is_named(tmp_path):
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text("feature { name: 'x' type: NOPE }")
+    with pytest.raises(config_lib.ConfigError, match=f"schema {schema}: does not parse"):
+        config_lib.build_run_config(environ={}, home=str(tmp_path), schema_path=str(schema))
+
+
+def test_feature_config_naming_a_column_the_schema_lacks_is_named(tmp_path):
+    features = tmp_path / "features.yaml"
+    features.write_text("label: {name: y, column: tips}\nnumeric: [fare, fare_per_mile]\n")
+    with pytest.raises(FeatureConfigError, match=r"\['fare_per_mile'\] not found in schema"):
+        config_lib.build_run_config(environ={}, home=str(tmp_path), feature_config_path=str(features))
+
+
+def test_other_dataset_names_need_a_data_root(tmp_path):
+    with pytest.raises(config_lib.ConfigError, match="only 'taxi' has bundled data"):
+        config_lib.build_run_config(environ={}, home=str(tmp_path), dataset="loans")

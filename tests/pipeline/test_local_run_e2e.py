@@ -1,0 +1,81 @@
+"""The whole pipeline with LocalDagRunner, through the `tfxflow` CLI, on a sample of the taxi data."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipeline import report
+from pipeline.config import bundled_dataset_dir
+from tests import helpers
+
+pytestmark = pytest.mark.e2e
+
+TRAIN_FLAGS = ["--train-steps", "120", "--batch-size", "64", "--eval-every-steps", "60"]
+UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "Transform", "Trainer")
+
+
+@pytest.fixture(scope="module")
+def taxi_runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("taxi")
+    data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
+    home = str(base / "home")
+    args = ["run", "--home", home, "--data-root", data, *TRAIN_FLAGS]
+    first = helpers.run_cli(*args)
+    second = helpers.run_cli(*args)
+    return {"home": home, "data": data, "first": first, "second": second}
+
+
+def test_first_run_succeeds_and_reports_each_component(taxi_runs):
+    first = taxi_runs["first"]
+    assert first.returncode == 0, first.stderr[-3000:]
+    for component in UPSTREAM + ("Evaluator", "Pusher"):
+        assert f"{component:<30} ran" in first.stdout
+    assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
+    assert "blessed:        yes" in first.stdout
+    # Library chatter goes to the run's log file, not the console.
+    assert "INFO" not in first.stdout and "Traceback" not in first.stderr
+
+
+def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_runs):
+    serving = os.path.join(taxi_runs["home"], "serving")
+    versions = helpers.pushed_versions(serving, "taxi")
+    assert versions and all(v.isdigit() for v in versions)
+    model_dir = os.path.join(serving, "taxi", versions[-1])
+    assert os.path.isfile(os.path.join(model_dir, "saved_model.pb"))
+    assert os.path.isdir(os.path.join(model_dir, "variables"))
+
+    rows = helpers.read_csv_rows(os.path.join(taxi_runs["data"], "data.csv"), 50)
+    schema = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
+    loaded = tf.saved_model.load(model_dir)
+    # Serving requests carry no label column.
+    serving_examples = helpers.serialize_examples(rows, schema, drop=("tips",))
+    probabilities = loaded.signatures["serving_default"](examples=tf.constant(serving_examples))["probabilities"]
+    probabilities = probabilities.numpy()
+    assert probabilities.shape == (50, 1) and probabilities.dtype == np.float32
+    assert np.all(np.isfinite(probabilities)) and np.all((probabilities >= 0) & (probabilities <= 1))
+    assert probabilities.std() > 0  # not a constant
+
+    # transform_features (used by TFMA) derives the label from the raw columns.
+    transformed = loaded.signatures["transform_features"](
+        examples=tf.constant(helpers.serialize_examples(rows, schema)))
+    expected = [int(float(r["tips"]) > 0.2 * float(r["fare"])) for r in rows]
+    assert transformed["big_tipper"].numpy().tolist() == expected
+
+
+def test_second_run_is_served_from_the_cache(taxi_runs):
+    second = taxi_runs["second"]
+    assert second.returncode == 0, second.stderr[-3000:]
+    metadata = os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite")
+    store = report.open_store(metadata)
+    runs = report.run_ids(store, "tfxflow-taxi")
+    assert len(runs) == 2
+    first, latest = (report.read_run(metadata, "tfxflow-taxi", run_id) for run_id in runs)
+    for component in UPSTREAM:
+        assert first.component(component).state == "done"
+        assert latest.component(component).state == "cached", component
+        assert f"{component:<30} cached" in second.stdout
+    # A cached Trainer hands on the same model artifact.
+    assert (latest.component("Trainer").outputs["model"][0].id ==
+            first.component("Trainer").outputs["model"][0].id)

@@ -1,0 +1,45 @@
+"""create_pipeline wires the components as documented, without touching any file."""
+
+import json
+
+from components.features import FeatureConfig
+from pipeline.config import EvaluationConfig, TrainingConfig
+from pipeline.pipeline import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
+
+FEATURES = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "numeric": ["a"]})
+
+
+def _pipeline(**kwargs):
+    return create_pipeline(
+        pipeline_name="p", pipeline_root="/nonexistent/root", data_root="/nonexistent/data",
+        schema_path="/nonexistent/schema.pbtxt", features=FEATURES, serving_dir="/nonexistent/serving",
+        model_name="m", **kwargs)
+
+
+def test_components_and_their_wiring():
+    pipeline = _pipeline(training=TrainingConfig(train_steps=77, batch_size=32))
+    by_id = {c.id: c for c in pipeline.components}
+    assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "Transform",
+                          "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+    assert by_id["Transform"].exec_properties["preprocessing_fn"] == PREPROCESSING_FN
+    assert by_id["Trainer"].exec_properties["run_fn"] == RUN_FN
+    assert json.loads(by_id["Trainer"].exec_properties["train_args"]) == {"num_steps": 77}
+    assert json.loads(by_id["Trainer"].exec_properties["custom_config"])["training"]["batch_size"] == 32
+    # The Evaluator compares against the resolver's latest blessed model; the Pusher waits for the blessing.
+    evaluator_inputs = by_id["Evaluator"].inputs
+    assert evaluator_inputs["baseline_model"].producer_component_id == "latest_blessed_model_resolver"
+    assert by_id["Pusher"].inputs["model_blessing"].producer_component_id == "Evaluator"
+    push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
+    assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
+
+
+def test_eval_config_thresholds_and_label():
+    config = eval_config(EvaluationConfig(min_value=0.7, max_regression=0.01, slice_columns=("payment_type",)),
+                         "big_tipper")
+    spec = config.model_specs[0]
+    assert spec.label_key == "big_tipper"
+    assert list(spec.preprocessing_function_names) == ["transform_features"]
+    accuracy = next(m for m in config.metrics_specs[0].metrics if m.class_name == "BinaryAccuracy")
+    assert accuracy.threshold.value_threshold.lower_bound.value == 0.7
+    assert accuracy.threshold.change_threshold.absolute.value == -0.01
+    assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["payment_type"]]
