@@ -17,7 +17,7 @@ class ModelParams:
 
     hidden_units: Tuple[int, ...] = (128, 64)
     max_embedding_dim: int = 16
-    learning_rate: float = 0.003
+    learning_rate: float = 0.001
     dropout: float = 0.0
 
     @classmethod

@@ -21,7 +21,7 @@ class TrainParams:
     """Input-pipeline and schedule knobs. Steps count batches of `batch_size` examples."""
 
     batch_size: int = 256
-    eval_every_steps: int = 250
+    eval_every_steps: int = 100
     shuffle_buffer: int = 10_000
     cache: bool = True
     seed: int = 42

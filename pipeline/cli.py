@@ -9,7 +9,7 @@ import os
 import sys
 from typing import List, Optional
 
-from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV
+from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV, EvaluationConfig, TrainingConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,17 +31,21 @@ def _parser() -> argparse.ArgumentParser:
     paths.add_argument("--metadata-path", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)")
     paths.add_argument("--serving-dir", help="TF Serving model base (default: <home>/serving)")
     train = run.add_argument_group("training")
-    train.add_argument("--train-steps", type=int, default=1500)
-    train.add_argument("--eval-steps", type=int, default=0, help="0: a full pass over the eval split")
-    train.add_argument("--batch-size", type=int, default=256)
-    train.add_argument("--eval-every-steps", type=int, default=250)
-    train.add_argument("--learning-rate", type=float, default=0.003)
-    train.add_argument("--hidden-units", default="128,64", help="comma-separated layer sizes")
-    train.add_argument("--seed", type=int, default=42)
+    defaults = TrainingConfig()
+    train.add_argument("--train-steps", type=int, default=defaults.train_steps)
+    train.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="0: a full pass over the eval split")
+    train.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    train.add_argument("--eval-every-steps", type=int, default=defaults.eval_every_steps,
+                       help="validate after this many steps (one Keras epoch)")
+    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    train.add_argument("--hidden-units", default=",".join(str(u) for u in defaults.hidden_units),
+                       help="comma-separated layer sizes")
+    train.add_argument("--dropout", type=float, default=defaults.dropout)
+    train.add_argument("--seed", type=int, default=defaults.seed)
     evaluation = run.add_argument_group("evaluation")
-    evaluation.add_argument("--min-accuracy", type=float, default=0.6,
+    evaluation.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value,
                             help="blessing needs binary_accuracy at least this")
-    evaluation.add_argument("--max-regression", type=float, default=1e-10,
+    evaluation.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression,
                             help="blessing allows at most this drop vs. the last blessed model")
     beam = run.add_argument_group("execution")
     beam.add_argument("--beam-mode", choices=BEAM_MODES, default="in_memory")
@@ -69,11 +73,11 @@ def _run(args: argparse.Namespace) -> int:
             schema_path=args.schema_path, feature_config_path=args.feature_config_path,
             pipeline_name=args.pipeline_name, model_name=args.model_name, pipeline_root=args.pipeline_root,
             metadata_path=args.metadata_path, serving_dir=args.serving_dir,
-            training=config_lib.TrainingConfig(
+            training=TrainingConfig(
                 train_steps=args.train_steps, eval_steps=args.eval_steps, batch_size=args.batch_size,
                 eval_every_steps=args.eval_every_steps, learning_rate=args.learning_rate,
-                hidden_units=hidden_units, seed=args.seed),
-            evaluation=config_lib.EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
+                hidden_units=hidden_units, dropout=args.dropout, seed=args.seed),
+            evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
         )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault

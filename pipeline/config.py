@@ -17,13 +17,17 @@ BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-    """Trainer knobs; steps count batches of `batch_size`."""
+    """Trainer knobs; steps count batches of `batch_size`.
 
-    train_steps: int = 1500
+    The defaults suit the taxi data (11k training rows): 300 steps of 256 are about 7 epochs; longer
+    training overfits (validation loss rises after about 400 steps while training accuracy nears 1).
+    """
+
+    train_steps: int = 300
     eval_steps: int = 0  # 0: one full pass over the eval split after each epoch
     batch_size: int = 256
-    eval_every_steps: int = 250
-    learning_rate: float = 0.003
+    eval_every_steps: int = 100
+    learning_rate: float = 0.001
     hidden_units: Sequence[int] = (128, 64)
     max_embedding_dim: int = 16
     dropout: float = 0.0
