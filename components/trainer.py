@@ -1,10 +1,18 @@
-"""TFX Trainer entry point (`run_fn`) and the small helpers it is made of."""
+"""TFX Trainer entry point (`run_fn`) and the small helpers it is made of.
+
+Batches and steps: `batch_size` is per replica; a step consumes the global batch, `batch_size` x replicas
+(x gradient-accumulation steps), and `train_steps` counts those steps. The learning rate applies to the
+global batch as given: moving to more GPUs changes the global batch, so revisit the rate with it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
-from typing import Any, Dict, Iterable, List, Mapping
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -13,23 +21,37 @@ from absl import logging
 
 from components import export
 from components import features as features_lib
+from components import hardware as hardware_lib
 from components import model as model_lib
+
+TRAINING_INFO_FILE = "training_info.json"
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainParams:
-    """Input-pipeline and schedule knobs. Steps count batches of `batch_size` examples."""
+    """Input pipeline, schedule and callbacks."""
 
-    batch_size: int = 256
+    batch_size: int = 256  # per replica
     eval_every_steps: int = 100
     shuffle_buffer: int = 10_000
     cache: bool = True
     seed: int = 42
+    grad_accum_steps: int = 1
+    early_stopping_patience: int = 3  # epochs without val_loss improvement; 0: off
+    backup_root: Optional[str] = None  # durable folder for BackupAndRestore; None: no resume
+
+    def __post_init__(self):
+        if self.batch_size < 1 or self.grad_accum_steps < 1 or self.eval_every_steps < 1:
+            raise ValueError("batch_size, grad_accum_steps and eval_every_steps must be >= 1")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TrainParams":
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def global_batch(self, replicas: int) -> int:
+        """Examples one optimizer step consumes across all replicas."""
+        return self.batch_size * replicas * self.grad_accum_steps
 
 
 def skip_autograph_for_tf_keras() -> None:
@@ -54,11 +76,13 @@ def list_files(file_patterns: Iterable[str]) -> List[str]:
 
 
 def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], label_key: str,
-                 input_names: Iterable[str], params: TrainParams, training: bool) -> tf.data.Dataset:
-    """Batches of (features, label) from Transform's gzipped TFRecords.
+                 input_names: Iterable[str], params: TrainParams, training: bool,
+                 global_batch: int, num_workers: int = 1) -> tf.data.Dataset:
+    """Batches of `global_batch` (features, label) from Transform's gzipped TFRecords.
 
-    Serialized records are cached after the first pass, shuffled per epoch, batched, then parsed in one
-    vectorised `parse_example` per batch.
+    Files are read in parallel; serialized records are cached after the first pass (optional), shuffled per
+    epoch, batched, then parsed in one vectorised `parse_example` per batch and prefetched. Across several
+    workers, each reads its own files when there are enough of them, else its own share of the records.
     """
     input_names = list(input_names)
     files = list_files(file_patterns)
@@ -67,13 +91,18 @@ def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], 
         ds = ds.cache()
     if training:
         ds = ds.shuffle(params.shuffle_buffer, seed=params.seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(params.batch_size, drop_remainder=training)
+    ds = ds.batch(global_batch, drop_remainder=training)
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, feature_spec)
         label = tf.reshape(parsed[label_key], [-1, 1])
         return export.as_model_inputs(parsed, input_names), label
 
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.FILE if len(files) >= num_workers
+        else tf.data.experimental.AutoShardPolicy.DATA)
+    ds = ds.with_options(options)
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -92,42 +121,97 @@ def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
     return {"epochs": epochs, "steps_per_epoch": max(1, math.ceil(train_steps / epochs))}
 
 
-def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransformOutput,
-          train_files: Iterable[str], eval_files: Iterable[str], train_steps: int, eval_steps: int,
-          model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str):
-    """Builds and fits the model; returns it with its Keras history."""
+def make_callbacks(log_dir: str, backup_dir: Optional[str], patience: int,
+                   extra: Sequence[keras.callbacks.Callback] = ()) -> List[keras.callbacks.Callback]:
+    """TensorBoard in the run directory, early stopping on the eval split, and backup for resumption."""
+    callbacks: List[keras.callbacks.Callback] = [keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch")]
+    if patience > 0:
+        callbacks.append(keras.callbacks.EarlyStopping(
+            monitor="val_loss", patience=patience, restore_best_weights=True, verbose=0))
+    if backup_dir:
+        # Saves after every epoch and deletes the backup once training completes.
+        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=backup_dir))
+    return callbacks + list(extra)
+
+
+def backup_dir_for(backup_root: Optional[str], key: Mapping[str, Any]) -> Optional[str]:
+    """A folder under `backup_root` named by what the training depends on, so a retried Trainer with the
+    same inputs and settings finds its backup and a different one never does."""
+    if not backup_root:
+        return None
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return os.path.join(backup_root, digest)
+
+
+def build(strategy: tf.distribute.Strategy, config: features_lib.FeatureConfig, num_tokens: Mapping[str, int],
+          model_params: model_lib.ModelParams, train_params: TrainParams,
+          hardware: hardware_lib.HardwareConfig) -> keras.Model:
+    """The compiled model, its variables placed by `strategy`, in the current dtype policy."""
     skip_autograph_for_tf_keras()
     keras.utils.set_random_seed(train_params.seed)
-    model = model_lib.build_model(config, id_ranges(tf_transform_output, config), model_params)
+    with strategy.scope():
+        return model_lib.build_model(
+            config, num_tokens, model_params, grad_accum_steps=train_params.grad_accum_steps,
+            steps_per_execution=hardware.steps_per_execution, jit_compile=hardware.xla)
+
+
+def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransformOutput,
+          train_files: Iterable[str], eval_files: Iterable[str], train_steps: int, eval_steps: int,
+          model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str,
+          hardware: hardware_lib.HardwareConfig = hardware_lib.HardwareConfig(),
+          strategy: Optional[tf.distribute.Strategy] = None, policy: str = "float32",
+          backup_dir: Optional[str] = None, extra_callbacks: Sequence[keras.callbacks.Callback] = ()):
+    """Builds and fits the model on Transform's output; returns (model, history, info)."""
+    strategy = strategy or hardware_lib.make_strategy()
+    model = build(strategy, config, id_ranges(tf_transform_output, config), model_params, train_params, hardware)
+    global_batch = train_params.global_batch(strategy.num_replicas_in_sync)
     spec = tf_transform_output.transformed_feature_spec()
-    train_ds = make_dataset(train_files, spec, config.label.name, model.input_names, train_params, training=True)
-    eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, training=False)
+    workers = hardware_lib.worker_count(os.environ)
+    train_ds = make_dataset(train_files, spec, config.label.name, model.input_names, train_params, True,
+                            global_batch, workers)
+    eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, False,
+                           global_batch, workers)
     plan = schedule(train_steps, train_params.eval_every_steps)
-    logging.info("Training %d steps of batch %d (%d epochs of %d steps)", train_steps, train_params.batch_size,
-                 plan["epochs"], plan["steps_per_epoch"])
+    info = hardware_lib.describe(strategy, policy, hardware, train_params.batch_size, train_params.grad_accum_steps)
+    info.update(train_steps=plan["epochs"] * plan["steps_per_epoch"], **plan, backup_dir=backup_dir)
+    logging.info("Trainer: %s", json.dumps(info))
     history = model.fit(
         train_ds,
         validation_data=eval_ds,
         validation_steps=eval_steps or None,
-        callbacks=[keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch")],
+        callbacks=make_callbacks(log_dir, backup_dir, train_params.early_stopping_patience, extra_callbacks),
         verbose=0,
         **plan,
     )
-    return model, history
+    info["epochs_run"] = len(history.history.get("loss", []))
+    return model, history, info
 
 
 def run_fn(fn_args) -> None:
-    """TFX Trainer entry point: trains per `custom_config` and exports the serving model."""
+    """TFX Trainer entry point: trains per `custom_config`, exports the serving model, writes what it used."""
     custom = fn_args.custom_config or {}
     config = features_lib.as_config(custom["features"])
+    hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
+    train_params = TrainParams.from_dict(custom.get("training", {}))
+    hardware_lib.configure_devices(hardware)
+    strategy = hardware_lib.make_strategy()
+    policy = hardware_lib.resolve_precision(hardware.precision)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    model, history = train(
-        config, tf_transform_output, fn_args.train_files, fn_args.eval_files,
-        train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
-        model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
-        train_params=TrainParams.from_dict(custom.get("training", {})),
-        log_dir=fn_args.model_run_dir,
-    )
-    final = {k: round(float(v[-1]), 4) for k, v in history.history.items()}
-    logging.info("Final epoch metrics: %s", final)
+    backup_dir = backup_dir_for(train_params.backup_root, {
+        "train_files": list(fn_args.train_files), "transform": fn_args.transform_output,
+        "train_steps": fn_args.train_steps, "custom_config": custom})
+    # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
+    with hardware_lib.precision_policy(policy):
+        model, history, info = train(
+            config, tf_transform_output, fn_args.train_files, fn_args.eval_files,
+            train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
+            model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
+            train_params=train_params, log_dir=fn_args.model_run_dir, hardware=hardware,
+            strategy=strategy, policy=policy, backup_dir=backup_dir)
+    # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
+    info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
+    tf.io.gfile.makedirs(fn_args.model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_INFO_FILE), "w") as f:
+        json.dump(info, f, indent=2)
+    logging.info("Final epoch metrics: %s", {k: round(v[-1], 4) for k, v in info["history"].items()})

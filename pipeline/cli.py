@@ -9,6 +9,8 @@ import os
 import sys
 from typing import List, Optional
 
+from components.hardware import PRECISIONS, HardwareConfig
+from components.presets import PRESETS
 from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV, EvaluationConfig, TrainingConfig
 
 
@@ -38,10 +40,26 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-every-steps", type=int, default=defaults.eval_every_steps,
                        help="validate after this many steps (one Keras epoch)")
     train.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-    train.add_argument("--hidden-units", default=",".join(str(u) for u in defaults.hidden_units),
-                       help="comma-separated layer sizes")
+    train.add_argument("--model-preset", choices=sorted(PRESETS), default=defaults.model_preset,
+                       help="default: sized for the taxi data; large: wide layers for GPU benchmarks")
+    train.add_argument("--hidden-units", help="comma-separated layer sizes (default: the preset's)")
     train.add_argument("--dropout", type=float, default=defaults.dropout)
+    train.add_argument("--grad-accum-steps", type=int, default=defaults.grad_accum_steps,
+                       help="accumulate gradients over this many micro-batches of --batch-size per update")
+    train.add_argument("--early-stopping-patience", type=int, default=defaults.early_stopping_patience,
+                       help="epochs without val_loss improvement before stopping; 0: off")
     train.add_argument("--seed", type=int, default=defaults.seed)
+    hw = run.add_argument_group("hardware")
+    hw_defaults = HardwareConfig()
+    hw.add_argument("--precision", choices=PRECISIONS, default=hw_defaults.precision,
+                    help="auto: mixed_float16 on GPUs of compute capability >= 7.0, else float32")
+    hw.add_argument("--xla", action="store_true", help="compile the train step with XLA (jit_compile)")
+    hw.add_argument("--steps-per-execution", type=int, default=hw_defaults.steps_per_execution)
+    hw.add_argument("--visible-gpus", help="comma-separated GPU indices (default: all)")
+    hw.add_argument("--gpu-memory-limit-mb", type=int, help="cap each GPU's memory (default: grow as needed)")
+    hw.add_argument("--no-memory-growth", action="store_true", help="let TensorFlow reserve all GPU memory")
+    hw.add_argument("--cpu-replicas", type=int, default=hw_defaults.cpu_replicas,
+                    help="with no GPU, mirror over this many logical CPU devices")
     evaluation = run.add_argument_group("evaluation")
     evaluation.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value,
                             help="blessing needs binary_accuracy at least this")
@@ -54,14 +72,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _int_list(text: Optional[str], flag: str) -> Optional[tuple]:
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated integers, got '{text}'") from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from pipeline import config as config_lib
     from pipeline.local_runner import configure_logging, run_local, stderr_to
 
     try:
-        hidden_units = tuple(int(u) for u in args.hidden_units.split(",") if u.strip())
-    except ValueError:
-        print(f"error: --hidden-units must be comma-separated integers, got '{args.hidden_units}'", file=sys.stderr)
+        hidden_units = _int_list(args.hidden_units, "--hidden-units")
+        visible_gpus = _int_list(args.visible_gpus, "--visible-gpus")
+        hardware = HardwareConfig(
+            precision=args.precision, memory_growth=not args.no_memory_growth,
+            gpu_memory_limit_mb=args.gpu_memory_limit_mb, visible_gpus=visible_gpus,
+            cpu_replicas=args.cpu_replicas, xla=args.xla, steps_per_execution=args.steps_per_execution)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     home = config_lib.resolve_home(args.home, os.environ)
@@ -76,7 +108,9 @@ def _run(args: argparse.Namespace) -> int:
             training=TrainingConfig(
                 train_steps=args.train_steps, eval_steps=args.eval_steps, batch_size=args.batch_size,
                 eval_every_steps=args.eval_every_steps, learning_rate=args.learning_rate,
-                hidden_units=hidden_units, dropout=args.dropout, seed=args.seed),
+                model_preset=args.model_preset, hidden_units=hidden_units, dropout=args.dropout,
+                grad_accum_steps=args.grad_accum_steps, early_stopping_patience=args.early_stopping_patience,
+                seed=args.seed, hardware=hardware),
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
         )

@@ -8,6 +8,7 @@ import os
 from typing import Mapping, Optional, Sequence, Tuple
 
 from components.features import FeatureConfig
+from components.hardware import HardwareConfig
 
 HOME_ENV = "TFXFLOW_HOME"
 DEFAULT_HOME = "tfxflow_home"
@@ -23,22 +24,31 @@ class TrainingConfig:
     training overfits (validation loss rises after about 400 steps while training accuracy nears 1).
     """
 
-    train_steps: int = 300
+    train_steps: int = 300  # optimizer steps, each of one global batch
     eval_steps: int = 0  # 0: one full pass over the eval split after each epoch
-    batch_size: int = 256
+    batch_size: int = 256  # per replica: the global batch is batch_size x replicas x grad_accum_steps
     eval_every_steps: int = 100
-    learning_rate: float = 0.001
-    hidden_units: Sequence[int] = (128, 64)
-    max_embedding_dim: int = 16
+    learning_rate: float = 0.001  # applied to the global batch as is
+    model_preset: str = "default"
+    hidden_units: Optional[Sequence[int]] = None  # None: the preset's
+    max_embedding_dim: Optional[int] = None  # None: the preset's
     dropout: float = 0.0
+    grad_accum_steps: int = 1
+    early_stopping_patience: int = 3
     seed: int = 42
+    hardware: HardwareConfig = HardwareConfig()
 
-    def custom_config(self) -> dict:
+    def custom_config(self, backup_root: Optional[str] = None) -> dict:
+        """The Trainer's `custom_config` entries (plain JSON-able values)."""
         return {
-            "model": {"hidden_units": list(self.hidden_units), "learning_rate": self.learning_rate,
-                      "max_embedding_dim": self.max_embedding_dim, "dropout": self.dropout},
+            "model": {"preset": self.model_preset,
+                      "hidden_units": None if self.hidden_units is None else list(self.hidden_units),
+                      "max_embedding_dim": self.max_embedding_dim,
+                      "learning_rate": self.learning_rate, "dropout": self.dropout},
             "training": {"batch_size": self.batch_size, "eval_every_steps": self.eval_every_steps,
-                         "seed": self.seed},
+                         "seed": self.seed, "grad_accum_steps": self.grad_accum_steps,
+                         "early_stopping_patience": self.early_stopping_patience, "backup_root": backup_root},
+            "hardware": self.hardware.to_dict(),
         }
 
 
@@ -87,6 +97,7 @@ class Paths:
     metadata_path: str
     serving_dir: str
     log_dir: str
+    trainer_backup_dir: str
 
     @classmethod
     def under(cls, home: str, pipeline_root: Optional[str] = None, metadata_path: Optional[str] = None,
@@ -98,6 +109,7 @@ class Paths:
             metadata_path=os.path.abspath(metadata_path or os.path.join(home, "metadata", "metadata.sqlite")),
             serving_dir=os.path.abspath(serving_dir or os.path.join(home, "serving")),
             log_dir=os.path.join(home, "logs"),
+            trainer_backup_dir=os.path.join(home, "trainer_backup"),
         )
 
 
@@ -174,8 +186,8 @@ def build_run_config(
         raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{beam_mode}'")
     if beam_workers < 0:
         raise ConfigError("--beam-workers must be >= 0 (0: one per core)")
-    if training.train_steps < 1 or training.batch_size < 1:
-        raise ConfigError("--train-steps and --batch-size must be >= 1")
+    if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:
+        raise ConfigError("--train-steps, --batch-size, --grad-accum-steps and --eval-every-steps must be >= 1")
     return RunConfig(
         pipeline_name=pipeline_name or f"tfxflow-{dataset}",
         model_name=model_name or dataset,

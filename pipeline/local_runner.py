@@ -102,8 +102,12 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
     from tfx import v1 as tfx
 
+    from components import hardware
     from pipeline.pipeline import create_pipeline
 
+    # Every component shares this process and Transform initialises TensorFlow's devices before the
+    # Trainer runs, so the Trainer's device settings are applied now.
+    hardware.configure_devices(config.training.hardware)
     paths = config.paths
     for folder in (paths.pipeline_root, os.path.dirname(paths.metadata_path), paths.serving_dir):
         os.makedirs(folder, exist_ok=True)
@@ -115,6 +119,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
         features=config.features,
         serving_dir=paths.serving_dir,
         model_name=config.model_name,
+        trainer_backup_dir=paths.trainer_backup_dir,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             paths.metadata_path),
         training=config.training,

@@ -50,6 +50,7 @@ def create_pipeline(
     features: features_lib.FeatureConfig,
     serving_dir: str,
     model_name: str,
+    trainer_backup_dir: Optional[str] = None,
     metadata_connection_config=None,
     training: TrainingConfig = TrainingConfig(),
     evaluation: EvaluationConfig = EvaluationConfig(),
@@ -61,6 +62,7 @@ def create_pipeline(
     -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
 
     Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs.
+    `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
     """
     output_config = tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
         tfx.proto.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
@@ -86,7 +88,7 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         train_args=tfx.proto.TrainArgs(num_steps=training.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=training.eval_steps),
-        custom_config={"features": feature_dict, **training.custom_config()},
+        custom_config={"features": feature_dict, **training.custom_config(backup_root=trainer_backup_dir)},
     )
     model_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,

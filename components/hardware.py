@@ -1,0 +1,173 @@
+"""Devices, distribution strategy and precision policy for the Trainer.
+
+Device settings (visible GPUs, memory growth, memory limit, logical CPU replicas) only take effect before
+TensorFlow initialises its devices. In a Kubeflow container the Trainer is the first to touch them, so
+`run_fn` applies them; with LocalDagRunner every component shares one process and Transform initialises
+TensorFlow first, so the local runner applies the same settings when it starts.
+
+TensorFlow is imported inside the functions: the run configuration embeds `HardwareConfig`, and the CLI
+must parse flags without paying for a TensorFlow import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from absl import logging
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareConfig:
+    """How the Trainer uses the machine."""
+
+    precision: str = "auto"
+    memory_growth: bool = True
+    gpu_memory_limit_mb: Optional[int] = None
+    visible_gpus: Optional[Tuple[int, ...]] = None  # None: all
+    cpu_replicas: int = 1  # with no GPU, split the CPU into this many logical devices and mirror over them
+    xla: bool = False
+    steps_per_execution: int = 1
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got '{self.precision}'")
+        if self.cpu_replicas < 1 or self.steps_per_execution < 1:
+            raise ValueError("cpu_replicas and steps_per_execution must be >= 1")
+        if self.gpu_memory_limit_mb is not None and self.gpu_memory_limit_mb < 1:
+            raise ValueError("gpu_memory_limit_mb must be >= 1 MB")
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["visible_gpus"] = None if self.visible_gpus is None else list(self.visible_gpus)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "HardwareConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("visible_gpus") is not None:
+            values["visible_gpus"] = tuple(int(i) for i in values["visible_gpus"])
+        return cls(**values)
+
+
+def configure_devices(config: HardwareConfig) -> bool:
+    """Applies visible GPUs, memory growth or limit, and logical CPU replicas.
+
+    Returns False (and logs why) when TensorFlow's devices were already initialised in this process.
+    """
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    try:
+        if config.visible_gpus is not None:
+            chosen = [gpus[i] for i in config.visible_gpus if i < len(gpus)]
+            tf.config.set_visible_devices(chosen + tf.config.list_physical_devices("CPU"))
+            gpus = chosen
+        for gpu in gpus:
+            if config.gpu_memory_limit_mb:
+                tf.config.set_logical_device_configuration(
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=config.gpu_memory_limit_mb)])
+            elif config.memory_growth:
+                tf.config.experimental.set_memory_growth(gpu, True)
+        if not gpus and config.cpu_replicas > 1:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(config.cpu_replicas)])
+    except RuntimeError as err:  # "... cannot be modified after being initialized"
+        logging.info("Device settings left as they are: TensorFlow already initialised its devices (%s)", err)
+        return False
+    return True
+
+
+def worker_count(environ: Mapping[str, str]) -> int:
+    """Workers named in TF_CONFIG's cluster (chief included); 1 without TF_CONFIG."""
+    raw = environ.get("TF_CONFIG")
+    if not raw:
+        return 1
+    cluster = json.loads(raw).get("cluster", {})
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def make_strategy(environ: Mapping[str, str] = os.environ) -> "tf.distribute.Strategy":
+    """MultiWorkerMirroredStrategy when TF_CONFIG names several workers; else MirroredStrategy over the
+    visible GPUs, or over the (logical) CPUs when there is no GPU."""
+    import tensorflow as tf
+
+    if worker_count(environ) > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        return tf.distribute.MirroredStrategy([d.name for d in gpus])
+    cpus = tf.config.list_logical_devices("CPU")
+    return tf.distribute.MirroredStrategy([d.name for d in cpus])
+
+
+def gpu_compute_capabilities() -> List[Tuple[int, int]]:
+    """(major, minor) compute capability of each visible GPU."""
+    import tensorflow as tf
+
+    caps = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        cap = tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        if cap:
+            caps.append(tuple(cap))
+    return caps
+
+
+def resolve_precision(precision: str, capabilities: Optional[List[Tuple[int, int]]] = None) -> str:
+    """`auto`: mixed_float16 when every visible GPU has compute capability >= 7.0 (Tensor Cores), else float32."""
+
+    if precision != "auto":
+        return precision
+    capabilities = gpu_compute_capabilities() if capabilities is None else capabilities
+    if capabilities and all(cap >= (7, 0) for cap in capabilities):
+        return "mixed_float16"
+    return "float32"
+
+
+@contextlib.contextmanager
+def precision_policy(name: str) -> Iterator[None]:
+    """Sets tf-keras' global dtype policy for the block and restores the previous one after, even on error."""
+    from tf_keras import mixed_precision
+
+    previous = mixed_precision.global_policy()
+    mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        mixed_precision.set_global_policy(previous)
+
+
+def describe(strategy: "tf.distribute.Strategy", policy: str, config: HardwareConfig, per_replica_batch: int,
+             grad_accum_steps: int = 1) -> Dict[str, Any]:
+    """What the Trainer runs on, for its log and for tracking."""
+    import tensorflow as tf
+
+    replicas = strategy.num_replicas_in_sync
+    devices = list(getattr(strategy.extended, "worker_devices", ()))
+    name = type(strategy).__name__
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        name = "MultiWorkerMirroredStrategy"  # its class is named CollectiveAllReduceStrategy
+    return {
+        "strategy": name,
+        "devices": devices,
+        "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
+        "replicas": replicas,
+        "workers": worker_count(os.environ),
+        "per_replica_batch": per_replica_batch,
+        "gradient_accumulation_steps": grad_accum_steps,
+        "global_batch": per_replica_batch * replicas,
+        "effective_batch": per_replica_batch * replicas * grad_accum_steps,
+        "precision_policy": policy,
+        "xla": config.xla,
+        "steps_per_execution": config.steps_per_execution,
+    }

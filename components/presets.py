@@ -1,0 +1,19 @@
+"""Model size presets (plain data, so the CLI can list them without importing TensorFlow)."""
+
+import dataclasses
+from typing import Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    hidden_units: Tuple[int, ...]
+    max_embedding_dim: int
+    multiple_of: int  # layer and embedding sizes are rounded up to this (8 suits Tensor Cores)
+
+
+PRESETS = {
+    # Sized for the taxi data: larger models overfit its 11k training rows.
+    "default": Preset(hidden_units=(128, 64), max_embedding_dim=16, multiple_of=1),
+    # Wide layers, so a training step is bound by compute rather than input: the GPU benchmark model.
+    "large": Preset(hidden_units=(2048, 2048, 1024, 512), max_embedding_dim=64, multiple_of=8),
+}

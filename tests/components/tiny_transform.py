@@ -1,0 +1,78 @@
+"""A real, small tf.Transform output (transform graph + gzipped transformed examples) for Trainer tests."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import metadata_io
+
+from components.features import FeatureConfig
+from components.preprocessing import preprocessing_fn
+
+TINY_FEATURES = FeatureConfig.from_dict({
+    "label": {"name": "label", "column": "y", "positive_values": ["1"]},
+    "numeric": ["x1", "x2"],
+    "categorical": ["city"],
+    "bucketized": ["score"],
+    "num_buckets": 4,
+})
+
+_SPEC = {
+    "x1": tf.io.VarLenFeature(tf.float32),
+    "x2": tf.io.VarLenFeature(tf.float32),
+    "city": tf.io.VarLenFeature(tf.string),
+    "score": tf.io.VarLenFeature(tf.float32),
+    "y": tf.io.VarLenFeature(tf.int64),
+}
+
+
+def _rows(n, seed):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        x1, x2 = float(rng.normal()), float(rng.normal())
+        city = str(rng.choice(["a", "b", "c", "d"]))
+        rows.append({"x1": [x1], "x2": [x2], "city": [city.encode()], "score": [float(rng.uniform())],
+                     "y": [int(x1 + (0.8 if city in "ab" else -0.8) > 0)]})
+    return rows
+
+
+def _write_examples(rows, path):
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for row in rows:
+            feature = {}
+            for name, value in row.items():
+                value = np.asarray(value).reshape(-1)
+                if value.dtype.kind == "f":
+                    feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+                else:
+                    feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value.astype(np.int64)))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+def write_tiny_transform(base: str) -> dict:
+    """Runs preprocessing_fn through tf.Transform on synthetic rows and writes its outputs under `base`.
+
+    Returns {'dir', 'output' (TFTransformOutput), 'train', 'eval' (file patterns), 'config'}.
+    """
+    if not os.path.isdir(os.path.join(base, "transform_graph")):
+        metadata = tft.DatasetMetadata.from_feature_spec(_SPEC)
+        with tft_beam.Context(temp_dir=os.path.join(base, "tmp")):
+            fn = lambda inputs: preprocessing_fn(inputs, {"features": TINY_FEATURES.to_dict()})  # noqa: E731
+            (train, _), transform_fn = (_rows(1024, 0), metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
+            (evaluation, _) = ((_rows(256, 1), metadata), transform_fn) | tft_beam.TransformDataset()
+            _ = transform_fn | tft_beam.WriteTransformFn(os.path.join(base, "transform_graph"))
+        # The raw schema, as TFX's Transform writes it beside the graph (serving signatures parse with it).
+        metadata_io.write_metadata(metadata, os.path.join(base, "transform_graph", "metadata"))
+        for name, rows in (("train", train), ("eval", evaluation)):
+            os.makedirs(os.path.join(base, name))
+            _write_examples(rows, os.path.join(base, name, "part-0.gz"))
+    return {
+        "dir": base,
+        "output": tft.TFTransformOutput(os.path.join(base, "transform_graph")),
+        "train": [os.path.join(base, "train", "*")],
+        "eval": [os.path.join(base, "eval", "*")],
+        "config": TINY_FEATURES,
+    }
