@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast lock clean help
+.PHONY: install run test test-fast bench-trainer lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit and end-to-end)"
 	@echo "make test-fast  run the unit tests only"
+	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
 	@echo "make lock       re-resolve requirements.in into requirements.lock"
 
 install: $(STAMP)
@@ -36,6 +37,9 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+bench-trainer: $(STAMP)
+	$(BIN)/python benchmarks/trainer_throughput.py --out benchmarks/results/trainer-$$(date +%Y%m%d).json
 
 lock:
 	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \

@@ -171,6 +171,9 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
                             global_batch, workers)
     eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, False,
                            global_batch, workers)
+    if not eval_steps and hardware.steps_per_execution > 1:
+        # Keras needs an explicit count with steps_per_execution > 1: one pass over the (cached) eval split.
+        eval_steps = int(eval_ds.reduce(0, lambda count, _: count + 1))
     plan = schedule(train_steps, train_params.eval_every_steps)
     info = hardware_lib.describe(strategy, policy, hardware, train_params.batch_size, train_params.grad_accum_steps)
     info.update(train_steps=plan["epochs"] * plan["steps_per_epoch"], **plan, backup_dir=backup_dir)
@@ -196,9 +199,9 @@ def run_fn(fn_args) -> None:
     hardware_lib.configure_devices(hardware)
     strategy = hardware_lib.make_strategy()
     policy = hardware_lib.resolve_precision(hardware.precision)
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     backup_dir = backup_dir_for(train_params.backup_root, {
-        "train_files": list(fn_args.train_files), "transform": fn_args.transform_output,
+        "train_files": list(fn_args.train_files), "transform": fn_args.transform_graph_path,
         "train_steps": fn_args.train_steps, "custom_config": custom})
     # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
     with hardware_lib.precision_policy(policy):

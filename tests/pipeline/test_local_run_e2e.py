@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from components.features import FeatureConfig
 from pipeline import report
 from pipeline.config import bundled_dataset_dir
 from tests import helpers
@@ -56,6 +57,18 @@ def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_
     assert probabilities.shape == (50, 1) and probabilities.dtype == np.float32
     assert np.all(np.isfinite(probabilities)) and np.all((probabilities >= 0) & (probabilities <= 1))
     assert probabilities.std() > 0  # not a constant
+
+    # serving_raw takes one tensor per feature column (TF Serving's JSON API) and agrees with serving_default.
+    features = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
+    raw = loaded.signatures["serving_raw"]
+    specs = raw.structured_input_signature[1]
+    assert set(specs) == set(features.feature_columns)
+    complete = [i for i, r in enumerate(rows) if all(r[c] != "" for c in features.feature_columns)][:10]
+    assert complete
+    tensors = {c: tf.constant([float(rows[i][c]) if specs[c].dtype == tf.float32 else
+                               int(float(rows[i][c])) if specs[c].dtype == tf.int64 else rows[i][c]
+                               for i in complete], dtype=specs[c].dtype) for c in specs}
+    np.testing.assert_allclose(raw(**tensors)["probabilities"].numpy(), probabilities[complete], rtol=1e-5)
 
     # transform_features (used by TFMA) derives the label from the raw columns.
     transformed = loaded.signatures["transform_features"](

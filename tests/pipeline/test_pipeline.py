@@ -3,6 +3,7 @@
 import json
 
 from components.features import FeatureConfig
+from components.hardware import HardwareConfig
 from pipeline.config import EvaluationConfig, TrainingConfig
 from pipeline.pipeline import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
 
@@ -17,14 +18,20 @@ def _pipeline(**kwargs):
 
 
 def test_components_and_their_wiring():
-    pipeline = _pipeline(training=TrainingConfig(train_steps=77, batch_size=32))
+    pipeline = _pipeline(training=TrainingConfig(train_steps=77, batch_size=32,
+                                                 hardware=HardwareConfig(precision="mixed_bfloat16")),
+                         trainer_backup_dir="/nonexistent/backup")
     by_id = {c.id: c for c in pipeline.components}
     assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "Transform",
                           "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
     assert by_id["Transform"].exec_properties["preprocessing_fn"] == PREPROCESSING_FN
     assert by_id["Trainer"].exec_properties["run_fn"] == RUN_FN
     assert json.loads(by_id["Trainer"].exec_properties["train_args"]) == {"num_steps": 77}
-    assert json.loads(by_id["Trainer"].exec_properties["custom_config"])["training"]["batch_size"] == 32
+    trainer_config = json.loads(by_id["Trainer"].exec_properties["custom_config"])
+    assert trainer_config["training"]["batch_size"] == 32
+    assert trainer_config["training"]["backup_root"] == "/nonexistent/backup"
+    assert trainer_config["hardware"]["precision"] == "mixed_bfloat16"
+    assert trainer_config["features"]["label"]["name"] == "y"
     # The Evaluator compares against the resolver's latest blessed model; the Pusher waits for the blessing.
     evaluator_inputs = by_id["Evaluator"].inputs
     assert evaluator_inputs["baseline_model"].producer_component_id == "latest_blessed_model_resolver"
