@@ -201,7 +201,7 @@ def bench_ours(uris, workdir: str, preset: str, precision: str, xla: bool, steps
         "trainer": "tfxflow", "preset": preset, "precision": precision, "xla": xla,
         "steps_per_execution": steps_per_execution,
         "global_batch": info["global_batch"], "steps": info["train_steps"],
-        "examples_per_s": steady_steps * info["global_batch"] / steady_s,
+        "examples_per_s": steady_steps * info["effective_batch"] / steady_s,
         "fit_s": ends[-1] - clock.callback.start, "run_fn_s": wall,
         "val_accuracy": float(history.history["val_binary_accuracy"][-1]),
     }

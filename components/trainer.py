@@ -49,8 +49,9 @@ class TrainParams:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def global_batch(self, replicas: int) -> int:
-        """Examples one optimizer step consumes across all replicas."""
+    def effective_batch(self, replicas: int) -> int:
+        """Examples one optimizer step consumes across all replicas: the global batch (per-replica batch x
+        replicas) times the gradient-accumulation steps. Each dataset batch has this size."""
         return self.batch_size * replicas * self.grad_accum_steps
 
 
@@ -77,8 +78,9 @@ def list_files(file_patterns: Iterable[str]) -> List[str]:
 
 def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], label_key: str,
                  input_names: Iterable[str], params: TrainParams, training: bool,
-                 global_batch: int, num_workers: int = 1) -> tf.data.Dataset:
-    """Batches of `global_batch` (features, label) from Transform's gzipped TFRecords.
+                 batch_size: int, num_workers: int = 1) -> tf.data.Dataset:
+    """Batches of `batch_size` (features, label) from Transform's gzipped TFRecords (for training, the
+    effective batch: `TrainParams.effective_batch`).
 
     Files are read in parallel; serialized records are cached after the first pass (optional), shuffled per
     epoch, batched, then parsed in one vectorised `parse_example` per batch and prefetched. Across several
@@ -91,7 +93,7 @@ def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], 
         ds = ds.cache()
     if training:
         ds = ds.shuffle(params.shuffle_buffer, seed=params.seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(global_batch, drop_remainder=training)
+    ds = ds.batch(batch_size, drop_remainder=training)
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, feature_spec)
@@ -164,13 +166,13 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
     """Builds and fits the model on Transform's output; returns (model, history, info)."""
     strategy = strategy or hardware_lib.make_strategy()
     model = build(strategy, config, id_ranges(tf_transform_output, config), model_params, train_params, hardware)
-    global_batch = train_params.global_batch(strategy.num_replicas_in_sync)
+    batch = train_params.effective_batch(strategy.num_replicas_in_sync)
     spec = tf_transform_output.transformed_feature_spec()
     workers = hardware_lib.worker_count(os.environ)
     train_ds = make_dataset(train_files, spec, config.label.name, model.input_names, train_params, True,
-                            global_batch, workers)
+                            batch, workers)
     eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, False,
-                           global_batch, workers)
+                           batch, workers)
     if not eval_steps and hardware.steps_per_execution > 1:
         # Keras needs an explicit count with steps_per_execution > 1: one pass over the (cached) eval split.
         eval_steps = int(eval_ds.reduce(0, lambda count, _: count + 1))
