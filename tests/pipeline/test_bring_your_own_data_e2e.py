@@ -15,7 +15,7 @@ SCHEMA = """
 feature { name: "applicant_id" type: INT value_count { min: 1 max: 1 } presence { min_fraction: 1.0 } }
 feature { name: "age" type: INT value_count { min: 1 max: 1 } int_domain { min: 18 max: 100 } }
 feature { name: "income" type: FLOAT value_count { min: 1 max: 1 } float_domain { min: 0 } }
-feature { name: "city" type: BYTES value_count { min: 1 max: 1 } }
+feature { name: "city" type: BYTES value_count { max: 1 } }
 feature { name: "region_code" type: INT value_count { min: 1 max: 1 } }
 feature { name: "score" type: FLOAT value_count { min: 1 max: 1 } }
 feature { name: "approved" type: BYTES value_count { min: 1 max: 1 } presence { min_fraction: 1.0 }
