@@ -14,6 +14,10 @@ from components.presets import PRESETS
 from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV, EvaluationConfig, TrainingConfig
 
 
+EXIT_CONFIG_ERROR = 2
+EXIT_DATA_GATE = 3
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluation = run.add_argument_group("evaluation")
     evaluation.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value,
                             help="blessing needs binary_accuracy at least this")
+    evaluation.add_argument("--allow-anomaly", action="append", default=[], metavar="TYPE",
+                            help="an anomaly type (e.g. FEATURE_TYPE_LOW_NUMBER_VALUES) that does not stop the "
+                                 "run; repeatable")
     evaluation.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression,
                             help="blessing allows at most this drop vs. the last blessed model")
     beam = run.add_argument_group("execution")
@@ -94,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
             cpu_replicas=args.cpu_replicas, xla=args.xla, steps_per_execution=args.steps_per_execution)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG_ERROR
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     home = config_lib.resolve_home(args.home, os.environ)
     log_file = os.path.join(config_lib.Paths.under(home).log_dir, f"run-{stamp}.log")
@@ -113,10 +120,11 @@ def _run(args: argparse.Namespace) -> int:
                 seed=args.seed, hardware=hardware),
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
+            allowed_anomaly_types=tuple(args.allow_anomaly),
         )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG_ERROR
 
     print(f"tfxflow: pipeline {config.pipeline_name}\n  data:    {config.data_root}\n"
           f"  schema:  {config.schema_path}\n  home:    {config.paths.home}\n  log:     {log_file}\n", flush=True)
@@ -126,6 +134,12 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as err:  # pylint: disable=broad-except
         # The traceback goes to the log file; the console gets the error and where to look.
         logging.getLogger(__name__).exception("run failed")
+        from components.gate import DataGateError
+
+        if isinstance(err, DataGateError):
+            print(f"\n{err}\n  serving directory untouched: {config.paths.serving_dir}\n  full log: {log_file}",
+                  file=sys.stderr)
+            return EXIT_DATA_GATE
         first_line = (str(err).strip().splitlines() or [""])[0]
         print(f"\nerror: the run failed: {type(err).__name__}: {first_line}\n  full log: {log_file}",
               file=sys.stderr)
@@ -140,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return _run(args)
-    return 2
+    return EXIT_CONFIG_ERROR
 
 
 def console_main() -> None:

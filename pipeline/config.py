@@ -129,6 +129,7 @@ class RunConfig:
     beam_mode: str = "in_memory"
     beam_workers: int = 1
     enable_cache: bool = True
+    allowed_anomaly_types: Tuple[str, ...] = ()
 
     @property
     def beam_pipeline_args(self) -> list:
@@ -169,6 +170,7 @@ def build_run_config(
     beam_mode: str = "in_memory",
     beam_workers: int = 1,
     enable_cache: bool = True,
+    allowed_anomaly_types: Tuple[str, ...] = (),
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
     dataset_dir = bundled_dataset_dir(dataset)
@@ -201,6 +203,7 @@ def build_run_config(
         beam_mode=beam_mode,
         beam_workers=beam_workers,
         enable_cache=enable_cache,
+        allowed_anomaly_types=tuple(allowed_anomaly_types),
     )
 
 

@@ -127,6 +127,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
         split=config.split,
         beam_pipeline_args=config.beam_pipeline_args,
         enable_cache=config.enable_cache,
+        allowed_anomaly_types=config.allowed_anomaly_types,
     )
     progress = ComponentProgress(out=out, total=len(pipeline.components))
     logging.getLogger().addHandler(progress)
@@ -155,6 +156,9 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
         lines.append(f"  {t.name:<30} {t.status:<7} {t.seconds:8.1f} {100 * t.seconds / max(wall, 1e-9):5.1f}%")
     rows = ", ".join(f"{split} {count:,}" for split, count in result.rows.items()) or "n/a"
     lines += ["", f"  rows read:      {rows}"]
+    gate = result.component("DataGate")
+    if gate is not None:
+        lines.append(f"  data gate:      {'passed' if gate.state in ('done', 'cached') else gate.state}")
     if result.metrics:
         shown = ("binary_accuracy", "auc", "precision", "recall", "example_count")
         metrics = ", ".join(f"{k} {result.metrics[k]:.4f}" if k != "example_count"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components import features as features_lib
+from components.gate import DataGate
 from pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
@@ -57,9 +58,11 @@ def create_pipeline(
     split: SplitConfig = SplitConfig(),
     beam_pipeline_args: Optional[List[str]] = None,
     enable_cache: bool = True,
+    allowed_anomaly_types: Sequence[str] = (),
 ) -> tfx.dsl.Pipeline:
-    """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform -> Trainer
-    -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
+    """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
+    -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
+    The gate fails the run on any anomaly whose type is not in `allowed_anomaly_types`.
 
     Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs.
     `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
@@ -73,6 +76,8 @@ def create_pipeline(
     schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
+                         allowed_anomaly_types=",".join(allowed_anomaly_types))
 
     feature_dict = features.to_dict()
     transform = tfx.components.Transform(
@@ -81,6 +86,8 @@ def create_pipeline(
         preprocessing_fn=PREPROCESSING_FN,
         custom_config={"features": feature_dict},
     )
+    # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
+    transform.add_upstream_node(data_gate)
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
@@ -110,7 +117,7 @@ def create_pipeline(
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, transform, trainer,
+        components=[example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform, trainer,
                     model_resolver, evaluator, pusher],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,

@@ -14,7 +14,8 @@ from tests import helpers
 pytestmark = pytest.mark.e2e
 
 TRAIN_FLAGS = ["--train-steps", "120", "--batch-size", "64", "--eval-every-steps", "60"]
-UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "Transform", "Trainer")
+UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
+            "Trainer")
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,7 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
         assert f"{component:<30} ran" in first.stdout
     assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
     assert "blessed:        yes" in first.stdout
+    assert "data gate:      passed" in first.stdout
     # Library chatter goes to the run's log file, not the console.
     assert "INFO" not in first.stdout and "Traceback" not in first.stderr
 

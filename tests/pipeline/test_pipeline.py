@@ -22,8 +22,11 @@ def test_components_and_their_wiring():
                                                  hardware=HardwareConfig(precision="mixed_bfloat16")),
                          trainer_backup_dir="/nonexistent/backup")
     by_id = {c.id: c for c in pipeline.components}
-    assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "Transform",
-                          "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+    assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
+                          "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+    # The gate reads the validator's anomalies and Transform waits for it.
+    assert by_id["DataGate"].inputs["anomalies"].producer_component_id == "ExampleValidator"
+    assert "DataGate" in {node.id for node in by_id["Transform"].upstream_nodes}
     assert by_id["Transform"].exec_properties["preprocessing_fn"] == PREPROCESSING_FN
     assert by_id["Trainer"].exec_properties["run_fn"] == RUN_FN
     assert json.loads(by_id["Trainer"].exec_properties["train_args"]) == {"num_steps": 77}
