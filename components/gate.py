@@ -51,7 +51,7 @@ def read_anomalies(anomalies_uri: str) -> List[Anomaly]:
         for feature, info in infos:
             for reason in info.reason:
                 found.append(Anomaly(split, feature, anomalies_pb2.AnomalyInfo.Type.Name(reason.type),
-                                     reason.description or info.description))
+                                     (reason.description or info.description).strip()))
     return found
 
 
