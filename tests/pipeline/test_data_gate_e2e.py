@@ -47,7 +47,7 @@ def test_bad_data_stops_at_the_gate_and_leaves_the_served_model(tmp_path):
     assert "feature 'fare': FLOAT_TYPE_SMALL_FLOAT" in err
     assert "split 'train'" in err
     assert "Traceback" not in err
-    assert f"DataGate                       FAILED" in result.stdout
+    assert f"{'DataGate':<30} FAILED" in result.stdout
     assert "Transform" not in result.stdout.split("DataGate")[-1]  # nothing after the gate ran
     # The model being served is untouched.
     assert helpers.pushed_versions(serving, "taxi") == served
