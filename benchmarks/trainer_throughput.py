@@ -192,7 +192,7 @@ def bench_ours(uris, workdir: str, preset: str, precision: str, xla: bool, steps
             features, output, [os.path.join(examples, "Split-train", "*")],
             [os.path.join(examples, "Split-eval", "*")], train_steps=steps, eval_steps=0,
             model_params=model_lib.ModelParams(preset=preset), train_params=params,
-            log_dir=os.path.join(workdir, "tb"), hardware=hw, policy=precision, extra_callbacks=[clock.callback])
+            log_dir=os.path.join(workdir, "tb"), hardware=hw, extra_callbacks=[clock.callback])
     wall = time.perf_counter() - started
     ends = clock.callback.epoch_ends
     steady_steps = info["steps_per_epoch"] * (len(ends) - 1)

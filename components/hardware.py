@@ -125,7 +125,6 @@ def gpu_compute_capabilities() -> List[Tuple[int, int]]:
 
 def resolve_precision(precision: str, capabilities: Optional[List[Tuple[int, int]]] = None) -> str:
     """`auto`: mixed_float16 when every visible GPU has compute capability >= 7.0 (Tensor Cores), else float32."""
-
     if precision != "auto":
         return precision
     capabilities = gpu_compute_capabilities() if capabilities is None else capabilities
@@ -147,27 +146,21 @@ def precision_policy(name: str) -> Iterator[None]:
         mixed_precision.set_global_policy(previous)
 
 
-def describe(strategy: "tf.distribute.Strategy", policy: str, config: HardwareConfig, per_replica_batch: int,
-             grad_accum_steps: int = 1) -> Dict[str, Any]:
-    """What the Trainer runs on, for its log and for tracking."""
+def describe(strategy: "tf.distribute.Strategy", config: HardwareConfig) -> Dict[str, Any]:
+    """What the Trainer runs on (strategy, devices, the active dtype policy), for its log and for tracking."""
     import tensorflow as tf
+    from tf_keras import mixed_precision
 
-    replicas = strategy.num_replicas_in_sync
-    devices = list(getattr(strategy.extended, "worker_devices", ()))
     name = type(strategy).__name__
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         name = "MultiWorkerMirroredStrategy"  # its class is named CollectiveAllReduceStrategy
     return {
         "strategy": name,
-        "devices": devices,
+        "devices": list(getattr(strategy.extended, "worker_devices", ())),
         "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
-        "replicas": replicas,
+        "replicas": strategy.num_replicas_in_sync,
         "workers": worker_count(os.environ),
-        "per_replica_batch": per_replica_batch,
-        "gradient_accumulation_steps": grad_accum_steps,
-        "global_batch": per_replica_batch * replicas,
-        "effective_batch": per_replica_batch * replicas * grad_accum_steps,
-        "precision_policy": policy,
+        "precision_policy": mixed_precision.global_policy().name,
         "xla": config.xla,
         "steps_per_execution": config.steps_per_execution,
     }

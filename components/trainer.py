@@ -49,10 +49,14 @@ class TrainParams:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def global_batch(self, replicas: int) -> int:
+        """Per-replica batch x replicas."""
+        return self.batch_size * replicas
+
     def effective_batch(self, replicas: int) -> int:
-        """Examples one optimizer step consumes across all replicas: the global batch (per-replica batch x
-        replicas) times the gradient-accumulation steps. Each dataset batch has this size."""
-        return self.batch_size * replicas * self.grad_accum_steps
+        """Examples one optimizer step consumes across all replicas: the global batch times the
+        gradient-accumulation steps. Each dataset batch has this size."""
+        return self.global_batch(replicas) * self.grad_accum_steps
 
 
 def skip_autograph_for_tf_keras() -> None:
@@ -161,9 +165,9 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
           train_files: Iterable[str], eval_files: Iterable[str], train_steps: int, eval_steps: int,
           model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str,
           hardware: hardware_lib.HardwareConfig = hardware_lib.HardwareConfig(),
-          strategy: Optional[tf.distribute.Strategy] = None, policy: str = "float32",
-          backup_dir: Optional[str] = None, extra_callbacks: Sequence[keras.callbacks.Callback] = ()):
-    """Builds and fits the model on Transform's output; returns (model, history, info)."""
+          strategy: Optional[tf.distribute.Strategy] = None, backup_dir: Optional[str] = None, extra_callbacks: Sequence[keras.callbacks.Callback] = ()):
+    """Builds and fits the model on Transform's output, in the current dtype policy; returns
+    (model, history, info)."""
     strategy = strategy or hardware_lib.make_strategy()
     model = build(strategy, config, id_ranges(tf_transform_output, config), model_params, train_params, hardware)
     batch = train_params.effective_batch(strategy.num_replicas_in_sync)
@@ -177,8 +181,11 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
         # Keras needs an explicit count with steps_per_execution > 1: one pass over the (cached) eval split.
         eval_steps = int(eval_ds.reduce(0, lambda count, _: count + 1))
     plan = schedule(train_steps, train_params.eval_every_steps)
-    info = hardware_lib.describe(strategy, policy, hardware, train_params.batch_size, train_params.grad_accum_steps)
-    info.update(train_steps=plan["epochs"] * plan["steps_per_epoch"], **plan, backup_dir=backup_dir)
+    replicas = strategy.num_replicas_in_sync
+    info = hardware_lib.describe(strategy, hardware)
+    info.update(per_replica_batch=train_params.batch_size, gradient_accumulation_steps=train_params.grad_accum_steps,
+                global_batch=train_params.global_batch(replicas), effective_batch=batch,
+                train_steps=plan["epochs"] * plan["steps_per_epoch"], **plan, backup_dir=backup_dir)
     logging.info("Trainer: %s", json.dumps(info))
     history = model.fit(
         train_ds,
@@ -212,7 +219,7 @@ def run_fn(fn_args) -> None:
             train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
             model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
             train_params=train_params, log_dir=fn_args.model_run_dir, hardware=hardware,
-            strategy=strategy, policy=policy, backup_dir=backup_dir)
+            strategy=strategy, backup_dir=backup_dir)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}

@@ -39,7 +39,7 @@ def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp
 
 def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny_transform, tmp_path):
     with hardware.precision_policy("mixed_bfloat16"):
-        model, history, info = _train(tiny_transform, tmp_path, policy="mixed_bfloat16")
+        model, history, info = _train(tiny_transform, tmp_path)
     assert info["precision_policy"] == "mixed_bfloat16"
     assert keras.mixed_precision.global_policy().name == "float32"  # reset after training
     hidden = model.get_layer("deep_0")
