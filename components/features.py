@@ -40,6 +40,31 @@ class LabelSpec:
     def raw_columns(self) -> Tuple[str, ...]:
         return (self.column,) + ((self.ratio_of,) if self.ratio_of else ())
 
+    def describe(self) -> str:
+        """The rule in words, e.g. "tips > 0.2 x fare"."""
+        if self.greater_than is not None:
+            return f"{self.column} > {self.greater_than:g}" + (f" x {self.ratio_of}" if self.ratio_of else "")
+        if self.positive_values:
+            return f"{self.column} in {list(self.positive_values)}"
+        return f"{self.column} (0/1)"
+
+    def evaluate(self, row: Mapping[str, str]) -> int:
+        """The label of one raw CSV row, by the same rules as `preprocessing.make_label`: a row whose
+        sources are missing or not numbers gets 0."""
+        value = row.get(self.column, "")
+        if self.greater_than is not None:
+            try:
+                threshold = self.greater_than * (float(row.get(self.ratio_of, "")) if self.ratio_of else 1.0)
+                return int(float(value) > threshold)
+            except ValueError:
+                return 0
+        if self.positive_values:
+            return int(value in self.positive_values)
+        try:
+            return int(float(value)) if value else 0
+        except ValueError:
+            return 0
+
 
 @dataclasses.dataclass(frozen=True)
 class FeatureConfig:

@@ -10,15 +10,21 @@ No `from __future__ import annotations` here: TFX's function-component parser ne
 
 import dataclasses
 import os
-from typing import List, Sequence, TypedDict
+from typing import List, Optional, Sequence, Tuple, TypedDict
+
+from absl import logging
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import v1 as tfx
+from tfx.dsl.io import fileio
+
+from components.errors import DataError
 
 ANOMALIES_FILE = "SchemaDiff.pb"
+STATISTICS_FILE = "FeatureStats.pb"
 
 
-class DataGateError(RuntimeError):
+class DataGateError(DataError):
     """Anomalies that the configuration does not allow; the message lists split, feature, type and why."""
 
 
@@ -34,24 +40,31 @@ class Anomaly:
         return f"split '{self.split}', {where}: {self.type}: {self.description}"
 
 
+def anomaly_list(anomalies: anomalies_pb2.Anomalies, split: str, comparators_only: bool = False) -> List[Anomaly]:
+    """Every reason in an Anomalies proto (features, then the dataset), under the name `split`."""
+    infos = sorted(anomalies.anomaly_info.items())
+    if anomalies.HasField("dataset_anomaly_info"):
+        infos.append(("", anomalies.dataset_anomaly_info))
+    found = []
+    for feature, info in infos:
+        for reason in info.reason:
+            kind = anomalies_pb2.AnomalyInfo.Type.Name(reason.type)
+            if not comparators_only or kind.startswith("COMPARATOR_"):
+                found.append(Anomaly(split, feature, kind, (reason.description or info.description).strip()))
+    return found
+
+
 def read_anomalies(anomalies_uri: str) -> List[Anomaly]:
     """Every anomaly reason recorded in an ExampleAnomalies artifact, split by split."""
     found = []
-    for entry in sorted(os.listdir(anomalies_uri)):
-        path = os.path.join(anomalies_uri, entry, ANOMALIES_FILE)
-        if not (entry.startswith("Split-") and os.path.exists(path)):
+    for entry in sorted(fileio.listdir(anomalies_uri)):
+        path = os.path.join(anomalies_uri, entry.rstrip("/"), ANOMALIES_FILE)
+        if not (entry.startswith("Split-") and fileio.exists(path)):
             continue
-        split = entry[len("Split-"):]
         anomalies = anomalies_pb2.Anomalies()
-        with open(path, "rb") as f:
+        with fileio.open(path, "rb") as f:
             anomalies.ParseFromString(f.read())
-        infos = [(name, info) for name, info in sorted(anomalies.anomaly_info.items())]
-        if anomalies.HasField("dataset_anomaly_info"):
-            infos.append(("", anomalies.dataset_anomaly_info))
-        for feature, info in infos:
-            for reason in info.reason:
-                found.append(Anomaly(split, feature, anomalies_pb2.AnomalyInfo.Type.Name(reason.type),
-                                     (reason.description or info.description).strip()))
+        found += anomaly_list(anomalies, entry.rstrip("/")[len("Split-"):])
     return found
 
 
@@ -61,10 +74,11 @@ def blocking(anomalies: Sequence[Anomaly], allowed_types: Sequence[str]) -> List
     return [a for a in anomalies if a.type not in allowed]
 
 
-def report(blockers: Sequence[Anomaly]) -> str:
+def report(blockers: Sequence[Anomaly], notes: Sequence[str] = ()) -> str:
     lines = [f"data gate: {len(blockers)} anomal{'y' if len(blockers) == 1 else 'ies'} stop the run "
              "(nothing was trained or pushed):"]
     lines += [f"  - {a}" for a in blockers]
+    lines += [f"  ({note})" for note in notes]
     return "\n".join(lines)
 
 
@@ -72,19 +86,96 @@ def parse_allowed(text: str) -> List[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _load_split(statistics_uri: str, split: str):
+    import tensorflow_data_validation as tfdv
+
+    return tfdv.load_stats_binary(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))
+
+
+def describe_comparisons(anomalies: anomalies_pb2.Anomalies, what: str) -> str:
+    """One line on the largest drift or skew measured, e.g. "drift: 12 features compared, largest
+    payment_type L-infinity 0.031 (threshold 0.1)"."""
+    measured = []
+    for info in anomalies.drift_skew_info:
+        feature = ".".join(info.path.step)
+        for m in list(info.drift_measurements) + list(info.skew_measurements):
+            kind = {1: "L-infinity", 2: "Jensen-Shannon", 3: "normalized abs difference"}.get(m.type, str(m.type))
+            measured.append((m.value / m.threshold if m.threshold else 0.0, feature, kind, m.value, m.threshold))
+    if not measured:
+        return f"{what}: no feature has a comparator in the schema"
+    ratio, feature, kind, value, threshold = max(measured)
+    features = len({m[1] for m in measured})
+    return (f"{what}: {features} feature{'s' if features != 1 else ''} compared, largest {feature} {kind} "
+            f"{value:.3g} (threshold {threshold:g})")
+
+
+def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, serving_stats=None,
+            split: str = "train") -> Tuple[List[Anomaly], List[str]]:
+    """Drift of `split` vs. the baseline's same split, and skew vs. serving statistics, with the schema's
+    comparators. Also validates the serving statistics against the SERVING environment.
+    Returns the anomalies and one line per check done."""
+    import tensorflow_data_validation as tfdv
+
+    current = _load_split(statistics_uri, split)
+    found, notes = [], []
+    if baseline_uri and not fileio.exists(os.path.join(baseline_uri, f"Split-{split}", STATISTICS_FILE)):
+        notes.append(f"drift: the baseline {baseline_uri} has no '{split}' split, not compared")
+    elif baseline_uri:
+        result = tfdv.validate_statistics(current, schema, environment="TRAINING",
+                                          previous_statistics=_load_split(baseline_uri, split))
+        found += anomaly_list(result, f"{split} vs. the last blessed model's data (drift)", comparators_only=True)
+        notes.append(describe_comparisons(result, "drift vs. the last blessed model's data"))
+    else:
+        notes.append("drift: no blessed model yet, nothing to compare with")
+    if serving_stats is not None:
+        found += anomaly_list(tfdv.validate_statistics(serving_stats, schema, environment="SERVING"), "serving")
+        result = tfdv.validate_statistics(current, schema, environment="TRAINING", serving_statistics=serving_stats)
+        found += anomaly_list(result, f"{split} vs. serving (skew)", comparators_only=True)
+        notes.append(describe_comparisons(result, "skew vs. serving data"))
+    return found, notes
+
+
 class GateResult(TypedDict):
     anomalies_found: int  # all of them allowed, or the gate would have failed
+    checks: str  # what was compared, one line per check
 
 
 @tfx.dsl.components.component
 def DataGate(  # pylint: disable=invalid-name
     anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
+    statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
+    schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
+    baseline_statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics] = None,
     allowed_anomaly_types: tfx.dsl.components.Parameter[str] = "",
+    serving_data_root: tfx.dsl.components.Parameter[str] = "",
+    serving_data_fingerprint: tfx.dsl.components.Parameter[str] = "",
 ) -> GateResult:
     """Fails with DataGateError when an anomaly's type is not in `allowed_anomaly_types` (comma-separated
-    AnomalyInfo.Type names, e.g. "FEATURE_TYPE_LOW_NUMBER_VALUES")."""
+    AnomalyInfo.Type names, e.g. "FEATURE_TYPE_LOW_NUMBER_VALUES").
+
+    Besides ExampleValidator's anomalies it checks drift of the training split against
+    `baseline_statistics` and, given `serving_data_root` (CSV files without the label), the serving data
+    against the schema's SERVING environment and skew between training and serving; the thresholds are
+    the schema's `drift_comparator` / `skew_comparator`. `serving_data_fingerprint` only makes the cache
+    notice changed serving files.
+    """
+    del serving_data_fingerprint
+    from tfx.utils import io_utils
+
+    schema_proto = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
+    serving_stats = None
+    if serving_data_root:
+        from components import csv_input  # imports TFX's CSV executor: only when serving data is given
+
+        serving_stats = csv_input.csv_statistics(serving_data_root, schema_proto)
     found = read_anomalies(anomalies.uri)
+    extra, notes = compare(statistics.uri, schema_proto, baseline_statistics.uri if baseline_statistics else None,
+                           serving_stats)
+    found += extra
+    notes.insert(0, f"schema: {len(found) - len(extra)} anomal{'y' if len(found) - len(extra) == 1 else 'ies'}")
+    for note in notes:
+        logging.info("data gate: %s", note)
     blockers = blocking(found, parse_allowed(allowed_anomaly_types))
     if blockers:
-        raise DataGateError(report(blockers))
-    return {"anomalies_found": len(found)}
+        raise DataGateError(report(blockers, notes))
+    return {"anomalies_found": len(found), "checks": "; ".join(notes)}

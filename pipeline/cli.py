@@ -1,4 +1,5 @@
-"""`tfxflow` command line: `tfxflow run` runs the pipeline locally."""
+"""`tfxflow` command line: `tfxflow run` runs the pipeline locally; `tfxflow infer-schema` drafts a schema,
+statistics and a feature config from a CSV folder for curation."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV, EvaluationCon
 
 
 EXIT_CONFIG_ERROR = 2
-EXIT_DATA_GATE = 3
+EXIT_DATA_GATE = 3  # the data was refused: bad CSV files or anomalies
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,12 +71,25 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--allow-anomaly", action="append", default=[], metavar="TYPE",
                             help="an anomaly type (e.g. FEATURE_TYPE_LOW_NUMBER_VALUES) that does not stop the "
                                  "run; repeatable")
+    evaluation.add_argument("--serving-data", metavar="DIR",
+                            help="CSV files of serving requests (no label): validated against the schema's SERVING "
+                                 "environment and compared with the training data (skew)")
+    evaluation.add_argument("--no-drift-check", action="store_true",
+                            help="do not compare the data with the data of the last blessed model")
     evaluation.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression,
                             help="blessing allows at most this drop vs. the last blessed model")
     beam = run.add_argument_group("execution")
     beam.add_argument("--beam-mode", choices=BEAM_MODES, default="in_memory")
     beam.add_argument("--beam-workers", type=int, default=1, help="0: one per core")
     beam.add_argument("--no-cache", action="store_true", help="re-run every component")
+
+    infer = sub.add_parser("infer-schema", help="infer a schema, statistics and a feature config from CSV files",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    infer.add_argument("--data-root", required=True, help="folder of CSV files")
+    infer.add_argument("--out", required=True, help="folder to write schema.pbtxt, inferred_schema.pbtxt, "
+                                                     "statistics.pb and features.yaml into")
+    infer.add_argument("--label", help="label column: marked absent at serving, drafted as the label")
+    infer.add_argument("--force", action="store_true", help="overwrite an existing schema.pbtxt and features.yaml")
     return parser
 
 
@@ -121,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
             allowed_anomaly_types=tuple(args.allow_anomaly),
+            drift_check=not args.no_drift_check, serving_data_root=args.serving_data,
         )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)
@@ -134,9 +149,9 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as err:  # pylint: disable=broad-except
         # The traceback goes to the log file; the console gets the error and where to look.
         logging.getLogger(__name__).exception("run failed")
-        from components.gate import DataGateError
+        from components.errors import DataError
 
-        if isinstance(err, DataGateError):
+        if isinstance(err, DataError):
             print(f"\n{err}\n  serving directory untouched: {config.paths.serving_dir}\n  full log: {log_file}",
                   file=sys.stderr)
             return EXIT_DATA_GATE
@@ -147,6 +162,35 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _infer_schema(args: argparse.Namespace) -> int:
+    from components.errors import DataError
+    from pipeline import schema_tool
+    from pipeline.local_runner import stderr_to
+
+    log_file = os.path.join(args.out, "infer-schema.log")
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        with stderr_to(log_file):
+            result = schema_tool.infer(os.path.abspath(args.data_root), args.out, args.label, args.force)
+    except ValueError as err:  # ConfigError: the flag and folder at fault
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except DataError as err:
+        print(f"{err}", file=sys.stderr)
+        return EXIT_DATA_GATE
+    print(f"tfxflow: {result.rows:,} rows, {len(result.columns)} columns: "
+          + ", ".join(f"{name} {kind}" for name, kind in result.columns.items()))
+    for path in result.written:
+        print(f"  wrote {path}")
+    for path in result.kept:
+        print(f"  kept  {path} (exists; --force overwrites it)")
+    print(f"Next: curate {os.path.join(args.out, 'schema.pbtxt')} (domains, ranges, presence, comparators) and "
+          f"features.yaml, then\n  tfxflow run --data-root {args.data_root} "
+          f"--schema {os.path.join(args.out, 'schema.pbtxt')} "
+          f"--feature-config {os.path.join(args.out, 'features.yaml')}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `tfxflow` console script."""
     # Quiets TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
@@ -154,6 +198,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "infer-schema":
+        return _infer_schema(args)
     return EXIT_CONFIG_ERROR
 
 

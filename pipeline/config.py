@@ -130,6 +130,8 @@ class RunConfig:
     beam_workers: int = 1
     enable_cache: bool = True
     allowed_anomaly_types: Tuple[str, ...] = ()
+    drift_check: bool = True
+    serving_data_root: Optional[str] = None  # CSV files of serving requests (no label), for skew
 
     @property
     def beam_pipeline_args(self) -> list:
@@ -141,13 +143,13 @@ def resolve_home(flag: Optional[str], environ: Mapping[str, str]) -> str:
     return flag or environ.get(HOME_ENV) or os.path.join(os.getcwd(), DEFAULT_HOME)
 
 
-def check_data_root(data_root: str) -> Tuple[str, ...]:
-    """The CSV files of `data_root`; raises naming the folder when there are none."""
+def check_data_root(data_root: str, flag: str = "--data-root") -> Tuple[str, ...]:
+    """The CSV files of `data_root`; raises naming the flag and folder when there are none."""
     if not os.path.isdir(data_root):
-        raise ConfigError(f"--data-root {data_root}: no such folder")
+        raise ConfigError(f"{flag} {data_root}: no such folder")
     files = tuple(sorted(glob.glob(os.path.join(data_root, "*.csv"))))
     if not files:
-        raise ConfigError(f"--data-root {data_root}: holds no *.csv file")
+        raise ConfigError(f"{flag} {data_root}: holds no *.csv file")
     return files
 
 
@@ -171,6 +173,8 @@ def build_run_config(
     beam_workers: int = 1,
     enable_cache: bool = True,
     allowed_anomaly_types: Tuple[str, ...] = (),
+    drift_check: bool = True,
+    serving_data_root: Optional[str] = None,
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
     dataset_dir = bundled_dataset_dir(dataset)
@@ -180,6 +184,9 @@ def build_run_config(
     schema_path = os.path.abspath(schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
     feature_config_path = os.path.abspath(feature_config_path or os.path.join(dataset_dir, "features.yaml"))
     check_data_root(data_root)
+    if serving_data_root is not None:
+        serving_data_root = os.path.abspath(serving_data_root)
+        check_data_root(serving_data_root, "--serving-data")
     if not os.path.isfile(schema_path):
         raise ConfigError(f"--schema {schema_path}: no such file")
     features = FeatureConfig.load(feature_config_path)
@@ -204,6 +211,8 @@ def build_run_config(
         beam_workers=beam_workers,
         enable_cache=enable_cache,
         allowed_anomaly_types=tuple(allowed_anomaly_types),
+        drift_check=drift_check,
+        serving_data_root=serving_data_root,
     )
 
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import os
+import shutil
 import sys
 import time
-from typing import Callable, List, Optional, TextIO
+from typing import Callable, List, Optional, Sequence, TextIO
 
 from pipeline import report as report_lib
-from pipeline.config import RunConfig
+from pipeline.config import RunConfig, check_data_root
 
 # Messages LocalDagRunner (tfx.orchestration.local) and the portable launcher log around each component.
 _RUNNING = "Component %s is running."
 _FINISHED = "Component %s is finished."
 _CACHED = "A cached execution %d is used."
 _NEW = "Going to run a new execution %d"
+NAME_WIDTH = 32  # the longest component id, blessed_data_statistics_resolver
 
 
 @dataclasses.dataclass
@@ -42,7 +45,7 @@ class ComponentProgress(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg == _RUNNING:
             self.current, self._started, self._status = str(record.args[0]), self.clock(), "ran"
-            self._print(f"[{len(self.timings) + 1}/{self.total}] {self.current:<30} running ...")
+            self._print(f"[{len(self.timings) + 1}/{self.total}] {self.current:<{NAME_WIDTH}} running ...")
         elif record.msg == _CACHED:
             self._status = "cached"
         elif record.msg == _FINISHED and self.current:
@@ -56,7 +59,7 @@ class ComponentProgress(logging.Handler):
     def _finish(self, status: str) -> None:
         seconds = self.clock() - self._started
         self.timings.append(ComponentTiming(self.current, status, seconds))
-        self._print(f"[{len(self.timings)}/{self.total}] {self.current:<30} {status:<7} {seconds:7.1f} s")
+        self._print(f"[{len(self.timings)}/{self.total}] {self.current:<{NAME_WIDTH}} {status:<7} {seconds:7.1f} s")
         self.current = None
 
     def _print(self, line: str) -> None:
@@ -97,6 +100,31 @@ def stderr_to(log_file: str):
         os.close(saved)
 
 
+def stage_schema(schema_path: str, pipeline_root: str) -> str:
+    """A copy of the schema at a path named by its content hash.
+
+    ImportSchemaGen's cache key holds the schema's path, not its content: an edited schema at the same path
+    would be ignored by a cached run. The copy's path changes exactly when the content does.
+    """
+    with open(schema_path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    staged = os.path.join(pipeline_root, "_schemas", digest, os.path.basename(schema_path))
+    if not os.path.exists(staged):
+        os.makedirs(os.path.dirname(staged), exist_ok=True)
+        shutil.copyfile(schema_path, staged + ".tmp")
+        os.replace(staged + ".tmp", staged)
+    return staged
+
+
+def files_fingerprint(paths: Sequence[str]) -> str:
+    """Changes when any of `paths` is added, removed, resized or modified."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        stat = os.stat(path)
+        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunReport:
     """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails."""
     # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
@@ -115,7 +143,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
         pipeline_name=config.pipeline_name,
         pipeline_root=paths.pipeline_root,
         data_root=config.data_root,
-        schema_path=config.schema_path,
+        schema_path=stage_schema(config.schema_path, paths.pipeline_root),
         features=config.features,
         serving_dir=paths.serving_dir,
         model_name=config.model_name,
@@ -128,6 +156,10 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
         beam_pipeline_args=config.beam_pipeline_args,
         enable_cache=config.enable_cache,
         allowed_anomaly_types=config.allowed_anomaly_types,
+        drift_check=config.drift_check,
+        serving_data_root=config.serving_data_root,
+        serving_data_fingerprint=(files_fingerprint(check_data_root(config.serving_data_root, "--serving-data"))
+                                  if config.serving_data_root else ""),
     )
     progress = ComponentProgress(out=out, total=len(pipeline.components))
     logging.getLogger().addHandler(progress)
@@ -151,14 +183,17 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
                   config: RunConfig, out: TextIO) -> None:
     """The end-of-run table: components, rows read, eval metrics, blessing and push."""
     lines = ["", f"Run {result.run_id} of {result.pipeline_name}: {wall:.1f} s wall", ""]
-    lines.append(f"  {'component':<30} {'status':<7} {'seconds':>8} {'share':>6}")
+    lines.append(f"  {'component':<{NAME_WIDTH}} {'status':<7} {'seconds':>8} {'share':>6}")
     for t in timings:
-        lines.append(f"  {t.name:<30} {t.status:<7} {t.seconds:8.1f} {100 * t.seconds / max(wall, 1e-9):5.1f}%")
+        lines.append(f"  {t.name:<{NAME_WIDTH}} {t.status:<7} {t.seconds:8.1f} {100 * t.seconds / max(wall, 1e-9):5.1f}%")
     rows = ", ".join(f"{split} {count:,}" for split, count in result.rows.items()) or "n/a"
     lines += ["", f"  rows read:      {rows}"]
     gate = result.component("DataGate")
     if gate is not None:
         lines.append(f"  data gate:      {'passed' if gate.state in ('done', 'cached') else gate.state}")
+        for check in (result.gate_checks or "").split("; "):
+            if check:
+                lines.append(f"                  {check}")
     if result.metrics:
         shown = ("binary_accuracy", "auc", "precision", "recall", "example_count")
         metrics = ", ".join(f"{k} {result.metrics[k]:.4f}" if k != "example_count"

@@ -7,7 +7,12 @@ from typing import List, Optional, Sequence
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.dsl.components.base import executor_spec
+
+from components import csv_input
 from components import features as features_lib
+from components.baseline import BlessedDataStatisticsStrategy
 from components.gate import DataGate
 from pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
 
@@ -59,25 +64,58 @@ def create_pipeline(
     beam_pipeline_args: Optional[List[str]] = None,
     enable_cache: bool = True,
     allowed_anomaly_types: Sequence[str] = (),
+    drift_check: bool = True,
+    serving_data_root: Optional[str] = None,
+    serving_data_fingerprint: str = "",
 ) -> tfx.dsl.Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
-    The gate fails the run on any anomaly whose type is not in `allowed_anomaly_types`.
 
-    Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs.
+    CsvExampleGen first checks every `*.csv` file of `data_root` (encoding, quotes, field counts, values of
+    the schema's types, the label) and refuses bad files. The gate fails the run on any anomaly whose type
+    is not in `allowed_anomaly_types`: the schema's, drift against the data of the last blessed model
+    (`drift_check`), and with `serving_data_root` (CSV files without the label) the serving data's and
+    training/serving skew. `serving_data_fingerprint` changes when those files do, so the gate re-runs.
+
+    Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs; the
+    runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
     `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
     """
     output_config = tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
         tfx.proto.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
         tfx.proto.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
     ]))
-    example_gen = tfx.components.CsvExampleGen(input_base=data_root, output_config=output_config)
+    # CsvExampleGen takes no custom_config; its base class does, and runs our checking executor.
+    example_gen = FileBasedExampleGen(
+        input_base=data_root,
+        input_config=tfx.proto.Input(splits=[tfx.proto.Input.Split(name="single_split", pattern="*.csv")]),
+        output_config=output_config,
+        custom_config=csv_input.make_example_gen_config(schema_path, features.label),
+        custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
+    ).with_id("CsvExampleGen")
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
-                         allowed_anomaly_types=",".join(allowed_anomaly_types))
+    drift_nodes = []
+    baseline_statistics = None
+    if drift_check:
+        baseline_resolver = tfx.dsl.Resolver(
+            strategy_class=BlessedDataStatisticsStrategy,
+            statistics=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ExampleStatistics),
+            model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        ).with_id("blessed_data_statistics_resolver")
+        drift_nodes = [baseline_resolver]
+        baseline_statistics = baseline_resolver.outputs["statistics"]
+    data_gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_gen.outputs["schema"],
+        baseline_statistics=baseline_statistics,
+        allowed_anomaly_types=",".join(allowed_anomaly_types),
+        serving_data_root=serving_data_root or "",
+        serving_data_fingerprint=serving_data_fingerprint,
+    )
 
     feature_dict = features.to_dict()
     transform = tfx.components.Transform(
@@ -117,8 +155,8 @@ def create_pipeline(
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform, trainer,
-                    model_resolver, evaluator, pusher],
+        components=[example_gen, statistics_gen, schema_gen, example_validator, *drift_nodes, data_gate,
+                    transform, trainer, model_resolver, evaluator, pusher],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],

@@ -41,6 +41,7 @@ class RunReport:
     blessed: Optional[bool]
     pushed_version: Optional[str]
     pushed_destination: Optional[str]
+    gate_checks: Optional[str] = None  # the data gate's one-line account of what it compared
 
     def component(self, name: str) -> Optional[ComponentRecord]:
         return next((c for c in self.components if c.name == name), None)
@@ -122,6 +123,10 @@ def _fill_results(report: RunReport) -> None:
     stats = _first(report.component("StatisticsGen"), "statistics")
     if stats is not None:
         report.rows = split_row_counts(stats.uri)
+    checks = _first(report.component("DataGate"), "checks")
+    if checks is not None and os.path.isfile(checks.uri):
+        with open(checks.uri, encoding="utf-8") as f:
+            report.gate_checks = f.read()
     evaluation = _first(report.component("Evaluator"), "evaluation")
     if evaluation is not None:
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)

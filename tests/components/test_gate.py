@@ -2,11 +2,26 @@
 
 import os
 
+import pandas as pd
 import pytest
-from tensorflow_metadata.proto.v0 import anomalies_pb2
+import tensorflow_data_validation as tfdv
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 from tfx.types import standard_artifacts
 
 from components import gate
+
+SCHEMA = """
+default_environment: "TRAINING"
+default_environment: "SERVING"
+feature { name: "pay" type: BYTES domain: "pay"
+          drift_comparator { infinity_norm { threshold: 0.1 } }
+          skew_comparator { infinity_norm { threshold: 0.1 } } }
+feature { name: "fare" type: FLOAT
+          drift_comparator { jensen_shannon_divergence { threshold: 0.1 } } }
+feature { name: "tips" type: FLOAT not_in_environment: "SERVING" }
+string_domain { name: "pay" value: "Cash" value: "Card" }
+"""
 
 
 def _write_anomalies(base, split, features):
@@ -50,24 +65,105 @@ def test_allowed_types_do_not_block(anomalies_dir):
     assert gate.report(blockers).startswith("data gate: 1 anomaly stop the run")
 
 
-def _artifact(uri):
-    artifact = standard_artifacts.ExampleAnomalies()
+def _artifact(uri, kind=standard_artifacts.ExampleAnomalies):
+    artifact = kind()
     artifact.uri = uri
     return artifact
 
 
-def test_component_fails_on_blocking_anomalies(anomalies_dir):
+def _schema(tmp_path):
+    folder = tmp_path / "schema"
+    folder.mkdir(exist_ok=True)
+    (folder / "schema.pbtxt").write_text(SCHEMA)
+    return _artifact(str(folder), standard_artifacts.Schema)
+
+
+def _frame(cash_share: float, fare_scale: float = 1.0, rows: int = 200, tips: bool = True) -> pd.DataFrame:
+    cash = int(rows * cash_share)
+    frame = pd.DataFrame({"pay": ["Cash"] * cash + ["Card"] * (rows - cash),
+                          "fare": [fare_scale * (5.0 + i % 20) for i in range(rows)]})
+    if tips:
+        frame["tips"] = [float(i % 3) for i in range(rows)]
+    return frame
+
+
+def _statistics(tmp_path, name: str, frame: pd.DataFrame):
+    """A StatisticsGen-like artifact folder with the frame's TFDV statistics as the train split."""
+    folder = tmp_path / name / "Split-train"
+    folder.mkdir(parents=True)
+    (folder / gate.STATISTICS_FILE).write_bytes(tfdv.generate_statistics_from_dataframe(frame).SerializeToString())
+    return _artifact(str(tmp_path / name), standard_artifacts.ExampleStatistics)
+
+
+@pytest.fixture
+def gate_inputs(tmp_path):
+    return {"statistics": _statistics(tmp_path, "current", _frame(0.5)), "schema": _schema(tmp_path)}
+
+
+def test_component_fails_on_blocking_anomalies(anomalies_dir, gate_inputs):
     with pytest.raises(gate.DataGateError) as err:
-        gate.DataGate.test_call(anomalies=_artifact(anomalies_dir), allowed_anomaly_types="")
+        gate.DataGate.test_call(anomalies=_artifact(anomalies_dir), allowed_anomaly_types="", **gate_inputs)
     message = str(err.value)
     assert "2 anomalies stop the run" in message
     assert "split 'train', feature 'fare': FLOAT_TYPE_SMALL_FLOAT: Unexpectedly low value: -3.5." in message
 
 
-def test_component_passes_clean_or_allowed_data(anomalies_dir, tmp_path):
+def test_component_passes_clean_or_allowed_data(anomalies_dir, gate_inputs, tmp_path):
     clean = str(tmp_path / "clean")
     _write_anomalies(clean, "train", {})
-    assert gate.DataGate.test_call(anomalies=_artifact(clean)) == {"anomalies_found": 0}
+    result = gate.DataGate.test_call(anomalies=_artifact(clean), **gate_inputs)
+    assert result == {"anomalies_found": 0,
+                      "checks": "schema: 0 anomalies; drift: no blessed model yet, nothing to compare with"}
     allowed = "FLOAT_TYPE_SMALL_FLOAT,ENUM_TYPE_UNEXPECTED_STRING_VALUES"
-    assert gate.DataGate.test_call(anomalies=_artifact(anomalies_dir),
-                                   allowed_anomaly_types=allowed) == {"anomalies_found": 2}
+    result = gate.DataGate.test_call(anomalies=_artifact(anomalies_dir), allowed_anomaly_types=allowed,
+                                     **gate_inputs)
+    assert result["anomalies_found"] == 2
+
+
+def _clean_anomalies(tmp_path):
+    clean = str(tmp_path / "clean")
+    _write_anomalies(clean, "train", {})
+    return _artifact(clean)
+
+
+def test_drift_within_threshold_passes_and_reports_the_largest_distance(tmp_path, gate_inputs):
+    baseline = _statistics(tmp_path, "baseline", _frame(0.45))
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline,
+                                     **gate_inputs)
+    assert result["anomalies_found"] == 0
+    assert "drift vs. the last blessed model's data: 2 features compared, largest pay L-infinity 0.05 " \
+           "(threshold 0.1)" in result["checks"]
+
+
+def test_drift_past_a_threshold_stops_the_run(tmp_path, gate_inputs):
+    baseline = _statistics(tmp_path, "baseline", _frame(0.9, fare_scale=4.0))
+    with pytest.raises(gate.DataGateError) as err:
+        gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline, **gate_inputs)
+    message = str(err.value)
+    assert "2 anomalies stop the run" in message
+    assert ("split 'train vs. the last blessed model's data (drift)', feature 'pay': COMPARATOR_L_INFTY_HIGH: "
+            "The Linfty distance between current and previous is 0.4 (up to six significant digits), above the "
+            "threshold 0.1. The feature value with maximum difference is: Cash") in message
+    assert "feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in message
+    # drift past a threshold is allowed like any other anomaly type
+    result = gate.DataGate.test_call(
+        anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline, **gate_inputs,
+        allowed_anomaly_types="COMPARATOR_L_INFTY_HIGH,COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH")
+    assert result["anomalies_found"] == 2
+
+
+def test_serving_data_is_validated_and_compared_for_skew(tmp_path, gate_inputs):
+    serving = tmp_path / "serving"
+    serving.mkdir()
+    frame = _frame(0.1, tips=False)
+    frame.loc[0, "pay"] = "Bitcoin"
+    frame.to_csv(serving / "requests.csv", index=False)
+    with pytest.raises(gate.DataGateError) as err:
+        gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), serving_data_root=str(serving),
+                                **gate_inputs)
+    message = str(err.value)
+    # the label source is absent at serving: not an anomaly; an unseen category and the skew are
+    assert "tips" not in message
+    assert "split 'serving', feature 'pay': ENUM_TYPE_UNEXPECTED_STRING_VALUES" in message
+    assert "split 'train vs. serving (skew)', feature 'pay': COMPARATOR_L_INFTY_HIGH" in message
+    assert "(skew vs. serving data: 1 feature compared, largest pay L-infinity 0.4" in message

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from pipeline.local_runner import NAME_WIDTH
 from tests import helpers
 
 pytestmark = pytest.mark.e2e
@@ -47,7 +48,7 @@ def test_bad_data_stops_at_the_gate_and_leaves_the_served_model(tmp_path):
     assert "feature 'fare': FLOAT_TYPE_SMALL_FLOAT" in err
     assert "split 'train'" in err
     assert "Traceback" not in err
-    assert f"{'DataGate':<30} FAILED" in result.stdout
+    assert f"{'DataGate':<{NAME_WIDTH}} FAILED" in result.stdout
     assert "Transform" not in result.stdout.split("DataGate")[-1]  # nothing after the gate ran
     # The model being served is untouched.
     assert helpers.pushed_versions(serving, "taxi") == served

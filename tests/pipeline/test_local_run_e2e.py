@@ -9,6 +9,7 @@ import tensorflow as tf
 from components.features import FeatureConfig
 from pipeline import report
 from pipeline.config import bundled_dataset_dir
+from pipeline.local_runner import NAME_WIDTH
 from tests import helpers
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +34,7 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     first = taxi_runs["first"]
     assert first.returncode == 0, first.stderr[-3000:]
     for component in UPSTREAM + ("Evaluator", "Pusher"):
-        assert f"{component:<30} ran" in first.stdout
+        assert f"{component:<{NAME_WIDTH}} ran" in first.stdout
     assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
     assert "blessed:        yes" in first.stdout
     assert "data gate:      passed" in first.stdout
@@ -90,7 +91,7 @@ def test_second_run_is_served_from_the_cache(taxi_runs):
     for component in UPSTREAM:
         assert first.component(component).state == "done"
         assert latest.component(component).state == "cached", component
-        assert f"{component:<30} cached" in second.stdout
+        assert f"{component:<{NAME_WIDTH}} cached" in second.stdout
     # A cached Trainer hands on the same model artifact.
     assert (latest.component("Trainer").outputs["model"][0].id ==
             first.component("Trainer").outputs["model"][0].id)

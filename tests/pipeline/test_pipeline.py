@@ -22,10 +22,20 @@ def test_components_and_their_wiring():
                                                  hardware=HardwareConfig(precision="mixed_bfloat16")),
                          trainer_backup_dir="/nonexistent/backup")
     by_id = {c.id: c for c in pipeline.components}
-    assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
-                          "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
-    # The gate reads the validator's anomalies and Transform waits for it.
-    assert by_id["DataGate"].inputs["anomalies"].producer_component_id == "ExampleValidator"
+    assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
+                          "blessed_data_statistics_resolver", "DataGate", "Transform", "Trainer",
+                          "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+    # ExampleGen checks *.csv files only, with the schema's types and the label's rule.
+    example_gen = by_id["CsvExampleGen"]
+    assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv"
+    assert example_gen.executor_spec.executor_class.__module__ == "components.csv_input"
+    checks = json.loads(example_gen.exec_properties["custom_config"])["custom_config"]["value"]
+    assert checks["schema_path"] == "/nonexistent/schema.pbtxt" and checks["label"]["column"] == "t"
+    # The gate reads the validator's anomalies, the statistics and the baseline for drift; Transform waits.
+    gate_inputs = by_id["DataGate"].inputs
+    assert gate_inputs["anomalies"].producer_component_id == "ExampleValidator"
+    assert gate_inputs["statistics"].producer_component_id == "StatisticsGen"
+    assert gate_inputs["baseline_statistics"].producer_component_id == "blessed_data_statistics_resolver"
     assert "DataGate" in {node.id for node in by_id["Transform"].upstream_nodes}
     assert by_id["Transform"].exec_properties["preprocessing_fn"] == PREPROCESSING_FN
     assert by_id["Trainer"].exec_properties["run_fn"] == RUN_FN
@@ -41,6 +51,15 @@ def test_components_and_their_wiring():
     assert by_id["Pusher"].inputs["model_blessing"].producer_component_id == "Evaluator"
     push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
     assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
+
+
+def test_drift_check_and_serving_data_are_optional():
+    by_id = {c.id: c for c in _pipeline(drift_check=False).components}
+    assert "blessed_data_statistics_resolver" not in by_id
+    assert "baseline_statistics" not in by_id["DataGate"].inputs
+    gate = {c.id: c for c in _pipeline(serving_data_root="/srv", serving_data_fingerprint="abc").components}["DataGate"]
+    assert gate.exec_properties["serving_data_root"] == "/srv"
+    assert gate.exec_properties["serving_data_fingerprint"] == "abc"
 
 
 def test_eval_config_thresholds_and_label():
