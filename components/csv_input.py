@@ -182,7 +182,12 @@ def scan_stream(name: str, stream: BinaryIO, summary: CsvSummary, rules: Mapping
                     summary.label_empty += 1
                 summary.label_classes[label.evaluate({c: record[i] for c, i in label_at})] += 1
     except csv.Error as err:
-        reason = "a quoted field is never closed" if "unexpected end of data" in str(err) else str(err)
+        if "unexpected end of data" in str(err):
+            reason = "a quoted field is never closed"
+        elif "field larger than field limit" in str(err):  # an open quote swallowing the lines after it
+            reason = f"a quoted field is never closed (it runs on past {csv.field_size_limit():,} characters)"
+        else:
+            reason = str(err)
         summary.add(name, end + 1, "malformed CSV (quotes)", detail=f"{reason}; the rest of the file was not read")
     summary.rows[name] = rows
     if rows == 0 and not any(p.file == name for p in summary.problems.values()):

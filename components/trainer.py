@@ -165,7 +165,8 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
           train_files: Iterable[str], eval_files: Iterable[str], train_steps: int, eval_steps: int,
           model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str,
           hardware: hardware_lib.HardwareConfig = hardware_lib.HardwareConfig(),
-          strategy: Optional[tf.distribute.Strategy] = None, backup_dir: Optional[str] = None, extra_callbacks: Sequence[keras.callbacks.Callback] = ()):
+          strategy: Optional[tf.distribute.Strategy] = None, backup_dir: Optional[str] = None,
+          extra_callbacks: Sequence[keras.callbacks.Callback] = ()):
     """Builds and fits the model on Transform's output, in the current dtype policy; returns
     (model, history, info)."""
     strategy = strategy or hardware_lib.make_strategy()

@@ -166,8 +166,9 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     started = time.monotonic()
     try:
         tfx.orchestration.LocalDagRunner().run(pipeline)
-    except BaseException:
+    except BaseException as err:
         progress.fail()
+        print_failure(err, progress.timings, time.monotonic() - started, config, out)
         raise
     finally:
         logging.getLogger().removeHandler(progress)
@@ -179,13 +180,34 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     return result
 
 
+def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
+    lines = [f"  {'component':<{NAME_WIDTH}} {'status':<7} {'seconds':>8} {'share':>6}"]
+    for t in timings:
+        share = 100 * t.seconds / max(wall, 1e-9)
+        lines.append(f"  {t.name:<{NAME_WIDTH}} {t.status:<7} {t.seconds:8.1f} {share:5.1f}%")
+    return lines
+
+
+def print_failure(err: BaseException, timings: List[ComponentTiming], wall: float, config: RunConfig,
+                  out: TextIO) -> None:
+    """The summary of a run that stopped: where, and the verdict on its data; the error follows on stderr."""
+    from components.errors import DataError
+
+    failed = timings[-1].name if timings and timings[-1].status == "FAILED" else "?"
+    lines = ["", f"Run of {config.pipeline_name}: stopped at {failed} after {wall:.1f} s", ""]
+    lines += _timing_table(timings, wall)
+    lines.append("")
+    if isinstance(err, DataError):
+        lines.append(f"  data:           refused by {failed} (the reasons follow)")
+    lines.append("  pushed:         no; the served model is untouched")
+    print("\n".join(lines), file=out, flush=True)
+
+
 def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], wall: float,
                   config: RunConfig, out: TextIO) -> None:
     """The end-of-run table: components, rows read, eval metrics, blessing and push."""
     lines = ["", f"Run {result.run_id} of {result.pipeline_name}: {wall:.1f} s wall", ""]
-    lines.append(f"  {'component':<{NAME_WIDTH}} {'status':<7} {'seconds':>8} {'share':>6}")
-    for t in timings:
-        lines.append(f"  {t.name:<{NAME_WIDTH}} {t.status:<7} {t.seconds:8.1f} {100 * t.seconds / max(wall, 1e-9):5.1f}%")
+    lines += _timing_table(timings, wall)
     rows = ", ".join(f"{split} {count:,}" for split, count in result.rows.items()) or "n/a"
     lines += ["", f"  rows read:      {rows}"]
     gate = result.component("DataGate")

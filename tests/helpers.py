@@ -65,3 +65,29 @@ def pushed_versions(serving_dir: str, model_name: str) -> List[str]:
 def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """Runs the installed `tfxflow` console script as a user would."""
     return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def tree_snapshot(folder: str) -> Dict[str, tuple]:
+    """Every file under `folder` with its size and modification time: equal snapshots, untouched folder."""
+    snapshot = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            stat = os.stat(path)
+            snapshot[os.path.relpath(path, folder)] = (stat.st_size, stat.st_mtime_ns)
+    return snapshot
+
+
+def rewrite_csv(source: str, target_dir: str, row_fn=None, columns_fn=None, name: str = "data.csv") -> str:
+    """Copies the CSV `source` into `target_dir`/`name`, passing each row (a dict, with its 0-based index)
+    through `row_fn` and the column list through `columns_fn`. Returns the folder."""
+    os.makedirs(target_dir, exist_ok=True)
+    with open(source, encoding="utf-8") as src, \
+            open(os.path.join(target_dir, name), "w", newline="", encoding="utf-8") as dst:
+        reader = csv.DictReader(src)
+        columns = columns_fn(list(reader.fieldnames)) if columns_fn else reader.fieldnames
+        writer = csv.DictWriter(dst, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for i, row in enumerate(reader):
+            writer.writerow(row_fn(i, row) if row_fn else row)
+    return target_dir

@@ -30,7 +30,8 @@ def main(scenario: str, transform_dir: str, log_dir: str) -> None:
         log_dir=log_dir, strategy=strategy)
     # What each replica receives from one global batch of the training dataset.
     dataset = trainer.make_dataset(tiny["train"], tiny["output"].transformed_feature_spec(), "label",
-                                   model.input_names, params, True, params.effective_batch(strategy.num_replicas_in_sync),
+                                   model.input_names, params, True,
+                                   params.effective_batch(strategy.num_replicas_in_sync),
                                    hardware.worker_count(os.environ))
     _, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
     per_replica = [int(t.shape[0]) for t in strategy.experimental_local_results(labels)]

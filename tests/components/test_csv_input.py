@@ -66,6 +66,13 @@ def test_each_kind_of_bad_input_is_named(content, expected):
     assert expected in message
 
 
+def test_an_open_quote_in_a_long_file_is_named_as_such():
+    rows = "".join(f"{i},1,2,Cash\n" for i in range(30000))
+    message = _error({"q.csv": HEADER + '10,5,3,"Cash\n' + rows})
+    assert "q.csv line 2: malformed CSV (quotes): a quoted field is never closed (it runs on past 131,072 " \
+           "characters); the rest of the file was not read" in message
+
+
 def test_nan_passes_where_the_schema_allows_it():
     assert _check({"n.csv": HEADER + "10,nan,3,Cash\n10,5,4,Card\n"}).rows == {"n.csv": 2}
 

@@ -5,8 +5,7 @@ import os
 import pandas as pd
 import pytest
 import tensorflow_data_validation as tfdv
-from google.protobuf import text_format
-from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
+from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import standard_artifacts
 
 from components import gate
