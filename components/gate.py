@@ -74,8 +74,12 @@ def blocking(anomalies: Sequence[Anomaly], allowed_types: Sequence[str]) -> List
     return [a for a in anomalies if a.type not in allowed]
 
 
+def _anomalies(count: int) -> str:
+    return f"{count} anomal{'y' if count == 1 else 'ies'}"
+
+
 def report(blockers: Sequence[Anomaly], notes: Sequence[str] = ()) -> str:
-    lines = [f"data gate: {len(blockers)} anomal{'y' if len(blockers) == 1 else 'ies'} stop the run "
+    lines = [f"data gate: {_anomalies(len(blockers))} {'stops' if len(blockers) == 1 else 'stop'} the run "
              "(nothing was trained or pushed):"]
     lines += [f"  - {a}" for a in blockers]
     lines += [f"  ({note})" for note in notes]
@@ -172,7 +176,7 @@ def DataGate(  # pylint: disable=invalid-name
     extra, notes = compare(statistics.uri, schema_proto, baseline_statistics.uri if baseline_statistics else None,
                            serving_stats)
     found += extra
-    notes.insert(0, f"schema: {len(found) - len(extra)} anomal{'y' if len(found) - len(extra) == 1 else 'ies'}")
+    notes.insert(0, f"schema (ExampleValidator): {_anomalies(len(found) - len(extra))}")
     for note in notes:
         logging.info("data gate: %s", note)
     blockers = blocking(found, parse_allowed(allowed_anomaly_types))
