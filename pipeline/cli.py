@@ -4,6 +4,7 @@ statistics and a feature config from a CSV folder for curation."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import logging
 import os
@@ -12,7 +13,8 @@ from typing import List, Optional
 
 from components.hardware import PRECISIONS, HardwareConfig
 from components.presets import PRESETS
-from pipeline.config import BEAM_MODES, DEFAULT_DATASET, HOME_ENV, EvaluationConfig, TrainingConfig
+from pipeline.config import (BEAM_MODES, DEFAULT_DATASET, HOME_ENV, TRACKING_MODES, EvaluationConfig,
+                             TrainingConfig)
 
 
 EXIT_CONFIG_ERROR = 2
@@ -78,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
                             help="do not compare the data with the data of the last blessed model")
     evaluation.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression,
                             help="blessing allows at most this drop vs. the last blessed model")
+    track = run.add_argument_group("tracking (MLflow)")
+    track.add_argument("--mlflow-uri", help="tracking server or store (default: $MLFLOW_TRACKING_URI, else "
+                                            "sqlite:///<home>/mlflow/mlflow.db)")
+    track.add_argument("--experiment", help="MLflow experiment (default: the pipeline name)")
+    track.add_argument("--tracking", choices=TRACKING_MODES, default="required",
+                       help="required: stop before any work if the store does not answer; optional: run untracked "
+                            "then; off: do not track")
     beam = run.add_argument_group("execution")
     beam.add_argument("--beam-mode", choices=BEAM_MODES, default="in_memory")
     beam.add_argument("--beam-workers", type=int, default=1, help="0: one per core")
@@ -136,13 +145,28 @@ def _run(args: argparse.Namespace) -> int:
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
             allowed_anomaly_types=tuple(args.allow_anomaly),
             drift_check=not args.no_drift_check, serving_data_root=args.serving_data,
+            tracking_uri=args.mlflow_uri, tracking_mode=args.tracking, experiment=args.experiment,
         )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    tracking_line = "off"
+    if config.tracking_uri:
+        from pipeline.tracking_store import TrackingError, check_tracking
+
+        try:
+            tracking_line = check_tracking(config.tracking_uri)
+        except TrackingError as err:
+            if config.tracking_mode == "required":
+                print(f"error: {err}", file=sys.stderr)
+                return EXIT_CONFIG_ERROR
+            print(f"warning: {err}; the run is not tracked (--tracking optional)", file=sys.stderr)
+            config = dataclasses.replace(config, tracking_uri=None)
+            tracking_line = "off (the store did not answer)"
 
     print(f"tfxflow: pipeline {config.pipeline_name}\n  data:    {config.data_root}\n"
-          f"  schema:  {config.schema_path}\n  home:    {config.paths.home}\n  log:     {log_file}\n", flush=True)
+          f"  schema:  {config.schema_path}\n  home:    {config.paths.home}\n  log:     {log_file}\n"
+          f"  mlflow:  {tracking_line}\n", flush=True)
     try:
         with stderr_to(log_file):
             run_local(config)

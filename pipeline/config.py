@@ -14,6 +14,7 @@ HOME_ENV = "TFXFLOW_HOME"
 DEFAULT_HOME = "tfxflow_home"
 DEFAULT_DATASET = "taxi"
 BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
+TRACKING_MODES = ("required", "optional", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +133,9 @@ class RunConfig:
     allowed_anomaly_types: Tuple[str, ...] = ()
     drift_check: bool = True
     serving_data_root: Optional[str] = None  # CSV files of serving requests (no label), for skew
+    tracking_uri: Optional[str] = None  # MLflow; None: not tracked
+    tracking_mode: str = "required"  # required: an unreachable store stops the run; optional: runs untracked
+    experiment: str = ""  # MLflow experiment; default: the pipeline name
 
     @property
     def beam_pipeline_args(self) -> list:
@@ -175,6 +179,9 @@ def build_run_config(
     allowed_anomaly_types: Tuple[str, ...] = (),
     drift_check: bool = True,
     serving_data_root: Optional[str] = None,
+    tracking_uri: Optional[str] = None,
+    tracking_mode: str = "required",
+    experiment: Optional[str] = None,
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
     dataset_dir = bundled_dataset_dir(dataset)
@@ -193,17 +200,25 @@ def build_run_config(
     features.check_columns(schema_columns(schema_path), f"schema {schema_path}")
     if beam_mode not in BEAM_MODES:
         raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{beam_mode}'")
+    if tracking_mode not in TRACKING_MODES:
+        raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
     if beam_workers < 0:
         raise ConfigError("--beam-workers must be >= 0 (0: one per core)")
     if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:
         raise ConfigError("--train-steps, --batch-size, --grad-accum-steps and --eval-every-steps must be >= 1")
+    paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)
+    pipeline_name = pipeline_name or f"tfxflow-{dataset}"
+    if tracking_mode != "off":
+        from pipeline.tracking_store import resolve_tracking_uri
+
+        tracking_uri = resolve_tracking_uri(tracking_uri, environ, paths.home)
     return RunConfig(
-        pipeline_name=pipeline_name or f"tfxflow-{dataset}",
+        pipeline_name=pipeline_name,
         model_name=model_name or dataset,
         data_root=data_root,
         schema_path=schema_path,
         features=features,
-        paths=Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir),
+        paths=paths,
         training=training,
         evaluation=evaluation,
         split=split,
@@ -213,6 +228,9 @@ def build_run_config(
         allowed_anomaly_types=tuple(allowed_anomaly_types),
         drift_check=drift_check,
         serving_data_root=serving_data_root,
+        tracking_uri=tracking_uri if tracking_mode != "off" else None,
+        tracking_mode=tracking_mode,
+        experiment=experiment or pipeline_name,
     )
 
 

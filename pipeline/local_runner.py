@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from typing import Callable, List, Optional, Sequence, TextIO
 
 from pipeline import report as report_lib
@@ -125,6 +126,51 @@ def files_fingerprint(paths: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                             capture_output=True, text=True, timeout=5, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def tracking_params(config: RunConfig, schema_path: str) -> dict:
+    """What an MLflow run records as params: every knob, the data, hashes of schema and feature config,
+    the code version and the package versions."""
+    import importlib.metadata
+    import json
+
+    with open(schema_path, "rb") as f:
+        schema_hash = _sha256(f.read())
+    packages = {"tfx": "tfx", "tensorflow": "tensorflow", "tft": "tensorflow-transform",
+                "tfdv": "tensorflow-data-validation", "tfma": "tensorflow-model-analysis", "beam": "apache-beam",
+                "mlflow": "mlflow"}
+    custom = config.training.custom_config()
+    custom["training"].pop("backup_root", None)
+    return {
+        "data": {"root": config.data_root, "schema": config.schema_path, "schema_sha256": schema_hash,
+                 "feature_config": config.features.source,
+                 "feature_config_sha256": _sha256(json.dumps(config.features.to_dict(), sort_keys=True).encode()),
+                 "serving_data": config.serving_data_root or ""},
+        **custom,
+        "train_steps": config.training.train_steps, "eval_steps": config.training.eval_steps,
+        "evaluation": dataclasses.asdict(config.evaluation),
+        "split": dataclasses.asdict(config.split),
+        "pipeline": {"name": config.pipeline_name, "model_name": config.model_name, "beam_mode": config.beam_mode,
+                     "beam_workers": config.beam_workers, "cache": config.enable_cache,
+                     "allowed_anomaly_types": list(config.allowed_anomaly_types), "drift_check": config.drift_check},
+        "code": {"git_commit": _git_commit()},
+        "versions": {name: importlib.metadata.version(dist) for name, dist in packages.items()},
+    }
+
+
 def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunReport:
     """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails."""
     # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
@@ -136,14 +182,22 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     # Every component shares this process and Transform initialises TensorFlow's devices before the
     # Trainer runs, so the Trainer's device settings are applied now.
     hardware.configure_devices(config.training.hardware)
+    from components import tracking as tracking_lib
+
     paths = config.paths
     for folder in (paths.pipeline_root, os.path.dirname(paths.metadata_path), paths.serving_dir):
         os.makedirs(folder, exist_ok=True)
+    schema_path = stage_schema(config.schema_path, paths.pipeline_root)
+    tracking = None
+    if config.tracking_uri:
+        run_key = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        tracking = tracking_lib.TrackingSettings(config.tracking_uri, config.experiment, run_key,
+                                                 tracking_params(config, schema_path))
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=paths.pipeline_root,
         data_root=config.data_root,
-        schema_path=stage_schema(config.schema_path, paths.pipeline_root),
+        schema_path=schema_path,
         features=config.features,
         serving_dir=paths.serving_dir,
         model_name=config.model_name,
@@ -160,6 +214,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
         serving_data_root=config.serving_data_root,
         serving_data_fingerprint=(files_fingerprint(check_data_root(config.serving_data_root, "--serving-data"))
                                   if config.serving_data_root else ""),
+        tracking=tracking,
     )
     progress = ComponentProgress(out=out, total=len(pipeline.components))
     logging.getLogger().addHandler(progress)
@@ -169,6 +224,8 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     except BaseException as err:
         progress.fail()
         print_failure(err, progress.timings, time.monotonic() - started, config, out)
+        if tracking is not None:
+            _close_failed_run(tracking, err)
         raise
     finally:
         logging.getLogger().removeHandler(progress)
@@ -176,8 +233,39 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
     if result is None:
         raise RuntimeError(f"the run left no record in {paths.metadata_path}")
+    if tracking is not None:
+        result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
     print_summary(result, progress.timings, wall, config, out)
     return result
+
+
+def _close_failed_run(tracking, err: BaseException) -> None:
+    """Marks the MLflow run of a failed pipeline run FAILED, with the error; never hides the original error."""
+    from components import tracking as tracking_lib
+
+    try:
+        tracking_lib.finish_run(tracking.uri, tracking.experiment, tracking.run_key, "FAILED",
+                                f"{type(err).__name__}: {err}")
+    except Exception:  # pylint: disable=broad-except
+        logging.getLogger(__name__).exception("could not mark the MLflow run failed")
+
+
+def _log_durations(tracking, timings: List[ComponentTiming], wall: float) -> Optional[str]:
+    """Each component's seconds (and the run's) as metrics of the MLflow run; returns the run id."""
+    from mlflow.entities import Metric
+
+    from components import tracking as tracking_lib
+
+    mlflow_client = tracking_lib.client(tracking.uri)
+    run = tracking_lib.find_run(mlflow_client, tracking.experiment, tracking.run_key)
+    if run is None:
+        return None
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
+    metrics.append(Metric("duration.pipeline", wall, now, 0))
+    metrics.append(Metric("components.cached", sum(t.status == "cached" for t in timings), now, 0))
+    mlflow_client.log_batch(run.info.run_id, metrics=metrics)
+    return run.info.run_id
 
 
 def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
@@ -232,4 +320,7 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
         lines.append(f"  pushed:         version {result.pushed_version} -> {result.pushed_destination}")
     else:
         lines.append("  pushed:         no")
+    if result.mlflow_run_id:
+        lines.append(f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' "
+                     f"({config.tracking_uri})")
     print("\n".join(lines), file=out, flush=True)

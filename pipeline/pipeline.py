@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import List, Optional, Sequence
 
 import tensorflow_model_analysis as tfma
@@ -12,6 +13,7 @@ from tfx.dsl.components.base import executor_spec
 
 from components import csv_input
 from components import features as features_lib
+from components import tracking as tracking_lib
 from components.baseline import BlessedDataStatisticsStrategy
 from components.gate import DataGate
 from pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
@@ -67,6 +69,7 @@ def create_pipeline(
     drift_check: bool = True,
     serving_data_root: Optional[str] = None,
     serving_data_fingerprint: str = "",
+    tracking: Optional[tracking_lib.TrackingSettings] = None,
 ) -> tfx.dsl.Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -76,6 +79,9 @@ def create_pipeline(
     is not in `allowed_anomaly_types`: the schema's, drift against the data of the last blessed model
     (`drift_check`), and with `serving_data_root` (CSV files without the label) the serving data's and
     training/serving skew. `serving_data_fingerprint` changes when those files do, so the gate re-runs.
+
+    With `tracking`, MlflowStart runs first (ExampleGen waits for it), MlflowRecord logs the run's data,
+    training and evaluation before the Pusher, and MlflowFinish records the push (components/tracking.py).
 
     Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs; the
     runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
@@ -152,11 +158,29 @@ def create_pipeline(
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=f"{serving_dir}/{model_name}")),
     )
+    tracking_nodes = []
+    if tracking is not None:
+        start = tracking_lib.MlflowStart(
+            tracking_uri=tracking.uri, experiment=tracking.experiment, run_key=tracking.run_key,
+            pipeline_name=pipeline_name, params_json=json.dumps(tracking.params, sort_keys=True))
+        # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
+        example_gen.add_upstream_node(start)
+        record = tracking_lib.MlflowRecord(
+            run_id=start.outputs["run_id"], anomalies_found=data_gate.outputs["anomalies_found"],
+            statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
+            model_run=trainer.outputs["model_run"], model=trainer.outputs["model"],
+            evaluation=evaluator.outputs["evaluation"], blessing=evaluator.outputs["blessing"],
+            tracking_uri=tracking.uri)
+        pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
+        finish = tracking_lib.MlflowFinish(run_id=start.outputs["run_id"], pushed_model=pusher.outputs["pushed_model"],
+                                           tracking_uri=tracking.uri)
+        tracking_nodes = [start, record, finish]
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, *drift_nodes, data_gate,
-                    transform, trainer, model_resolver, evaluator, pusher],
+        components=[*tracking_nodes[:1], example_gen, statistics_gen, schema_gen, example_validator, *drift_nodes,
+                    data_gate, transform, trainer, model_resolver, evaluator, *tracking_nodes[1:2], pusher,
+                    *tracking_nodes[2:]],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],

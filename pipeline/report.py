@@ -42,6 +42,7 @@ class RunReport:
     pushed_version: Optional[str]
     pushed_destination: Optional[str]
     gate_checks: Optional[str] = None  # the data gate's one-line account of what it compared
+    mlflow_run_id: Optional[str] = None
 
     def component(self, name: str) -> Optional[ComponentRecord]:
         return next((c for c in self.components if c.name == name), None)

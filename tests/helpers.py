@@ -91,3 +91,55 @@ def rewrite_csv(source: str, target_dir: str, row_fn=None, columns_fn=None, name
         for i, row in enumerate(reader):
             writer.writerow(row_fn(i, row) if row_fn else row)
     return target_dir
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1: SQLite backend and artifact store in `folder`."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.process: "subprocess.Popen | None" = None
+
+    def start(self, timeout: float = 120.0) -> "MlflowServer":
+        import time
+        import urllib.request
+
+        os.makedirs(self.folder, exist_ok=True)
+        mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # noqa: SIM115 - the server outlives this call
+        self.process = subprocess.Popen(  # noqa: S603
+            [mlflow, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+             "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
+             "--artifacts-destination", os.path.join(self.folder, "artifacts")],
+            stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited with {self.process.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
+                    if response.read().strip() == b"OK":
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"mlflow server did not answer on {self.uri} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()

@@ -112,7 +112,8 @@ def test_component_passes_clean_or_allowed_data(anomalies_dir, gate_inputs, tmp_
     _write_anomalies(clean, "train", {})
     result = gate.DataGate.test_call(anomalies=_artifact(clean), **gate_inputs)
     assert result == {"anomalies_found": 0,
-                      "checks": "schema (ExampleValidator): 0 anomalies; drift: no blessed model yet, nothing to compare with"}
+                      "checks": "schema (ExampleValidator): 0 anomalies; "
+                                "drift: no blessed model yet, nothing to compare with"}
     allowed = "FLOAT_TYPE_SMALL_FLOAT,ENUM_TYPE_UNEXPECTED_STRING_VALUES"
     result = gate.DataGate.test_call(anomalies=_artifact(anomalies_dir), allowed_anomaly_types=allowed,
                                      **gate_inputs)

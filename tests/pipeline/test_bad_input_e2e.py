@@ -152,6 +152,14 @@ def test_drift_from_the_blessed_models_data_stops_the_run(served):
     assert f"{'DataGate':<{NAME_WIDTH}} FAILED" in result.stdout
     assert "data:           refused by DataGate" in result.stdout
     assert helpers.tree_snapshot(served["serving"]) == before
+    # The refused run is in MLflow too, marked FAILED with the reason.
+    from mlflow import MlflowClient
+
+    mlflow_client = MlflowClient(f"sqlite:///{served['home']}/mlflow/mlflow.db")
+    experiment = mlflow_client.get_experiment_by_name("tfxflow-taxi")
+    latest = mlflow_client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"])[0]
+    assert latest.info.status == "FAILED"
+    assert latest.data.tags["tfxflow.error"].startswith("DataGateError: data gate: 1 anomaly stops the run")
 
 
 def test_serving_data_is_checked_for_skew_and_the_serving_schema(served):

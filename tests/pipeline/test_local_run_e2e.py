@@ -102,3 +102,15 @@ def test_second_run_is_served_from_the_cache(taxi_runs):
     # A cached Trainer hands on the same model artifact.
     assert (latest.component("Trainer").outputs["model"][0].id ==
             first.component("Trainer").outputs["model"][0].id)
+
+
+def test_runs_are_tracked_in_the_embedded_mlflow_store(taxi_runs):
+    from mlflow import MlflowClient
+
+    store = os.path.join(taxi_runs["home"], "mlflow", "mlflow.db")
+    mlflow_client = MlflowClient(f"sqlite:///{store}")
+    experiment = mlflow_client.get_experiment_by_name("tfxflow-taxi")
+    runs = mlflow_client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    assert all(r.data.tags["tfxflow.pushed"] == "yes" for r in runs)
+    assert runs[0].data.metrics["components.cached"] == 0 and runs[1].data.metrics["components.cached"] >= 6

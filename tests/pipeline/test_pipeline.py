@@ -3,6 +3,7 @@
 import json
 
 from components.features import FeatureConfig
+from components.tracking import TrackingSettings
 from components.hardware import HardwareConfig
 from pipeline.config import EvaluationConfig, TrainingConfig
 from pipeline.pipeline import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
@@ -60,6 +61,24 @@ def test_drift_check_and_serving_data_are_optional():
     gate = {c.id: c for c in _pipeline(serving_data_root="/srv", serving_data_fingerprint="abc").components}["DataGate"]
     assert gate.exec_properties["serving_data_root"] == "/srv"
     assert gate.exec_properties["serving_data_fingerprint"] == "abc"
+
+
+def test_tracking_wraps_the_run_without_touching_the_cache_keys():
+    settings = TrackingSettings("http://127.0.0.1:5000", "exp", "run-1", {"training": {"batch_size": 32}})
+    by_id = {c.id: c for c in _pipeline(tracking=settings).components}
+    untracked = {c.id: c for c in _pipeline().components}
+    start, record, finish = by_id["MlflowStart"], by_id["MlflowRecord"], by_id["MlflowFinish"]
+    assert start.exec_properties["run_key"] == "run-1"
+    assert json.loads(start.exec_properties["params_json"]) == {"training": {"batch_size": 32}}
+    assert "MlflowStart" in {n.id for n in by_id["CsvExampleGen"].upstream_nodes}
+    assert "MlflowRecord" in {n.id for n in by_id["Pusher"].upstream_nodes}
+    assert record.inputs["run_id"].producer_component_id == "MlflowStart"
+    assert record.inputs["evaluation"].producer_component_id == "Evaluator"
+    assert record.inputs["anomalies_found"].producer_component_id == "DataGate"
+    assert finish.inputs["pushed_model"].producer_component_id == "Pusher"
+    # The components that train get exactly the same properties with or without tracking.
+    for component in ("CsvExampleGen", "Transform", "Trainer", "Evaluator"):
+        assert by_id[component].exec_properties == untracked[component].exec_properties
 
 
 def test_eval_config_thresholds_and_label():

@@ -1,0 +1,217 @@
+"""MLflow tracking components: a pipeline run and an MLflow run are the same thing seen from two sides.
+
+The store is chosen and checked at the edge (pipeline/tracking_store.py). `MlflowStart`, the first component,
+creates the MLflow run tagged with the pipeline run's key (a parameter that changes every run, so it is
+never cached) and hands its id on; `MlflowRecord`, after the Evaluator and before the Pusher, logs what the
+artifacts say (data, training curves, evaluation per slice, the gate's count) even when the Trainer was
+cached; `MlflowFinish`, after the Pusher, records the push and closes the run. The Trainer knows nothing of
+MLflow, which keeps its cache intact; nothing is autologged (mlflow/mlflow#9600).
+
+No `from __future__ import annotations` here: TFX's function-component parser needs real annotation objects.
+"""
+
+import dataclasses
+import json
+import os
+import re
+from typing import Any, Dict, List, Mapping, Optional, TypedDict
+
+from tfx import v1 as tfx
+from tfx.dsl.io import fileio
+
+RUN_KEY_TAG = "tfxflow.pipeline_run"
+PIPELINE_TAG = "tfxflow.pipeline"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingSettings:
+    """Where and how a pipeline run is tracked; `run_key` is unique to the pipeline run."""
+
+    uri: str
+    experiment: str
+    run_key: str
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # nested dicts are flattened
+
+
+def flatten(params: Mapping[str, Any], prefix: str = "") -> Dict[str, str]:
+    """{"training": {"batch_size": 256}} -> {"training.batch_size": "256"}; MLflow params are strings."""
+    flat = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
+    return flat
+
+
+def metric_name(text: str) -> str:
+    """A valid MLflow metric name: letters, digits, _ - . / and spaces."""
+    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", text)
+
+
+def client(uri: str):
+    """An MLflow client bound to `uri` (no global state: every component shares LocalDagRunner's process)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def find_run(mlflow_client, experiment: str, run_key: str):
+    """The MLflow run of the pipeline run `run_key`, or None."""
+    found = mlflow_client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = mlflow_client.search_runs([found.experiment_id], filter_string=f"tags.`{RUN_KEY_TAG}` = '{run_key}'",
+                                     max_results=1)
+    return runs[0] if runs else None
+
+
+def start_run(settings: TrackingSettings, pipeline_name: str) -> str:
+    """Creates (or, on a retry, finds) the MLflow run of this pipeline run and logs its params."""
+    from mlflow.entities import Param
+
+    mlflow_client = client(settings.uri)
+    existing = find_run(mlflow_client, settings.experiment, settings.run_key)
+    if existing is not None:
+        return existing.info.run_id
+    experiment = mlflow_client.get_experiment_by_name(settings.experiment)
+    experiment_id = experiment.experiment_id if experiment else mlflow_client.create_experiment(settings.experiment)
+    run = mlflow_client.create_run(experiment_id, run_name=settings.run_key,
+                                   tags={RUN_KEY_TAG: settings.run_key, PIPELINE_TAG: pipeline_name})
+    params = [Param(k, v[:6000]) for k, v in sorted(flatten(settings.params).items())]
+    for i in range(0, len(params), 100):
+        mlflow_client.log_batch(run.info.run_id, params=params[i:i + 100])
+    return run.info.run_id
+
+
+def finish_run(uri: str, experiment: str, run_key: str, status: str, error: str = "") -> Optional[str]:
+    """Marks the run of `run_key` FINISHED or FAILED (with the error as a tag); returns its id."""
+    mlflow_client = client(uri)
+    run = find_run(mlflow_client, experiment, run_key)
+    if run is None:
+        return None
+    if error:
+        mlflow_client.set_tag(run.info.run_id, "tfxflow.error", error[:5000])
+    mlflow_client.set_terminated(run.info.run_id, status=status)
+    return run.info.run_id
+
+
+class StartResult(TypedDict):
+    run_id: str
+
+
+@tfx.dsl.components.component
+def MlflowStart(  # pylint: disable=invalid-name
+    tracking_uri: tfx.dsl.components.Parameter[str],
+    experiment: tfx.dsl.components.Parameter[str],
+    run_key: tfx.dsl.components.Parameter[str],
+    pipeline_name: tfx.dsl.components.Parameter[str],
+    params_json: tfx.dsl.components.Parameter[str] = "{}",
+) -> StartResult:
+    """Creates the MLflow run of this pipeline run (tag `tfxflow.pipeline_run` = `run_key`), logs the params."""
+    settings = TrackingSettings(tracking_uri, experiment, run_key, json.loads(params_json))
+    return {"run_id": start_run(settings, pipeline_name)}
+
+
+def _split_rows(statistics_uri: str) -> Dict[str, int]:
+    import tensorflow_data_validation as tfdv
+
+    rows = {}
+    for entry in sorted(fileio.listdir(statistics_uri)):
+        name = entry.rstrip("/")
+        path = os.path.join(statistics_uri, name, "FeatureStats.pb")
+        if name.startswith("Split-") and fileio.exists(path):
+            rows[name[len("Split-"):]] = int(tfdv.load_stats_binary(path).datasets[0].num_examples)
+    return rows
+
+
+def evaluation_metrics(evaluation_uri: str) -> Dict[str, Dict[str, float]]:
+    """{slice name: {metric: value}} of the candidate model; the overall slice is "overall"."""
+    import tensorflow_model_analysis as tfma
+
+    result: Dict[str, Dict[str, float]] = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        keys = metrics.slice_key.single_slice_keys
+        name = "overall" if not keys else ",".join(
+            f"{k.column}={k.bytes_value.decode() if k.HasField('bytes_value') else k.int64_value or k.float_value}"
+            for k in keys)
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.is_diff or kv.key.model_name == "baseline" or not kv.value.HasField("double_value"):
+                continue
+            result.setdefault(name, {})[kv.key.name] = float(kv.value.double_value.value)
+    return result
+
+
+class RecordResult(TypedDict):
+    blessed: int
+
+
+@tfx.dsl.components.component
+def MlflowRecord(  # pylint: disable=invalid-name
+    run_id: str,
+    anomalies_found: int,
+    statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
+    schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
+    model_run: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelRun],
+    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
+    evaluation: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelEvaluation],
+    blessing: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
+    tracking_uri: tfx.dsl.components.Parameter[str],
+) -> RecordResult:
+    """Logs rows per split, the gate's anomaly count, the Trainer's hardware and per-epoch curves, the
+    Evaluator's metrics overall and per slice, the schema and summaries as artifacts, and lineage tags."""
+    import tempfile
+
+    from mlflow.entities import Metric, Param
+
+    mlflow_client = client(tracking_uri)
+    metrics: List[Metric] = [Metric("data.anomalies", anomalies_found, 0, 0)]
+    metrics += [Metric(f"data.rows.{split}", count, 0, 0) for split, count in _split_rows(statistics.uri).items()]
+    with fileio.open(os.path.join(model_run.uri, "training_info.json"), "r") as f:
+        info = json.load(f)
+    for name, values in info.pop("history", {}).items():
+        series = f"val.{name[4:]}" if name.startswith("val_") else f"train.{name}"
+        metrics += [Metric(series, value, 0, epoch) for epoch, value in enumerate(values, start=1)]
+    evaluation_by_slice = evaluation_metrics(evaluation.uri)
+    for slice_name, values in evaluation_by_slice.items():
+        prefix = "eval" if slice_name == "overall" else f"eval_slice.{metric_name(slice_name)}"
+        metrics += [Metric(f"{prefix}.{name}", value, 0, 0) for name, value in values.items()]
+    blessed = int(blessing.get_int_custom_property("blessed") == 1)
+    params = [Param(f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+              for k, v in sorted(info.items()) if k != "backup_dir"]
+    for i in range(0, len(metrics), 500):
+        mlflow_client.log_batch(run_id, metrics=metrics[i:i + 500], params=params if i == 0 else [])
+    tags = {"tfxflow.blessed": "yes" if blessed else "no", "tfxflow.model_uri": model.uri,
+            "tfxflow.model_mlmd_id": str(model.id), "tfxflow.evaluation_uri": evaluation.uri,
+            "tfxflow.statistics_uri": statistics.uri, "tfxflow.schema_uri": schema.uri}
+    for key, value in tags.items():
+        mlflow_client.set_tag(run_id, key, value)
+    with tempfile.TemporaryDirectory() as folder:
+        for name, content in (("evaluation.json", evaluation_by_slice), ("training_info.json", info)):
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                json.dump(content, f, indent=2)
+            mlflow_client.log_artifact(run_id, os.path.join(folder, name), "summaries")
+        with fileio.open(os.path.join(schema.uri, "schema.pbtxt"), "r") as src, \
+                open(os.path.join(folder, "schema.pbtxt"), "w", encoding="utf-8") as dst:
+            dst.write(src.read())
+        mlflow_client.log_artifact(run_id, os.path.join(folder, "schema.pbtxt"), "data")
+    return {"blessed": blessed}
+
+
+@tfx.dsl.components.component
+def MlflowFinish(  # pylint: disable=invalid-name
+    run_id: str,
+    pushed_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.PushedModel],
+    tracking_uri: tfx.dsl.components.Parameter[str],
+) -> None:
+    """Records whether and where the model was pushed, and closes the run."""
+    mlflow_client = client(tracking_uri)
+    pushed = pushed_model.get_int_custom_property("pushed") == 1
+    mlflow_client.set_tag(run_id, "tfxflow.pushed", "yes" if pushed else "no")
+    if pushed:
+        mlflow_client.set_tag(run_id, "tfxflow.pushed_version", pushed_model.get_string_custom_property(
+            "pushed_version"))
+        mlflow_client.set_tag(run_id, "tfxflow.pushed_destination", pushed_model.get_string_custom_property(
+            "pushed_destination"))
+    mlflow_client.set_terminated(run_id, status="FINISHED")
