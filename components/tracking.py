@@ -11,6 +11,7 @@ No `from __future__ import annotations` here: TFX's function-component parser ne
 """
 
 import dataclasses
+import importlib.metadata
 import json
 import os
 import re
@@ -199,19 +200,82 @@ def MlflowRecord(  # pylint: disable=invalid-name
     return {"blessed": blessed}
 
 
+CHAMPION_ALIAS = "champion"
+
+
+def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_name: str) -> Any:
+    """Logs the pushed SavedModel in MLflow's TensorFlow flavour (serialized tf.Examples in, probabilities out,
+    like TF Serving's `serving_default`) and registers it as a new version of `registered_name`."""
+    import mlflow
+    import numpy as np
+    import tensorflow as tf
+    from mlflow.models import ModelSignature
+    from mlflow.types import Schema, TensorSpec
+
+    class ServingModule(tf.Module):
+        def __init__(self, path: str):
+            super().__init__()
+            self.saved_model = tf.saved_model.load(path)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def __call__(self, examples):
+            return self.saved_model.signatures["serving_default"](examples=examples)["probabilities"]
+
+    # Unnamed tensors: MLflow's TF pyfunc hands the module a plain array of serialized tf.Examples.
+    signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(object), (-1,))]),
+                               outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, 1))]))
+    # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
+    requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in ("tensorflow", "tensorflow-transform")]
+    previous = mlflow.get_tracking_uri()
+    # The fluent API is the only way to log a flavour; point it at this run, and put it back after.
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        with mlflow.start_run(run_id=run_id):
+            return mlflow.tensorflow.log_model(ServingModule(saved_model_dir), name="model", signature=signature,
+                                               registered_model_name=registered_name,
+                                               pip_requirements=requirements)
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def served_version(mlflow_client, registered_name: str, pushed_version: str) -> Optional[str]:
+    """The registered version already recorded for the pushed (TF Serving) version, if any."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        versions = mlflow_client.search_model_versions(f"name='{registered_name}'")
+    except MlflowException:
+        return None
+    return next((v.version for v in versions if v.tags.get("tfxflow.pushed_version") == pushed_version), None)
+
+
 @tfx.dsl.components.component
 def MlflowFinish(  # pylint: disable=invalid-name
     run_id: str,
+    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
     pushed_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.PushedModel],
     tracking_uri: tfx.dsl.components.Parameter[str],
+    registered_model_name: tfx.dsl.components.Parameter[str],
 ) -> None:
-    """Records whether and where the model was pushed, and closes the run."""
+    """Records whether and where the model was pushed; a pushed model is logged in MLflow's TensorFlow
+    flavour, registered as a new version of `registered_model_name`, and the `champion` alias moves to it
+    (the version being served). Closes the run."""
     mlflow_client = client(tracking_uri)
     pushed = pushed_model.get_int_custom_property("pushed") == 1
     mlflow_client.set_tag(run_id, "tfxflow.pushed", "yes" if pushed else "no")
     if pushed:
-        mlflow_client.set_tag(run_id, "tfxflow.pushed_version", pushed_model.get_string_custom_property(
-            "pushed_version"))
-        mlflow_client.set_tag(run_id, "tfxflow.pushed_destination", pushed_model.get_string_custom_property(
-            "pushed_destination"))
+        version = pushed_model.get_string_custom_property("pushed_version")
+        destination = pushed_model.get_string_custom_property("pushed_destination")
+        mlflow_client.set_tag(run_id, "tfxflow.pushed_version", version)
+        mlflow_client.set_tag(run_id, "tfxflow.pushed_destination", destination)
+        registered = served_version(mlflow_client, registered_model_name, version)
+        if registered is None:  # a cached Pusher hands on a push that is registered already
+            info = log_serving_model(tracking_uri, run_id, os.path.join(model.uri, "Format-Serving"),
+                                     registered_model_name)
+            registered = info.registered_model_version
+            for key, value in (("tfxflow.pushed_version", version), ("tfxflow.pushed_destination", destination)):
+                mlflow_client.set_model_version_tag(registered_model_name, str(registered), key, value)
+        mlflow_client.set_registered_model_alias(registered_model_name, CHAMPION_ALIAS, str(registered))
+        mlflow_client.set_tag(run_id, "tfxflow.registered_version", str(registered))
     mlflow_client.set_terminated(run_id, status="FINISHED")

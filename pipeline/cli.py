@@ -92,6 +92,19 @@ def _parser() -> argparse.ArgumentParser:
     beam.add_argument("--beam-workers", type=int, default=1, help="0: one per core")
     beam.add_argument("--no-cache", action="store_true", help="re-run every component")
 
+    cmp = sub.add_parser("compare", help="compare MLflow runs: the params that differ, key metrics, the best",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    cmp.add_argument("--home", help=f"finds the embedded store (default: ${HOME_ENV}, else ./tfxflow_home)")
+    cmp.add_argument("--mlflow-uri", help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the "
+                                          "embedded store under --home)")
+    cmp.add_argument("--experiment", default=f"tfxflow-{DEFAULT_DATASET}")
+    cmp.add_argument("--last", type=int, default=5, help="the last N runs")
+    cmp.add_argument("--runs", help="comma-separated MLflow run ids instead of --last")
+    cmp.add_argument("--metric", default="eval.binary_accuracy", help="marks the best run; the metric plotted")
+    cmp.add_argument("--csv", help="also write the table as CSV to this file")
+    cmp.add_argument("--markdown", help="also write the table as Markdown to this file")
+    cmp.add_argument("--plot", help="write a PNG bar chart of --metric across the runs to this file")
+
     infer = sub.add_parser("infer-schema", help="infer a schema, statistics and a feature config from CSV files",
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     infer.add_argument("--data-root", required=True, help="folder of CSV files")
@@ -215,6 +228,38 @@ def _infer_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from pipeline import compare as compare_lib
+    from pipeline import config as config_lib
+    from pipeline.tracking_store import TrackingError, check_tracking, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(args.mlflow_uri, os.environ, config_lib.resolve_home(args.home, os.environ))
+    try:
+        if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+            raise ValueError(f"no MLflow store at {uri}: run the pipeline first, or pass --home or --mlflow-uri")
+        check_tracking(uri)
+        from mlflow import MlflowClient
+
+        run_ids = [r.strip() for r in (args.runs or "").split(",") if r.strip()]
+        runs = compare_lib.load_runs(MlflowClient(uri), args.experiment, args.last, run_ids)
+        if not runs:
+            raise ValueError(f"--experiment {args.experiment}: no runs yet in {uri}")
+        comparison = compare_lib.compare(runs, args.metric)
+        print(compare_lib.as_text(comparison))
+        for path, render in ((args.csv, compare_lib.as_csv), (args.markdown, compare_lib.as_markdown)):
+            if path:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(render(comparison))
+                print(f"wrote {path}")
+        if args.plot:
+            compare_lib.plot(comparison, args.metric, args.plot)
+            print(f"wrote {args.plot}")
+    except (ValueError, TrackingError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `tfxflow` console script."""
     # Quiets TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
@@ -224,6 +269,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _run(args)
     if args.command == "infer-schema":
         return _infer_schema(args)
+    if args.command == "compare":
+        return _compare(args)
     return EXIT_CONFIG_ERROR
 
 

@@ -172,8 +172,9 @@ def create_pipeline(
             evaluation=evaluator.outputs["evaluation"], blessing=evaluator.outputs["blessing"],
             tracking_uri=tracking.uri)
         pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
-        finish = tracking_lib.MlflowFinish(run_id=start.outputs["run_id"], pushed_model=pusher.outputs["pushed_model"],
-                                           tracking_uri=tracking.uri)
+        finish = tracking_lib.MlflowFinish(run_id=start.outputs["run_id"], model=trainer.outputs["model"],
+                                           pushed_model=pusher.outputs["pushed_model"], tracking_uri=tracking.uri,
+                                           registered_model_name=model_name)
         tracking_nodes = [start, record, finish]
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,

@@ -8,6 +8,7 @@ import pytest
 from mlflow import MlflowClient
 
 from pipeline import report
+from pipeline.config import bundled_dataset_dir
 from tests import helpers
 
 pytestmark = pytest.mark.e2e
@@ -82,6 +83,51 @@ def test_tags_artifacts_and_the_link_to_ml_metadata(tracked_runs, tmp_path):
         with open(artifact.uri, encoding="utf-8") as f:
             recorded.append(f.read())
     assert recorded == [r.info.run_id for r in runs]
+
+
+def test_blessed_pushed_models_are_registered_and_the_alias_is_on_the_served_version(tracked_runs, mlflow_server):
+    import mlflow
+    import numpy as np
+    import tensorflow as tf
+
+    mlflow_client, runs, home = tracked_runs["client"], tracked_runs["runs"], tracked_runs["home"]
+    served = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")
+    versions = sorted(mlflow_client.search_model_versions("name='taxi'"), key=lambda v: int(v.version))
+    assert [v.version for v in versions] == ["1", "2"]
+    assert [v.run_id for v in versions] == [r.info.run_id for r in runs]
+    assert [v.tags["tfxflow.pushed_version"] for v in versions] == served
+    champion = mlflow_client.get_model_version_by_alias("taxi", "champion")
+    assert champion.version == "2" and champion.tags["tfxflow.pushed_version"] == served[-1]
+    # The registered model loads through MLflow's pyfunc and predicts what the served SavedModel predicts.
+    rows = helpers.read_csv_rows(os.path.join(os.path.dirname(home), "data", "data.csv"), 8)
+    examples = helpers.serialize_examples(rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"),
+                                          drop=("tips",))
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(mlflow_server.uri)
+    try:
+        predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(np.array(examples, dtype=object))
+    finally:
+        mlflow.set_tracking_uri(previous)
+    serving = tf.saved_model.load(os.path.join(home, "serving", "taxi", served[-1])).signatures["serving_default"]
+    expected = serving(examples=tf.constant(examples))["probabilities"].numpy()
+    assert predicted.shape == (8, 1)
+    np.testing.assert_allclose(predicted, expected, rtol=1e-5)
+
+
+def test_compare_shows_the_differing_param_and_both_metrics(tracked_runs, mlflow_server, tmp_path):
+    markdown = str(tmp_path / "runs.md")
+    result = helpers.run_cli("compare", "--mlflow-uri", mlflow_server.uri, "--experiment", "e2e", "--last", "2",
+                             "--markdown", markdown, "--plot", str(tmp_path / "accuracy.png"), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "model.learning_rate" in lines[0] and "eval.binary_accuracy" in lines[0]
+    for run, rate in zip(tracked_runs["runs"], ("0.001", "0.003")):
+        row = next(line for line in lines if line.startswith(run.info.run_id[:8]))
+        assert rate in row and f"{run.data.metrics['eval.binary_accuracy']:.4f}" in row
+    assert sum(line.rstrip().endswith("*") for line in lines[2:4]) == 1
+    with open(markdown, encoding="utf-8") as f:
+        assert "| model.learning_rate |" in f.read()
+    assert os.path.getsize(tmp_path / "accuracy.png") > 1000
 
 
 def test_an_unreachable_server_stops_before_any_work(tmp_path):
