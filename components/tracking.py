@@ -152,6 +152,7 @@ class RecordResult(TypedDict):
 def MlflowRecord(  # pylint: disable=invalid-name
     run_id: str,
     anomalies_found: int,
+    anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
     statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
     schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
     model_run: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelRun],
@@ -160,7 +161,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
     blessing: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
     tracking_uri: tfx.dsl.components.Parameter[str],
 ) -> RecordResult:
-    """Logs rows per split, the gate's anomaly count, the Trainer's hardware and per-epoch curves, the
+    """Logs rows per split, the gate's anomaly count and ExampleValidator's report, the Trainer's hardware and per-epoch curves, the
     Evaluator's metrics overall and per slice, the schema and summaries as artifacts, and lineage tags."""
     import tempfile
 
@@ -197,6 +198,12 @@ def MlflowRecord(  # pylint: disable=invalid-name
                 open(os.path.join(folder, "schema.pbtxt"), "w", encoding="utf-8") as dst:
             dst.write(src.read())
         mlflow_client.log_artifact(run_id, os.path.join(folder, "schema.pbtxt"), "data")
+        from components import gate
+
+        found = gate.read_anomalies(anomalies.uri)
+        with open(os.path.join(folder, "anomalies.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(f"{a}\n" for a in found) or "no anomalies\n")
+        mlflow_client.log_artifact(run_id, os.path.join(folder, "anomalies.txt"), "data")
     return {"blessed": blessed}
 
 
@@ -204,8 +211,9 @@ CHAMPION_ALIAS = "champion"
 
 
 def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_name: str) -> Any:
-    """Logs the pushed SavedModel in MLflow's TensorFlow flavour (serialized tf.Examples in, probabilities out,
-    like TF Serving's `serving_default`) and registers it as a new version of `registered_name`."""
+    """Logs the pushed SavedModel in MLflow's TensorFlow flavour and registers it as a new version of
+    `registered_name`. Input: serialized tf.Examples (without the label) as URL-safe base64 strings
+    (`base64.urlsafe_b64encode`), so `mlflow models serve` takes them as JSON; output: probabilities."""
     import mlflow
     import numpy as np
     import tensorflow as tf
@@ -217,8 +225,10 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
             super().__init__()
             self.saved_model = tf.saved_model.load(path)
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-        def __call__(self, examples):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples_b64")])
+        def __call__(self, examples_b64):
+            # JSON cannot carry raw bytes and MLflow's scoring server does not decode {"b64": ...}.
+            examples = tf.io.decode_base64(examples_b64)
             return self.saved_model.signatures["serving_default"](examples=examples)["probabilities"]
 
     # Unnamed tensors: MLflow's TF pyfunc hands the module a plain array of serialized tf.Examples.

@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--allow-anomaly", action="append", default=[], metavar="TYPE",
                             help="an anomaly type (e.g. FEATURE_TYPE_LOW_NUMBER_VALUES) that does not stop the "
                                  "run; repeatable")
+    evaluation.add_argument("--slice-by", action="append", default=[], metavar="COLUMN",
+                            help="also evaluate per value of this column (repeatable)")
     evaluation.add_argument("--serving-data", metavar="DIR",
                             help="CSV files of serving requests (no label): validated against the schema's SERVING "
                                  "environment and compared with the training data (skew)")
@@ -154,7 +156,8 @@ def _run(args: argparse.Namespace) -> int:
                 model_preset=args.model_preset, hidden_units=hidden_units, dropout=args.dropout,
                 grad_accum_steps=args.grad_accum_steps, early_stopping_patience=args.early_stopping_patience,
                 seed=args.seed, hardware=hardware),
-            evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression),
+            evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
+                                        slice_columns=tuple(args.slice_by)),
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
             allowed_anomaly_types=tuple(args.allow_anomaly),
             drift_check=not args.no_drift_check, serving_data_root=args.serving_data,

@@ -34,10 +34,13 @@ def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig
     }
     if evaluation.metric not in metric_classes:
         raise ValueError(f"evaluation metric must be one of {sorted(metric_classes)}, got '{evaluation.metric}'")
+    # The blessing judges the overall slice only: a MetricConfig's plain `threshold` would apply to every
+    # slice, and one small slice (--slice-by) would veto the model.
+    overall_only = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)]
     metrics = [tfma.MetricConfig(class_name="ExampleCount")]
     for name, class_name in metric_classes.items():
         metrics.append(tfma.MetricConfig(
-            class_name=class_name, threshold=threshold if name == evaluation.metric else None))
+            class_name=class_name, per_slice_thresholds=overall_only if name == evaluation.metric else None))
     metrics.append(tfma.MetricConfig(class_name="MeanLabel"))
     metrics.append(tfma.MetricConfig(class_name="MeanPrediction"))
     slicing = [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns]
@@ -167,6 +170,7 @@ def create_pipeline(
         example_gen.add_upstream_node(start)
         record = tracking_lib.MlflowRecord(
             run_id=start.outputs["run_id"], anomalies_found=data_gate.outputs["anomalies_found"],
+            anomalies=example_validator.outputs["anomalies"],
             statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
             model_run=trainer.outputs["model_run"], model=trainer.outputs["model"],
             evaluation=evaluator.outputs["evaluation"], blessing=evaluator.outputs["blessing"],

@@ -88,6 +88,10 @@ def test_eval_config_thresholds_and_label():
     assert spec.label_key == "big_tipper"
     assert list(spec.preprocessing_function_names) == ["transform_features"]
     accuracy = next(m for m in config.metrics_specs[0].metrics if m.class_name == "BinaryAccuracy")
-    assert accuracy.threshold.value_threshold.lower_bound.value == 0.7
-    assert accuracy.threshold.change_threshold.absolute.value == -0.01
+    # judged on the overall slice only, whatever the slices evaluated
+    assert not accuracy.HasField("threshold") and len(accuracy.per_slice_thresholds) == 1
+    only = accuracy.per_slice_thresholds[0]
+    assert [list(s.feature_keys) for s in only.slicing_specs] == [[]]
+    assert only.threshold.value_threshold.lower_bound.value == 0.7
+    assert only.threshold.change_threshold.absolute.value == -0.01
     assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["payment_type"]]

@@ -1,6 +1,7 @@
 """Every pipeline run is an MLflow run on a real `mlflow server`: params, curves, eval metrics, tags,
 artifacts, durations, and the MLflow run id recorded in ML Metadata; an unreachable server stops the run."""
 
+import base64
 import json
 import os
 
@@ -13,7 +14,8 @@ from tests import helpers
 
 pytestmark = pytest.mark.e2e
 
-FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20", "--experiment", "e2e"]
+FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20", "--experiment", "e2e",
+         "--slice-by", "payment_type"]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,9 @@ def test_curves_eval_metrics_rows_and_durations(tracked_runs):
     assert metrics["data.anomalies"] == 0
     assert 0.5 < metrics["eval.binary_accuracy"] <= 1.0
     assert metrics["eval.example_count"] == metrics["data.rows.eval"]
+    # per slice: one series per payment type
+    assert metrics["eval_slice.payment_type_Cash.example_count"] > 0
+    assert 0 <= metrics["eval_slice.payment_type_Cash.binary_accuracy"] <= 1
     assert metrics["duration.Transform"] > 1 and metrics["duration.pipeline"] > metrics["duration.Transform"]
     # The second run reuses ExampleGen, statistics, schema and Transform from the cache.
     assert tracked_runs["runs"][1].data.metrics["components.cached"] >= 4
@@ -74,6 +79,9 @@ def test_tags_artifacts_and_the_link_to_ml_metadata(tracked_runs, tmp_path):
     schema = mlflow_client.download_artifacts(runs[0].info.run_id, "data/schema.pbtxt", str(tmp_path))
     with open(schema, encoding="utf-8") as f:
         assert 'name: "payment_type"' in f.read()
+    anomalies = mlflow_client.download_artifacts(runs[0].info.run_id, "data/anomalies.txt", str(tmp_path))
+    with open(anomalies, encoding="utf-8") as f:
+        assert f.read() == "no anomalies\n"
     # ML Metadata holds each pipeline run's MLflow run id (MlflowStart's output).
     metadata = os.path.join(home, "metadata", "metadata.sqlite")
     pipeline_runs = report.run_ids(report.open_store(metadata), "tfxflow-taxi")
@@ -105,7 +113,8 @@ def test_blessed_pushed_models_are_registered_and_the_alias_is_on_the_served_ver
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(mlflow_server.uri)
     try:
-        predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(np.array(examples, dtype=object))
+        encoded = np.array([base64.urlsafe_b64encode(e).decode() for e in examples], dtype=object)
+        predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(encoded)
     finally:
         mlflow.set_tracking_uri(previous)
     serving = tf.saved_model.load(os.path.join(home, "serving", "taxi", served[-1])).signatures["serving_default"]
