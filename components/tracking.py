@@ -161,8 +161,9 @@ def MlflowRecord(  # pylint: disable=invalid-name
     blessing: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
     tracking_uri: tfx.dsl.components.Parameter[str],
 ) -> RecordResult:
-    """Logs rows per split, the gate's anomaly count and ExampleValidator's report, the Trainer's hardware and per-epoch curves, the
-    Evaluator's metrics overall and per slice, the schema and summaries as artifacts, and lineage tags."""
+    """Logs rows per split, the gate's anomaly count and ExampleValidator's report, the Trainer's hardware
+    and per-epoch curves, the Evaluator's metrics overall and per slice, the schema and summaries as
+    artifacts, and lineage tags."""
     import tempfile
 
     from mlflow.entities import Metric, Param
