@@ -122,7 +122,7 @@ class MlflowServer:
             [mlflow, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
              "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
              "--artifacts-destination", os.path.join(self.folder, "artifacts")],
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -137,9 +137,15 @@ class MlflowServer:
         raise RuntimeError(f"mlflow server did not answer on {self.uri} within {timeout:.0f} s")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        """Stops the server and the workers it spawned (uvicorn, job runners): its whole process group."""
+        import signal
+
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
