@@ -68,6 +68,14 @@ def find_run(mlflow_client, experiment: str, run_key: str):
     return runs[0] if runs else None
 
 
+def artifact_location(uri: str) -> Optional[str]:
+    """Artifacts of an embedded SQLite store live beside it (MLflow's default is ./mlruns under the current
+    folder, wherever the run was started); a server chooses its own."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///"):]), "artifacts")
+
+
 def start_run(settings: TrackingSettings, pipeline_name: str) -> str:
     """Creates (or, on a retry, finds) the MLflow run of this pipeline run and logs its params."""
     from mlflow.entities import Param
@@ -77,7 +85,8 @@ def start_run(settings: TrackingSettings, pipeline_name: str) -> str:
     if existing is not None:
         return existing.info.run_id
     experiment = mlflow_client.get_experiment_by_name(settings.experiment)
-    experiment_id = experiment.experiment_id if experiment else mlflow_client.create_experiment(settings.experiment)
+    experiment_id = experiment.experiment_id if experiment else mlflow_client.create_experiment(
+        settings.experiment, artifact_location=artifact_location(settings.uri))
     run = mlflow_client.create_run(experiment_id, run_name=settings.run_key,
                                    tags={RUN_KEY_TAG: settings.run_key, PIPELINE_TAG: pipeline_name})
     params = [Param(k, v[:6000]) for k, v in sorted(flatten(settings.params).items())]

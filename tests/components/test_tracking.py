@@ -2,7 +2,7 @@
 
 from mlflow import MlflowClient
 
-from components.tracking import flatten, metric_name, served_version
+from components.tracking import artifact_location, flatten, metric_name, served_version
 
 
 def test_served_version_finds_a_push_that_is_registered_already(mlflow_server):
@@ -21,3 +21,8 @@ def test_params_are_flattened_to_strings_and_metric_names_cleaned():
     assert flatten({"training": {"batch_size": 256, "units": [128, 64]}, "seed": 1}) == {
         "training.batch_size": "256", "training.units": "[128, 64]", "seed": "1"}
     assert metric_name("payment_type=Credit Card,hour=3") == "payment_type_Credit Card_hour_3"
+
+
+def test_embedded_store_artifacts_live_beside_it():
+    assert artifact_location("sqlite:////h/mlflow/mlflow.db") == "file:///h/mlflow/artifacts"
+    assert artifact_location("http://127.0.0.1:5000") is None

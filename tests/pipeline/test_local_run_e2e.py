@@ -110,7 +110,10 @@ def test_runs_are_tracked_in_the_embedded_mlflow_store(taxi_runs):
     store = os.path.join(taxi_runs["home"], "mlflow", "mlflow.db")
     mlflow_client = MlflowClient(f"sqlite:///{store}")
     experiment = mlflow_client.get_experiment_by_name("tfxflow-taxi")
+    # artifacts beside the store, not in ./mlruns of whatever folder the run started in
+    assert experiment.artifact_location == "file://" + os.path.join(taxi_runs["home"], "mlflow", "artifacts")
     runs = mlflow_client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
     assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    assert os.listdir(os.path.join(taxi_runs["home"], "mlflow", "artifacts"))
     assert all(r.data.tags["tfxflow.pushed"] == "yes" for r in runs)
     assert runs[0].data.metrics["components.cached"] == 0 and runs[1].data.metrics["components.cached"] >= 6
