@@ -124,7 +124,8 @@ def MlflowStart(  # pylint: disable=invalid-name
     return {"run_id": start_run(settings, pipeline_name)}
 
 
-def _split_rows(statistics_uri: str) -> Dict[str, int]:
+def split_rows(statistics_uri: str) -> Dict[str, int]:
+    """Rows per split, from StatisticsGen's output."""
     import tensorflow_data_validation as tfdv
 
     rows = {}
@@ -179,7 +180,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
 
     mlflow_client = client(tracking_uri)
     metrics: List[Metric] = [Metric("data.anomalies", anomalies_found, 0, 0)]
-    metrics += [Metric(f"data.rows.{split}", count, 0, 0) for split, count in _split_rows(statistics.uri).items()]
+    metrics += [Metric(f"data.rows.{split}", count, 0, 0) for split, count in split_rows(statistics.uri).items()]
     with fileio.open(os.path.join(model_run.uri, "training_info.json"), "r") as f:
         info = json.load(f)
     for name, values in info.pop("history", {}).items():

@@ -123,7 +123,9 @@ def _first(record: Optional[ComponentRecord], key: str) -> Optional[metadata_sto
 def _fill_results(report: RunReport) -> None:
     stats = _first(report.component("StatisticsGen"), "statistics")
     if stats is not None:
-        report.rows = split_row_counts(stats.uri)
+        from components.tracking import split_rows  # imports TFX: only when there is a run to report
+
+        report.rows = split_rows(stats.uri)
     checks = _first(report.component("DataGate"), "checks")
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:
@@ -138,19 +140,6 @@ def _fill_results(report: RunReport) -> None:
     if pushed is not None and _prop(pushed, "pushed"):
         report.pushed_version = _prop(pushed, "pushed_version")
         report.pushed_destination = _prop(pushed, "pushed_destination")
-
-
-def split_row_counts(statistics_uri: str) -> Dict[str, int]:
-    """Rows per split, from StatisticsGen's output."""
-    import tensorflow_data_validation as tfdv
-
-    rows = {}
-    for entry in sorted(os.listdir(statistics_uri)):
-        path = os.path.join(statistics_uri, entry, "FeatureStats.pb")
-        if entry.startswith("Split-") and os.path.exists(path):
-            stats = tfdv.load_stats_binary(path)
-            rows[entry[len("Split-"):]] = int(stats.datasets[0].num_examples)
-    return rows
 
 
 def overall_metrics(evaluation_uri: str):
