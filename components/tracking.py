@@ -51,10 +51,24 @@ def metric_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", text)
 
 
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+
+
+def resolve_uri(uri: str) -> str:
+    """`uri`, or when empty the container's $MLFLOW_TRACKING_URI (on Kubeflow the URI, and any credentials,
+    come from the pod's environment, never from the compiled pipeline)."""
+    uri = uri or os.environ.get(TRACKING_URI_ENV, "")
+    if not uri:
+        raise ValueError(f"no MLflow tracking URI: the tracking_uri parameter is empty and ${TRACKING_URI_ENV} "
+                         "is not set in this container")
+    return uri
+
+
 def client(uri: str):
     """An MLflow client bound to `uri` (no global state: every component shares LocalDagRunner's process)."""
     from mlflow import MlflowClient
 
+    uri = resolve_uri(uri)
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
@@ -71,6 +85,7 @@ def find_run(mlflow_client, experiment: str, run_key: str):
 def artifact_location(uri: str) -> Optional[str]:
     """Artifacts of an embedded SQLite store live beside it (MLflow's default is ./mlruns under the current
     folder, wherever the run was started); a server chooses its own."""
+    uri = resolve_uri(uri)
     if not uri.startswith("sqlite:///"):
         return None
     return "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///"):]), "artifacts")
@@ -107,8 +122,16 @@ def finish_run(uri: str, experiment: str, run_key: str, status: str, error: str 
     return run.info.run_id
 
 
-class StartResult(TypedDict):
-    run_id: str
+def run_key_for(run_key: str, output_uri: str) -> str:
+    """`run_key`, or where the orchestrator left it empty or unresolved (a `{{$.pipeline_job_uuid}}` that a KFP
+    backend older than 2.4 passes on verbatim) the folder of this execution's output, which is unique to the
+    pipeline run and the same when a failed run is retried."""
+    if run_key and "{{" not in run_key:
+        return run_key
+    import hashlib
+
+    folder = os.path.dirname(output_uri.rstrip("/"))
+    return "uri-" + hashlib.sha256(folder.encode()).hexdigest()[:16]
 
 
 @tfx.dsl.components.component
@@ -117,11 +140,12 @@ def MlflowStart(  # pylint: disable=invalid-name
     experiment: tfx.dsl.components.Parameter[str],
     run_key: tfx.dsl.components.Parameter[str],
     pipeline_name: tfx.dsl.components.Parameter[str],
+    run_id: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.String],
     params_json: tfx.dsl.components.Parameter[str] = "{}",
-) -> StartResult:
+) -> None:
     """Creates the MLflow run of this pipeline run (tag `tfxflow.pipeline_run` = `run_key`), logs the params."""
-    settings = TrackingSettings(tracking_uri, experiment, run_key, json.loads(params_json))
-    return {"run_id": start_run(settings, pipeline_name)}
+    settings = TrackingSettings(tracking_uri, experiment, run_key_for(run_key, run_id.uri), json.loads(params_json))
+    run_id.value = start_run(settings, pipeline_name)
 
 
 def split_rows(statistics_uri: str) -> Dict[str, int]:
@@ -292,7 +316,10 @@ def MlflowFinish(  # pylint: disable=invalid-name
         mlflow_client.set_tag(run_id, "tfxflow.pushed_destination", destination)
         registered = served_version(mlflow_client, registered_model_name, version)
         if registered is None:  # a cached Pusher hands on a push that is registered already
-            info = log_serving_model(tracking_uri, run_id, os.path.join(model.uri, "Format-Serving"),
+            from tfx.utils import path_utils
+
+            # The serving model's folder: `Format-Serving/` in TFX's layout, the artifact's root in a flat one.
+            info = log_serving_model(resolve_uri(tracking_uri), run_id, path_utils.serving_model_path(model.uri),
                                      registered_model_name)
             registered = info.registered_model_version
             for key, value in (("tfxflow.pushed_version", version), ("tfxflow.pushed_destination", destination)):

@@ -39,34 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     paths.add_argument("--pipeline-root", help="default: <home>/pipeline_root")
     paths.add_argument("--metadata-path", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)")
     paths.add_argument("--serving-dir", help="TF Serving model base (default: <home>/serving)")
-    train = run.add_argument_group("training")
-    defaults = TrainingConfig()
-    train.add_argument("--train-steps", type=int, default=defaults.train_steps)
-    train.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="0: a full pass over the eval split")
-    train.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    train.add_argument("--eval-every-steps", type=int, default=defaults.eval_every_steps,
-                       help="validate after this many steps (one Keras epoch)")
-    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-    train.add_argument("--model-preset", choices=sorted(PRESETS), default=defaults.model_preset,
-                       help="default: sized for the taxi data; large: wide layers for GPU benchmarks")
-    train.add_argument("--hidden-units", help="comma-separated layer sizes (default: the preset's)")
-    train.add_argument("--dropout", type=float, default=defaults.dropout)
-    train.add_argument("--grad-accum-steps", type=int, default=defaults.grad_accum_steps,
-                       help="accumulate gradients over this many micro-batches of --batch-size per update")
-    train.add_argument("--early-stopping-patience", type=int, default=defaults.early_stopping_patience,
-                       help="epochs without val_loss improvement before stopping; 0: off")
-    train.add_argument("--seed", type=int, default=defaults.seed)
-    hw = run.add_argument_group("hardware")
-    hw_defaults = HardwareConfig()
-    hw.add_argument("--precision", choices=PRECISIONS, default=hw_defaults.precision,
-                    help="auto: mixed_float16 on GPUs of compute capability >= 7.0, else float32")
-    hw.add_argument("--xla", action="store_true", help="compile the train step with XLA (jit_compile)")
-    hw.add_argument("--steps-per-execution", type=int, default=hw_defaults.steps_per_execution)
-    hw.add_argument("--visible-gpus", help="comma-separated GPU indices (default: all)")
-    hw.add_argument("--gpu-memory-limit-mb", type=int, help="cap each GPU's memory (default: grow as needed)")
-    hw.add_argument("--no-memory-growth", action="store_true", help="let TensorFlow reserve all GPU memory")
-    hw.add_argument("--cpu-replicas", type=int, default=hw_defaults.cpu_replicas,
-                    help="with no GPU, mirror over this many logical CPU devices")
+    _add_training_args(run)
     evaluation = run.add_argument_group("evaluation")
     evaluation.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value,
                             help="blessing needs binary_accuracy at least this")
@@ -114,7 +87,115 @@ def _parser() -> argparse.ArgumentParser:
                                                      "statistics.pb and features.yaml into")
     infer.add_argument("--label", help="label column: marked absent at serving, drafted as the label")
     infer.add_argument("--force", action="store_true", help="overwrite an existing schema.pbtxt and features.yaml")
+    _add_kubeflow_parser(sub)
     return parser
+
+
+def _add_kubeflow_parser(sub) -> None:
+    kf = sub.add_parser("kubeflow", help="compile the pipeline for Kubeflow Pipelines; submit or schedule it")
+    kf_sub = kf.add_subparsers(dest="kubeflow_command", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    comp = kf_sub.add_parser("compile", help="compile to a KFP v2 pipeline spec (YAML)", formatter_class=fmt)
+    where = comp.add_argument_group("image and paths (object-store URIs, or paths on mounted volumes)")
+    where.add_argument("--image", required=True, help="the project image (kubeflow/Dockerfile), pinned: repo/name:tag")
+    where.add_argument("--pipeline-root", required=True, help="e.g. gs://bucket/tfxflow or minio://mlpipeline/tfxflow")
+    where.add_argument("--data-root", required=True, help="default of the data_root pipeline parameter")
+    where.add_argument("--serving-dir", help="TF Serving model base (default: <pipeline-root>/serving, or "
+                                             "<mount>/models with --serving-pvc)")
+    where.add_argument("--serving-pvc", help="PersistentVolumeClaim mounted in the Pusher (and TF Serving)")
+    where.add_argument("--serving-mount", default="/serving", help="where --serving-pvc is mounted")
+    where.add_argument("--output", help="compiled file (default: ./<pipeline-name>.yaml)")
+    data = comp.add_argument_group("data and model")
+    data.add_argument("--dataset", default=DEFAULT_DATASET)
+    data.add_argument("--schema", dest="schema_path", help="curated schema (default: schemas/<dataset>/schema.pbtxt); "
+                                                          "staged under the pipeline root by its content hash")
+    data.add_argument("--schema-uri", help="read the schema from here instead of staging it (an object-store URI "
+                                           "holding the same content as --schema)")
+    data.add_argument("--feature-config", dest="feature_config_path")
+    data.add_argument("--pipeline-name", help="default: tfxflow-<dataset>")
+    data.add_argument("--model-name", help="default: <dataset>")
+    data.add_argument("--allow-anomaly", action="append", default=[], metavar="TYPE",
+                      help="default of the allowed_anomaly_types parameter (repeatable)")
+    data.add_argument("--serving-data", default="", help="default of the serving_data_root parameter")
+    data.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value)
+    data.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression)
+    data.add_argument("--slice-by", action="append", default=[], metavar="COLUMN")
+    _add_training_args(comp)
+    k8s = comp.add_argument_group("cluster")
+    k8s.add_argument("--gpus", type=int, default=1, help="GPUs the Trainer requests (0: none)")
+    k8s.add_argument("--gpu-resource", default="nvidia.com/gpu", help="Kubernetes resource name of the GPU")
+    k8s.add_argument("--trainer-cpu", default="", help="CPU limit of the Trainer, e.g. 8")
+    k8s.add_argument("--trainer-memory", default="", help="memory limit of the Trainer, e.g. 32G")
+    k8s.add_argument("--node-selector", action="append", default=[], metavar="LABEL=VALUE",
+                     help="Trainer node selector (repeatable), e.g. nvidia.com/gpu.present=true")
+    k8s.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE][:EFFECT]",
+                     help="Trainer toleration (repeatable), e.g. nvidia.com/gpu:NoSchedule")
+    k8s.add_argument("--beam-mode", choices=BEAM_MODES, default="multi_processing")
+    k8s.add_argument("--beam-workers", type=int, default=0, help="0: one per core of the step's pod")
+    track = comp.add_argument_group("tracking (MLflow)")
+    track.add_argument("--tracking", choices=("on", "off"), default="on")
+    track.add_argument("--mlflow-uri", default="", help="$MLFLOW_TRACKING_URI of the tracking steps")
+    track.add_argument("--mlflow-secret", default="", help="Kubernetes secret whose keys (--mlflow-secret-key) "
+                                                           "become the tracking steps' environment")
+    track.add_argument("--mlflow-secret-key", action="append", default=[], metavar="KEY",
+                       help="a key of --mlflow-secret (repeatable; default: MLFLOW_TRACKING_URI)")
+    track.add_argument("--experiment", default="", help="MLflow experiment (default: the pipeline name)")
+    for name, text in (("submit", "start one run of a compiled pipeline"),
+                       ("schedule", "create or replace a recurring run of a compiled pipeline"),
+                       ("unschedule", "delete a recurring run")):
+        cmd = kf_sub.add_parser(name, help=text, formatter_class=fmt)
+        conn = cmd.add_argument_group("connection (never printed)")
+        conn.add_argument("--host", help="KFP API endpoint (default: $KFP_HOST)")
+        conn.add_argument("--namespace", help="profile namespace on multi-user Kubeflow (default: $KFP_NAMESPACE)")
+        conn.add_argument("--token-file", help="file holding a bearer token (default: $KFP_TOKEN)")
+        cmd.add_argument("--experiment", help="KFP experiment (default: the pipeline's name)")
+        if name in ("submit", "schedule"):
+            cmd.add_argument("--spec", required=True, help="the compiled file (tfxflow kubeflow compile)")
+            cmd.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                             help="pipeline parameter (repeatable): data_root, train_args, serving_data_root, "
+                                  "allowed_anomaly_types")
+        if name == "submit":
+            cmd.add_argument("--run-name", help="default: <pipeline>-<time>")
+        else:
+            cmd.add_argument("--name", required=True, help="the recurring run's name, unique in the experiment")
+        if name == "schedule":
+            cmd.add_argument("--cron", required=True, help="six fields, seconds first: '0 0 3 * * *' is 03:00 daily")
+            cmd.add_argument("--max-concurrency", type=int, default=1)
+            cmd.add_argument("--catchup", action="store_true", help="backfill missed intervals (default: no)")
+        if name == "unschedule":
+            cmd.add_argument("--pipeline-name", help="names the default experiment (default: tfxflow-taxi)")
+
+
+def _add_training_args(parser: argparse.ArgumentParser) -> None:
+    """The Trainer's and the hardware's flags, shared by `run` and `kubeflow compile`."""
+    train = parser.add_argument_group("training")
+    defaults = TrainingConfig()
+    train.add_argument("--train-steps", type=int, default=defaults.train_steps)
+    train.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="0: a full pass over the eval split")
+    train.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    train.add_argument("--eval-every-steps", type=int, default=defaults.eval_every_steps,
+                       help="validate after this many steps (one Keras epoch)")
+    train.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    train.add_argument("--model-preset", choices=sorted(PRESETS), default=defaults.model_preset,
+                       help="default: sized for the taxi data; large: wide layers for GPU benchmarks")
+    train.add_argument("--hidden-units", help="comma-separated layer sizes (default: the preset's)")
+    train.add_argument("--dropout", type=float, default=defaults.dropout)
+    train.add_argument("--grad-accum-steps", type=int, default=defaults.grad_accum_steps,
+                       help="accumulate gradients over this many micro-batches of --batch-size per update")
+    train.add_argument("--early-stopping-patience", type=int, default=defaults.early_stopping_patience,
+                       help="epochs without val_loss improvement before stopping; 0: off")
+    train.add_argument("--seed", type=int, default=defaults.seed)
+    hw = parser.add_argument_group("hardware")
+    hw_defaults = HardwareConfig()
+    hw.add_argument("--precision", choices=PRECISIONS, default=hw_defaults.precision,
+                    help="auto: mixed_float16 on GPUs of compute capability >= 7.0, else float32")
+    hw.add_argument("--xla", action="store_true", help="compile the train step with XLA (jit_compile)")
+    hw.add_argument("--steps-per-execution", type=int, default=hw_defaults.steps_per_execution)
+    hw.add_argument("--visible-gpus", help="comma-separated GPU indices (default: all)")
+    hw.add_argument("--gpu-memory-limit-mb", type=int, help="cap each GPU's memory (default: grow as needed)")
+    hw.add_argument("--no-memory-growth", action="store_true", help="let TensorFlow reserve all GPU memory")
+    hw.add_argument("--cpu-replicas", type=int, default=hw_defaults.cpu_replicas,
+                    help="with no GPU, mirror over this many logical CPU devices")
 
 
 def _int_list(text: Optional[str], flag: str) -> Optional[tuple]:
@@ -126,17 +207,28 @@ def _int_list(text: Optional[str], flag: str) -> Optional[tuple]:
         raise ValueError(f"{flag} must be comma-separated integers, got '{text}'") from None
 
 
+def _training_config(args: argparse.Namespace) -> TrainingConfig:
+    """The TrainingConfig of the flags `_add_training_args` adds; raises ValueError naming the flag."""
+    hidden_units = _int_list(args.hidden_units, "--hidden-units")
+    visible_gpus = _int_list(args.visible_gpus, "--visible-gpus")
+    hardware = HardwareConfig(
+        precision=args.precision, memory_growth=not args.no_memory_growth,
+        gpu_memory_limit_mb=args.gpu_memory_limit_mb, visible_gpus=visible_gpus,
+        cpu_replicas=args.cpu_replicas, xla=args.xla, steps_per_execution=args.steps_per_execution)
+    return TrainingConfig(
+        train_steps=args.train_steps, eval_steps=args.eval_steps, batch_size=args.batch_size,
+        eval_every_steps=args.eval_every_steps, learning_rate=args.learning_rate,
+        model_preset=args.model_preset, hidden_units=hidden_units, dropout=args.dropout,
+        grad_accum_steps=args.grad_accum_steps, early_stopping_patience=args.early_stopping_patience,
+        seed=args.seed, hardware=hardware)
+
+
 def _run(args: argparse.Namespace) -> int:
     from pipeline import config as config_lib
     from pipeline.local_runner import configure_logging, run_local, stderr_to
 
     try:
-        hidden_units = _int_list(args.hidden_units, "--hidden-units")
-        visible_gpus = _int_list(args.visible_gpus, "--visible-gpus")
-        hardware = HardwareConfig(
-            precision=args.precision, memory_growth=not args.no_memory_growth,
-            gpu_memory_limit_mb=args.gpu_memory_limit_mb, visible_gpus=visible_gpus,
-            cpu_replicas=args.cpu_replicas, xla=args.xla, steps_per_execution=args.steps_per_execution)
+        training = _training_config(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -150,12 +242,7 @@ def _run(args: argparse.Namespace) -> int:
             schema_path=args.schema_path, feature_config_path=args.feature_config_path,
             pipeline_name=args.pipeline_name, model_name=args.model_name, pipeline_root=args.pipeline_root,
             metadata_path=args.metadata_path, serving_dir=args.serving_dir,
-            training=TrainingConfig(
-                train_steps=args.train_steps, eval_steps=args.eval_steps, batch_size=args.batch_size,
-                eval_every_steps=args.eval_every_steps, learning_rate=args.learning_rate,
-                model_preset=args.model_preset, hidden_units=hidden_units, dropout=args.dropout,
-                grad_accum_steps=args.grad_accum_steps, early_stopping_patience=args.early_stopping_patience,
-                seed=args.seed, hardware=hardware),
+            training=training,
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
                                         slice_columns=tuple(args.slice_by)),
             beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
@@ -263,6 +350,122 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kubeflow(args: argparse.Namespace) -> int:
+    from pipeline.config import ConfigError
+    from pipeline.kfp_client import KfpError
+
+    try:
+        if args.kubeflow_command == "compile":
+            return _kubeflow_compile(args)
+        return _kubeflow_remote(args)
+    except (ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except KfpError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def _kubeflow_compile(args: argparse.Namespace) -> int:
+    from components.features import FeatureConfig
+    from pipeline import config as config_lib
+    from pipeline import kubeflow_runner as kf
+
+    dataset_dir = config_lib.bundled_dataset_dir(args.dataset)
+    schema_path = os.path.abspath(args.schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
+    if not os.path.isfile(schema_path):
+        raise config_lib.ConfigError(f"--schema {schema_path}: no such file")
+    features = FeatureConfig.load(os.path.abspath(args.feature_config_path
+                                                  or os.path.join(dataset_dir, "features.yaml")))
+    features.check_columns(config_lib.schema_columns(schema_path), f"schema {schema_path}")
+    pipeline_name = args.pipeline_name or f"tfxflow-{args.dataset}"
+    root = args.pipeline_root.rstrip("/")
+    serving_dir = args.serving_dir or (f"{args.serving_mount.rstrip('/')}/models" if args.serving_pvc
+                                       else f"{root}/serving")
+    config = kf.KubeflowConfig(
+        pipeline_name=pipeline_name, model_name=args.model_name or args.dataset, image=args.image,
+        pipeline_root=root, data_root=args.data_root, serving_dir=serving_dir, schema_path=schema_path,
+        features=features, training=_training_config(args),
+        evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
+                                    slice_columns=tuple(args.slice_by)),
+        allowed_anomaly_types=tuple(args.allow_anomaly), serving_data_root=args.serving_data,
+        schema_uri=args.schema_uri or "", gpus=args.gpus, gpu_resource=args.gpu_resource,
+        trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
+        node_selector=kf.parse_key_values(args.node_selector, "--node-selector"),
+        tolerations=tuple(kf.Toleration.parse(t) for t in args.toleration),
+        beam_mode=args.beam_mode, beam_workers=args.beam_workers, tracking=args.tracking == "on",
+        experiment=args.experiment, mlflow_uri=args.mlflow_uri, mlflow_secret=args.mlflow_secret,
+        mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_URI_ENV,),
+        serving_pvc=args.serving_pvc or "", serving_mount=args.serving_mount)
+    output = os.path.abspath(args.output or f"{pipeline_name}.yaml")
+    import tempfile
+
+    from pipeline.local_runner import configure_logging, stderr_to
+
+    # TensorFlow's and TFX's import-time chatter goes to a log kept only when compiling fails.
+    log_file = os.path.join(tempfile.gettempdir(), f"tfxflow-compile-{os.getpid()}.log")
+    configure_logging(log_file)
+    try:
+        with stderr_to(log_file):
+            result = kf.compile_pipeline(config, output)
+    except Exception as err:  # pylint: disable=broad-except
+        logging.getLogger(__name__).exception("compile failed")
+        if isinstance(err, ValueError):
+            raise
+        print(f"error: compiling failed: {type(err).__name__}: {err}\n  full log: {log_file}", file=sys.stderr)
+        return 1
+    os.remove(log_file)
+    gpu = f"{config.gpus} x {config.gpu_resource}" if config.gpus else "none"
+    print(f"tfxflow: compiled {pipeline_name} ({len(result.steps)} steps) in {result.seconds:.1f} s\n"
+          f"  spec:       {result.path}\n  image:      {config.image}\n  root:       {config.pipeline_root}\n"
+          f"  schema:     {result.schema_uri}\n  serving:    {config.serving_dir}\n"
+          f"  trainer:    GPUs {gpu}" + (f", node selector {dict(config.node_selector)}" if config.node_selector
+                                         else "") + (f", {len(config.tolerations)} toleration(s)"
+                                                     if config.tolerations else "") + "\n"
+          "  parameters: " + ", ".join(f"{k}={v!r}" for k, v in sorted(result.parameters.items())))
+    return 0
+
+
+def _kubeflow_remote(args: argparse.Namespace) -> int:
+    from pipeline import kfp_client
+    from pipeline.kubeflow_runner import load_spec, parse_key_values
+
+    connection = kfp_client.connection_from(args.host, args.namespace, args.token_file, os.environ)
+    if args.kubeflow_command == "unschedule":
+        experiment = args.experiment or args.pipeline_name or f"tfxflow-{DEFAULT_DATASET}"
+        removed = kfp_client.unschedule(kfp_client.make_client(connection), experiment, args.name,
+                                        connection.namespace)
+        print(f"tfxflow: removed recurring run '{args.name}' from experiment {experiment}: {', '.join(removed)}"
+              if removed else f"tfxflow: no recurring run '{args.name}' in experiment {experiment}; nothing to do")
+        return 0
+    spec, _ = load_spec(args.spec)
+    pipeline_name = spec["pipelineInfo"]["name"]
+    declared = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    params = dict(parse_key_values(args.param, "--param"))
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise ValueError(f"--param {', '.join(unknown)}: not a parameter of {args.spec} "
+                         f"(it has {', '.join(sorted(declared))})")
+    if args.kubeflow_command == "schedule":
+        kfp_client.check_cron(args.cron)  # before any call to the cluster
+    experiment = args.experiment or pipeline_name
+    client = kfp_client.make_client(connection)
+    if args.kubeflow_command == "submit":
+        run_name = args.run_name or f"{pipeline_name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        done = kfp_client.submit(client, args.spec, pipeline_name, experiment, run_name, params, connection.namespace)
+        print(f"tfxflow: run '{run_name}' started: run id {done.run_id}\n  experiment: {experiment} "
+              f"({done.experiment_id})\n  pipeline version: {done.version_id}\n  UI: {connection.host}/#/runs/details/"
+              f"{done.run_id}")
+        return 0
+    done = kfp_client.schedule(client, args.spec, pipeline_name, experiment, args.name, args.cron, params,
+                               args.max_concurrency, args.catchup, connection.namespace)
+    replaced = f"; replaced {', '.join(done.replaced)}" if done.replaced else ""
+    print(f"tfxflow: recurring run '{args.name}' ({done.recurring_run_id}) in experiment {experiment}: cron "
+          f"'{kfp_client.check_cron(args.cron)}', at most {args.max_concurrency} at once, catch-up "
+          f"{'on' if args.catchup else 'off'}{replaced}\n  pipeline version: {done.version_id}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `tfxflow` console script."""
     # Quiets TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
@@ -274,6 +477,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _infer_schema(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "kubeflow":
+        return _kubeflow(args)
     return EXIT_CONFIG_ERROR
 
 

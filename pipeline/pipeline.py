@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
+from tfx.orchestration.data_types import RuntimeParameter
 
 from components import csv_input
 from components import features as features_lib
@@ -56,7 +57,7 @@ def create_pipeline(
     *,
     pipeline_name: str,
     pipeline_root: str,
-    data_root: str,
+    data_root: Union[str, RuntimeParameter],
     schema_path: str,
     features: features_lib.FeatureConfig,
     serving_dir: str,
@@ -68,11 +69,12 @@ def create_pipeline(
     split: SplitConfig = SplitConfig(),
     beam_pipeline_args: Optional[List[str]] = None,
     enable_cache: bool = True,
-    allowed_anomaly_types: Sequence[str] = (),
+    allowed_anomaly_types: Union[Sequence[str], RuntimeParameter] = (),
     drift_check: bool = True,
-    serving_data_root: Optional[str] = None,
+    serving_data_root: Union[None, str, RuntimeParameter] = None,
     serving_data_fingerprint: str = "",
     tracking: Optional[tracking_lib.TrackingSettings] = None,
+    train_args: Optional[RuntimeParameter] = None,
 ) -> tfx.dsl.Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -89,6 +91,10 @@ def create_pipeline(
     Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs; the
     runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
     `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
+
+    An orchestrator that sets values per run (Kubeflow) passes RuntimeParameters for `data_root`,
+    `allowed_anomaly_types` (comma-separated), `serving_data_root` and `train_args` (a TrainArgs proto as JSON,
+    which then replaces `training.train_steps`).
     """
     output_config = tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
         tfx.proto.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
@@ -121,7 +127,8 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_gen.outputs["schema"],
         baseline_statistics=baseline_statistics,
-        allowed_anomaly_types=",".join(allowed_anomaly_types),
+        allowed_anomaly_types=(allowed_anomaly_types if isinstance(allowed_anomaly_types, RuntimeParameter)
+                               else ",".join(allowed_anomaly_types)),
         serving_data_root=serving_data_root or "",
         serving_data_fingerprint=serving_data_fingerprint,
     )
@@ -140,7 +147,7 @@ def create_pipeline(
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=training.train_steps),
+        train_args=train_args or tfx.proto.TrainArgs(num_steps=training.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=training.eval_steps),
         custom_config={"features": feature_dict, **training.custom_config(backup_root=trainer_backup_dir)},
     )

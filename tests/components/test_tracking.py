@@ -2,7 +2,10 @@
 
 from mlflow import MlflowClient
 
-from components.tracking import artifact_location, flatten, metric_name, served_version
+import pytest
+
+from components.tracking import (artifact_location, flatten, metric_name, resolve_uri, run_key_for,
+                                 served_version)
 
 
 def test_served_version_finds_a_push_that_is_registered_already(mlflow_server):
@@ -26,3 +29,20 @@ def test_params_are_flattened_to_strings_and_metric_names_cleaned():
 def test_embedded_store_artifacts_live_beside_it():
     assert artifact_location("sqlite:////h/mlflow/mlflow.db") == "file:///h/mlflow/artifacts"
     assert artifact_location("http://127.0.0.1:5000") is None
+
+
+def test_run_key_falls_back_to_the_execution_folder_when_kfp_leaves_the_placeholder():
+    assert run_key_for("20261129-203511-1a2b3c4d", "/root/MlflowStart/run_id/7/value") == "20261129-203511-1a2b3c4d"
+    run_one = run_key_for("{{$.pipeline_job_uuid}}", "minio://mlpipeline/v2/artifacts/p/run-1/MlflowStart/run_id")
+    retry = run_key_for("", "minio://mlpipeline/v2/artifacts/p/run-1/MlflowStart/run_id")
+    run_two = run_key_for("{{$.pipeline_job_uuid}}", "minio://mlpipeline/v2/artifacts/p/run-2/MlflowStart/run_id")
+    assert run_one == retry and run_one.startswith("uri-") and run_two != run_one
+
+
+def test_tracking_uri_comes_from_the_environment_when_the_parameter_is_empty(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.mlflow.svc:5000")
+    assert resolve_uri("") == "http://mlflow.mlflow.svc:5000"
+    assert resolve_uri("sqlite:////data/mlflow.db") == "sqlite:////data/mlflow.db"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(ValueError, match="MLFLOW_TRACKING_URI"):
+        resolve_uri("")

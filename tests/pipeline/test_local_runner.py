@@ -5,7 +5,8 @@ import os
 
 from components.gate import DataGateError
 from pipeline import config as config_lib
-from pipeline.local_runner import ComponentTiming, files_fingerprint, print_failure, stage_schema
+from pipeline.local_runner import ComponentTiming, print_failure
+from pipeline.staging import files_fingerprint, stage_schema
 
 
 def test_staged_schema_path_changes_exactly_when_the_content_does(tmp_path):

@@ -1,0 +1,328 @@
+"""Compiles `create_pipeline` for Kubeflow Pipelines v2 (open source) with TFX's `KubeflowV2DagRunner`.
+
+The compiled file is a KFP PipelineSpec (first YAML document) and its Kubernetes platform spec (second
+document), what `kfp.Client` uploads and runs. On top of what TFX emits, the compiler:
+- exposes the per-run knobs as pipeline parameters with defaults (TFX leaves the defaults out of a bare spec);
+- sets the default pipeline root (TFX puts it only in a PipelineJob, which KFP does not take);
+- requests `nvidia.com/gpu` for the Trainer, with optional node selector and tolerations;
+- runs every step through `pipeline.kfp_entrypoint`, which restores the artifact types open-source KFP drops;
+- never caches CsvExampleGen (a KFP cache key covers the data folder's path, not the files in it) nor
+  MlflowStart (each run needs its own MLflow run);
+- gives the tracking steps their MLflow URI from the environment: a plain value or a Kubernetes secret.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from components.features import FeatureConfig
+from pipeline.config import BEAM_MODES, ConfigError, EvaluationConfig, SplitConfig, TrainingConfig
+
+GPU_RESOURCE = "nvidia.com/gpu"
+ENTRYPOINT = ("python", "-m", "pipeline.kfp_entrypoint")
+# Resolved by KFP backends 2.4 and later; MlflowStart falls back to its output folder on older ones.
+RUN_KEY = "{{$.pipeline_job_uuid}}"
+NEVER_CACHED = ("MlflowStart", "CsvExampleGen")
+TRACKING_STEPS = ("MlflowStart", "MlflowRecord", "MlflowFinish")
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclasses.dataclass(frozen=True)
+class Toleration:
+    """A Kubernetes toleration, parsed from kubectl's taint syntax: `key=value:Effect`, `key:Effect`, `key`."""
+
+    key: str
+    operator: str = "Exists"
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> "Toleration":
+        body, _, effect = text.partition(":")
+        key, has_value, value = body.partition("=")
+        toleration = cls(key=key.strip(), operator="Equal" if has_value else "Exists", value=value.strip(),
+                         effect=effect.strip())
+        if not toleration.key or toleration.effect not in TOLERATION_EFFECTS:
+            raise ConfigError(f"--toleration '{text}': expected key[=value][:effect] with effect one of "
+                              f"{[e for e in TOLERATION_EFFECTS if e]}")
+        return toleration
+
+    def to_dict(self) -> dict:
+        data = {"key": self.key, "operator": self.operator}
+        if self.value:
+            data["value"] = self.value
+        if self.effect:
+            data["effect"] = self.effect
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeflowConfig:
+    """Everything a compiled Kubeflow pipeline needs, validated. Paths are object-store URIs (gs://, s3://)
+    or paths inside the containers (a mounted volume)."""
+
+    pipeline_name: str
+    model_name: str
+    image: str
+    pipeline_root: str
+    data_root: str  # the default of the `data_root` pipeline parameter
+    serving_dir: str
+    schema_path: str  # the local curated schema; staged under the pipeline root unless schema_uri is given
+    features: FeatureConfig
+    training: TrainingConfig = TrainingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    split: SplitConfig = SplitConfig()
+    allowed_anomaly_types: Tuple[str, ...] = ()
+    serving_data_root: str = ""  # the default of the `serving_data_root` parameter; empty: no skew check
+    schema_uri: str = ""  # where the steps read the schema; empty: staged under the pipeline root
+    gpus: int = 1
+    gpu_resource: str = GPU_RESOURCE
+    trainer_cpu: str = ""  # e.g. "8"; empty: the cluster's default
+    trainer_memory: str = ""  # e.g. "32G"
+    node_selector: Tuple[Tuple[str, str], ...] = ()
+    tolerations: Tuple[Toleration, ...] = ()
+    beam_mode: str = "multi_processing"
+    beam_workers: int = 0  # 0: one per core of the step's pod
+    tracking: bool = True
+    experiment: str = ""  # MLflow experiment; default: the pipeline name
+    mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
+    mlflow_secret: str = ""  # a Kubernetes secret whose keys become the tracking steps' environment
+    mlflow_secret_keys: Tuple[str, ...] = (TRACKING_URI_ENV,)
+    serving_pvc: str = ""  # a PersistentVolumeClaim mounted in the Pusher at serving_mount
+    serving_mount: str = "/serving"
+    enable_cache: bool = True
+    drift_check: bool = False  # its lineage resolver does not compile for KFP (see kubeflow/README.md)
+
+    @property
+    def beam_pipeline_args(self) -> List[str]:
+        return [f"--direct_running_mode={self.beam_mode}", f"--direct_num_workers={self.beam_workers}"]
+
+    @property
+    def trainer_backup_dir(self) -> str:
+        return f"{self.pipeline_root.rstrip('/')}/_trainer_backup"
+
+    def parameter_defaults(self) -> Dict[str, str]:
+        """The pipeline parameters a run or a schedule may set, with their compiled defaults."""
+        return {
+            "data_root": self.data_root,
+            "train_args": json.dumps({"num_steps": self.training.train_steps}),
+            "serving_data_root": self.serving_data_root,
+            "allowed_anomaly_types": ",".join(self.allowed_anomaly_types),
+        }
+
+
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
+    """Raises ConfigError naming the flag at fault; returns the config with defaults filled in."""
+    last = config.image.rsplit("/", 1)[-1]
+    if not ("@" in last or (":" in last and not last.endswith(":latest"))):
+        raise ConfigError(f"--image '{config.image}': give a pinned tag or digest (repo/name:tag); a moving tag "
+                          "runs different code in each step of one run")
+    if "://" not in config.pipeline_root and not config.pipeline_root.startswith("/"):
+        raise ConfigError(f"--pipeline-root '{config.pipeline_root}': an object-store URI (gs://, s3://, minio://) "
+                          "or an absolute path on a mounted volume")
+    if config.gpus < 0:
+        raise ConfigError("--gpus must be >= 0")
+    if config.beam_mode not in BEAM_MODES:
+        raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{config.beam_mode}'")
+    for name in (config.mlflow_secret, config.serving_pvc):
+        if name and not _K8S_NAME.match(name):
+            raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
+    if config.tracking and not (config.mlflow_uri or config.mlflow_secret):
+        raise ConfigError("tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
+                          f"${TRACKING_URI_ENV} from either), or --tracking off")
+    if config.serving_pvc and not (config.serving_dir + "/").startswith(config.serving_mount.rstrip("/") + "/"):
+        raise ConfigError(f"--serving-dir {config.serving_dir} is not on the volume --serving-pvc mounts at "
+                          f"{config.serving_mount}")
+    if config.drift_check:
+        raise ConfigError("the drift check's baseline resolver does not compile for Kubeflow (see "
+                          "kubeflow/README.md); compile without it")
+    if min(config.training.train_steps, config.training.batch_size) < 1:
+        raise ConfigError("--train-steps and --batch-size must be >= 1")
+    return dataclasses.replace(config, experiment=config.experiment or config.pipeline_name)
+
+
+def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Mapping] = None):
+    """The TFX pipeline of `create_pipeline` with pipeline parameters and the Trainer's GPU request."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx import v1 as tfx
+
+    from components import tracking as tracking_lib
+    from pipeline.pipeline import create_pipeline
+
+    defaults = config.parameter_defaults()
+
+    def parameter(name: str):
+        return tfx.dsl.experimental.RuntimeParameter(name=name, ptype=str, default=defaults[name])
+
+    tracking = None
+    if config.tracking:
+        tracking = tracking_lib.TrackingSettings(uri="", experiment=config.experiment, run_key=RUN_KEY,
+                                                 params=params or {})
+    pipeline = create_pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        data_root=parameter("data_root"),
+        schema_path=schema_uri,
+        features=config.features,
+        serving_dir=config.serving_dir,
+        model_name=config.model_name,
+        trainer_backup_dir=config.trainer_backup_dir,
+        training=config.training,
+        evaluation=config.evaluation,
+        split=config.split,
+        beam_pipeline_args=config.beam_pipeline_args,
+        enable_cache=config.enable_cache,
+        allowed_anomaly_types=parameter("allowed_anomaly_types"),
+        drift_check=False,
+        serving_data_root=parameter("serving_data_root"),
+        tracking=tracking,
+        train_args=parameter("train_args"),
+    )
+    resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
+    if config.gpus:
+        # KFP's driver takes the accelerator type as the Kubernetes resource name of the limit.
+        resources.accelerator.type = config.gpu_resource
+        resources.accelerator.count = config.gpus
+    if config.trainer_cpu:
+        resources.cpu_limit = float(config.trainer_cpu)
+    if config.trainer_memory:
+        resources.memory_limit = _gigabytes(config.trainer_memory)
+    if resources.ByteSize():
+        trainer = next(node for node in pipeline.components if node.id == "Trainer")
+        trainer.with_platform_config(resources)
+    return pipeline
+
+
+def _gigabytes(text: str) -> float:
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([GgMm]i?)?\s*", text)
+    if not match:
+        raise ConfigError(f"--trainer-memory '{text}': expected a size such as 32G or 16384M")
+    value, unit = float(match.group(1)), (match.group(2) or "G").upper()
+    return value / 1024 if unit.startswith("M") else value
+
+
+def _titles(component: Mapping) -> Dict[str, str]:
+    """{artifact key: TFX type title} of a compiled component's inputs and outputs."""
+    from pipeline.kfp_entrypoint import _title
+
+    titles = {}
+    for side in ("inputDefinitions", "outputDefinitions"):
+        for key, spec in (component.get(side, {}).get("artifacts") or {}).items():
+            title = _title(spec.get("artifactType", {}))
+            if title:
+                titles[key] = title
+    return titles
+
+
+def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> Tuple[dict, dict]:
+    """Adds what TFX's compiler leaves out (see the module docstring); returns the pipeline spec and the
+    Kubernetes platform spec."""
+    spec["defaultPipelineRoot"] = config.pipeline_root
+    for name, definition in spec["root"].get("inputDefinitions", {}).get("parameters", {}).items():
+        if name in runtime_values:
+            definition["defaultValue"] = runtime_values[name]
+            definition["isOptional"] = True
+    tasks = spec["root"]["dag"]["tasks"]
+    for name in NEVER_CACHED:
+        if name in tasks:
+            tasks[name]["cachingOptions"] = {"enableCache": False}
+    executors = spec["deploymentSpec"]["executors"]
+    platform: Dict[str, dict] = {}
+    for name, component in spec["components"].items():
+        label = component.get("executorLabel")
+        container = executors.get(label, {}).get("container")
+        if container is None:  # resolvers and importers run in KFP's own driver
+            continue
+        titles = _titles(component)
+        if titles:
+            container["args"] = ["--tfxflow_artifact_types", json.dumps(titles, sort_keys=True)] + container["args"]
+        if name in TRACKING_STEPS and config.tracking:
+            if config.mlflow_uri:
+                container["env"] = [{"name": TRACKING_URI_ENV, "value": config.mlflow_uri}]
+            if config.mlflow_secret:
+                platform.setdefault(label, {})["secretAsEnv"] = [{
+                    "secretName": config.mlflow_secret,
+                    "keyToEnv": [{"secretKey": key, "envVar": key} for key in config.mlflow_secret_keys]}]
+        if name == "Trainer":
+            if config.node_selector:
+                platform.setdefault(label, {})["nodeSelector"] = {"labels": dict(config.node_selector)}
+            if config.tolerations:
+                platform.setdefault(label, {})["tolerations"] = [t.to_dict() for t in config.tolerations]
+        if name == "Pusher" and config.serving_pvc:
+            platform.setdefault(label, {})["pvcMount"] = [{"constant": config.serving_pvc,
+                                                          "mountPath": config.serving_mount}]
+    platform_spec = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform}}}} if platform else {}
+    return spec, platform_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileResult:
+    path: str
+    schema_uri: str
+    parameters: Dict[str, str]
+    steps: Tuple[str, ...]
+    seconds: float
+
+
+def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
+    """Compiles `config` to `output_path` (YAML: the pipeline spec, then the platform spec when there is one)."""
+    import time
+
+    import yaml
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    from pipeline.staging import stage_schema, tracking_params
+
+    started = time.monotonic()
+    config = check_kubeflow_config(config)
+    schema_uri = config.schema_uri or stage_schema(config.schema_path, config.pipeline_root)
+    params = tracking_params(config, config.schema_path) if config.tracking else None
+    if params:
+        params["pipeline"]["orchestrator"] = "kubeflow"
+        params["data"]["schema"] = schema_uri
+    pipeline = build_pipeline(config, schema_uri, params)
+    runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(
+        default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True))
+    runtime_values = config.parameter_defaults()
+    job = runner.run(pipeline, parameter_values=runtime_values, write_out=False)
+    spec, platform_spec = finish_spec(job["pipelineSpec"], runtime_values, config)
+    header = (f"# {config.pipeline_name}: compiled by `tfxflow kubeflow compile` from create_pipeline\n"
+              f"# image: {config.image}\n# parameters: {', '.join(sorted(runtime_values))}\n")
+    documents = [spec] + ([platform_spec] if platform_spec else [])
+    from tfx.dsl.io import fileio
+
+    with fileio.open(output_path, "w") as f:
+        f.write(header)
+        yaml.safe_dump_all(documents, f, sort_keys=True)
+    return CompileResult(path=output_path, schema_uri=schema_uri, parameters=dict(runtime_values),
+                         steps=tuple(spec["root"]["dag"]["tasks"]), seconds=time.monotonic() - started)
+
+
+def load_spec(path: str) -> Tuple[dict, dict]:
+    """The pipeline spec and the platform spec (empty when absent) of a compiled file."""
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        documents = [d for d in yaml.safe_load_all(f) if d]
+    if not documents or "root" not in documents[0]:
+        raise ConfigError(f"{path}: not a compiled pipeline spec")
+    return documents[0], (documents[1] if len(documents) > 1 else {})
+
+
+def parse_key_values(items: Sequence[str], flag: str) -> Tuple[Tuple[str, str], ...]:
+    """["a=b", ...] -> (("a", "b"), ...); raises naming the flag."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} '{item}': expected KEY=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)

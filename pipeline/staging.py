@@ -1,0 +1,90 @@
+"""What a run stages and records before it starts, the same for every runner: the schema copied to a path
+named by its content, a fingerprint of serving data, and the params an MLflow run records."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import TYPE_CHECKING, Sequence, Union
+
+if TYPE_CHECKING:
+    from pipeline.config import RunConfig
+    from pipeline.kubeflow_runner import KubeflowConfig
+
+
+def stage_schema(schema_path: str, pipeline_root: str) -> str:
+    """A copy of the schema at a path named by its content hash, under `pipeline_root` (a folder or an
+    object-store URI such as gs://bucket/root).
+
+    ImportSchemaGen's cache key holds the schema's path, not its content: an edited schema at the same path
+    would be ignored by a cached run. The copy's path changes exactly when the content does.
+    """
+    from tfx.dsl.io import fileio
+
+    with open(schema_path, "rb") as f:
+        content = f.read()
+    staged = "/".join([pipeline_root.rstrip("/"), "_schemas", hashlib.sha256(content).hexdigest()[:16],
+                       os.path.basename(schema_path)])
+    if not fileio.exists(staged):
+        fileio.makedirs(os.path.dirname(staged))
+        with fileio.open(staged + ".tmp", "wb") as f:
+            f.write(content)
+        fileio.rename(staged + ".tmp", staged, overwrite=True)
+    return staged
+
+
+def files_fingerprint(paths: Sequence[str]) -> str:
+    """Changes when any of `paths` is added, removed, resized or modified."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        stat = os.stat(path)
+        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                             capture_output=True, text=True, timeout=5, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: str) -> dict:
+    """What an MLflow run records as params: every knob, the data, hashes of schema and feature config,
+    the code version and the package versions."""
+    import importlib.metadata
+    import json
+
+    from tfx.dsl.io import fileio
+
+    with fileio.open(schema_path, "rb") as f:
+        schema_hash = _sha256(f.read())
+    packages = {"tfx": "tfx", "tensorflow": "tensorflow", "tft": "tensorflow-transform",
+                "tfdv": "tensorflow-data-validation", "tfma": "tensorflow-model-analysis", "beam": "apache-beam",
+                "mlflow": "mlflow"}
+    custom = config.training.custom_config()
+    custom["training"].pop("backup_root", None)
+    return {
+        "data": {"root": config.data_root, "schema": config.schema_path, "schema_sha256": schema_hash,
+                 "feature_config": config.features.source,
+                 "feature_config_sha256": _sha256(json.dumps(config.features.to_dict(), sort_keys=True).encode()),
+                 "serving_data": config.serving_data_root or ""},
+        **custom,
+        "train_steps": config.training.train_steps, "eval_steps": config.training.eval_steps,
+        "evaluation": dataclasses.asdict(config.evaluation),
+        "split": dataclasses.asdict(config.split),
+        "pipeline": {"name": config.pipeline_name, "model_name": config.model_name, "beam_mode": config.beam_mode,
+                     "beam_workers": config.beam_workers, "cache": config.enable_cache,
+                     "allowed_anomaly_types": list(config.allowed_anomaly_types), "drift_check": config.drift_check},
+        "code": {"git_commit": _git_commit()},
+        "versions": {name: importlib.metadata.version(dist) for name, dist in packages.items()},
+    }

@@ -1,0 +1,207 @@
+"""The Kubeflow compile: the spec parses with KFP's protos and holds what a cluster run needs."""
+
+import importlib.util
+import json
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.kubernetes import kubernetes_executor_config_pb2
+from kfp.pipeline_spec import pipeline_spec_pb2
+from tfx.proto import trainer_pb2
+from tfx.utils import import_utils
+
+from pipeline import kubeflow_runner as kf
+from pipeline.config import ConfigError
+from tests.pipeline.conftest import IMAGE, kubeflow_config
+
+# Each step after the ones it must follow; the spec's dependencies must imply this order.
+ORDER = ["MlflowStart", "CsvExampleGen", "StatisticsGen", "ExampleValidator", "DataGate", "Transform", "Trainer",
+         "Evaluator", "MlflowRecord", "Pusher", "MlflowFinish"]
+
+
+def _ancestors(tasks: dict, name: str) -> set:
+    seen, todo = set(), list(tasks[name].get("dependentTasks", []))
+    while todo:
+        parent = todo.pop()
+        if parent not in seen:
+            seen.add(parent)
+            todo += tasks[parent].get("dependentTasks", [])
+    return seen
+
+
+def _executor(spec: dict, step: str) -> dict:
+    return spec["deploymentSpec"]["executors"][spec["components"][step]["executorLabel"]]
+
+
+def test_spec_parses_with_kfp_protos(compiled):
+    result, spec, platform, _ = compiled
+    parsed = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())  # strict: unknown fields fail
+    assert parsed.pipeline_info.name == "tfxflow-taxi"
+    assert parsed.schema_version == "2.1.0"
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    with open(result.path, encoding="utf-8") as f:
+        assert len([d for d in yaml.safe_load_all(f) if d]) == 2  # the spec, then the platform spec
+
+
+def test_dag_order(compiled):
+    _, spec, _, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    assert set(ORDER) <= set(tasks)
+    for before, after in zip(ORDER, ORDER[1:]):
+        assert before in _ancestors(tasks, after), f"{after} does not wait for {before}"
+    assert "ImportSchemaGen" in _ancestors(tasks, "ExampleValidator")
+    assert "latest_blessed_model_resolver-model-resolver" in _ancestors(tasks, "Evaluator")
+    assert "blessed_data_statistics_resolver" not in tasks  # the drift check is compiled out (README)
+
+
+def test_every_step_runs_the_project_image_through_its_entrypoint(compiled):
+    _, spec, _, _ = compiled
+    containers = {label: e["container"] for label, e in spec["deploymentSpec"]["executors"].items()
+                  if "container" in e}
+    assert len(containers) == 12
+    for label, container in containers.items():
+        assert container["image"] == IMAGE, label
+        assert container["command"] == list(kf.ENTRYPOINT), label
+        args = container["args"]
+        assert args[0] == "--tfxflow_artifact_types" and json.loads(args[1]), label
+        assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=0" in args
+
+
+def test_entry_points_and_executor_classes_exist(compiled):
+    _, spec, _, _ = compiled
+    assert importlib.util.find_spec(kf.ENTRYPOINT[2]) is not None
+    assert importlib.util.find_spec("tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor") is not None
+    for label, executor in spec["deploymentSpec"]["executors"].items():
+        container = executor.get("container")
+        if container is None:
+            assert "resolver" in executor, label
+            continue
+        args = container["args"]
+        executor_class = import_utils.import_class_by_path(args[args.index("--executor_class_path") + 1])
+        assert hasattr(executor_class, "Do"), label
+        hook = container.get("lifecycle", {}).get("preCacheCheck")
+        if hook:  # ExampleGen's driver
+            assert importlib.util.find_spec(hook["command"][2]) is not None, hook
+
+
+def test_trainer_requests_gpus_and_lands_on_gpu_nodes(compiled):
+    _, spec, platform, _ = compiled
+    resources = _executor(spec, "Trainer")["container"]["resources"]
+    assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
+    assert resources["cpuLimit"] == 8.0 and resources["memoryLimit"] == 32.0
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    trainer = executors[spec["components"]["Trainer"]["executorLabel"]]
+    assert trainer["nodeSelector"] == {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+    assert trainer["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}]
+    for step in ("Transform", "Evaluator", "CsvExampleGen"):
+        assert "resources" not in _executor(spec, step)["container"]
+        assert spec["components"][step]["executorLabel"] not in executors or \
+            "nodeSelector" not in executors[spec["components"][step]["executorLabel"]]
+
+
+def test_platform_config_matches_kfp_kubernetes_proto(compiled):
+    _, _, platform, _ = compiled
+    for label, config in platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].items():
+        # kfp-kubernetes 1.0 predates the tolerations field; everything else must parse strictly.
+        without_tolerations = {k: v for k, v in config.items() if k != "tolerations"}
+        json_format.ParseDict(without_tolerations, kubernetes_executor_config_pb2.KubernetesExecutorConfig())
+
+
+def test_runtime_parameters_with_defaults(compiled):
+    result, spec, _, _ = compiled
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(parameters) == {"data_root", "train_args", "serving_data_root", "allowed_anomaly_types"}
+    assert parameters["data_root"] == {"parameterType": "STRING", "defaultValue": "gs://ml-data/taxi",
+                                       "isOptional": True}
+    assert parameters["allowed_anomaly_types"]["defaultValue"] == "FEATURE_TYPE_LOW_NUMBER_VALUES"
+    train_args = json_format.Parse(parameters["train_args"]["defaultValue"], trainer_pb2.TrainArgs())
+    assert train_args.num_steps == 500
+    assert result.parameters["serving_data_root"] == ""
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["CsvExampleGen"]["inputs"]["parameters"]["input_base"] == {"componentInputParameter": "data_root"}
+    assert tasks["Trainer"]["inputs"]["parameters"]["train_args"] == {"componentInputParameter": "train_args"}
+    assert tasks["DataGate"]["inputs"]["parameters"]["serving_data_root"] == {
+        "componentInputParameter": "serving_data_root"}
+
+
+def test_pipeline_root_schema_and_serving(compiled):
+    result, spec, platform, config = compiled
+    assert spec["defaultPipelineRoot"] == config.pipeline_root
+    with open(result.schema_uri, encoding="utf-8") as staged, open(config.schema_path, encoding="utf-8") as source:
+        assert staged.read() == source.read()
+    assert result.schema_uri.startswith(config.pipeline_root + "/_schemas/")
+    schema_param = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]["inputs"]["parameters"]["schema_file"]
+    assert schema_param["runtimeValue"]["constant"] == result.schema_uri
+    pusher = spec["root"]["dag"]["tasks"]["Pusher"]["inputs"]["parameters"]["push_destination"]
+    assert "/serving/models/taxi" in pusher["runtimeValue"]["constant"]
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert executors[spec["components"]["Pusher"]["executorLabel"]]["pvcMount"] == [
+        {"constant": "tf-serving-models", "mountPath": "/serving"}]
+
+
+def test_caching_and_tracking_environment(compiled):
+    _, spec, platform, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    for name, task in tasks.items():
+        if "cachingOptions" in task:
+            assert task["cachingOptions"]["enableCache"] is (name not in ("MlflowStart", "CsvExampleGen")), name
+    assert tasks["MlflowStart"]["inputs"]["parameters"]["run_key"]["runtimeValue"]["constant"] == kf.RUN_KEY
+    assert tasks["MlflowStart"]["inputs"]["parameters"]["tracking_uri"]["runtimeValue"]["constant"] == ""
+    params = json.loads(tasks["MlflowStart"]["inputs"]["parameters"]["params_json"]["runtimeValue"]["constant"])
+    assert params["pipeline"]["orchestrator"] == "kubeflow" and params["train_steps"] == 500
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for step in spec["components"]:
+        label = spec["components"][step]["executorLabel"]
+        secret = executors.get(label, {}).get("secretAsEnv")
+        if step in kf.TRACKING_STEPS:
+            assert secret == [{"secretName": "mlflow-tracking", "keyToEnv": [
+                {"secretKey": "MLFLOW_TRACKING_URI", "envVar": "MLFLOW_TRACKING_URI"},
+                {"secretKey": "MLFLOW_TRACKING_TOKEN", "envVar": "MLFLOW_TRACKING_TOKEN"}]}], step
+        else:
+            assert secret is None, step
+
+
+def test_plain_tracking_uri_and_no_platform_spec(tmp_path):
+    config = kubeflow_config(str(tmp_path / "root"), gpus=0, node_selector=(), tolerations=(), mlflow_secret="",
+                             mlflow_uri="http://mlflow.mlflow.svc:5000", serving_pvc="",
+                             serving_dir="gs://models/serving", trainer_cpu="", trainer_memory="")
+    result = kf.compile_pipeline(config, str(tmp_path / "spec.yaml"))
+    spec, platform = kf.load_spec(result.path)
+    assert platform == {}
+    assert "resources" not in _executor(spec, "Trainer")["container"]
+    for step in spec["components"]:
+        executor = spec["deploymentSpec"]["executors"][spec["components"][step]["executorLabel"]]
+        env = executor.get("container", {}).get("env")
+        assert env == ([{"name": "MLFLOW_TRACKING_URI", "value": "http://mlflow.mlflow.svc:5000"}]
+                       if step in kf.TRACKING_STEPS else None), step
+
+
+def test_untracked_compile_has_no_tracking_steps(tmp_path):
+    config = kubeflow_config(str(tmp_path / "root"), tracking=False, mlflow_secret="")
+    spec, _ = kf.load_spec(kf.compile_pipeline(config, str(tmp_path / "spec.yaml")).path)
+    assert not set(kf.TRACKING_STEPS) & set(spec["root"]["dag"]["tasks"])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"image": "tfxflow:latest"}, "pinned tag"),
+    ({"image": "tfxflow"}, "pinned tag"),
+    ({"pipeline_root": "bucket/root"}, "--pipeline-root"),
+    ({"mlflow_secret": "", "mlflow_uri": ""}, "--mlflow-uri or --mlflow-secret"),
+    ({"serving_dir": "/models"}, "not on the volume"),
+    ({"mlflow_secret": "Not_A_Name"}, "not a valid Kubernetes object name"),
+    ({"drift_check": True}, "does not compile for Kubeflow"),
+])
+def test_config_errors_name_the_flag(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        kf.check_kubeflow_config(kubeflow_config(str(tmp_path), **overrides))
+
+
+def test_toleration_syntax():
+    assert kf.Toleration.parse("gpu=true:NoSchedule").to_dict() == {
+        "key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    assert kf.Toleration.parse("nvidia.com/gpu").to_dict() == {"key": "nvidia.com/gpu", "operator": "Exists"}
+    with pytest.raises(ConfigError, match="effect one of"):
+        kf.Toleration.parse("gpu:Sometimes")
