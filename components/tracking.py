@@ -316,11 +316,11 @@ def MlflowFinish(  # pylint: disable=invalid-name
         mlflow_client.set_tag(run_id, "tfxflow.pushed_destination", destination)
         registered = served_version(mlflow_client, registered_model_name, version)
         if registered is None:  # a cached Pusher hands on a push that is registered already
-            from tfx.utils import path_utils
-
-            # The serving model's folder: `Format-Serving/` in TFX's layout, the artifact's root in a flat one.
-            info = log_serving_model(resolve_uri(tracking_uri), run_id, path_utils.serving_model_path(model.uri),
-                                     registered_model_name)
+            # The SavedModel: `Format-Serving/` in TFX's layout, the artifact's root where it was flattened.
+            saved_model = os.path.join(model.uri, "Format-Serving")
+            if not fileio.exists(saved_model):
+                saved_model = model.uri
+            info = log_serving_model(resolve_uri(tracking_uri), run_id, saved_model, registered_model_name)
             registered = info.registered_model_version
             for key, value in (("tfxflow.pushed_version", version), ("tfxflow.pushed_destination", destination)):
                 mlflow_client.set_model_version_tag(registered_model_name, str(registered), key, value)

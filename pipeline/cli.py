@@ -397,6 +397,7 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
         experiment=args.experiment, mlflow_uri=args.mlflow_uri, mlflow_secret=args.mlflow_secret,
         mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_URI_ENV,),
         serving_pvc=args.serving_pvc or "", serving_mount=args.serving_mount)
+    kf.check_kubeflow_config(config)  # before TensorFlow is imported: a wrong flag answers at once
     output = os.path.abspath(args.output or f"{pipeline_name}.yaml")
     import tempfile
 
@@ -410,7 +411,8 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
             result = kf.compile_pipeline(config, output)
     except Exception as err:  # pylint: disable=broad-except
         logging.getLogger(__name__).exception("compile failed")
-        if isinstance(err, ValueError):
+        if isinstance(err, ValueError):  # a configuration error, printed by the caller
+            os.remove(log_file)
             raise
         print(f"error: compiling failed: {type(err).__name__}: {err}\n  full log: {log_file}", file=sys.stderr)
         return 1

@@ -24,3 +24,25 @@ def test_bad_feature_config_names_the_file(tmp_path):
 def test_bad_hidden_units_flag(tmp_path):
     result = helpers.run_cli("run", "--home", str(tmp_path), "--hidden-units", "64,x", timeout=300)
     assert result.returncode == 2 and "--hidden-units must be comma-separated integers" in result.stderr
+
+
+def test_kubeflow_compile_from_the_command_line(tmp_path):
+    spec = tmp_path / "taxi.yaml"
+    result = helpers.run_cli("kubeflow", "compile", "--image", "registry.example.com/ml/tfxflow:0.1.0",
+                             "--pipeline-root", str(tmp_path / "root"), "--data-root", "gs://ml-data/taxi",
+                             "--mlflow-uri", "http://mlflow.mlflow.svc:5000", "--train-steps", "700", "--gpus", "4",
+                             "--node-selector", "cloud.google.com/gke-accelerator=nvidia-h100-80gb",
+                             "--output", str(spec), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # TensorFlow's start-up chatter goes to a log, kept only on failure
+    assert f"spec:       {spec}" in result.stdout
+    assert "GPUs 4 x nvidia.com/gpu, node selector {'cloud.google.com/gke-accelerator': 'nvidia-h100-80gb'}" \
+        in result.stdout
+    assert "train_args='{\"num_steps\": 700}'" in result.stdout
+    assert spec.stat().st_size > 10_000
+
+    refused = helpers.run_cli("kubeflow", "compile", "--image", "tfxflow", "--pipeline-root", "gs://b/r",
+                              "--data-root", "gs://b/d", "--tracking", "off", "--output", str(tmp_path / "x.yaml"),
+                              timeout=300)
+    assert refused.returncode == 2 and "--image 'tfxflow': give a pinned tag or digest" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "x.yaml").exists()

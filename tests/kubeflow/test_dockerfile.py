@@ -1,0 +1,58 @@
+"""The step image installs the environment the tests run with: the same lock file, the same uv, the project."""
+
+import importlib.metadata
+import os
+import re
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _read(*parts: str) -> str:
+    with open(os.path.join(REPO, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def _lock_pins() -> dict:
+    pins = {}
+    for line in _read("requirements.lock").splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^;\s]+).*", line).groups()
+            pins[name.lower()] = version
+    return pins
+
+
+def test_image_installs_the_lock_the_makefile_installs():
+    dockerfile, makefile = _read("kubeflow", "Dockerfile"), _read("Makefile")
+    assert re.search(r"^ARG BASE_IMAGE=tensorflow/tfx:1\.16\.0$", dockerfile, re.M)
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", dockerfile, re.M)
+    assert "COPY requirements.lock ./" in dockerfile
+    assert re.search(r"uv pip install [^\n]*--no-deps -r requirements\.lock", dockerfile)
+    assert re.search(r"uv pip sync [^\n]*requirements\.lock", makefile)
+    uv_image = re.search(r"^ARG UV_VERSION=(\S+)$", dockerfile, re.M).group(1)
+    uv_make = re.search(r"^UV_VERSION := (\S+)$", makefile, re.M).group(1)
+    assert uv_image == uv_make
+    for source in re.findall(r"^COPY (\S+) \./", dockerfile, re.M) + ["setup.py", "README.md"]:
+        assert os.path.exists(os.path.join(REPO, source)), source
+    for package in ("pipeline", "components", "schemas"):
+        assert f"COPY {package} ./{package}" in dockerfile
+
+
+def test_the_tests_run_on_exactly_the_locked_versions():
+    pins = _lock_pins()
+    assert pins["tfx"] == "1.16.0" and pins["apache-beam"].startswith("2.59.")
+    mismatched = {}
+    for name, version in pins.items():
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            installed = None
+        if installed != version:
+            mismatched[name] = (version, installed)
+    assert not mismatched, f"locked vs installed: {mismatched}"
+
+
+def test_the_image_never_receives_local_state():
+    ignored = _read(".dockerignore").split()
+    for path in (".venv", ".git", "tfxflow_home", "mlruns"):
+        assert path in ignored
