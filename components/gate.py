@@ -15,8 +15,10 @@ from typing import List, Optional, Sequence, Tuple, TypedDict
 from absl import logging
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
+from tfx.types import standard_artifacts
 
 from components.errors import DataError
 
@@ -144,15 +146,15 @@ class GateResult(TypedDict):
     checks: str  # what was compared, one line per check
 
 
-@tfx.dsl.components.component
+@component
 def DataGate(  # pylint: disable=invalid-name
-    anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
-    statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
-    schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
-    baseline_statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics] = None,
-    allowed_anomaly_types: tfx.dsl.components.Parameter[str] = "",
-    serving_data_root: tfx.dsl.components.Parameter[str] = "",
-    serving_data_fingerprint: tfx.dsl.components.Parameter[str] = "",
+    anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    schema: InputArtifact[standard_artifacts.Schema],
+    baseline_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
+    allowed_anomaly_types: Parameter[str] = "",
+    serving_data_root: Parameter[str] = "",
+    serving_data_fingerprint: Parameter[str] = "",
 ) -> GateResult:
     """Fails with DataGateError when an anomaly's type is not in `allowed_anomaly_types` (comma-separated
     AnomalyInfo.Type names, e.g. "FEATURE_TYPE_LOW_NUMBER_VALUES").

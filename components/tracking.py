@@ -17,8 +17,10 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
+from tfx.types import standard_artifacts
 
 RUN_KEY_TAG = "tfxflow.pipeline_run"
 PIPELINE_TAG = "tfxflow.pipeline"
@@ -134,14 +136,14 @@ def run_key_for(run_key: str, output_uri: str) -> str:
     return "uri-" + hashlib.sha256(folder.encode()).hexdigest()[:16]
 
 
-@tfx.dsl.components.component
+@component
 def MlflowStart(  # pylint: disable=invalid-name
-    tracking_uri: tfx.dsl.components.Parameter[str],
-    experiment: tfx.dsl.components.Parameter[str],
-    run_key: tfx.dsl.components.Parameter[str],
-    pipeline_name: tfx.dsl.components.Parameter[str],
-    run_id: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.String],
-    params_json: tfx.dsl.components.Parameter[str] = "{}",
+    tracking_uri: Parameter[str],
+    experiment: Parameter[str],
+    run_key: Parameter[str],
+    pipeline_name: Parameter[str],
+    run_id: OutputArtifact[standard_artifacts.String],
+    params_json: Parameter[str] = "{}",
 ) -> None:
     """Creates the MLflow run of this pipeline run (tag `tfxflow.pipeline_run` = `run_key`), logs the params."""
     settings = TrackingSettings(tracking_uri, experiment, run_key_for(run_key, run_id.uri), json.loads(params_json))
@@ -182,18 +184,18 @@ class RecordResult(TypedDict):
     blessed: int
 
 
-@tfx.dsl.components.component
+@component
 def MlflowRecord(  # pylint: disable=invalid-name
     run_id: str,
     anomalies_found: int,
-    anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
-    statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
-    schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
-    model_run: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelRun],
-    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
-    evaluation: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelEvaluation],
-    blessing: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
-    tracking_uri: tfx.dsl.components.Parameter[str],
+    anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    schema: InputArtifact[standard_artifacts.Schema],
+    model_run: InputArtifact[standard_artifacts.ModelRun],
+    model: InputArtifact[standard_artifacts.Model],
+    evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
+    blessing: InputArtifact[standard_artifacts.ModelBlessing],
+    tracking_uri: Parameter[str],
 ) -> RecordResult:
     """Logs rows per split, the gate's anomaly count and ExampleValidator's report, the Trainer's hardware
     and per-epoch curves, the Evaluator's metrics overall and per slice, the schema and summaries as
@@ -295,13 +297,13 @@ def served_version(mlflow_client, registered_name: str, pushed_version: str) -> 
     return next((v.version for v in versions if v.tags.get("tfxflow.pushed_version") == pushed_version), None)
 
 
-@tfx.dsl.components.component
+@component
 def MlflowFinish(  # pylint: disable=invalid-name
     run_id: str,
-    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
-    pushed_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.PushedModel],
-    tracking_uri: tfx.dsl.components.Parameter[str],
-    registered_model_name: tfx.dsl.components.Parameter[str],
+    model: InputArtifact[standard_artifacts.Model],
+    pushed_model: InputArtifact[standard_artifacts.PushedModel],
+    tracking_uri: Parameter[str],
+    registered_model_name: Parameter[str],
 ) -> None:
     """Records whether and where the model was pushed; a pushed model is logged in MLflow's TensorFlow
     flavour, registered as a new version of `registered_model_name`, and the `champion` alias moves to it

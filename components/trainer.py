@@ -34,7 +34,9 @@ class TrainParams:
     batch_size: int = 256  # per replica
     eval_every_steps: int = 100
     shuffle_buffer: int = 10_000
-    cache: bool = True
+    cache: bool = True  # keep serialized records in memory after the first pass, when they are small:
+    cache_max_mb: int = 64  # at most this much compressed input (several times that in memory)
+    max_eval_batches: int = 100  # validation after each epoch reads at most this many batches
     seed: int = 42
     grad_accum_steps: int = 1
     early_stopping_patience: int = 3  # epochs without val_loss improvement; 0: off
@@ -86,15 +88,16 @@ def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], 
     """Batches of `batch_size` (features, label) from Transform's gzipped TFRecords (for training, the
     effective batch: `TrainParams.effective_batch`).
 
-    Files are read in parallel; serialized records are cached after the first pass (optional), shuffled per
-    epoch, batched, then parsed in one vectorised `parse_example` per batch and prefetched. Across several
-    workers, each reads its own files when there are enough of them, else its own share of the records.
+    Files are read in parallel; serialized records are cached after the first pass when the files are small
+    (see TrainParams), shuffled per epoch, batched, then parsed in one vectorised `parse_example` per batch
+    and prefetched. Across several workers, each reads its own files when there are enough of them, else its
+    own share of the records.
     """
     input_names = list(input_names)
     files = list_files(file_patterns)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
-    if params.cache:
-        ds = ds.cache()
+    if params.cache and sum(tf.io.gfile.stat(f).length for f in files) <= params.cache_max_mb * 2**20:
+        ds = ds.cache()  # larger inputs stream from disk each epoch: memory stays bounded at any data size
     if training:
         ds = ds.shuffle(params.shuffle_buffer, seed=params.seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=training)
@@ -178,9 +181,10 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
                             batch, workers)
     eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, False,
                            batch, workers)
-    if not eval_steps and hardware.steps_per_execution > 1:
-        # Keras needs an explicit count with steps_per_execution > 1: one pass over the (cached) eval split.
-        eval_steps = int(eval_ds.reduce(0, lambda count, _: count + 1))
+    if not eval_steps:
+        # One pass over the eval split, capped: on large data a full pass per epoch would cost more than the
+        # training steps. Keras also needs an explicit count with steps_per_execution > 1.
+        eval_steps = int(eval_ds.take(train_params.max_eval_batches).reduce(0, lambda count, _: count + 1))
     plan = schedule(train_steps, train_params.eval_every_steps)
     replicas = strategy.num_replicas_in_sync
     info = hardware_lib.describe(strategy, hardware)

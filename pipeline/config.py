@@ -26,7 +26,7 @@ class TrainingConfig:
     """
 
     train_steps: int = 300  # optimizer steps, each of one global batch
-    eval_steps: int = 0  # 0: one full pass over the eval split after each epoch
+    eval_steps: int = 0  # 0: one pass over the eval split after each epoch, at most 100 batches
     batch_size: int = 256  # per replica: the global batch is batch_size x replicas x grad_accum_steps
     eval_every_steps: int = 100
     learning_rate: float = 0.001  # applied to the global batch as is
@@ -139,6 +139,10 @@ class RunConfig:
 
     @property
     def beam_pipeline_args(self) -> list:
+        if (self.beam_mode, self.beam_workers) == ("in_memory", 1):
+            # Beam's own default. With any argument, TFX builds an sdist of itself for every Beam component
+            # (1 s each) in case the runner is remote; the local runner never uses it.
+            return []
         return [f"--direct_running_mode={self.beam_mode}", f"--direct_num_workers={self.beam_workers}"]
 
 

@@ -152,7 +152,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
 def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Mapping] = None):
     """The TFX pipeline of `create_pipeline` with pipeline parameters and the Trainer's GPU request."""
     from kfp.pipeline_spec import pipeline_spec_pb2
-    from tfx import v1 as tfx
+    from tfx.orchestration.data_types import RuntimeParameter
 
     from components import tracking as tracking_lib
     from pipeline.pipeline import create_pipeline
@@ -160,7 +160,7 @@ def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Map
     defaults = config.parameter_defaults()
 
     def parameter(name: str):
-        return tfx.dsl.experimental.RuntimeParameter(name=name, ptype=str, default=defaults[name])
+        return RuntimeParameter(name=name, ptype=str, default=defaults[name])
 
     tracking = None
     if config.tracking:
