@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     beam.add_argument("--beam-mode", choices=BEAM_MODES, default="in_memory")
     beam.add_argument("--beam-workers", type=int, default=1, help="0: one per core")
     beam.add_argument("--no-cache", action="store_true", help="re-run every component")
+    beam.add_argument("--force", action="store_true",
+                      help="run through TFX even when nothing changed since the last run (components cached)")
 
     cmp = sub.add_parser("compare", help="compare MLflow runs: the params that differ, key metrics, the best",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -171,7 +173,8 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     train = parser.add_argument_group("training")
     defaults = TrainingConfig()
     train.add_argument("--train-steps", type=int, default=defaults.train_steps)
-    train.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="0: a full pass over the eval split")
+    train.add_argument("--eval-steps", type=int, default=defaults.eval_steps,
+                       help="0: a pass over the eval split, at most 100 batches")
     train.add_argument("--batch-size", type=int, default=defaults.batch_size)
     train.add_argument("--eval-every-steps", type=int, default=defaults.eval_every_steps,
                        help="validate after this many steps (one Keras epoch)")
@@ -253,6 +256,13 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    from pipeline.staging import run_fingerprint, up_to_date
+
+    fingerprint = run_fingerprint(config)
+    last = up_to_date(config, fingerprint) if config.enable_cache and not args.force else None
+    if last is not None:
+        _print_up_to_date(config, last)
+        return 0
     tracking_line = "off"
     if config.tracking_uri:
         from pipeline.tracking_store import TrackingError, check_tracking
@@ -272,7 +282,7 @@ def _run(args: argparse.Namespace) -> int:
           f"  mlflow:  {tracking_line}\n", flush=True)
     try:
         with stderr_to(log_file):
-            run_local(config)
+            run_local(config, fingerprint=fingerprint)
     except Exception as err:  # pylint: disable=broad-except
         # The traceback goes to the log file; the console gets the error and where to look.
         logging.getLogger(__name__).exception("run failed")
@@ -287,6 +297,19 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _print_up_to_date(config, last: dict) -> None:
+    metrics = ", ".join(f"{k} {v:.4f}" for k, v in last.get("metrics", {}).items()
+                        if k in ("binary_accuracy", "auc"))
+    served = (f"version {last['pushed_version']} -> {last['pushed_destination']}" if last.get("pushed_version")
+              else "nothing pushed by that run")
+    print(f"tfxflow: pipeline {config.pipeline_name} is up to date: nothing changed since run {last['run_id']} "
+          f"({last['finished_at']}, {last['wall_s']} s)\n"
+          "  the data files, schema, feature config, settings and code are the same, so every component would be "
+          "served from its cache\n"
+          f"  eval metrics:   {metrics or 'n/a'}\n  pushed:         {served}\n"
+          "  --force runs it through TFX anyway; --no-cache re-runs every component", flush=True)
 
 
 def _infer_schema(args: argparse.Namespace) -> int:

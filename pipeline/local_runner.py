@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, TextIO
 
 from pipeline import report as report_lib
 from pipeline.config import RunConfig, check_data_root
-from pipeline.staging import files_fingerprint, stage_schema, tracking_params
+from pipeline.staging import files_fingerprint, record_last_run, run_fingerprint, stage_schema, tracking_params
 
 # Messages LocalDagRunner (tfx.orchestration.local) and the portable launcher log around each component.
 _RUNNING = "Component %s is running."
@@ -100,10 +100,14 @@ def stderr_to(log_file: str):
         os.close(saved)
 
 
-def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunReport:
-    """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails."""
+def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional[str] = None) -> report_lib.RunReport:
+    """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails.
+
+    A run that finishes records `fingerprint` (staging.run_fingerprint), so an identical next run can be
+    answered without starting TFX."""
     # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from components import hardware
     from pipeline.pipeline import create_pipeline
@@ -131,7 +135,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
         serving_dir=paths.serving_dir,
         model_name=config.model_name,
         trainer_backup_dir=paths.trainer_backup_dir,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(
             paths.metadata_path),
         training=config.training,
         evaluation=config.evaluation,
@@ -149,7 +153,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     logging.getLogger().addHandler(progress)
     started = time.monotonic()
     try:
-        tfx.orchestration.LocalDagRunner().run(pipeline)
+        LocalDagRunner().run(pipeline)
     except BaseException as err:
         progress.fail()
         print_failure(err, progress.timings, time.monotonic() - started, config, out)
@@ -165,6 +169,11 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout) -> report_lib.RunRepo
     if tracking is not None:
         result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
     print_summary(result, progress.timings, wall, config, out)
+    record_last_run(config, fingerprint or run_fingerprint(config), {
+        "run_id": result.run_id, "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "wall_s": round(wall, 1), "metrics": result.metrics, "blessed": result.blessed,
+        "pushed_version": result.pushed_version, "pushed_destination": result.pushed_destination,
+        "mlflow_run_id": result.mlflow_run_id})
     return result
 
 

@@ -88,3 +88,77 @@ def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: s
         "code": {"git_commit": _git_commit()},
         "versions": {name: importlib.metadata.version(dist) for name, dist in packages.items()},
     }
+
+
+LAST_RUN_FILE = "last_run.json"
+
+
+def code_fingerprint() -> str:
+    """Changes with this package's code, schemas and feature configs, and with the TFX and TF versions."""
+    import importlib.metadata
+
+    import components
+    import pipeline
+    import schemas
+
+    digest = hashlib.sha256()
+    for package in (components, pipeline, schemas):
+        root = os.path.dirname(package.__file__)
+        for folder, _, names in sorted(os.walk(root)):
+            for name in sorted(names):
+                if name.endswith((".py", ".pbtxt", ".yaml")):
+                    with open(os.path.join(folder, name), "rb") as f:
+                        digest.update(name.encode() + b"\0" + f.read())
+    for dist in ("tfx", "tensorflow", "tensorflow-transform", "tensorflow-model-analysis", "apache-beam"):
+        digest.update(f"{dist}=={importlib.metadata.version(dist)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def run_fingerprint(config: "RunConfig") -> str:
+    """The same exactly when a run would redo the same work: every setting, the data files (paths, sizes,
+    modification times), the schema's and serving data's content, the code."""
+    import json
+
+    from pipeline.config import check_data_root
+
+    with open(config.schema_path, "rb") as f:
+        schema = _sha256(f.read())
+    parts = {
+        "config": json.loads(json.dumps(dataclasses.asdict(config), sort_keys=True, default=str)),
+        "data": files_fingerprint(check_data_root(config.data_root)),
+        "serving_data": (files_fingerprint(check_data_root(config.serving_data_root, "--serving-data"))
+                         if config.serving_data_root else ""),
+        "schema": schema,
+        "code": code_fingerprint(),
+    }
+    return _sha256(json.dumps(parts, sort_keys=True).encode())
+
+
+def _last_run_path(config: "RunConfig") -> str:
+    return os.path.join(os.path.dirname(config.paths.metadata_path), LAST_RUN_FILE)
+
+
+def record_last_run(config: "RunConfig", fingerprint: str, summary: dict) -> None:
+    """Remembers the fingerprint and outcome of a run that finished."""
+    import json
+
+    path = _last_run_path(config)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"fingerprint": fingerprint, **summary}, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def up_to_date(config: "RunConfig", fingerprint: str) -> "dict | None":
+    """The last run's record when it had this fingerprint and its outputs are still there, else None."""
+    import json
+
+    try:
+        with open(_last_run_path(config), encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    pushed = record.get("pushed_destination")
+    if record.get("fingerprint") != fingerprint or not os.path.exists(config.paths.metadata_path) \
+            or (pushed and not os.path.isdir(pushed)):
+        return None
+    return record

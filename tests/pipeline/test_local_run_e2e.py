@@ -26,8 +26,25 @@ def taxi_runs(tmp_path_factory):
     home = str(base / "home")
     args = ["run", "--home", home, "--data-root", data, *TRAIN_FLAGS]
     first = helpers.run_cli(*args)
-    second = helpers.run_cli(*args)
-    return {"home": home, "data": data, "first": first, "second": second}
+    serving = helpers.tree_snapshot(os.path.join(home, "serving"))
+    unchanged = helpers.run_cli(*args)
+    after_unchanged = {"serving": helpers.tree_snapshot(os.path.join(home, "serving")),
+                       "runs": report.run_ids(report.open_store(os.path.join(home, "metadata", "metadata.sqlite")),
+                                              "tfxflow-taxi")}
+    second = helpers.run_cli(*args, "--force")
+    return {"home": home, "data": data, "first": first, "second": second, "unchanged": unchanged,
+            "serving_after_first": serving, "after_unchanged": after_unchanged}
+
+
+def test_identical_rerun_is_answered_without_starting_tfx(taxi_runs):
+    unchanged = taxi_runs["unchanged"]
+    assert unchanged.returncode == 0, unchanged.stderr[-3000:]
+    first_run = report.run_ids(report.open_store(os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite")),
+                               "tfxflow-taxi")[0]
+    assert f"tfxflow: pipeline tfxflow-taxi is up to date: nothing changed since run {first_run}" in unchanged.stdout
+    assert "binary_accuracy 0." in unchanged.stdout and "pushed:         version " in unchanged.stdout
+    assert taxi_runs["after_unchanged"]["runs"] == [first_run]  # no pipeline run, nothing pushed
+    assert taxi_runs["after_unchanged"]["serving"] == taxi_runs["serving_after_first"]
 
 
 def test_first_run_succeeds_and_reports_each_component(taxi_runs):
@@ -80,7 +97,7 @@ def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_
     assert transformed["big_tipper"].numpy().tolist() == expected
 
 
-def test_second_run_is_served_from_the_cache(taxi_runs):
+def test_forced_second_run_is_served_from_the_cache(taxi_runs):
     second = taxi_runs["second"]
     assert second.returncode == 0, second.stderr[-3000:]
     metadata = os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite")
