@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast bench-trainer lock clean help
+.PHONY: install run test test-fast bench bench-trainer lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit and end-to-end)"
 	@echo "make test-fast  run the unit tests only"
+	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, 1x/10x/100x data (about 30 min)"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
 	@echo "make lock       re-resolve requirements.in into requirements.lock"
 
@@ -37,6 +38,9 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.pipeline_benchmark $(ARGS)
 
 bench-trainer: $(STAMP)
 	$(BIN)/python benchmarks/trainer_throughput.py --out benchmarks/results/trainer-$$(date +%Y%m%d).json

@@ -1,0 +1,277 @@
+"""End-to-end benchmark: this pipeline against Google's `taxi_pipeline_native_keras`, cold and cached, on the
+same data and machine in one invocation, then a scale series at 1x, 10x and 100x the bundled taxi rows.
+
+Each run is a subprocess (the `tfxflow` CLI, or Google's pipeline with LocalDagRunner and
+TF_USE_LEGACY_KERAS=1); its peak resident memory is the largest sum over its process tree, sampled every
+0.2 s; per-component times come from ML Metadata. Prints a table and writes JSON:
+
+    make bench                       # all of it (about an hour on 2 cores)
+    .venv/bin/python -m benchmarks.pipeline_benchmark --scales 1,10 --out /tmp/bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional
+
+import psutil
+
+from pipeline import report as report_lib
+from pipeline.config import bundled_taxi_data_root
+
+TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
+GOOGLE_PIPELINE = "chicago_taxi_native_keras"
+# The example's own module-level paths point at ~/taxi; its data and module file ship beside it in the wheel.
+GOOGLE_SCRIPT = """
+import os, sys
+from tfx.examples.chicago_taxi_pipeline import taxi_pipeline_native_keras as taxi
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+home, example = sys.argv[1], os.path.dirname(taxi.__file__)
+LocalDagRunner().run(taxi._create_pipeline(
+    pipeline_name=taxi._pipeline_name, pipeline_root=home + "/pipeline_root",
+    data_root=os.path.join(example, "data", "simple"), module_file=os.path.join(example, "taxi_utils_native_keras.py"),
+    serving_model_dir=home + "/serving", metadata_path=home + "/metadata.db",
+    beam_pipeline_args=taxi._beam_pipeline_args))
+"""
+
+
+@dataclasses.dataclass
+class Measured:
+    name: str
+    wall_s: float
+    peak_rss_mb: float
+    returncode: int
+    components: Dict[str, Dict[str, object]]
+    metrics: Dict[str, float]
+    rows: Dict[str, int]
+    log: str
+    peak_rss_mb_by_component: Dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for p in [process] + process.children(recursive=True):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:  # a worker that exited between listing and reading
+            pass
+    return total
+
+
+def run_measured(name: str, cmd: List[str], env: Dict[str, str], log_path: str, metadata_path: str,
+                 pipeline_name: str) -> Measured:
+    """Runs `cmd`, sampling its process tree's memory; reads the run's components and metrics from MLMD."""
+    peak, done, timeline = [0], threading.Event(), []
+    started = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        watched = psutil.Process(proc.pid)
+
+        def sample() -> None:
+            while not done.is_set():
+                try:
+                    rss = _tree_rss(watched)
+                except psutil.Error:
+                    return
+                peak[0] = max(peak[0], rss)
+                timeline.append((time.time(), rss))
+                done.wait(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        returncode = proc.wait()
+        done.set()
+        sampler.join()
+    wall = time.monotonic() - started
+    run = report_lib.read_run(metadata_path, pipeline_name)
+    components = {} if run is None else {c.name: {"state": c.state, "seconds": round(c.seconds, 1)}
+                                         for c in run.components}
+    metrics = {} if run is None else {k: round(v, 4) for k, v in run.metrics.items()
+                                      if k in ("binary_accuracy", "auc", "example_count", "loss")}
+    return Measured(name, round(wall, 1), round(peak[0] / 2**20), returncode, components, metrics,
+                    {} if run is None else run.rows, log_path, _peak_by_component(metadata_path, timeline))
+
+
+def _peak_by_component(metadata_path: str, timeline: List[tuple]) -> Dict[str, float]:
+    """The peak process-tree memory while each component ran (LocalDagRunner logs "Component X is running.")."""
+    import glob
+    import re
+
+    logs = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(metadata_path)), "logs", "run-*.log")))
+    if not logs or not timeline:
+        return {}
+    starts = []
+    with open(logs[-1], encoding="utf-8", errors="replace") as f:
+        for line in f:
+            match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d+) INFO absl: Component (\S+) is running\.", line)
+            if match:
+                moment = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+                starts.append((moment + int(match.group(2)) / 1000, match.group(3)))
+    peaks: Dict[str, float] = {}
+    for i, (start, component) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else float("inf")
+        inside = [rss for moment, rss in timeline if start <= moment < end]
+        if inside:
+            peaks[component] = round(max(inside) / 2**20)
+    return peaks
+
+
+def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str) -> Measured:
+    env = dict(os.environ)
+    cmd = [TFXFLOW, "run", "--home", home, "--data-root", data_root, "--tracking", "off", *extra]
+    return run_measured(name, cmd, env, os.path.join(logs, f"{name}.log"),
+                        os.path.join(home, "metadata", "metadata.sqlite"), "tfxflow-taxi")
+
+
+def run_google(name: str, home: str, logs: str) -> Measured:
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    os.makedirs(home, exist_ok=True)
+    return run_measured(name, [sys.executable, "-c", GOOGLE_SCRIPT, home], env, os.path.join(logs, f"{name}.log"),
+                        os.path.join(home, "metadata.db"), GOOGLE_PIPELINE)
+
+
+def _machine() -> Dict[str, object]:
+    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "processor": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "date": datetime.date.today().isoformat()}
+
+
+def _table(results: Dict[str, Measured], columns: List[str]) -> str:
+    names: List[str] = []
+    for key in columns:
+        for component in results[key].components:
+            if component not in names:
+                names.append(component)
+    width = max(len(n) for n in names + ["total wall"]) + 2
+    lines = [f"{'':<{width}}" + "".join(f"{c:>16}" for c in columns)]
+    for component in names:
+        cells = []
+        for key in columns:
+            info = results[key].components.get(component)
+            cells.append("-" if info is None else f"{info['seconds']:.1f} s" + (" c" if info["state"] == "cached"
+                                                                                 else ""))
+        lines.append(f"{component:<{width}}" + "".join(f"{c:>16}" for c in cells))
+    lines.append(f"{'total wall':<{width}}" + "".join(f"{results[k].wall_s:>14.1f} s" for k in columns))
+    lines.append(f"{'peak RSS':<{width}}" + "".join(f"{results[k].peak_rss_mb:>13.0f} MB" for k in columns))
+    for metric in ("binary_accuracy", "auc"):
+        lines.append(f"{metric:<{width}}" + "".join(f"{results[k].metrics.get(metric, float('nan')):>16.4f}"
+                                                     for k in columns))
+    return "\n".join(lines)
+
+
+def _goals(results: Dict[str, Measured], series: List[dict]) -> List[str]:
+    """Each goal of the benchmark with the figure that decides it."""
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    ours, lines = results["ours-cold"], []
+    accuracy = ours.metrics.get("binary_accuracy", 0.0)
+    if "google-cold" in results and results["google-cold"].returncode == 0:
+        google = results["google-cold"]
+        ratio = ours.wall_s / google.wall_s
+        google_accuracy = google.metrics.get("binary_accuracy", 0.0)
+        lines.append(f"1x wall: ours {ours.wall_s:.1f} s / Google {google.wall_s:.1f} s = {ratio:.2f} (goal <= 0.50): "
+                     f"{verdict(ratio <= 0.5)}")
+        lines.append(f"1x accuracy: ours {accuracy:.4f}, Google {google_accuracy:.4f} (goal >= Google's and >= "
+                     f"0.834): {verdict(accuracy >= max(google_accuracy, 0.834))}")
+    cached = results["ours-cached"].wall_s / ours.wall_s
+    forced = results["ours-forced"].wall_s / ours.wall_s
+    lines.append(f"re-run, nothing changed: {results['ours-cached'].wall_s:.1f} s = {cached:.0%} of cold (goal < "
+                 f"10%): {verdict(cached < 0.1)}; through TFX's cache (--force): {forced:.0%}")
+    base = next((e for e in series if e["scale"] == 1), None)
+    for entry in series:
+        if entry["scale"] == 100 and base:
+            factor = entry["wall_s"] / base["wall_s"]
+            lines.append(f"100x wall: {factor:.1f} x 1x (goal <= 20): {verdict(factor <= 20)}; peak RSS "
+                         f"{entry['peak_rss_mb']:.0f} MB (goal < 4096): {verdict(entry['peak_rss_mb'] < 4096)}")
+    return lines
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scales", default="1,10,100", help="comma-separated multiples of the taxi rows")
+    parser.add_argument("--no-google", action="store_true", help="skip Google's pipeline")
+    parser.add_argument("--work", help="folder for homes, data and logs (default: a temp folder, removed)")
+    parser.add_argument("--out", help="JSON results (default: benchmarks/results/pipeline-<date>.json)")
+    parser.add_argument("--run-args", default="", help="extra `tfxflow run` flags for every run of ours")
+    args = parser.parse_args(argv)
+    scales = [int(s) for s in args.scales.split(",") if s.strip()]
+    work = args.work or tempfile.mkdtemp(prefix="tfxflow-bench-")
+    logs = os.path.join(work, "logs")
+    os.makedirs(logs, exist_ok=True)
+    extra = args.run_args.split()
+    results: Dict[str, Measured] = {}
+
+    def report(result: Measured) -> None:
+        status = "ok" if result.returncode == 0 else f"FAILED ({result.returncode}), see {result.log}"
+        print(f"  {result.name:<14} {result.wall_s:8.1f} s  peak {result.peak_rss_mb:6.0f} MB  "
+              f"accuracy {result.metrics.get('binary_accuracy', float('nan')):.4f}  {status}", flush=True)
+        results[result.name] = result
+
+    print(f"tfxflow benchmark: work folder {work}", flush=True)
+    report(run_ours("ours-cold", os.path.join(work, "ours-1x"), bundled_taxi_data_root(), extra, logs))
+    # Nothing changed: the CLI answers from its last-run record. --force goes through TFX's cache instead.
+    report(run_ours("ours-cached", os.path.join(work, "ours-1x"), bundled_taxi_data_root(), extra, logs))
+    report(run_ours("ours-forced", os.path.join(work, "ours-1x"), bundled_taxi_data_root(), extra + ["--force"],
+                    logs))
+    if not args.no_google:
+        report(run_google("google-cold", os.path.join(work, "google"), logs))
+        report(run_google("google-cached", os.path.join(work, "google"), logs))
+    series = []
+    for scale in scales:
+        if scale == 1:
+            measured = results["ours-cold"]
+            rows = sum(measured.rows.values())
+        else:
+            from benchmarks.scaled_data import write_scaled
+
+            data = os.path.join(work, f"data-{scale}x")
+            written = write_scaled(scale, data)
+            print(f"  data {scale}x: {written['rows']:,} rows, {written['bytes'] / 1e6:.0f} MB in "
+                  f"{written['seconds']:.0f} s", flush=True)
+            measured = run_ours(f"ours-{scale}x", os.path.join(work, f"ours-{scale}x"), data, extra, logs)
+            report(measured)
+            rows = int(written["rows"])
+            shutil.rmtree(data, ignore_errors=True)
+        series.append({"scale": scale, "rows": rows, "wall_s": measured.wall_s,
+                       "rows_per_s": round(rows / measured.wall_s), "peak_rss_mb": measured.peak_rss_mb,
+                       "returncode": measured.returncode, "components": measured.components,
+                       "metrics": measured.metrics, "peak_rss_mb_by_component": measured.peak_rss_mb_by_component})
+
+    columns = [k for k in ("ours-cold", "ours-forced", "google-cold", "google-cached") if k in results]
+    print("\n" + _table(results, columns))
+    print("\n" + "\n".join(_goals(results, series)))
+    print(f"\n{'scale':>6} {'rows':>11} {'wall':>9} {'rows/s':>9} {'peak RSS':>10} {'x 1x wall':>10}")
+    base = series[0]["wall_s"] if series and series[0]["scale"] == 1 else None
+    for entry in series:
+        factor = f"{entry['wall_s'] / base:.1f}" if base else "-"
+        top = sorted(entry["peak_rss_mb_by_component"].items(), key=lambda kv: -kv[1])[:2]
+        factor += "   peak in " + ", ".join(f"{name} {mb:.0f} MB" for name, mb in top) if top else ""
+        print(f"{entry['scale']:>5}x {entry['rows']:>11,} {entry['wall_s']:>7.1f} s {entry['rows_per_s']:>9,} "
+              f"{entry['peak_rss_mb']:>7.0f} MB {factor:>10}")
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   f"pipeline-{datetime.date.today():%Y%m%d}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"machine": _machine(), "run_args": extra,
+                   "runs": {k: dataclasses.asdict(v) for k, v in results.items()}, "scale_series": series},
+                  f, indent=2)
+    print(f"\nwrote {out}")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(r.returncode == 0 for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
