@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     paths.add_argument("--pipeline-root", help="default: <home>/pipeline_root")
     paths.add_argument("--metadata-path", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)")
     paths.add_argument("--serving-dir", help="TF Serving model base (default: <home>/serving)")
+    paths.add_argument("--keep-versions", type=int, default=5,
+                       help="model versions kept in the serving directory (the newest; at least 2)")
     _add_training_args(run)
     evaluation = run.add_argument_group("evaluation")
     evaluation.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value,
@@ -252,6 +254,7 @@ def _run(args: argparse.Namespace) -> int:
             allowed_anomaly_types=tuple(args.allow_anomaly),
             drift_check=not args.no_drift_check, serving_data_root=args.serving_data,
             tracking_uri=args.mlflow_uri, tracking_mode=args.tracking, experiment=args.experiment,
+            keep_versions=args.keep_versions,
         )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)

@@ -136,6 +136,7 @@ class RunConfig:
     tracking_uri: Optional[str] = None  # MLflow; None: not tracked
     tracking_mode: str = "required"  # required: an unreachable store stops the run; optional: runs untracked
     experiment: str = ""  # MLflow experiment; default: the pipeline name
+    keep_versions: int = 5  # model versions kept in the serving directory (at least 2)
 
     @property
     def beam_pipeline_args(self) -> list:
@@ -186,6 +187,7 @@ def build_run_config(
     tracking_uri: Optional[str] = None,
     tracking_mode: str = "required",
     experiment: Optional[str] = None,
+    keep_versions: int = 5,
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
     dataset_dir = bundled_dataset_dir(dataset)
@@ -206,6 +208,8 @@ def build_run_config(
         raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{beam_mode}'")
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
+    if keep_versions < 2:
+        raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
     if beam_workers < 0:
         raise ConfigError("--beam-workers must be >= 0 (0: one per core)")
     if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:
@@ -235,6 +239,7 @@ def build_run_config(
         tracking_uri=tracking_uri if tracking_mode != "off" else None,
         tracking_mode=tracking_mode,
         experiment=experiment or pipeline_name,
+        keep_versions=keep_versions,
     )
 
 

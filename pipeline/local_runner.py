@@ -148,6 +148,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         serving_data_fingerprint=(files_fingerprint(check_data_root(config.serving_data_root, "--serving-data"))
                                   if config.serving_data_root else ""),
         tracking=tracking,
+        keep_versions=config.keep_versions,
     )
     progress = ComponentProgress(out=out, total=len(pipeline.components))
     logging.getLogger().addHandler(progress)

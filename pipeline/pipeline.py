@@ -21,6 +21,7 @@ from tfx.types import Channel, standard_artifacts
 
 from components import csv_input
 from components import features as features_lib
+from components import pusher as pusher_lib
 from components import tracking as tracking_lib
 from components.baseline import BlessedDataStatisticsStrategy
 from components.gate import DataGate
@@ -83,6 +84,7 @@ def create_pipeline(
     serving_data_fingerprint: str = "",
     tracking: Optional[tracking_lib.TrackingSettings] = None,
     train_args: Optional[RuntimeParameter] = None,
+    keep_versions: int = 5,
 ) -> Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -179,6 +181,9 @@ def create_pipeline(
         model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=f"{serving_dir}/{model_name}")),
+        # A version appears complete or not at all; the newest `keep_versions` are kept (components/pusher.py).
+        custom_config={"keep_versions": keep_versions},
+        custom_executor_spec=executor_spec.ExecutorClassSpec(pusher_lib.Executor),
     )
     tracking_nodes = []
     if tracking is not None:
