@@ -21,7 +21,7 @@ def _pipeline(**kwargs):
 def test_components_and_their_wiring():
     pipeline = _pipeline(training=TrainingConfig(train_steps=77, batch_size=32,
                                                  hardware=HardwareConfig(precision="mixed_bfloat16")),
-                         trainer_backup_dir="/nonexistent/backup")
+                         trainer_backup_dir="/nonexistent/backup", keep_versions=3)
     by_id = {c.id: c for c in pipeline.components}
     assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
                           "blessed_data_statistics_resolver", "DataGate", "Transform", "Trainer",
@@ -52,6 +52,10 @@ def test_components_and_their_wiring():
     assert by_id["Pusher"].inputs["model_blessing"].producer_component_id == "Evaluator"
     push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
     assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
+    # The atomic Pusher (components/pusher.py) with the retention setting; Transform skips its own statistics.
+    assert by_id["Pusher"].executor_spec.executor_class.__module__ == "components.pusher"
+    assert json.loads(by_id["Pusher"].exec_properties["custom_config"]) == {"keep_versions": 3}
+    assert by_id["Transform"].exec_properties["disable_statistics"] == 1
 
 
 def test_drift_check_and_serving_data_are_optional():
