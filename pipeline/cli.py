@@ -393,17 +393,11 @@ def _kubeflow(args: argparse.Namespace) -> int:
 
 
 def _kubeflow_compile(args: argparse.Namespace) -> int:
-    from components.features import FeatureConfig
     from pipeline import config as config_lib
     from pipeline import kubeflow_runner as kf
 
-    dataset_dir = config_lib.bundled_dataset_dir(args.dataset)
-    schema_path = os.path.abspath(args.schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
-    if not os.path.isfile(schema_path):
-        raise config_lib.ConfigError(f"--schema {schema_path}: no such file")
-    features = FeatureConfig.load(os.path.abspath(args.feature_config_path
-                                                  or os.path.join(dataset_dir, "features.yaml")))
-    features.check_columns(config_lib.schema_columns(schema_path), f"schema {schema_path}")
+    schema_path, features = config_lib.load_schema_and_features(args.dataset, args.schema_path,
+                                                                args.feature_config_path)
     pipeline_name = args.pipeline_name or f"tfxflow-{args.dataset}"
     root = args.pipeline_root.rstrip("/")
     serving_dir = args.serving_dir or (f"{args.serving_mount.rstrip('/')}/models" if args.serving_pvc
@@ -421,7 +415,7 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
         tolerations=tuple(kf.Toleration.parse(t) for t in args.toleration),
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, tracking=args.tracking == "on",
         experiment=args.experiment, mlflow_uri=args.mlflow_uri, mlflow_secret=args.mlflow_secret,
-        mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_URI_ENV,),
+        mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_ENV,),
         serving_pvc=args.serving_pvc or "", serving_mount=args.serving_mount)
     kf.check_kubeflow_config(config)  # before TensorFlow is imported: a wrong flag answers at once
     output = os.path.abspath(args.output or f"{pipeline_name}.yaml")

@@ -190,20 +190,14 @@ def build_run_config(
     keep_versions: int = 5,
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
-    dataset_dir = bundled_dataset_dir(dataset)
     if data_root is None and dataset != DEFAULT_DATASET:
         raise ConfigError(f"--dataset {dataset}: only '{DEFAULT_DATASET}' has bundled data; pass --data-root")
     data_root = os.path.abspath(data_root or bundled_taxi_data_root())
-    schema_path = os.path.abspath(schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
-    feature_config_path = os.path.abspath(feature_config_path or os.path.join(dataset_dir, "features.yaml"))
     check_data_root(data_root)
     if serving_data_root is not None:
         serving_data_root = os.path.abspath(serving_data_root)
         check_data_root(serving_data_root, "--serving-data")
-    if not os.path.isfile(schema_path):
-        raise ConfigError(f"--schema {schema_path}: no such file")
-    features = FeatureConfig.load(feature_config_path)
-    features.check_columns(schema_columns(schema_path), f"schema {schema_path}")
+    schema_path, features = load_schema_and_features(dataset, schema_path, feature_config_path)
     if beam_mode not in BEAM_MODES:
         raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{beam_mode}'")
     if tracking_mode not in TRACKING_MODES:
@@ -241,6 +235,20 @@ def build_run_config(
         experiment=experiment or pipeline_name,
         keep_versions=keep_versions,
     )
+
+
+def load_schema_and_features(dataset: str, schema_path: Optional[str],
+                             feature_config_path: Optional[str]) -> Tuple[str, FeatureConfig]:
+    """(absolute schema path, feature config): `schemas/<dataset>/` unless given; checks that the schema exists
+    and parses and that the feature config names only its columns."""
+    dataset_dir = bundled_dataset_dir(dataset)
+    schema_path = os.path.abspath(schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
+    feature_config_path = os.path.abspath(feature_config_path or os.path.join(dataset_dir, "features.yaml"))
+    if not os.path.isfile(schema_path):
+        raise ConfigError(f"--schema {schema_path}: no such file")
+    features = FeatureConfig.load(feature_config_path)
+    features.check_columns(schema_columns(schema_path), f"schema {schema_path}")
+    return schema_path, features
 
 
 def schema_columns(schema_path: str) -> Tuple[str, ...]:

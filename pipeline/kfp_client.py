@@ -53,13 +53,11 @@ def connection_from(host: Optional[str], namespace: Optional[str], token_file: O
 
 def make_client(connection: Connection):
     """A `kfp.Client` for `connection`, without kfp's FutureWarning and link printing."""
-    import contextlib
-    import io
     import warnings
 
     import kfp
 
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         # The client asks the API's health endpoint when it starts.
         return _quiet(kfp.Client, f"connecting to {connection.host}", host=connection.host,

@@ -20,7 +20,8 @@ TYPES_FLAG = "--tfxflow_artifact_types"
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 
 
-def _title(artifact_type: Mapping) -> Optional[str]:
+def artifact_title(artifact_type: Mapping) -> Optional[str]:
+    """The TFX type title of a KFP artifact type (`schemaTitle`, or the `title` of its instance schema)."""
     if artifact_type.get("schemaTitle"):
         return artifact_type["schemaTitle"]
     schema = artifact_type.get("instanceSchema")
@@ -41,7 +42,7 @@ def restore_artifact_types(executor_input: dict, titles: Mapping[str, str]) -> L
             if not title:
                 continue
             for artifact in entry.get("artifacts", []):
-                current = _title(artifact.get("type") or {})
+                current = artifact_title(artifact.get("type") or {})
                 if current is None or current.startswith("system."):
                     artifact["type"] = {"instanceSchema": f"title: {title}\ntype: object\n"}
                     changed.append(key)

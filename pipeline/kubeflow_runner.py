@@ -20,6 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from components.features import FeatureConfig
 from pipeline.config import BEAM_MODES, ConfigError, EvaluationConfig, SplitConfig, TrainingConfig
+from pipeline.tracking_store import TRACKING_ENV
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ENTRYPOINT = ("python", "-m", "pipeline.kfp_entrypoint")
@@ -27,8 +28,6 @@ ENTRYPOINT = ("python", "-m", "pipeline.kfp_entrypoint")
 RUN_KEY = "{{$.pipeline_job_uuid}}"
 NEVER_CACHED = ("MlflowStart", "CsvExampleGen")
 TRACKING_STEPS = ("MlflowStart", "MlflowRecord", "MlflowFinish")
-TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
-TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -92,7 +91,7 @@ class KubeflowConfig:
     experiment: str = ""  # MLflow experiment; default: the pipeline name
     mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
     mlflow_secret: str = ""  # a Kubernetes secret whose keys become the tracking steps' environment
-    mlflow_secret_keys: Tuple[str, ...] = (TRACKING_URI_ENV,)
+    mlflow_secret_keys: Tuple[str, ...] = (TRACKING_ENV,)
     serving_pvc: str = ""  # a PersistentVolumeClaim mounted in the Pusher at serving_mount
     serving_mount: str = "/serving"
     enable_cache: bool = True
@@ -137,7 +136,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
     if config.tracking and not (config.mlflow_uri or config.mlflow_secret):
         raise ConfigError("tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
-                          f"${TRACKING_URI_ENV} from either), or --tracking off")
+                          f"${TRACKING_ENV} from either), or --tracking off")
     if config.serving_pvc and not (config.serving_dir + "/").startswith(config.serving_mount.rstrip("/") + "/"):
         raise ConfigError(f"--serving-dir {config.serving_dir} is not on the volume --serving-pvc mounts at "
                           f"{config.serving_mount}")
@@ -211,12 +210,12 @@ def _gigabytes(text: str) -> float:
 
 def _titles(component: Mapping) -> Dict[str, str]:
     """{artifact key: TFX type title} of a compiled component's inputs and outputs."""
-    from pipeline.kfp_entrypoint import _title
+    from pipeline.kfp_entrypoint import artifact_title
 
     titles = {}
     for side in ("inputDefinitions", "outputDefinitions"):
         for key, spec in (component.get(side, {}).get("artifacts") or {}).items():
-            title = _title(spec.get("artifactType", {}))
+            title = artifact_title(spec.get("artifactType", {}))
             if title:
                 titles[key] = title
     return titles
@@ -246,7 +245,7 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
             container["args"] = ["--tfxflow_artifact_types", json.dumps(titles, sort_keys=True)] + container["args"]
         if name in TRACKING_STEPS and config.tracking:
             if config.mlflow_uri:
-                container["env"] = [{"name": TRACKING_URI_ENV, "value": config.mlflow_uri}]
+                container["env"] = [{"name": TRACKING_ENV, "value": config.mlflow_uri}]
             if config.mlflow_secret:
                 platform.setdefault(label, {})["secretAsEnv"] = [{
                     "secretName": config.mlflow_secret,

@@ -12,8 +12,9 @@ import uuid
 from typing import Callable, List, Optional, TextIO
 
 from pipeline import report as report_lib
-from pipeline.config import RunConfig, check_data_root
-from pipeline.staging import files_fingerprint, record_last_run, run_fingerprint, stage_schema, tracking_params
+from pipeline.config import RunConfig
+from pipeline.staging import (record_last_run, run_fingerprint, serving_data_fingerprint, stage_schema,
+                              tracking_params)
 
 # Messages LocalDagRunner (tfx.orchestration.local) and the portable launcher log around each component.
 _RUNNING = "Component %s is running."
@@ -145,8 +146,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         allowed_anomaly_types=config.allowed_anomaly_types,
         drift_check=config.drift_check,
         serving_data_root=config.serving_data_root,
-        serving_data_fingerprint=(files_fingerprint(check_data_root(config.serving_data_root, "--serving-data"))
-                                  if config.serving_data_root else ""),
+        serving_data_fingerprint=serving_data_fingerprint(config.serving_data_root),
         tracking=tracking,
         keep_versions=config.keep_versions,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 from typing import TYPE_CHECKING, Sequence, Union
 
@@ -43,6 +44,13 @@ def files_fingerprint(paths: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+def serving_data_fingerprint(serving_data_root: "str | None") -> str:
+    """The files_fingerprint of the serving data's CSV files; empty without serving data."""
+    from pipeline.config import check_data_root
+
+    return files_fingerprint(check_data_root(serving_data_root, "--serving-data")) if serving_data_root else ""
+
+
 def _git_commit() -> str:
     import subprocess
 
@@ -62,7 +70,6 @@ def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: s
     """What an MLflow run records as params: every knob, the data, hashes of schema and feature config,
     the code version and the package versions."""
     import importlib.metadata
-    import json
 
     from tfx.dsl.io import fileio
 
@@ -117,8 +124,6 @@ def code_fingerprint() -> str:
 def run_fingerprint(config: "RunConfig") -> str:
     """The same exactly when a run would redo the same work: every setting, the data files (paths, sizes,
     modification times), the schema's and serving data's content, the code."""
-    import json
-
     from pipeline.config import check_data_root
 
     with open(config.schema_path, "rb") as f:
@@ -126,8 +131,7 @@ def run_fingerprint(config: "RunConfig") -> str:
     parts = {
         "config": json.loads(json.dumps(dataclasses.asdict(config), sort_keys=True, default=str)),
         "data": files_fingerprint(check_data_root(config.data_root)),
-        "serving_data": (files_fingerprint(check_data_root(config.serving_data_root, "--serving-data"))
-                         if config.serving_data_root else ""),
+        "serving_data": serving_data_fingerprint(config.serving_data_root),
         "schema": schema,
         "code": code_fingerprint(),
     }
@@ -140,8 +144,6 @@ def _last_run_path(config: "RunConfig") -> str:
 
 def record_last_run(config: "RunConfig", fingerprint: str, summary: dict) -> None:
     """Remembers the fingerprint and outcome of a run that finished."""
-    import json
-
     path = _last_run_path(config)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"fingerprint": fingerprint, **summary}, f, indent=2)
@@ -150,8 +152,6 @@ def record_last_run(config: "RunConfig", fingerprint: str, summary: dict) -> Non
 
 def up_to_date(config: "RunConfig", fingerprint: str) -> "dict | None":
     """The last run's record when it had this fingerprint and its outputs are still there, else None."""
-    import json
-
     try:
         with open(_last_run_path(config), encoding="utf-8") as f:
             record = json.load(f)
