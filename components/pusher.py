@@ -47,7 +47,13 @@ def push_atomically(model_path: str, base: str, version: int) -> str:
     target = f"{base.rstrip('/')}/{version}"
     incoming = f"{base.rstrip('/')}/{INCOMING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     fileio.makedirs(base)
-    io_utils.copy_dir(model_path, incoming)
+    try:
+        io_utils.copy_dir(model_path, incoming)
+    except Exception:
+        # A failed copy (disk full, a vanished mount) takes its partial folder with it, so the space comes back.
+        if fileio.exists(incoming):
+            fileio.rmtree(incoming)
+        raise
     for required in ("saved_model.pb", "variables"):
         if not fileio.exists(os.path.join(incoming, required)):
             fileio.rmtree(incoming)

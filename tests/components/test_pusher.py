@@ -1,6 +1,10 @@
 """The atomic Pusher: a version folder appears complete or not at all; old versions are pruned."""
 
 import os
+import resource
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -26,22 +30,58 @@ def test_push_is_complete_and_versions_increase(tmp_path):
     assert [n for n in os.listdir(base)] == ["1800000000"]
 
 
-def test_crash_mid_copy_leaves_no_version(tmp_path, monkeypatch):
+def _push_in_subprocess(model, base, version, file_size_limit, ignore_sigxfsz):
+    """Runs push_atomically in a new process whose files cannot grow past `file_size_limit` bytes: the kernel
+    kills it with SIGXFSZ mid-copy (a crash), or with SIGXFSZ ignored, fails the write (a full disk)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, resource.RLIM_INFINITY))
+
+    # Python ignores SIGXFSZ at start-up; the default action kills the process at the write past the limit.
+    code = ("import signal, sys; from components import pusher\n"
+            + ("" if ignore_sigxfsz else "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n") +
+            "try:\n    pusher.push_atomically(sys.argv[1], sys.argv[2], int(sys.argv[3]))\n"
+            "except Exception as err:\n    print(err); sys.exit(7)")
+    return subprocess.run([sys.executable, "-c", code, model, base, str(version)], preexec_fn=limit,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def _big_variables(model, size):
+    with open(os.path.join(model, "variables", "variables.data-00000-of-00001"), "wb") as f:
+        f.write(os.urandom(size))
+
+
+def test_process_killed_mid_copy_leaves_no_version(tmp_path):
     model = _saved_model(tmp_path / "model")
+    _big_variables(model, 1 << 20)
     base = str(tmp_path / "serving" / "taxi")
-    real_copy = pusher.io_utils.copy_dir
+    pusher.push_atomically(model, base, 1_800_000_000)
+    before = sorted(os.listdir(os.path.join(base, "1800000000", "variables")))
 
-    def dies_half_way(src, dst, *args, **kwargs):
-        os.makedirs(os.path.join(dst, "variables"))
-        raise OSError(28, "No space left on device")
+    killed = _push_in_subprocess(model, base, 1_800_000_001, 64 << 10, ignore_sigxfsz=False)
+    assert killed.returncode == -signal.SIGXFSZ, killed.stderr[-2000:]
+    # The dead push left only a hidden folder, which TF Serving does not load; the served version is whole.
+    assert pusher.versions(base) == [1_800_000_000]
+    partial = [n for n in os.listdir(base) if n.startswith(pusher.INCOMING_PREFIX)]
+    assert len(partial) == 1
+    assert os.path.getsize(os.path.join(base, partial[0], "variables", "variables.data-00000-of-00001")) == 64 << 10
+    assert sorted(os.listdir(os.path.join(base, "1800000000", "variables"))) == before
 
-    monkeypatch.setattr(pusher.io_utils, "copy_dir", dies_half_way)
-    with pytest.raises(OSError, match="No space left"):
-        pusher.push_atomically(model, base, 1_800_000_000)
-    assert pusher.versions(base) == []  # only a hidden .incoming-* folder, which TF Serving ignores
-    monkeypatch.setattr(pusher.io_utils, "copy_dir", real_copy)
-    pusher.push_atomically(model, base, 1_800_000_001)
-    assert pusher.versions(base) == [1_800_000_001]
+    pusher.push_atomically(model, base, 1_800_000_002)
+    removed = pusher.prune(base, keep=5, now=os.stat(os.path.join(base, partial[0])).st_mtime
+                           + pusher.STALE_INCOMING_S + 1)
+    assert [os.path.basename(p) for p in removed] == partial
+    assert sorted(os.listdir(base)) == ["1800000000", "1800000002"]
+
+
+def test_full_disk_mid_copy_leaves_nothing_behind(tmp_path):
+    model = _saved_model(tmp_path / "model")
+    _big_variables(model, 1 << 20)
+    base = str(tmp_path / "serving" / "taxi")
+    os.makedirs(base)
+    failed = _push_in_subprocess(model, base, 1_800_000_000, 64 << 10, ignore_sigxfsz=True)
+    assert failed.returncode == 7, failed.stderr[-2000:]
+    assert "File too large" in failed.stdout
+    assert os.listdir(base) == []  # no version, and the partial copy was removed
 
 
 def test_model_without_variables_is_refused(tmp_path):
