@@ -201,6 +201,10 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
         **plan,
     )
     info["epochs_run"] = len(history.history.get("loss", []))
+    # BackupAndRestore starts a resumed fit at the epoch after its last backup; 0 for a fresh one.
+    info["resumed_from_epoch"] = history.epoch[0] if history.epoch else plan["epochs"]
+    if info["resumed_from_epoch"]:
+        logging.info("Trainer resumed from its backup at epoch %d of %d", info["resumed_from_epoch"], plan["epochs"])
     return model, history, info
 
 
@@ -227,6 +231,8 @@ def run_fn(fn_args) -> None:
             strategy=strategy, backup_dir=backup_dir)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
+    if backup_dir and tf.io.gfile.exists(backup_dir):
+        tf.io.gfile.rmtree(backup_dir)  # the model is exported: nothing is left to resume
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_INFO_FILE), "w") as f:

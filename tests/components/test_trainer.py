@@ -33,7 +33,7 @@ def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp
     assert history.history["val_binary_accuracy"][-1] > 0.75
     assert info["replicas"] == 1 and info["global_batch"] == 32 and info["precision_policy"] == "float32"
     assert info["strategy"] == "MirroredStrategy" and info["xla"] is False
-    assert info["train_steps"] == 40 and info["epochs_run"] == 4
+    assert info["train_steps"] == 40 and info["epochs_run"] == 4 and info["resumed_from_epoch"] == 0
     assert os.listdir(tmp_path / "logs")  # TensorBoard event files
 
 
@@ -102,7 +102,7 @@ def test_a_stopped_trainer_resumes_from_its_backup(tiny_transform, tmp_path):
     recorder = _EpochRecorder()
     _, history, info = _train(tiny_transform, tmp_path, steps=50, backup_dir=backup, extra_callbacks=[recorder])
     assert recorder.epochs == [2, 3, 4]  # resumed after the two finished epochs, not from 0
-    assert info["epochs_run"] == 3
+    assert info["epochs_run"] == 3 and info["resumed_from_epoch"] == 2
     assert not os.path.exists(backup) or not os.listdir(backup)  # removed once training completed
 
 
