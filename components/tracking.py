@@ -180,6 +180,56 @@ def evaluation_metrics(evaluation_uri: str) -> Dict[str, Dict[str, float]]:
     return result
 
 
+def overall_metrics(evaluation_uri: str):
+    """(candidate, baseline) metrics of the overall slice, from the Evaluator's output."""
+    import tensorflow_model_analysis as tfma
+
+    candidate: Dict[str, float] = {}
+    baseline: Dict[str, float] = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.is_diff or not kv.value.HasField("double_value"):
+                continue
+            target = baseline if kv.key.model_name == "baseline" else candidate
+            target[kv.key.name] = float(kv.value.double_value.value)
+    return candidate, baseline
+
+
+def blessing_failures(evaluation_uri: str) -> List[str]:
+    """Each threshold the candidate failed, in words with the values: why the Evaluator did not bless it."""
+    import tensorflow_model_analysis as tfma
+
+    if not fileio.exists(os.path.join(evaluation_uri, "validations.tfrecord")):
+        return []
+    metrics, baseline = overall_metrics(evaluation_uri)
+    result = tfma.load_validation_result(evaluation_uri)
+    reasons = []
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            name = failure.metric_key.name
+            value = failure.metric_value.double_value.value
+            threshold = failure.metric_threshold
+            if failure.metric_key.is_diff and threshold.HasField("change_threshold"):
+                allowed = threshold.change_threshold.absolute.value
+                compared = (f"{metrics[name]:.4f} vs. {baseline[name]:.4f} for the last blessed model"
+                            if name in metrics and name in baseline else "vs. the last blessed model")
+                reasons.append(f"{name} {compared}: a change of {value:+.4f}, beyond the allowed "
+                               f"{min(allowed, 0.0):+.4f} (--max-regression)")
+            elif threshold.value_threshold.HasField("lower_bound"):
+                reasons.append(f"{name} {value:.4f} is below the minimum "
+                               f"{threshold.value_threshold.lower_bound.value:.4f}")
+            elif threshold.value_threshold.HasField("upper_bound"):
+                reasons.append(f"{name} {value:.4f} is above the maximum "
+                               f"{threshold.value_threshold.upper_bound.value:.4f}")
+            else:
+                reasons.append(f"{name} {value:.4f} failed its threshold")
+    if not reasons and result.missing_thresholds:
+        reasons.append("a threshold could not be computed (missing metric or baseline)")
+    return reasons
+
+
 class RecordResult(TypedDict):
     blessed: int
 
@@ -224,6 +274,8 @@ def MlflowRecord(  # pylint: disable=invalid-name
     tags = {"tfxflow.blessed": "yes" if blessed else "no", "tfxflow.model_uri": model.uri,
             "tfxflow.model_mlmd_id": str(model.id), "tfxflow.evaluation_uri": evaluation.uri,
             "tfxflow.statistics_uri": statistics.uri, "tfxflow.schema_uri": schema.uri}
+    if not blessed:
+        tags["tfxflow.not_blessed_because"] = "; ".join(blessing_failures(evaluation.uri)) or "unknown"
     for key, value in tags.items():
         mlflow_client.set_tag(run_id, key, value)
     with tempfile.TemporaryDirectory() as folder:

@@ -43,6 +43,7 @@ class RunReport:
     pushed_destination: Optional[str]
     gate_checks: Optional[str] = None  # the data gate's one-line account of what it compared
     mlflow_run_id: Optional[str] = None
+    blessing_failures: List[str] = dataclasses.field(default_factory=list)  # why the model was not blessed
 
     def component(self, name: str) -> Optional[ComponentRecord]:
         return next((c for c in self.components if c.name == name), None)
@@ -132,7 +133,10 @@ def _fill_results(report: RunReport) -> None:
             report.gate_checks = f.read()
     evaluation = _first(report.component("Evaluator"), "evaluation")
     if evaluation is not None:
+        from components.tracking import blessing_failures, overall_metrics
+
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
+        report.blessing_failures = blessing_failures(evaluation.uri)
     blessing = _first(report.component("Evaluator"), "blessing")
     if blessing is not None and _prop(blessing, "blessed") is not None:
         report.blessed = bool(_prop(blessing, "blessed"))
@@ -141,19 +145,3 @@ def _fill_results(report: RunReport) -> None:
         report.pushed_version = _prop(pushed, "pushed_version")
         report.pushed_destination = _prop(pushed, "pushed_destination")
 
-
-def overall_metrics(evaluation_uri: str):
-    """(candidate, baseline) metrics of the overall slice, from the Evaluator's output."""
-    import tensorflow_model_analysis as tfma
-
-    candidate: Dict[str, float] = {}
-    baseline: Dict[str, float] = {}
-    for metrics in tfma.load_metrics(evaluation_uri):
-        if metrics.slice_key.single_slice_keys:
-            continue
-        for kv in metrics.metric_keys_and_values:
-            if kv.key.is_diff or not kv.value.HasField("double_value"):
-                continue
-            target = baseline if kv.key.model_name == "baseline" else candidate
-            target[kv.key.name] = float(kv.value.double_value.value)
-    return candidate, baseline
