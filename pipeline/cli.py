@@ -8,6 +8,7 @@ import dataclasses
 import datetime
 import logging
 import os
+import signal
 import sys
 from typing import List, Optional
 
@@ -19,6 +20,20 @@ from pipeline.config import (BEAM_MODES, DEFAULT_DATASET, HOME_ENV, TRACKING_MOD
 
 EXIT_CONFIG_ERROR = 2
 EXIT_DATA_GATE = 3  # the data was refused: bad CSV files or anomalies
+EXIT_BUSY = 4  # another run holds this metadata store
+EXIT_TERMINATED = 143  # SIGTERM or Ctrl-C: the run stopped, finished components stay cached
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: raised in the main thread so the run cleans up as it would on Ctrl-C."""
+
+    def __str__(self) -> str:
+        return "stopped by SIGTERM"
+
+
+def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise Terminated()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     beam.add_argument("--no-cache", action="store_true", help="re-run every component")
     beam.add_argument("--force", action="store_true",
                       help="run through TFX even when nothing changed since the last run (components cached)")
+    beam.add_argument("--wait-for-lock", type=float, default=0, metavar="SECONDS",
+                      help="when another run of the same metadata store is in progress, wait up to this long for "
+                           "it to finish (default: refuse at once)")
 
     cmp = sub.add_parser("compare", help="compare MLflow runs: the params that differ, key metrics, the best",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -230,16 +248,24 @@ def _training_config(args: argparse.Namespace) -> TrainingConfig:
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline import config as config_lib
-    from pipeline.local_runner import configure_logging, run_local, stderr_to
+    from pipeline.local_runner import configure_logging
 
     try:
         training = _training_config(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    from pipeline import run_guard
+
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     home = config_lib.resolve_home(args.home, os.environ)
-    log_file = os.path.join(config_lib.Paths.under(home).log_dir, f"run-{stamp}.log")
+    log_dir = config_lib.Paths.under(home).log_dir
+    try:
+        run_guard.check_writable([("home folder", os.path.abspath(home)), ("log folder", log_dir)])
+    except run_guard.NotWritable as err:
+        print(f"error: {err}; nothing was run", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    log_file = os.path.join(log_dir, f"run-{stamp}.log")
     configure_logging(log_file)
     try:
         config = config_lib.build_run_config(
@@ -259,8 +285,67 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    paths = config.paths
+    try:
+        for warning in run_guard.check_writable([
+                ("pipeline root", paths.pipeline_root), ("metadata folder", os.path.dirname(paths.metadata_path)),
+                ("serving directory", os.path.join(paths.serving_dir, config.model_name)),
+                ("Trainer backup folder", paths.trainer_backup_dir)]):
+            print(f"warning: {warning}", file=sys.stderr)
+    except run_guard.NotWritable as err:
+        print(f"error: {err}; nothing was run", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    lock = run_guard.RunLock(os.path.dirname(paths.metadata_path), wait_s=max(0.0, args.wait_for_lock),
+                             on_wait=lambda holder: print(
+                                 f"tfxflow: waiting up to {args.wait_for_lock:.0f} s for the run in progress "
+                                 f"({run_guard.holder_text(holder)}) to finish", flush=True))
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        with lock:
+            try:
+                return _run_locked(args, config, log_file)
+            except (Terminated, KeyboardInterrupt) as err:
+                return _stopped(err, config, log_file)
+    except run_guard.RunBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BUSY
+
+
+def _stopped(err: BaseException, config, log_file: str) -> int:
+    """SIGTERM or Ctrl-C: the component that was running is marked CANCELED and its partial outputs removed now,
+    while this run still holds the lock."""
+    from pipeline import run_guard
+
+    how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
+    logging.getLogger(__name__).warning("run stopped by %s", how)
+    canceled = ""
+    try:
+        recovery = run_guard.recover_interrupted(config.paths.metadata_path, config.pipeline_name,
+                                                 config.paths.pipeline_root, by=f"this run, stopped by {how}")
+        if recovery is not None and recovery.executions:
+            canceled = f"; marked CANCELED in ML Metadata: {', '.join(recovery.executions)}"
+    except Exception:  # pylint: disable=broad-except  # the next run cleans up what this one could not
+        logging.getLogger(__name__).exception("clean-up after %s failed", how)
+    print(f"\nerror: the run was stopped ({how}){canceled}\n  finished components are reused when you run again"
+          f"\n  full log: {log_file}", file=sys.stderr)
+    return EXIT_TERMINATED
+
+
+def _run_locked(args: argparse.Namespace, config, log_file: str) -> int:
+    """The part of `tfxflow run` that holds the run lock: recovery, the up-to-date check, the run."""
+    from pipeline import run_guard
+    from pipeline.local_runner import run_local, stderr_to
     from pipeline.staging import run_fingerprint, up_to_date
 
+    try:
+        recovery = run_guard.recover_interrupted(config.paths.metadata_path, config.pipeline_name,
+                                                 config.paths.pipeline_root)
+    except Exception as err:  # pylint: disable=broad-except  # leftovers of a dead run never block a new one
+        logging.getLogger(__name__).exception("recovery failed")
+        print(f"warning: could not clean up after an interrupted run: {type(err).__name__}: {err}", file=sys.stderr)
+        recovery = None
+    if recovery is not None:
+        print("tfxflow: " + "\n".join(recovery.lines()) + "\n", flush=True)
     fingerprint = run_fingerprint(config)
     last = up_to_date(config, fingerprint) if config.enable_cache and not args.force else None
     if last is not None:
@@ -295,6 +380,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"\n{err}\n  serving directory untouched: {config.paths.serving_dir}\n  full log: {log_file}",
                   file=sys.stderr)
             return EXIT_DATA_GATE
+        storage = run_guard.storage_error(err)
+        if storage:
+            print(f"\nerror: the run failed: {storage}\n  free space or fix the folder, then run again: finished "
+                  f"components are reused\n  full log: {log_file}", file=sys.stderr)
+            return 1
         first_line = (str(err).strip().splitlines() or [""])[0]
         print(f"\nerror: the run failed: {type(err).__name__}: {first_line}\n  full log: {log_file}",
               file=sys.stderr)

@@ -12,6 +12,7 @@ import uuid
 from typing import Callable, List, Optional, TextIO
 
 from pipeline import report as report_lib
+from pipeline import run_guard
 from pipeline.config import RunConfig
 from pipeline.staging import (record_last_run, run_fingerprint, serving_data_fingerprint, stage_schema,
                               tracking_params)
@@ -153,6 +154,10 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     progress = ComponentProgress(out=out, total=len(pipeline.components))
     logging.getLogger().addHandler(progress)
     started = time.monotonic()
+    # Found by the next run if this process dies before the end (run_guard.recover_interrupted).
+    run_guard.mark_started(paths.metadata_path, {
+        "run_key": tracking.run_key if tracking else None, "tracking_uri": tracking.uri if tracking else None,
+        "experiment": tracking.experiment if tracking else None})
     try:
         LocalDagRunner().run(pipeline)
     except BaseException as err:
@@ -163,6 +168,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         raise
     finally:
         logging.getLogger().removeHandler(progress)
+        run_guard.mark_ended(paths.metadata_path)
     wall = time.monotonic() - started
     result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
     if result is None:
@@ -215,6 +221,15 @@ def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
     return lines
 
 
+def newest_version(config: RunConfig) -> str:
+    """The version TF Serving serves from the serving directory (the newest), in words."""
+    from components.pusher import versions
+
+    base = os.path.join(config.paths.serving_dir, config.model_name)
+    existing = versions(base)
+    return f"version {existing[-1]} in {base}" if existing else f"no version in {base} yet"
+
+
 def print_failure(err: BaseException, timings: List[ComponentTiming], wall: float, config: RunConfig,
                   out: TextIO) -> None:
     """The summary of a run that stopped: where, and the verdict on its data; the error follows on stderr."""
@@ -226,7 +241,10 @@ def print_failure(err: BaseException, timings: List[ComponentTiming], wall: floa
     lines.append("")
     if isinstance(err, DataError):
         lines.append(f"  data:           refused by {failed} (the reasons follow)")
-    lines.append("  pushed:         no; the served model is untouched")
+    if any(t.name == "Pusher" and t.status == "ran" for t in timings):
+        lines.append(f"  pushed:         yes, before the failure: {newest_version(config)}")
+    else:
+        lines.append(f"  pushed:         no; the served model is untouched: {newest_version(config)}")
     print("\n".join(lines), file=out, flush=True)
 
 
@@ -255,10 +273,13 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
     blessed = {None: "n/a", True: "yes", False: "no"}[result.blessed]
     lines.append(f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
                  f"no regression vs. the last blessed model)")
+    for reason in result.blessing_failures if result.blessed is False else ():
+        lines.append(f"                  not blessed: {reason}")
     if result.pushed_version:
         lines.append(f"  pushed:         version {result.pushed_version} -> {result.pushed_destination}")
     else:
-        lines.append("  pushed:         no")
+        why = "the candidate was not blessed" if result.blessed is False else "no blessing"
+        lines.append(f"  pushed:         no ({why}); the served model is untouched: {newest_version(config)}")
     if result.mlflow_run_id:
         lines.append(f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' "
                      f"({config.tracking_uri})")

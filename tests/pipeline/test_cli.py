@@ -21,6 +21,15 @@ def test_bad_feature_config_names_the_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_home_that_cannot_be_created_is_one_clear_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = helpers.run_cli("run", "--home", str(blocker / "home"), timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: cannot write to the home folder {blocker}/home: Not a directory; "
+                                     "nothing was run")
+
+
 def test_bad_hidden_units_flag(tmp_path):
     result = helpers.run_cli("run", "--home", str(tmp_path), "--hidden-units", "64,x", timeout=300)
     assert result.returncode == 2 and "--hidden-units must be comma-separated integers" in result.stderr

@@ -46,4 +46,4 @@ def test_failure_summary_names_where_the_data_was_refused(tmp_path):
     assert "Run of tfxflow-taxi: stopped at DataGate after 2.0 s" in text
     assert "DataGate" in text and "FAILED       0.2  12.5%" in text
     assert "data:           refused by DataGate (the reasons follow)" in text
-    assert "pushed:         no; the served model is untouched" in text
+    assert f"pushed:         no; the served model is untouched: no version in {tmp_path}/serving/taxi yet" in text
