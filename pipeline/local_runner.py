@@ -53,10 +53,10 @@ class ComponentProgress(logging.Handler):
         elif record.msg == _FINISHED and self.current:
             self._finish(self._status)
 
-    def fail(self) -> None:
-        """Records the component that was running when the run raised."""
+    def fail(self, status: str = "FAILED") -> None:
+        """Records the component that was running when the run raised (STOPPED: by a signal)."""
         if self.current:
-            self._finish("FAILED")
+            self._finish(status)
 
     def _finish(self, status: str) -> None:
         seconds = self.clock() - self._started
@@ -161,7 +161,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     try:
         LocalDagRunner().run(pipeline)
     except BaseException as err:
-        progress.fail()
+        progress.fail("FAILED" if isinstance(err, Exception) else "STOPPED")  # SIGTERM, Ctrl-C: BaseException
         print_failure(err, progress.timings, time.monotonic() - started, config, out)
         if tracking is not None:
             _close_failed_run(tracking, err)
@@ -235,7 +235,7 @@ def print_failure(err: BaseException, timings: List[ComponentTiming], wall: floa
     """The summary of a run that stopped: where, and the verdict on its data; the error follows on stderr."""
     from components.errors import DataError
 
-    failed = timings[-1].name if timings and timings[-1].status == "FAILED" else "?"
+    failed = timings[-1].name if timings and timings[-1].status in ("FAILED", "STOPPED") else "?"
     lines = ["", f"Run of {config.pipeline_name}: stopped at {failed} after {wall:.1f} s", ""]
     lines += _timing_table(timings, wall)
     lines.append("")

@@ -249,6 +249,7 @@ def test_sigterm_stops_the_run_cleanly_at_once(faults):
     assert (f"error: the run was stopped (SIGTERM); marked CANCELED in ML Metadata: Trainer (execution {trainer})"
             in step["stderr"]), step["stderr"][-3000:]
     assert "Traceback" not in step["stderr"] and "stopped at Trainer" in step["result"]
+    assert f"{'Trainer':<{NAME_WIDTH}} STOPPED" in step["result"]
     assert step["executions"][trainer] == ("Trainer", "CANCELED")
     assert "RUNNING" not in [state for _, state in step["executions"].values()]
     assert step["mlflow"] == before["mlflow"] + ["FAILED"] and step["snapshot"] == before["snapshot"]
