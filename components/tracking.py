@@ -197,13 +197,14 @@ def overall_metrics(evaluation_uri: str):
     return candidate, baseline
 
 
-def blessing_failures(evaluation_uri: str) -> List[str]:
-    """Each threshold the candidate failed, in words with the values: why the Evaluator did not bless it."""
+def blessing_failures(evaluation_uri: str, overall=None) -> List[str]:
+    """Each threshold the candidate failed, in words with the values: why the Evaluator did not bless it.
+    `overall`: `overall_metrics(evaluation_uri)` when the caller has it already."""
     import tensorflow_model_analysis as tfma
 
     if not fileio.exists(os.path.join(evaluation_uri, "validations.tfrecord")):
         return []
-    metrics, baseline = overall_metrics(evaluation_uri)
+    metrics, baseline = overall or overall_metrics(evaluation_uri)
     result = tfma.load_validation_result(evaluation_uri)
     reasons = []
     for per_slice in result.metric_validations_per_slice:

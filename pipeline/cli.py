@@ -289,7 +289,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         for warning in run_guard.check_writable([
                 ("pipeline root", paths.pipeline_root), ("metadata folder", os.path.dirname(paths.metadata_path)),
-                ("serving directory", os.path.join(paths.serving_dir, config.model_name)),
+                ("serving directory", config.model_base_dir),
                 ("Trainer backup folder", paths.trainer_backup_dir)]):
             print(f"warning: {warning}", file=sys.stderr)
     except run_guard.NotWritable as err:

@@ -139,6 +139,11 @@ class RunConfig:
     keep_versions: int = 5  # model versions kept in the serving directory (at least 2)
 
     @property
+    def model_base_dir(self) -> str:
+        """`<serving_dir>/<model_name>`: the folder of the model's integer versions, TF Serving's base path."""
+        return os.path.join(self.paths.serving_dir, self.model_name)
+
+    @property
     def beam_pipeline_args(self) -> list:
         if (self.beam_mode, self.beam_workers) == ("in_memory", 1):
             # Beam's own default. With any argument, TFX builds an sdist of itself for every Beam component

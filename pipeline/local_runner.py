@@ -225,7 +225,7 @@ def newest_version(config: RunConfig) -> str:
     """The version TF Serving serves from the serving directory (the newest), in words."""
     from components.pusher import versions
 
-    base = os.path.join(config.paths.serving_dir, config.model_name)
+    base = config.model_base_dir
     existing = versions(base)
     return f"version {existing[-1]} in {base}" if existing else f"no version in {base} yet"
 

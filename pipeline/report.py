@@ -49,10 +49,11 @@ class RunReport:
         return next((c for c in self.components if c.name == name), None)
 
 
-def open_store(metadata_path: str) -> metadata_store.MetadataStore:
+def open_store(metadata_path: str, readonly: bool = True) -> metadata_store.MetadataStore:
+    modes = metadata_store_pb2.SqliteMetadataSourceConfig
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    config.sqlite.connection_mode = modes.READONLY if readonly else modes.READWRITE
     return metadata_store.MetadataStore(config)
 
 
@@ -132,14 +133,15 @@ def _fill_results(report: RunReport) -> None:
         with open(checks.uri, encoding="utf-8") as f:
             report.gate_checks = f.read()
     evaluation = _first(report.component("Evaluator"), "evaluation")
+    blessing = _first(report.component("Evaluator"), "blessing")
+    if blessing is not None and _prop(blessing, "blessed") is not None:
+        report.blessed = bool(_prop(blessing, "blessed"))
     if evaluation is not None:
         from components.tracking import blessing_failures, overall_metrics
 
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
-        report.blessing_failures = blessing_failures(evaluation.uri)
-    blessing = _first(report.component("Evaluator"), "blessing")
-    if blessing is not None and _prop(blessing, "blessed") is not None:
-        report.blessed = bool(_prop(blessing, "blessed"))
+        if report.blessed is False:
+            report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))
     pushed = _first(report.component("Pusher"), "pushed_model")
     if pushed is not None and _prop(pushed, "pushed"):
         report.pushed_version = _prop(pushed, "pushed_version")

@@ -39,15 +39,21 @@ class NotWritable(RuntimeError):
     """An output folder cannot be created or written; the message names it."""
 
 
+def _nearest_existing(path: str) -> str:
+    """`path`, or its nearest parent that exists ("" when none does: a relative path)."""
+    while path and not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        path = "" if parent == path else parent
+    return path
+
+
 def check_writable(folders: Sequence[Tuple[str, str]]) -> List[str]:
     """Raises NotWritable naming the first (what, folder) that cannot be written: an existing folder must take a
     probe file; a missing one needs its nearest existing parent to be a writable folder (nothing is created).
     Returns warnings for folders on a file system with less than 1 GiB free."""
     warnings = []
     for what, folder in folders:
-        existing = folder
-        while not os.path.lexists(existing):
-            existing = os.path.dirname(existing)
+        existing = _nearest_existing(folder)
         try:
             if not os.path.isdir(existing):
                 raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
@@ -141,10 +147,10 @@ def current_run_path(metadata_path: str) -> str:
 def mark_started(metadata_path: str, record: dict) -> None:
     """Records the run in progress (its MLflow run key); removed by `mark_ended`, found by the next run if the
     process died first."""
-    path = current_run_path(metadata_path)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **record}, f)
-    os.replace(path + ".tmp", path)
+    from pipeline.staging import write_json_atomically
+
+    write_json_atomically(current_run_path(metadata_path),
+                          {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **record})
 
 
 def mark_ended(metadata_path: str) -> None:
@@ -233,13 +239,11 @@ def _cancel_running_executions(metadata_path: str, pipeline_name: str, pipeline_
                                run: dict, by: str) -> Tuple[List[str], List[str]]:
     """Marks the pipeline's NEW/RUNNING executions CANCELED; returns them and their output folders that no
     artifact points at."""
-    from ml_metadata import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as mlmd
 
-    config = mlmd.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = mlmd.SqliteMetadataSourceConfig.READWRITE
-    store = metadata_store.MetadataStore(config)
+    from pipeline.report import open_store
+
+    store = open_store(metadata_path, readonly=False)
     prefix = pipeline_name + "."
     names, folders, stale = [], [], []
     for node in store.get_contexts_by_type("node"):
@@ -281,12 +285,8 @@ def storage_error(err: BaseException) -> Optional[str]:
         if reason:
             path = getattr(err, "filename", None) or next(iter(re.findall(r"(/[^\s;:,'\"]+)", text)), None)
             where = f" writing {path}" if path else ""
-            free = ""
-            folder = path
-            while folder and not os.path.isdir(folder):
-                folder = os.path.dirname(folder)
-            if folder:
-                free = f" ({shutil.disk_usage(folder).free / 2**20:,.0f} MB free there)"
+            existing = _nearest_existing(path or "")
+            free = f" ({shutil.disk_usage(existing).free / 2**20:,.0f} MB free there)" if existing else ""
             return f"the file system refused a write ({reason}){where}{free}"
         err = err.__cause__ or err.__context__
     return None

@@ -142,12 +142,16 @@ def _last_run_path(config: "RunConfig") -> str:
     return os.path.join(os.path.dirname(config.paths.metadata_path), LAST_RUN_FILE)
 
 
+def write_json_atomically(path: str, data: dict) -> None:
+    """Writes `data` to `path` through a temporary file and a rename: readers see the old or the new file."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
 def record_last_run(config: "RunConfig", fingerprint: str, summary: dict) -> None:
     """Remembers the fingerprint and outcome of a run that finished."""
-    path = _last_run_path(config)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"fingerprint": fingerprint, **summary}, f, indent=2)
-    os.replace(path + ".tmp", path)
+    write_json_atomically(_last_run_path(config), {"fingerprint": fingerprint, **summary})
 
 
 def up_to_date(config: "RunConfig", fingerprint: str) -> "dict | None":
