@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from components.hardware import PRECISIONS, HardwareConfig
 from components.presets import PRESETS
+from pipeline import run_guard
 from pipeline.config import (BEAM_MODES, DEFAULT_DATASET, HOME_ENV, TRACKING_MODES, EvaluationConfig,
                              TrainingConfig)
 
@@ -255,15 +256,11 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    from pipeline import run_guard
-
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     home = config_lib.resolve_home(args.home, os.environ)
     log_dir = config_lib.Paths.under(home).log_dir
-    try:
-        run_guard.check_writable([("home folder", os.path.abspath(home)), ("log folder", log_dir)])
-    except run_guard.NotWritable as err:
-        print(f"error: {err}; nothing was run", file=sys.stderr)
+    # Before the log exists; low space is reported with the output folders below, on the same file system.
+    if not _writable([("home folder", os.path.abspath(home)), ("log folder", log_dir)], warn=False):
         return EXIT_CONFIG_ERROR
     log_file = os.path.join(log_dir, f"run-{stamp}.log")
     configure_logging(log_file)
@@ -286,14 +283,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     paths = config.paths
-    try:
-        for warning in run_guard.check_writable([
-                ("pipeline root", paths.pipeline_root), ("metadata folder", os.path.dirname(paths.metadata_path)),
-                ("serving directory", config.model_base_dir),
-                ("Trainer backup folder", paths.trainer_backup_dir)]):
-            print(f"warning: {warning}", file=sys.stderr)
-    except run_guard.NotWritable as err:
-        print(f"error: {err}; nothing was run", file=sys.stderr)
+    if not _writable([("pipeline root", paths.pipeline_root),
+                      ("metadata folder", os.path.dirname(paths.metadata_path)),
+                      ("serving directory", config.model_base_dir),
+                      ("Trainer backup folder", paths.trainer_backup_dir)]):
         return EXIT_CONFIG_ERROR
     lock = run_guard.RunLock(os.path.dirname(paths.metadata_path), wait_s=max(0.0, args.wait_for_lock),
                              on_wait=lambda holder: print(
@@ -311,11 +304,21 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_BUSY
 
 
+def _writable(folders, warn: bool = True) -> bool:
+    """run_guard.check_writable with its error (and warnings) on stderr; False when a folder is refused."""
+    try:
+        warnings = run_guard.check_writable(folders)
+    except run_guard.NotWritable as err:
+        print(f"error: {err}; nothing was run", file=sys.stderr)
+        return False
+    for warning in warnings if warn else ():
+        print(f"warning: {warning}", file=sys.stderr)
+    return True
+
+
 def _stopped(err: BaseException, config, log_file: str) -> int:
     """SIGTERM or Ctrl-C: the component that was running is marked CANCELED and its partial outputs removed now,
     while this run still holds the lock."""
-    from pipeline import run_guard
-
     how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
     logging.getLogger(__name__).warning("run stopped by %s", how)
     canceled = ""
@@ -333,7 +336,6 @@ def _stopped(err: BaseException, config, log_file: str) -> int:
 
 def _run_locked(args: argparse.Namespace, config, log_file: str) -> int:
     """The part of `tfxflow run` that holds the run lock: recovery, the up-to-date check, the run."""
-    from pipeline import run_guard
     from pipeline.local_runner import run_local, stderr_to
     from pipeline.staging import run_fingerprint, up_to_date
 
