@@ -1,0 +1,127 @@
+"""The drift and skew measure: common bins, the distances, the test, and its verdicts on resampled and shifted
+taxi data (a few seeded samples of what `make bench-drift` runs by the hundred)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow_data_validation as tfdv
+from scipy import stats
+from tfx.utils import io_utils
+
+from benchmarks import drift_calibration as calibration
+from components import drift
+
+
+def test_jensen_shannon_in_bits():
+    assert drift.jensen_shannon(np.array([0.3, 0.7]), np.array([0.3, 0.7])) == 0
+    assert drift.jensen_shannon(np.array([1.0, 0.0]), np.array([0.0, 1.0])) == pytest.approx(1.0)
+    # m = (0.75, 0.25): 1/2 (0.5 log2(0.5/0.75) + 0.5 log2(0.5/0.25)) + 1/2 log2(1/0.75)
+    assert drift.jensen_shannon(np.array([0.5, 0.5]), np.array([1.0, 0.0])) == pytest.approx(0.31128, abs=1e-5)
+
+
+def test_chi_squared_p_is_pearsons_test_of_homogeneity():
+    baseline, current = np.array([120.0, 80.0, 0.0]), np.array([40.0, 60.0, 0.0])
+    expected = stats.chi2_contingency(np.array([[120, 80], [40, 60]]), correction=False)[1]
+    assert drift.chi_squared_p(baseline, current) == pytest.approx(expected)
+    assert drift.chi_squared_p(np.array([5.0, 0.0]), np.array([7.0, 0.0])) == 1.0  # one bin: nothing to test
+
+
+def test_bins_too_sparse_for_the_test_are_pooled():
+    # 2 of 10,002 baseline rows lack the feature, and 2 of 400 new ones (a row drawn twice). Unpooled, the
+    # chi-squared approximation fails on the bin expected to hold 0.16 rows and reads p = 1e-6.
+    baseline, current = np.array([5000.0, 5000.0, 2.0]), np.array([199.0, 199.0, 2.0])
+    unpooled = stats.chi2_contingency(np.vstack([baseline, current]), correction=False)[1]
+    assert unpooled < 1e-5
+    assert drift.chi_squared_p(baseline, current) > 0.1
+
+
+def test_a_point_mass_stays_on_one_side_of_an_edge():
+    # TFDV spreads a value's mass over several quantile buckets: 40% of the values are 0, 30% are 1, 30% are 2.
+    buckets = np.array([[0, 0, 2], [0, 0, 2], [0, 1, 1.5], [1, 1, 1.5], [1, 2, 1.5], [2, 2, 1.5]], dtype=float)
+    assert drift.cdf(buckets, 0) == pytest.approx(0.4)
+    assert drift.cdf(buckets, 1) == pytest.approx(0.7)
+    assert drift.cdf(buckets, 2) == pytest.approx(1.0)
+    assert [drift.quantile(buckets, q) for q in (0.1, 0.4, 0.5, 0.7, 0.9)] == [0, 0, 1, 1, 2]
+
+
+def _stats(frame: pd.DataFrame):
+    return tfdv.generate_statistics_from_dataframe(frame, drift.stats_options())
+
+
+def _features(frame):
+    return drift.feature_statistics(_stats(frame))[1]
+
+
+def test_numeric_bins_are_the_baselines_deciles_read_to_within_one_percent():
+    rng = np.random.default_rng(3)
+    baseline = pd.DataFrame({"x": rng.lognormal(2.0, 1.0, 20_000)})  # a long tail, like trip_miles
+    current = pd.DataFrame({"x": rng.lognormal(2.2, 1.1, 3_000)})
+    binned = drift.numeric_bins(_features(baseline)["x"], _features(current)["x"])
+    assert len(binned.labels) == 10 and binned.binning == "the baseline's deciles"
+    np.testing.assert_allclose(binned.baseline / 20_000, 0.1, atol=0.01)
+    edges = np.quantile(baseline["x"], np.arange(1, 10) / 10)
+    exact = np.bincount(np.searchsorted(edges, current["x"], side="left"), minlength=10) / 3_000
+    np.testing.assert_allclose(binned.current / 3_000, exact, atol=0.01)
+
+
+def test_rare_values_are_pooled_and_missing_rows_get_a_bin():
+    baseline = pd.DataFrame({"pay": ["Cash"] * 600 + ["Card"] * 395 + ["Pcard"] * 5})
+    current = pd.DataFrame({"pay": ["Cash"] * 500 + ["Card"] * 300 + ["Bitcoin"] * 100 + [None] * 100})
+    base_rows, base = drift.feature_statistics(_stats(baseline))
+    cur_rows, cur = drift.feature_statistics(_stats(current))
+    binned = drift.bin_feature(base["pay"], cur["pay"], base_rows, cur_rows)
+    # Pcard holds 0.5% of the rows: pooled; Bitcoin, new, holds 10%: a bin of its own
+    assert binned.labels == ("'Bitcoin'", "'Card'", "'Cash'", drift.OTHER, drift.MISSING)
+    np.testing.assert_allclose(binned.baseline, [0, 395, 600, 5, 0])
+    np.testing.assert_allclose(binned.current, [100, 300, 500, 0, 100])
+
+
+SCHEMA = io_utils.SchemaReader().read(calibration.SCHEMA_PATH)
+
+
+@pytest.fixture(scope="module")
+def taxi():
+    frame = calibration.read_strings(calibration.taxi_csv())
+    return frame, calibration.statistics(frame, SCHEMA)
+
+
+def _refused(taxi, sample: pd.DataFrame, kind: str = "drift"):
+    comparisons, _ = drift.compare_statistics(taxi[1], calibration.statistics(sample, SCHEMA), SCHEMA, kind)
+    assert len(comparisons) == 13  # every feature the curated schema watches was compared
+    return sorted(c.feature for c in comparisons if c.shifted)
+
+
+@pytest.mark.parametrize("rows,replace,seed", [(500, False, 1), (500, True, 2), (500, False, 3), (1000, True, 4),
+                                               (2000, False, 5), (2000, True, 6), (15002, True, 7)])
+def test_a_random_sample_of_the_same_data_is_not_refused(taxi, rows, replace, seed):
+    frame, baseline = taxi
+    sample = frame.sample(rows, replace=replace, random_state=seed)
+    assert _refused(taxi, sample) == []
+    # The same sample through TFDV's own comparators, at the thresholds the schema had for them: refused.
+    assert calibration.tfdv_refuses(calibration.statistics(sample, SCHEMA), baseline, SCHEMA)
+
+
+SHIFTS = {(s.kind, s.magnitude): s for s in calibration.SHIFTS}
+
+
+@pytest.mark.parametrize("shift,refused", [
+    (("fare scaled", "x1.25"), ["fare"]),
+    (("trip_miles scaled", "x1.609 (km)"), ["trip_miles"]),
+    (("trip start shifted", "+3 h"), ["trip_start_hour"]),
+    (("Credit Card -> Cash", "10 points"), ["payment_type"]),
+    (("company vanishes", "Dispatch (10.9%)"), ["company"]),
+])
+def test_a_shift_a_data_owner_wants_to_hear_about_is_refused_at_2000_rows(taxi, shift, refused):
+    frame, _ = taxi
+    rng = np.random.default_rng(11)
+    population = SHIFTS[shift].population(frame)
+    sample = SHIFTS[shift].change(population.iloc[rng.choice(len(population), 2000, replace=False)], rng)
+    assert _refused(taxi, sample) == refused
+
+
+def test_skew_is_measured_the_same_way_on_the_skew_comparators(taxi):
+    frame, _ = taxi
+    serving = frame.sample(2000, random_state=8).drop(columns=["tips"])
+    assert _refused(taxi, serving, kind="skew") == []
+    serving["payment_type"] = "Credit Card"
+    assert _refused(taxi, serving, kind="skew") == ["payment_type"]
