@@ -300,5 +300,7 @@ def csv_statistics(data_root: str, schema=None):
         raise InputDataError(f"input data: {data_root}: holds no *.csv file")
     check_csv_files(files, rules_from_schema(schema) if schema is not None else {},
                     opener=lambda path: fileio.open(path, "rb"))
-    options = tfdv.StatsOptions(schema=schema, infer_type_from_schema=schema is not None)
+    from components import drift
+
+    options = drift.stats_options(schema, infer_type_from_schema=schema is not None)
     return tfdv.generate_statistics_from_csv(os.path.join(data_root, "*.csv"), stats_options=options)

@@ -20,14 +20,25 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
+from components import drift
 from components.errors import DataError
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 STATISTICS_FILE = "FeatureStats.pb"
+DRIFT_TYPES = {anomaly_type for _, anomaly_type in drift.MEASURES.values()}
+DRIFT = "(drift)"  # ends the split name of a drift anomaly
+BLESSED_BASELINE = "the last blessed model's data"
+ACCEPTED_BASELINE = "the data accepted as the baseline"  # by `tfxflow accept-data`
 
 
 class DataGateError(DataError):
-    """Anomalies that the configuration does not allow; the message lists split, feature, type and why."""
+    """Anomalies that the configuration does not allow; the message lists split, feature, type and why.
+    `drifted`: the features that drifted from the baseline (their refusal can be answered by accepting
+    the data as the new baseline)."""
+
+    def __init__(self, message: str, drifted: Sequence[str] = ()):
+        super().__init__(message)
+        self.drifted = list(drifted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +53,7 @@ class Anomaly:
         return f"split '{self.split}', {where}: {self.type}: {self.description}"
 
 
-def anomaly_list(anomalies: anomalies_pb2.Anomalies, split: str, comparators_only: bool = False) -> List[Anomaly]:
+def anomaly_list(anomalies: anomalies_pb2.Anomalies, split: str) -> List[Anomaly]:
     """Every reason in an Anomalies proto (features, then the dataset), under the name `split`."""
     infos = sorted(anomalies.anomaly_info.items())
     if anomalies.HasField("dataset_anomaly_info"):
@@ -51,8 +62,7 @@ def anomaly_list(anomalies: anomalies_pb2.Anomalies, split: str, comparators_onl
     for feature, info in infos:
         for reason in info.reason:
             kind = anomalies_pb2.AnomalyInfo.Type.Name(reason.type)
-            if not comparators_only or kind.startswith("COMPARATOR_"):
-                found.append(Anomaly(split, feature, kind, (reason.description or info.description).strip()))
+            found.append(Anomaly(split, feature, kind, (reason.description or info.description).strip()))
     return found
 
 
@@ -85,6 +95,8 @@ def report(blockers: Sequence[Anomaly], notes: Sequence[str] = ()) -> str:
              "(nothing was trained or pushed):"]
     lines += [f"  - {a}" for a in blockers]
     lines += [f"  ({note})" for note in notes]
+    if any(a.type in DRIFT_TYPES for a in blockers):
+        lines.append(f"  (drift and skew: {drift.HOW})")
     return "\n".join(lines)
 
 
@@ -98,28 +110,19 @@ def _load_split(statistics_uri: str, split: str):
     return tfdv.load_stats_binary(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))
 
 
-def describe_comparisons(anomalies: anomalies_pb2.Anomalies, what: str) -> str:
-    """One line on the largest drift or skew measured, e.g. "drift: 12 features compared, largest
-    payment_type L-infinity 0.031 (threshold 0.1)"."""
-    measured = []
-    for info in anomalies.drift_skew_info:
-        feature = ".".join(info.path.step)
-        for m in list(info.drift_measurements) + list(info.skew_measurements):
-            kind = {1: "L-infinity", 2: "Jensen-Shannon", 3: "normalized abs difference"}.get(m.type, str(m.type))
-            measured.append((m.value / m.threshold if m.threshold else 0.0, feature, kind, m.value, m.threshold))
-    if not measured:
-        return f"{what}: no feature has a comparator in the schema"
-    ratio, feature, kind, value, threshold = max(measured)
-    features = len({m[1] for m in measured})
-    return (f"{what}: {features} feature{'s' if features != 1 else ''} compared, largest {feature} {kind} "
-            f"{value:.3g} (threshold {threshold:g})")
+def _compared(baseline, current, schema, kind: str, where: str, what: str) -> Tuple[List[Anomaly], List[str]]:
+    """Drift or skew of `current` vs. `baseline` on common bins (components/drift.py): the anomalies and the
+    check's account, one line, plus one per feature not compared."""
+    comparisons, skipped = drift.compare_statistics(baseline, current, schema, kind)
+    found = [Anomaly(where, c.feature, c.anomaly_type, str(c)) for c in comparisons if c.shifted]
+    return found, [drift.summary(comparisons, what)] + [f"{what}: {note}" for note in skipped]
 
 
 def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, serving_stats=None,
-            split: str = "train") -> Tuple[List[Anomaly], List[str]]:
-    """Drift of `split` vs. the baseline's same split, and skew vs. serving statistics, with the schema's
-    comparators. Also validates the serving statistics against the SERVING environment.
-    Returns the anomalies and one line per check done."""
+            split: str = "train", baseline_name: str = BLESSED_BASELINE) -> Tuple[List[Anomaly], List[str]]:
+    """Drift of `split` vs. the baseline's same split (`baseline_name` says what the baseline is), and skew vs.
+    serving statistics, with the schema's comparators measured on common bins. Also validates the serving
+    statistics against the SERVING environment. Returns the anomalies and one line per check done."""
     import tensorflow_data_validation as tfdv
 
     current = _load_split(statistics_uri, split)
@@ -127,17 +130,18 @@ def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, ser
     if baseline_uri and not fileio.exists(os.path.join(baseline_uri, f"Split-{split}", STATISTICS_FILE)):
         notes.append(f"drift: the baseline {baseline_uri} has no '{split}' split, not compared")
     elif baseline_uri:
-        result = tfdv.validate_statistics(current, schema, environment="TRAINING",
-                                          previous_statistics=_load_split(baseline_uri, split))
-        found += anomaly_list(result, f"{split} vs. the last blessed model's data (drift)", comparators_only=True)
-        notes.append(describe_comparisons(result, "drift vs. the last blessed model's data"))
+        anomalies, lines = _compared(_load_split(baseline_uri, split), current, schema, "drift",
+                                     f"{split} vs. {baseline_name} {DRIFT}", f"drift vs. {baseline_name}")
+        found += anomalies
+        notes += lines
     else:
         notes.append("drift: no blessed model yet, nothing to compare with")
     if serving_stats is not None:
         found += anomaly_list(tfdv.validate_statistics(serving_stats, schema, environment="SERVING"), "serving")
-        result = tfdv.validate_statistics(current, schema, environment="TRAINING", serving_statistics=serving_stats)
-        found += anomaly_list(result, f"{split} vs. serving (skew)", comparators_only=True)
-        notes.append(describe_comparisons(result, "skew vs. serving data"))
+        anomalies, lines = _compared(current, serving_stats, schema, "skew", f"{split} vs. serving (skew)",
+                                     "skew vs. serving data")
+        found += anomalies
+        notes += lines
     return found, notes
 
 
@@ -152,6 +156,7 @@ def DataGate(  # pylint: disable=invalid-name
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     schema: InputArtifact[standard_artifacts.Schema],
     baseline_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
+    baseline_blessing: InputArtifact[standard_artifacts.ModelBlessing] = None,
     allowed_anomaly_types: Parameter[str] = "",
     serving_data_root: Parameter[str] = "",
     serving_data_fingerprint: Parameter[str] = "",
@@ -160,7 +165,8 @@ def DataGate(  # pylint: disable=invalid-name
     AnomalyInfo.Type names, e.g. "FEATURE_TYPE_LOW_NUMBER_VALUES").
 
     Besides ExampleValidator's anomalies it checks drift of the training split against
-    `baseline_statistics` and, given `serving_data_root` (CSV files without the label), the serving data
+    `baseline_statistics` (the data of the model `baseline_blessing` blessed; without a blessing, data accepted
+    with `tfxflow accept-data`) and, given `serving_data_root` (CSV files without the label), the serving data
     against the schema's SERVING environment and skew between training and serving; the thresholds are
     the schema's `drift_comparator` / `skew_comparator`. `serving_data_fingerprint` only makes the cache
     notice changed serving files.
@@ -176,12 +182,13 @@ def DataGate(  # pylint: disable=invalid-name
         serving_stats = csv_input.csv_statistics(serving_data_root, schema_proto)
     found = read_anomalies(anomalies.uri)
     extra, notes = compare(statistics.uri, schema_proto, baseline_statistics.uri if baseline_statistics else None,
-                           serving_stats)
+                           serving_stats, baseline_name=BLESSED_BASELINE if baseline_blessing else ACCEPTED_BASELINE)
     found += extra
     notes.insert(0, f"schema (ExampleValidator): {_anomalies(len(found) - len(extra))}")
     for note in notes:
         logging.info("data gate: %s", note)
     blockers = blocking(found, parse_allowed(allowed_anomaly_types))
     if blockers:
-        raise DataGateError(report(blockers, notes))
+        raise DataGateError(report(blockers, notes),
+                            drifted=sorted({a.feature for a in blockers if a.split.endswith(DRIFT)}))
     return {"anomalies_found": len(found), "checks": "; ".join(notes)}

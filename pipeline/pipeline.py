@@ -20,6 +20,7 @@ from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components import csv_input
+from components import drift
 from components import features as features_lib
 from components import pusher as pusher_lib
 from components import tracking as tracking_lib
@@ -118,12 +119,13 @@ def create_pipeline(
         custom_config=csv_input.make_example_gen_config(schema_path, features.label),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
     ).with_id("CsvExampleGen")
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+    # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles.
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], stats_options=drift.stats_options())
     schema_gen = ImportSchemaGen(schema_file=schema_path)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     drift_nodes = []
-    baseline_statistics = None
+    baseline_statistics = baseline_blessing = None
     if drift_check:
         baseline_resolver = Resolver(
             strategy_class=BlessedDataStatisticsStrategy,
@@ -132,11 +134,13 @@ def create_pipeline(
         ).with_id("blessed_data_statistics_resolver")
         drift_nodes = [baseline_resolver]
         baseline_statistics = baseline_resolver.outputs["statistics"]
+        baseline_blessing = baseline_resolver.outputs["model_blessing"]
     data_gate = DataGate(
         anomalies=example_validator.outputs["anomalies"],
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_gen.outputs["schema"],
         baseline_statistics=baseline_statistics,
+        baseline_blessing=baseline_blessing,
         allowed_anomaly_types=(allowed_anomaly_types if isinstance(allowed_anomaly_types, RuntimeParameter)
                                else ",".join(allowed_anomaly_types)),
         serving_data_root=serving_data_root or "",

@@ -8,7 +8,7 @@ import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import standard_artifacts
 
-from components import gate
+from components import drift, gate
 
 SCHEMA = """
 default_environment: "TRAINING"
@@ -90,7 +90,8 @@ def _statistics(tmp_path, name: str, frame: pd.DataFrame):
     """A StatisticsGen-like artifact folder with the frame's TFDV statistics as the train split."""
     folder = tmp_path / name / "Split-train"
     folder.mkdir(parents=True)
-    (folder / gate.STATISTICS_FILE).write_bytes(tfdv.generate_statistics_from_dataframe(frame).SerializeToString())
+    statistics = tfdv.generate_statistics_from_dataframe(frame, drift.stats_options())
+    (folder / gate.STATISTICS_FILE).write_bytes(statistics.SerializeToString())
     return _artifact(str(tmp_path / name), standard_artifacts.ExampleStatistics)
 
 
@@ -126,30 +127,59 @@ def _clean_anomalies(tmp_path):
     return _artifact(clean)
 
 
+def _blessing(tmp_path):
+    return _artifact(str(tmp_path / "blessing"), standard_artifacts.ModelBlessing)
+
+
 def test_drift_within_threshold_passes_and_reports_the_largest_distance(tmp_path, gate_inputs):
     baseline = _statistics(tmp_path, "baseline", _frame(0.45))
     result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline,
-                                     **gate_inputs)
+                                     baseline_blessing=_blessing(tmp_path), **gate_inputs)
     assert result["anomalies_found"] == 0
-    assert "drift vs. the last blessed model's data: 2 features compared, largest pay L-infinity 0.05 " \
-           "(threshold 0.1)" in result["checks"]
+    assert ("drift vs. the last blessed model's data: 2 features compared (200 vs. 200 rows), largest pay "
+            "L-infinity distance 0.0500 (threshold 0.1, p = 0.32)") in result["checks"]
+
+
+def test_a_difference_within_sampling_noise_is_not_refused(tmp_path):
+    # 40 rows: 20 in cash now, 14 before. A share 15 points apart is over the threshold, but at this size a
+    # chi-squared test gives p = 0.17: such a difference is common between two samples of one distribution.
+    inputs = {"statistics": _statistics(tmp_path, "current", _frame(0.5, rows=40)), "schema": _schema(tmp_path)}
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_blessing=_blessing(tmp_path),
+                                     baseline_statistics=_statistics(tmp_path, "baseline", _frame(0.35, rows=40)),
+                                     **inputs)
+    assert result["anomalies_found"] == 0
+    assert ("largest pay L-infinity distance 0.1500 (threshold 0.1, p = 0.17, within sampling noise at these "
+            "sizes)") in result["checks"]
 
 
 def test_drift_past_a_threshold_stops_the_run(tmp_path, gate_inputs):
     baseline = _statistics(tmp_path, "baseline", _frame(0.9, fare_scale=4.0))
     with pytest.raises(gate.DataGateError) as err:
-        gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline, **gate_inputs)
+        gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline,
+                                baseline_blessing=_blessing(tmp_path), **gate_inputs)
     message = str(err.value)
     assert "2 anomalies stop the run" in message
+    # feature, measure, value, threshold, bins, test, sample sizes and where the shares moved most
     assert ("split 'train vs. the last blessed model's data (drift)', feature 'pay': COMPARATOR_L_INFTY_HIGH: "
-            "The Linfty distance between current and previous is 0.4 (up to six significant digits), above the "
-            "threshold 0.1. The feature value with maximum difference is: Cash") in message
-    assert "feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in message
+            "L-infinity distance 0.4000 > threshold 0.1 on 2 bins (its values); chi-squared p = 2.6e-18 < 5e-05; "
+            "200 baseline rows vs. 200 new; largest change: 10.0% -> 50.0% of rows in 'Card'") in message
+    assert ("feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH: Jensen-Shannon divergence 0.7583 > "
+            "threshold 0.1 on 10 bins (the baseline's deciles)") in message
+    assert "(drift and skew: each feature is put in common bins (the baseline's deciles for numbers" in message
+    assert err.value.drifted == ["fare", "pay"]
     # drift past a threshold is allowed like any other anomaly type
     result = gate.DataGate.test_call(
         anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline, **gate_inputs,
         allowed_anomaly_types="COMPARATOR_L_INFTY_HIGH,COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH")
     assert result["anomalies_found"] == 2
+
+
+def test_a_baseline_without_a_blessing_is_the_accepted_data(tmp_path, gate_inputs):
+    baseline = _statistics(tmp_path, "baseline", _frame(0.5))
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), baseline_statistics=baseline,
+                                     **gate_inputs)
+    assert ("drift vs. the data accepted as the baseline: 2 features compared (200 vs. 200 rows), largest pay "
+            "L-infinity distance 0.0000") in result["checks"]
 
 
 def test_serving_data_is_validated_and_compared_for_skew(tmp_path, gate_inputs):
@@ -166,4 +196,6 @@ def test_serving_data_is_validated_and_compared_for_skew(tmp_path, gate_inputs):
     assert "tips" not in message
     assert "split 'serving', feature 'pay': ENUM_TYPE_UNEXPECTED_STRING_VALUES" in message
     assert "split 'train vs. serving (skew)', feature 'pay': COMPARATOR_L_INFTY_HIGH" in message
-    assert "(skew vs. serving data: 1 feature compared, largest pay L-infinity 0.4" in message
+    assert "(skew vs. serving data: 1 feature compared (200 vs. 200 rows), largest pay L-infinity distance 0.4" \
+        in message
+    assert err.value.drifted == []  # skew is not drift: accepting a baseline would not answer it
