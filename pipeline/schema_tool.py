@@ -11,6 +11,10 @@ INFERRED_FILE = "inferred_schema.pbtxt"
 STATISTICS_FILE = "statistics.pb"
 FEATURES_FILE = "features.yaml"
 MAX_CATEGORICAL_INT_VALUES = 50  # integer columns with more distinct values are drafted as numeric
+DRAFT_NOTE = (
+    "# A draft to curate. Every feature but the label has drift and skew comparators (README: Drift and skew):\n"
+    "# remove them from columns that change by design (timestamps, ids, dates), and set each threshold to the\n"
+    "# change you would want to hear about.\n")
 
 
 @dataclasses.dataclass
@@ -54,10 +58,25 @@ def _feature_config_draft(schema, statistics, label_column: Optional[str]) -> st
         + block("numeric", numeric) + block("categorical", categorical) + "bucketized: []\n")
 
 
+def draft_comparators(schema, label_column: Optional[str]) -> None:
+    """Gives every feature but the label a drift and a skew comparator: Jensen-Shannon divergence for numbers,
+    L-infinity distance for strings, at drift.DEFAULT_COMPARATORS' thresholds."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components import drift
+
+    for feature in schema.feature:
+        if feature.name == label_column:
+            continue
+        name, threshold = drift.DEFAULT_COMPARATORS["categorical" if feature.type == schema_pb2.BYTES else "numeric"]
+        for comparator in (feature.drift_comparator, feature.skew_comparator):
+            getattr(comparator, name).threshold = threshold
+
+
 def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, force: bool = False) -> InferResult:
     """Checks the CSV files of `data_root`, computes TFDV statistics, infers a schema, and writes into
-    `out_dir`: statistics.pb, inferred_schema.pbtxt (always), schema.pbtxt and features.yaml (drafts to
-    curate; an existing curated file is kept unless `force`). With `label_column` the label is marked
+    `out_dir`: statistics.pb, inferred_schema.pbtxt (always), schema.pbtxt (with drift and skew comparators)
+    and features.yaml (drafts to curate; an existing curated file is kept unless `force`). With `label_column` the label is marked
     absent at serving (environments TRAINING and SERVING)."""
     import tensorflow_data_validation as tfdv
     from google.protobuf import text_format
@@ -90,9 +109,9 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
         os.replace(path + ".tmp", path)
         written.append(path)
 
-    schema_text = (header + text_format.MessageToString(schema)).encode("utf-8")
     write(STATISTICS_FILE, statistics.SerializeToString(), always=True)
-    write(INFERRED_FILE, schema_text, always=True)
-    write(SCHEMA_FILE, schema_text)
+    write(INFERRED_FILE, (header + text_format.MessageToString(schema)).encode("utf-8"), always=True)
+    draft_comparators(schema, label_column)
+    write(SCHEMA_FILE, (header + DRAFT_NOTE + text_format.MessageToString(schema)).encode("utf-8"))
     write(FEATURES_FILE, _feature_config_draft(schema, statistics, label_column).encode("utf-8"))
     return InferResult(rows=statistics.datasets[0].num_examples, columns=columns, written=written, kept=kept)

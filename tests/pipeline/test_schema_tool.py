@@ -7,6 +7,7 @@ import tensorflow_data_validation as tfdv
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from components import drift
 from components.features import FeatureConfig
 from pipeline import schema_tool
 from pipeline.config import schema_columns
@@ -48,6 +49,30 @@ def test_feature_config_draft_is_valid_for_the_schema(inferred):
     assert "fare" in config.numeric and "payment_type" in config.categorical
     assert "trip_start_hour" in config.categorical  # 24 values: a category, not a number
     assert "tips" not in config.feature_columns
+
+
+def _schema(path):
+    schema = schema_pb2.Schema()
+    text_format.Parse(_read(path), schema)
+    return schema
+
+
+def test_schema_draft_watches_every_feature_for_drift_and_skew(inferred):
+    _, out, _ = inferred
+    draft = {f.name: f for f in _schema(os.path.join(out, "schema.pbtxt")).feature}
+    for comparator in ("drift_comparator", "skew_comparator"):
+        assert getattr(draft["fare"], comparator).jensen_shannon_divergence.threshold == pytest.approx(0.01)
+        assert getattr(draft["trip_start_hour"], comparator).jensen_shannon_divergence.threshold == pytest.approx(0.01)
+        assert getattr(draft["payment_type"], comparator).infinity_norm.threshold == pytest.approx(0.05)
+        assert not draft["tips"].HasField(comparator)  # the label
+    assert "remove them from columns that change by design" in _read(os.path.join(out, "schema.pbtxt"))
+    # TFDV's raw inference is kept as it was
+    assert not any(f.HasField("drift_comparator") for f in _schema(os.path.join(out, "inferred_schema.pbtxt")).feature)
+    # the gate reads the draft: the data against itself compares every feature but the label, at distance 0
+    statistics = tfdv.load_stats_binary(os.path.join(out, "statistics.pb"))
+    comparisons, _ = drift.compare_statistics(statistics, statistics, _schema(os.path.join(out, "schema.pbtxt")),
+                                              "drift")
+    assert len(comparisons) == len(draft) - 1 and not any(c.value for c in comparisons)
 
 
 def _read(path):
