@@ -4,6 +4,10 @@
 trained the model now being served is what new data should be compared with. Lineage in MLMD gives it:
 blessing -> the Evaluator execution that wrote it -> its `examples` input -> the StatisticsGen execution
 that read those examples -> its statistics.
+
+A user who has looked at refused data and finds it the new normal accepts it (`tfxflow accept-data`): its
+statistics artifact gets a custom property with the time, and is the baseline until a model is blessed
+after that time.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ STATISTICS_KEY = "statistics"
 BLESSING_KEY = "model_blessing"
 _EXAMPLES_KEY = "examples"
 _STATISTICS_OUTPUT_KEY = "statistics"  # StatisticsGen's; Transform's pre/post-transform statistics share the type
+# Custom properties `tfxflow accept-data` sets on the statistics it makes the baseline.
+ACCEPTED_AT = "tfxflow_accepted_baseline_at"
+ACCEPTED_BY = "tfxflow_accepted_by"
+ACCEPTED_REASON = "tfxflow_accepted_reason"
 
 
 def _executions_of(store, artifact_ids: Iterable[int], event_type: int) -> Set[int]:
@@ -44,17 +52,29 @@ def statistics_behind(store, blessing_id: int, statistics_ids: Set[int]) -> List
     return sorted(outputs & statistics_ids)
 
 
+def accepted_at(artifact) -> int:
+    """When `tfxflow accept-data` made this statistics artifact the drift baseline (ms since the epoch); 0: never."""
+    return artifact.get_int_custom_property(ACCEPTED_AT)
+
+
 class BlessedDataStatisticsStrategy(resolver.ResolverStrategy):
     """Resolves `statistics` to the ExampleStatistics of the data the latest blessed model was evaluated on
-    (the same ExampleGen output it was trained on); empty when no model is blessed yet."""
+    (the same ExampleGen output it was trained on), or to statistics accepted as the baseline by
+    `tfxflow accept-data` after that model was blessed; empty when there is neither."""
 
     def resolve_artifacts(self, store, input_dict: Dict[str, List[types.Artifact]]
                           ) -> Optional[Dict[str, List[types.Artifact]]]:
         statistics = {a.id: a for a in input_dict.get(STATISTICS_KEY, [])}
         blessings = sorted((a for a in input_dict.get(BLESSING_KEY, [])
                             if a.get_int_custom_property("blessed") == 1), key=lambda a: a.id, reverse=True)
+        resolved = {STATISTICS_KEY: [], BLESSING_KEY: []}
         for blessing in blessings:
             found = statistics_behind(store, blessing.id, set(statistics))
             if found:
-                return {STATISTICS_KEY: [statistics[found[-1]]], BLESSING_KEY: [blessing]}
-        return {STATISTICS_KEY: [], BLESSING_KEY: []}
+                resolved = {STATISTICS_KEY: [statistics[found[-1]]], BLESSING_KEY: [blessing]}
+                break
+        accepted = max(statistics.values(), key=lambda a: (accepted_at(a), a.id), default=None)
+        if accepted is not None and accepted_at(accepted) > max(
+                (b.mlmd_artifact.create_time_since_epoch for b in resolved[BLESSING_KEY]), default=0):
+            resolved = {STATISTICS_KEY: [accepted], BLESSING_KEY: []}
+        return resolved

@@ -1,5 +1,7 @@
 """`tfxflow` command line: `tfxflow run` runs the pipeline locally; `tfxflow infer-schema` drafts a schema,
-statistics and a feature config from a CSV folder for curation."""
+statistics and a feature config from a CSV folder for curation; `tfxflow accept-data` makes data the drift check
+refused the new baseline; `tfxflow compare` compares MLflow runs; `tfxflow kubeflow` compiles, submits and
+schedules the pipeline on Kubeflow Pipelines."""
 
 from __future__ import annotations
 
@@ -110,6 +112,15 @@ def _parser() -> argparse.ArgumentParser:
                                                      "statistics.pb and features.yaml into")
     infer.add_argument("--label", help="label column: marked absent at serving, drafted as the label")
     infer.add_argument("--force", action="store_true", help="overwrite an existing schema.pbtxt and features.yaml")
+
+    accept = sub.add_parser("accept-data", help="make the data of a run (default: the latest) the drift baseline, "
+                                                "after the drift check refused it and you have looked at it")
+    accept.add_argument("--home", help=f"the run's home folder (default: ${HOME_ENV}, else ./tfxflow_home)")
+    accept.add_argument("--metadata-path", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)")
+    accept.add_argument("--dataset", default=DEFAULT_DATASET, help="names the pipeline: tfxflow-<dataset>")
+    accept.add_argument("--pipeline-name", help="default: tfxflow-<dataset>")
+    accept.add_argument("--run", dest="run_id", help="the pipeline run whose data to accept (default: the latest)")
+    accept.add_argument("--reason", default="", help="why, recorded in ML Metadata with who and when")
     _add_kubeflow_parser(sub)
     return parser
 
@@ -381,6 +392,8 @@ def _run_locked(args: argparse.Namespace, config, log_file: str) -> int:
         if isinstance(err, DataError):
             print(f"\n{err}\n  serving directory untouched: {config.paths.serving_dir}\n  full log: {log_file}",
                   file=sys.stderr)
+            if getattr(err, "drifted", None):
+                _print_accept_hint(config, err.drifted)
             return EXIT_DATA_GATE
         storage = run_guard.storage_error(err)
         if storage:
@@ -391,6 +404,56 @@ def _run_locked(args: argparse.Namespace, config, log_file: str) -> int:
         print(f"\nerror: the run failed: {type(err).__name__}: {first_line}\n  full log: {log_file}",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def _print_accept_hint(config, drifted: List[str]) -> None:
+    from pipeline.baseline_tool import accept_command
+
+    command = accept_command(config.paths.home, config.paths.metadata_path, config.pipeline_name,
+                             f"tfxflow-{DEFAULT_DATASET}")
+    print(f"\nNext: look at what changed in {', '.join(drifted)}. If the new data is right (the world changed, "
+          f"not the feed), make it the drift baseline and run the same command again:\n  {command} --reason "
+          "'...'\nLater runs are compared with it; the check stays on. A model blessed after that becomes the "
+          "baseline again.", file=sys.stderr)
+
+
+def _accept_data(args: argparse.Namespace) -> int:
+    from pipeline import config as config_lib
+
+    home = config_lib.resolve_home(args.home, os.environ)
+    paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
+    pipeline_name = args.pipeline_name or f"tfxflow-{args.dataset}"
+    if not os.path.exists(paths.metadata_path):
+        print(f"error: no metadata store at {paths.metadata_path}: pass the --home (or --metadata-path) of the run",
+              file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    from pipeline.local_runner import stderr_to
+
+    os.makedirs(paths.log_dir, exist_ok=True)
+    log_file = os.path.join(paths.log_dir, f"accept-data-{datetime.datetime.now():%Y%m%d-%H%M%S}.log")
+    try:
+        with run_guard.RunLock(os.path.dirname(paths.metadata_path)), stderr_to(log_file):
+            from pipeline import baseline_tool  # imports TFX: its native libraries' start-up chatter goes to the log
+
+            done = baseline_tool.accept(paths.metadata_path, pipeline_name, args.run_id, args.reason)
+    except run_guard.RunBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BUSY
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except RuntimeError as err:  # ML Metadata's errors: a file that is not a store, a store of another version
+        print(f"error: cannot use the metadata store {paths.metadata_path}: {str(err).splitlines()[0][:200]}",
+              file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    rows = ", ".join(f"{split} {count:,}" for split, count in done.rows.items()) or "rows unknown"
+    verdict = {"FAILED": "the data gate refused that run", None: "that run has no data gate"}.get(
+        done.gate_state, f"the data gate's state in that run: {done.gate_state}")
+    print(f"tfxflow: the data of run {done.run_id} ({rows}) is now the drift baseline of {pipeline_name}\n"
+          f"  statistics: {done.uri} (ML Metadata artifact {done.artifact_id})\n"
+          f"  accepted by {done.by} at {done.at}" + (f": {args.reason}" if args.reason else "") + "\n"
+          f"  {verdict}; run the pipeline again: its data is compared with this baseline from now on")
     return 0
 
 
@@ -591,6 +654,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _infer_schema(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "accept-data":
+        return _accept_data(args)
     if args.command == "kubeflow":
         return _kubeflow(args)
     return EXIT_CONFIG_ERROR

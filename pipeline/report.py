@@ -116,24 +116,25 @@ def read_run(metadata_path: str, pipeline_name: str, run_id: Optional[str] = Non
     return report
 
 
-def _first(record: Optional[ComponentRecord], key: str) -> Optional[metadata_store_pb2.Artifact]:
+def first_output(record: Optional[ComponentRecord], key: str) -> Optional[metadata_store_pb2.Artifact]:
+    """The first artifact a component's execution wrote under `key`, or None."""
     if record is None or not record.outputs.get(key):
         return None
     return record.outputs[key][0]
 
 
 def _fill_results(report: RunReport) -> None:
-    stats = _first(report.component("StatisticsGen"), "statistics")
+    stats = first_output(report.component("StatisticsGen"), "statistics")
     if stats is not None:
         from components.tracking import split_rows  # imports TFX: only when there is a run to report
 
         report.rows = split_rows(stats.uri)
-    checks = _first(report.component("DataGate"), "checks")
+    checks = first_output(report.component("DataGate"), "checks")
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:
             report.gate_checks = f.read()
-    evaluation = _first(report.component("Evaluator"), "evaluation")
-    blessing = _first(report.component("Evaluator"), "blessing")
+    evaluation = first_output(report.component("Evaluator"), "evaluation")
+    blessing = first_output(report.component("Evaluator"), "blessing")
     if blessing is not None and _prop(blessing, "blessed") is not None:
         report.blessed = bool(_prop(blessing, "blessed"))
     if evaluation is not None:
@@ -142,7 +143,7 @@ def _fill_results(report: RunReport) -> None:
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
         if report.blessed is False:
             report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))
-    pushed = _first(report.component("Pusher"), "pushed_model")
+    pushed = first_output(report.component("Pusher"), "pushed_model")
     if pushed is not None and _prop(pushed, "pushed"):
         report.pushed_version = _prop(pushed, "pushed_version")
         report.pushed_destination = _prop(pushed, "pushed_destination")

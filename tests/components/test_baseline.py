@@ -1,0 +1,79 @@
+"""The drift baseline: the statistics behind the last blessed model, or data accepted after that blessing."""
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd
+from tfx.types import standard_artifacts
+
+from components import baseline
+
+
+def _store():
+    config = mlmd.ConnectionConfig()
+    config.fake_database.SetInParent()
+    return metadata_store.MetadataStore(config)
+
+
+def _artifact(store, kind, **int_properties):
+    artifact = kind()
+    artifact.uri = f"/pipeline_root/{kind.TYPE_NAME}"
+    artifact.type_id = store.put_artifact_type(artifact.artifact_type)
+    for key, value in int_properties.items():
+        artifact.set_int_custom_property(key, value)
+    [artifact.id] = store.put_artifacts([artifact.mlmd_artifact])
+    artifact.set_mlmd_artifact(store.get_artifacts_by_id([artifact.id])[0])  # with its create time
+    return artifact
+
+
+def _execution(store, inputs, outputs):
+    """An execution that read `inputs` and wrote `outputs` ({key: artifact})."""
+    execution = mlmd.Execution(type_id=store.put_execution_type(mlmd.ExecutionType(name="node")))
+    pairs = []
+    for kind, artifacts in ((mlmd.Event.INPUT, inputs), (mlmd.Event.OUTPUT, outputs)):
+        for key, artifact in artifacts.items():
+            event = mlmd.Event(type=kind)
+            event.path.steps.add().key = key
+            pairs.append((artifact.mlmd_artifact, event))
+    store.put_execution(execution, pairs, [])
+
+
+def _lineage(store, blessed=1):
+    """ExampleGen's examples -> StatisticsGen's statistics; the Evaluator read the examples and blessed."""
+    examples = _artifact(store, standard_artifacts.Examples)
+    statistics = _artifact(store, standard_artifacts.ExampleStatistics)
+    _execution(store, {"examples": examples}, {"statistics": statistics})
+    blessing = _artifact(store, standard_artifacts.ModelBlessing, blessed=blessed)
+    _execution(store, {"examples": examples}, {"blessing": blessing})
+    return statistics, blessing
+
+
+def _resolve(store, statistics, blessings):
+    resolved = baseline.BlessedDataStatisticsStrategy().resolve_artifacts(
+        store, {baseline.STATISTICS_KEY: statistics, baseline.BLESSING_KEY: blessings})
+    return [a.id for a in resolved[baseline.STATISTICS_KEY]], [a.id for a in resolved[baseline.BLESSING_KEY]]
+
+
+def test_the_data_behind_the_last_blessed_model():
+    store = _store()
+    first, first_blessing = _lineage(store)
+    second, second_blessing = _lineage(store)
+    refused = _artifact(store, standard_artifacts.ExampleStatistics)  # a later run the gate refused
+    assert _resolve(store, [first, second, refused], [first_blessing, second_blessing]) == (
+        [second.id], [second_blessing.id])
+    unblessed_store = _store()
+    statistics, not_blessed = _lineage(unblessed_store, blessed=0)
+    assert _resolve(unblessed_store, [statistics], [not_blessed]) == ([], [])
+
+
+def test_data_accepted_after_the_last_blessing_is_the_baseline_until_the_next_blessing():
+    store = _store()
+    blessed_data, blessing = _lineage(store)
+    blessed_at = blessing.mlmd_artifact.create_time_since_epoch
+    assert blessed_at > 0
+    accepted = _artifact(store, standard_artifacts.ExampleStatistics,
+                         **{baseline.ACCEPTED_AT: blessed_at + 1000})
+    assert _resolve(store, [blessed_data, accepted], [blessing]) == ([accepted.id], [])
+    # accepted before the model was blessed: the blessed model's data is newer
+    stale = _artifact(store, standard_artifacts.ExampleStatistics, **{baseline.ACCEPTED_AT: blessed_at - 1000})
+    assert _resolve(store, [blessed_data, stale], [blessing]) == ([blessed_data.id], [blessing.id])
+    # no blessed model yet: accepted data is the baseline
+    assert _resolve(_store(), [stale], []) == ([stale.id], [])
