@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast bench bench-trainer lock clean help
+.PHONY: install run test test-fast bench bench-trainer bench-drift lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-fast  run the unit tests only"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, 1x/10x/100x data (about 30 min)"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
+	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make lock       re-resolve requirements.in into requirements.lock"
 
 install: $(STAMP)
@@ -44,6 +45,9 @@ bench: $(STAMP)
 
 bench-trainer: $(STAMP)
 	$(BIN)/python benchmarks/trainer_throughput.py --out benchmarks/results/trainer-$$(date +%Y%m%d).json
+
+bench-drift: $(STAMP)
+	$(BIN)/python -m benchmarks.drift_calibration $(ARGS)
 
 lock:
 	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \
