@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import csv
 import os
+import random
 import subprocess
 import sys
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import tensorflow as tf
 from google.protobuf import text_format
@@ -28,6 +29,21 @@ def write_taxi_sample(folder: str, rows: int) -> str:
                 break
             dst.write(line)
     return folder
+
+
+def write_taxi_samples(folders: Sequence[Tuple[str, int]], seed: int) -> List[str]:
+    """Disjoint random samples of the bundled taxi CSV's rows: `rows` of them into each `folder`/data.csv.
+    (The file's first rows are not a random sample: they differ from the rest in pickup area and hour.)"""
+    with open(os.path.join(bundled_taxi_data_root(), "data.csv"), encoding="utf-8") as f:
+        header, *lines = f.readlines()
+    order = random.Random(seed).sample(range(len(lines)), sum(rows for _, rows in folders))
+    start = 0
+    for folder, rows in folders:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "data.csv"), "w", encoding="utf-8") as f:
+            f.write(header + "".join(lines[i] for i in order[start:start + rows]))
+        start += rows
+    return [folder for folder, _ in folders]
 
 
 def read_csv_rows(path: str, limit: int) -> List[Dict[str, str]]:

@@ -1,0 +1,97 @@
+"""The drift check against data it did not see: a fresh random sample of the taxi file passes, a real shift is
+refused with a message that says what moved and what to do, and accepting the shifted data makes it the
+baseline without turning the check off.
+
+One run trains and pushes a model on 1,500 random rows first; the other runs use the same home.
+"""
+
+import os
+import shlex
+
+import pytest
+
+from components.baseline import ACCEPTED_AT, ACCEPTED_REASON
+from pipeline.local_runner import NAME_WIDTH
+from pipeline.report import open_store
+from tests import helpers
+
+pytestmark = pytest.mark.e2e
+
+FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20"]
+DATA_REFUSED = 3
+
+
+@pytest.fixture(scope="module")
+def blessed(tmp_path_factory):
+    """A home whose last blessed model was trained on 1,500 random taxi rows; 1,000 other random rows."""
+    base = tmp_path_factory.mktemp("drift")
+    first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=7)
+    home = str(base / "home")
+    result = helpers.run_cli("run", "--home", home, "--data-root", first, *FLAGS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "drift: no blessed model yet, nothing to compare with" in result.stdout
+    return {"base": base, "home": home, "fresh": fresh, "serving": os.path.join(home, "serving")}
+
+
+def test_a_fresh_sample_of_the_same_data_passes_the_drift_check(blessed):
+    result = helpers.run_cli("run", "--home", blessed["home"], "--data-root", blessed["fresh"], *FLAGS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "data gate:      passed" in result.stdout
+    # 13 features of the curated schema compared on the two training splits (about 3/4 of each sample)
+    assert "drift vs. the last blessed model's data: 13 features compared (" in result.stdout
+
+
+def _accept_command(stderr: str) -> list:
+    """The `tfxflow accept-data ...` command the refusal printed, as arguments for the CLI."""
+    line = next(line for line in stderr.splitlines() if line.strip().startswith("tfxflow accept-data"))
+    return shlex.split(line)[1:]
+
+
+def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stays_on(blessed):
+    home = blessed["home"]
+    fresh_csv = os.path.join(blessed["fresh"], "data.csv")
+    shifted = helpers.rewrite_csv(fresh_csv, str(blessed["base"] / "fares_up"),
+                                  lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"})
+    before = helpers.tree_snapshot(blessed["serving"])
+
+    refused = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS)
+    assert refused.returncode == DATA_REFUSED, refused.stderr[-3000:]
+    message = refused.stderr
+    assert "data gate: 1 anomaly stops the run" in message  # fares only: nothing else moved
+    assert ("split 'train vs. the last blessed model's data (drift)', feature 'fare': "
+            "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH: Jensen-Shannon divergence 0.0") in message
+    assert "> threshold 0.01 on 10 bins (the baseline's deciles); chi-squared p = " in message
+    assert " baseline rows vs. " in message and "largest change: " in message
+    assert "(drift and skew: each feature is put in common bins" in message
+    assert "Next: look at what changed in fare." in message
+    assert f"{'DataGate':<{NAME_WIDTH}} FAILED" in refused.stdout
+    assert "data:           refused by DataGate" in refused.stdout
+    assert helpers.tree_snapshot(blessed["serving"]) == before
+    # The refused run is in MLflow too, marked FAILED with the reason.
+    from mlflow import MlflowClient
+
+    mlflow_client = MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db")
+    experiment = mlflow_client.get_experiment_by_name("tfxflow-taxi")
+    latest = mlflow_client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"])[0]
+    assert latest.info.status == "FAILED"
+    assert latest.data.tags["tfxflow.error"].startswith("DataGateError: data gate: 1 anomaly stops the run")
+
+    reason = "fares rose 25% on 1 November"
+    accepted = helpers.run_cli(*_accept_command(message)[:-2], "--reason", reason, timeout=300)
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert "is now the drift baseline of tfxflow-taxi" in accepted.stdout
+    assert f": {reason}" in accepted.stdout and "the data gate refused that run" in accepted.stdout
+    store = open_store(os.path.join(home, "metadata", "metadata.sqlite"))
+    marked = [a for a in store.get_artifacts() if ACCEPTED_AT in a.custom_properties]
+    assert [a.custom_properties[ACCEPTED_REASON].string_value for a in marked] == [reason]
+
+    again = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "data gate:      passed" in again.stdout
+    assert "drift vs. the data accepted as the baseline: 13 features compared" in again.stdout
+    assert "Jensen-Shannon divergence 0.0000" in again.stdout or "L-infinity distance 0.0000" in again.stdout
+
+    # The check stays on: the old fares are now the shift.
+    back = helpers.run_cli("run", "--home", home, "--data-root", blessed["fresh"], *FLAGS)
+    assert back.returncode == DATA_REFUSED, back.stderr[-3000:]
+    assert "feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in back.stderr
