@@ -156,7 +156,9 @@ _STATE: Dict[str, object] = {}
 
 
 def tfdv_refuses(current, baseline, schema) -> bool:
+    """Whether TFDV's own drift comparators, at TFDV_THRESHOLDS, find `current` drifted from `baseline`."""
     import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 
     old = type(schema)()
     old.CopyFrom(schema)
@@ -164,13 +166,13 @@ def tfdv_refuses(current, baseline, schema) -> bool:
         feature.ClearField("drift_comparator")
         if feature.name in TFDV_THRESHOLDS:
             comparator = feature.drift_comparator
-            if feature.type == 1:  # BYTES
+            if feature.type == schema_pb2.BYTES:
                 comparator.infinity_norm.threshold = TFDV_THRESHOLDS[feature.name]
             else:
                 comparator.jensen_shannon_divergence.threshold = TFDV_THRESHOLDS[feature.name]
     result = tfdv.validate_statistics(current, old, previous_statistics=baseline)
-    return any(reason.type != 0 for info in result.anomaly_info.values() for reason in info.reason
-               if "COMPARATOR" in str(reason))
+    return any(anomalies_pb2.AnomalyInfo.Type.Name(reason.type).startswith("COMPARATOR_")
+               for info in result.anomaly_info.values() for reason in info.reason)
 
 
 def judge(task: tuple) -> dict:

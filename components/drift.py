@@ -106,13 +106,10 @@ class Comparison:
         return self.over_threshold and self.significant
 
     def __str__(self) -> str:
-        relation = ">" if self.over_threshold else "<="
-        verdict = ("" if self.shifted else "; not refused: within sampling noise at these sizes"
-                   if self.over_threshold else "")
-        return (f"{self.measure} {self.value:.4f} {relation} threshold {self.threshold:g} on {self.bins} bins "
-                f"({self.binning}); chi-squared p = {_p_text(self.p_value)} "
+        return (f"{self.measure} {self.value:.4f} {'>' if self.over_threshold else '<='} threshold "
+                f"{self.threshold:g} on {self.bins} bins ({self.binning}); chi-squared p = {_p_text(self.p_value)} "
                 f"{'<' if self.significant else '>='} {self.alpha:.2g}; {self.baseline_rows:,} baseline rows vs. "
-                f"{self.current_rows:,} new; largest change: {self.largest_change}{verdict}")
+                f"{self.current_rows:,} new; largest change: {self.largest_change}")
 
 
 def _p_text(p: float) -> str:
