@@ -76,8 +76,8 @@ def draft_comparators(schema, label_column: Optional[str]) -> None:
 def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, force: bool = False) -> InferResult:
     """Checks the CSV files of `data_root`, computes TFDV statistics, infers a schema, and writes into
     `out_dir`: statistics.pb, inferred_schema.pbtxt (always), schema.pbtxt (with drift and skew comparators)
-    and features.yaml (drafts to curate; an existing curated file is kept unless `force`). With `label_column` the label is marked
-    absent at serving (environments TRAINING and SERVING)."""
+    and features.yaml (drafts to curate; an existing curated file is kept unless `force`). With
+    `label_column` the label is marked absent at serving (environments TRAINING and SERVING)."""
     import tensorflow_data_validation as tfdv
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
