@@ -24,7 +24,8 @@ setup(
         "pyyaml>=6,<7",
         "mlflow>=2.16,<4",
         "kfp>=2.5,<3",
+        "boto3>=1.34,<2",
     ],
-    extras_require={"test": ["pytest>=8,<9"]},
+    extras_require={"test": ["pytest>=8,<9", "moto[server]>=5,<6", "kubernetes-validate>=1.28,<2"]},
     entry_points={"console_scripts": ["tfxflow=pipeline.cli:console_main"]},
 )
