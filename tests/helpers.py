@@ -165,3 +165,65 @@ class MlflowServer:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+class S3Server:
+    """moto's S3-compatible server on 127.0.0.1 (the protocol MinIO speaks), with test credentials."""
+
+    ACCESS_KEY = "tfxflow-test-access"
+    SECRET_KEY = "tfxflow-test-secret"
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process: "subprocess.Popen | None" = None
+
+    @property
+    def env(self) -> Dict[str, str]:
+        """What a step needs to reach this server with boto3: endpoint, credentials, region."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": self.ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": self.SECRET_KEY, "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.ACCESS_KEY,
+                            aws_secret_access_key=self.SECRET_KEY, region_name="us-east-1")
+
+    def start(self, timeout: float = 60.0) -> "S3Server":
+        import time
+        import urllib.request
+
+        os.makedirs(self.folder, exist_ok=True)
+        moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # noqa: SIM115 - the server outlives this call
+        self.process = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(self.port)],  # noqa: S603
+                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto_server exited with {self.process.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"moto_server did not answer on {self.endpoint} within {timeout:.0f} s")
+
+    def create_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def stop(self) -> None:
+        import signal
+
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+        self.process = None
