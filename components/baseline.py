@@ -8,15 +8,28 @@ that read those examples -> its statistics.
 A user who has looked at refused data and finds it the new normal accepts it (`tfxflow accept-data`): its
 statistics artifact gets a custom property with the time, and is the baseline until a model is blessed
 after that time.
+
+No `from __future__ import annotations` here: TFX's function-component parser needs real annotation objects.
+
+Kubeflow Pipelines (open source) runs no resolver, and its ML Metadata records only what its own launcher
+writes; there, `ServedBaseline` takes the serving directory as the source of truth instead: the newest version
+TF Serving can load is the last blessed model, and the Pusher keeps its training data's statistics beside it.
 """
 
-from __future__ import annotations
-
+import json
+import os
 from typing import Dict, Iterable, List, Optional, Set
 
+from absl import logging
 from ml_metadata.proto import metadata_store_pb2
 from tfx import types
+from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.components.common import resolver
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, standard_artifacts
+
+from components import object_store
 
 STATISTICS_KEY = "statistics"
 BLESSING_KEY = "model_blessing"
@@ -78,3 +91,60 @@ class BlessedDataStatisticsStrategy(resolver.ResolverStrategy):
                 (b.mlmd_artifact.create_time_since_epoch for b in resolved[BLESSING_KEY]), default=0):
             resolved = {STATISTICS_KEY: [accepted], BLESSING_KEY: []}
         return resolved
+
+
+SERVED_INFO_FILE = "served_baseline.json"  # written into both outputs of ServedBaseline
+
+
+def served_info(uri: str) -> Optional[dict]:
+    """What `ServedBaseline` found, read from one of its outputs; None for an artifact it did not write."""
+    path = os.path.join(uri, SERVED_INFO_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as f:
+        return json.loads(f.read())
+
+
+@component
+def ServedBaseline(  # pylint: disable=invalid-name
+    model_base: Parameter[str],
+    model: OutputArtifact[standard_artifacts.Model],
+    statistics: OutputArtifact[standard_artifacts.ExampleStatistics],
+) -> None:
+    """The model TF Serving serves from `model_base` (`<serving dir>/<model name>`: its newest whole version)
+    as the Evaluator's baseline, and the statistics the Pusher kept with it as the data gate's drift baseline.
+
+    Both outputs hold `served_baseline.json` saying what was found. With nothing served yet (a first run), the
+    model has no SavedModel and the statistics no splits: the Evaluator then judges the candidate alone and
+    the gate checks no drift (components/evaluator.py, components/gate.py)."""
+    from components import pusher
+
+    found = pusher.served_versions(model_base)
+    info = {"model_base": model_base, "version": found[-1] if found else None, "statistics": False}
+    statistics.split_names = artifact_utils.encode_split_names([])
+    if found:
+        version_dir = f"{model_base.rstrip('/')}/{found[-1]}"
+        serving = os.path.join(model.uri, "Format-Serving")
+        _copy_tree(version_dir, serving)
+        stats_dir = os.path.join(serving, pusher.STATISTICS_DIR)
+        splits = sorted(name for name in fileio.listdir(stats_dir)) if fileio.exists(stats_dir) else []
+        for name in splits:
+            _copy_tree(os.path.join(stats_dir, name), os.path.join(statistics.uri, name.rstrip("/")))
+        split_names = [name.rstrip("/")[len("Split-"):] for name in splits if name.startswith("Split-")]
+        statistics.split_names = artifact_utils.encode_split_names(split_names)
+        info["statistics"] = bool(split_names)
+    for artifact in (model, statistics):
+        fileio.makedirs(artifact.uri)
+        with fileio.open(os.path.join(artifact.uri, SERVED_INFO_FILE), "w") as f:
+            f.write(json.dumps(info, sort_keys=True))
+        artifact.set_int_custom_property("served_version", info["version"] or 0)
+    logging.info("served baseline: %s", info)
+
+
+def _copy_tree(source: str, target: str) -> None:
+    if object_store.is_remote(source):
+        object_store.download(source, target)
+    else:
+        from tfx.utils import io_utils
+
+        io_utils.copy_dir(source, target)

@@ -255,17 +255,21 @@ def _settings(exec_properties: Mapping[str, Any]) -> Tuple[Dict[str, ColumnRule]
         return {}, None
     settings = json_format.MessageToDict(struct)
     schema = schema_pb2.Schema()
-    with fileio.open(settings["schema_path"], "r") as f:
-        text_format.Parse(f.read(), schema)
+    if settings.get("schema_text"):
+        text_format.Parse(settings["schema_text"], schema)
+    else:
+        with fileio.open(settings["schema_path"], "r") as f:
+            text_format.Parse(f.read(), schema)
     label = settings.get("label")
     label = LabelSpec(**{**label, "positive_values": tuple(label.get("positive_values") or ())}) if label else None
     return rules_from_schema(schema), label
 
 
-def make_example_gen_config(schema_path: str, label: Optional[LabelSpec]):
-    """ExampleGen's `custom_config` proto carrying the checks' settings (read by `Executor`)."""
+def make_example_gen_config(schema_path: str, label: Optional[LabelSpec], schema_text: str = ""):
+    """ExampleGen's `custom_config` proto carrying the checks' settings (read by `Executor`): the schema's
+    path, or its text when the steps cannot read the file (Kubeflow)."""
     struct = struct_pb2.Struct()
-    struct.update({"schema_path": schema_path,
+    struct.update({"schema_path": "" if schema_text else schema_path, "schema_text": schema_text,
                    "label": None if label is None else {**dataclasses.asdict(label),
                                                         "positive_values": list(label.positive_values)}})
     config = example_gen_pb2.CustomConfig()

@@ -119,7 +119,8 @@ def _compared(baseline, current, schema, kind: str, where: str, what: str) -> Tu
 
 
 def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, serving_stats=None,
-            split: str = "train", baseline_name: str = BLESSED_BASELINE) -> Tuple[List[Anomaly], List[str]]:
+            split: str = "train", baseline_name: str = BLESSED_BASELINE,
+            no_baseline: str = "no blessed model yet, nothing to compare with") -> Tuple[List[Anomaly], List[str]]:
     """Drift of `split` vs. the baseline's same split (`baseline_name` says what the baseline is), and skew vs.
     serving statistics, with the schema's comparators measured on common bins. Also validates the serving
     statistics against the SERVING environment. Returns the anomalies and one line per check done."""
@@ -135,7 +136,7 @@ def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, ser
         found += anomalies
         notes += lines
     else:
-        notes.append("drift: no blessed model yet, nothing to compare with")
+        notes.append(f"drift: {no_baseline}")
     if serving_stats is not None:
         found += anomaly_list(tfdv.validate_statistics(serving_stats, schema, environment="SERVING"), "serving")
         anomalies, lines = _compared(current, serving_stats, schema, "skew", f"{split} vs. serving (skew)",
@@ -143,6 +144,22 @@ def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, ser
         found += anomalies
         notes += lines
     return found, notes
+
+
+def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
+    """The drift baseline's folder, what it is, and what to say when there is none."""
+    from components.baseline import served_info
+
+    served = served_info(statistics.uri) if statistics else None
+    if served is None:
+        return (statistics.uri if statistics else None, BLESSED_BASELINE if blessing else ACCEPTED_BASELINE,
+                "no blessed model yet, nothing to compare with")
+    if not served["version"]:
+        return None, "", f"no model served yet under {served['model_base']}, nothing to compare with"
+    if not served["statistics"]:
+        return None, "", (f"served version {served['version']} carries no statistics of its data (pushed by an "
+                          "older release), not compared")
+    return statistics.uri, f"the data of served version {served['version']}", ""
 
 
 class GateResult(TypedDict):
@@ -181,8 +198,9 @@ def DataGate(  # pylint: disable=invalid-name
 
         serving_stats = csv_input.csv_statistics(serving_data_root, schema_proto)
     found = read_anomalies(anomalies.uri)
-    extra, notes = compare(statistics.uri, schema_proto, baseline_statistics.uri if baseline_statistics else None,
-                           serving_stats, baseline_name=BLESSED_BASELINE if baseline_blessing else ACCEPTED_BASELINE)
+    baseline_uri, baseline_name, no_baseline = _baseline(baseline_statistics, baseline_blessing)
+    extra, notes = compare(statistics.uri, schema_proto, baseline_uri, serving_stats, baseline_name=baseline_name,
+                           no_baseline=no_baseline)
     found += extra
     notes.insert(0, f"schema (ExampleValidator): {_anomalies(len(found) - len(extra))}")
     for note in notes:

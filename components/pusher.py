@@ -7,33 +7,64 @@ that looks like the newest. This executor copies into a hidden `.incoming-*` fol
 Serving only loads integer names), checks it holds `saved_model.pb` and `variables/`, then renames it into
 place: one atomic step on a local or mounted file system. It then keeps the newest `keep_versions` versions
 (custom_config; at least 2, so the previous model stays while the new one loads).
+
+Each version also carries the statistics of the data its model was trained on, under
+`assets.extra/tfxflow/statistics/` (TF Serving ignores `assets.extra` but for warmup files): the drift baseline
+of a pipeline that takes the served model as the source of truth (Kubeflow; components/baseline.py).
+
+On an object store (s3://, minio://, gs://), which has no rename, the version is uploaded file by file with
+`saved_model.pb` last: TF Serving loads a version only once it holds a SavedModel, and the variables it needs
+are there by then. A push that dies midway leaves a version without `saved_model.pb`, which TF Serving cannot
+load and the next push's pruning deletes.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import uuid
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from absl import logging
 from tfx import types
 from tfx.components.pusher import executor as tfx_pusher
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
-from tfx.types import artifact_utils, standard_component_specs
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, json_utils, proto_utils
+
+from components import object_store
 
 INCOMING_PREFIX = ".incoming-"
 STALE_INCOMING_S = 3600  # an incoming folder this old belongs to a push that died
 DEFAULT_KEEP_VERSIONS = 5
+STATISTICS_KEY = "statistics"
+# Where a pushed version keeps the statistics of its training data (a SavedModel's folder for extra files).
+STATISTICS_DIR = "assets.extra/tfxflow/statistics"
 
 
 def versions(base: str) -> List[int]:
     """The integer version folders of `base`, oldest first."""
-    if not fileio.exists(base):
+    if object_store.is_remote(base):
+        names = object_store.list_names(base)
+    elif fileio.exists(base):
+        names = fileio.listdir(base)
+    else:
         return []
-    return sorted(int(name.rstrip("/")) for name in fileio.listdir(base) if name.rstrip("/").isdigit())
+    return sorted(int(name.rstrip("/")) for name in names if name.rstrip("/").isdigit())
+
+
+def served_versions(base: str) -> List[int]:
+    """The versions of `base` that hold a whole SavedModel (what TF Serving can load), oldest first."""
+    def complete(version: int) -> bool:
+        path = f"{base.rstrip('/')}/{version}/saved_model.pb"
+        return object_store.exists(path) if object_store.is_remote(base) else fileio.exists(path)
+
+    return [version for version in versions(base) if complete(version)]
 
 
 def next_version(base: str, now: float) -> int:
@@ -42,13 +73,28 @@ def next_version(base: str, now: float) -> int:
     return max(int(now), existing[-1] + 1 if existing else 0)
 
 
-def push_atomically(model_path: str, base: str, version: int) -> str:
-    """Copies the SavedModel at `model_path` to `<base>/<version>/` through a hidden folder; returns the path."""
+def _copy_statistics(statistics_uri: str, version_dir: str) -> None:
+    """Copies every split's statistics file into the version's `STATISTICS_DIR`."""
+    for split_dir in fileio.glob(os.path.join(statistics_uri, "Split-*")):
+        name = os.path.basename(split_dir.rstrip("/"))
+        target = os.path.join(version_dir, STATISTICS_DIR, name)
+        fileio.makedirs(target)
+        for source in fileio.glob(os.path.join(split_dir, "*")):
+            fileio.copy(source, os.path.join(target, os.path.basename(source)))
+
+
+def push_atomically(model_path: str, base: str, version: int, statistics_uri: Optional[str] = None) -> str:
+    """Copies the SavedModel at `model_path` (with the statistics at `statistics_uri`) to `<base>/<version>/`
+    through a hidden folder, or on an object store with `saved_model.pb` last; returns the version's path."""
+    if object_store.is_remote(base):
+        return _push_to_object_store(model_path, base, version, statistics_uri)
     target = f"{base.rstrip('/')}/{version}"
     incoming = f"{base.rstrip('/')}/{INCOMING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     fileio.makedirs(base)
     try:
         io_utils.copy_dir(model_path, incoming)
+        if statistics_uri:
+            _copy_statistics(statistics_uri, incoming)
     except Exception:
         # A failed copy (disk full, a vanished mount) takes its partial folder with it, so the space comes back.
         if fileio.exists(incoming):
@@ -62,13 +108,44 @@ def push_atomically(model_path: str, base: str, version: int) -> str:
     return target
 
 
+def _push_to_object_store(model_path: str, base: str, version: int, statistics_uri: Optional[str]) -> str:
+    target = f"{base.rstrip('/')}/{version}"
+    staging = tempfile.mkdtemp(prefix="tfxflow-push-")
+    try:
+        local = os.path.join(staging, "version")
+        io_utils.copy_dir(model_path, local)
+        if statistics_uri:
+            _copy_statistics(statistics_uri, local)
+        for required in ("saved_model.pb", "variables"):
+            if not os.path.exists(os.path.join(local, required)):
+                raise RuntimeError(f"{model_path}: no {required}; nothing was pushed to {base}")
+        graph = os.path.join(staging, "saved_model.pb")
+        shutil.move(os.path.join(local, "saved_model.pb"), graph)
+        object_store.upload(local, target)
+        object_store.upload(graph, f"{target}/saved_model.pb")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def prune(base: str, keep: int, now: float) -> List[str]:
     """Deletes all but the newest `keep` versions, and incoming folders of pushes that died; returns them."""
     removed = []
     for version in versions(base)[:-keep]:
         path = f"{base.rstrip('/')}/{version}"
-        fileio.rmtree(path)
+        if object_store.is_remote(path):
+            object_store.delete(path)
+        else:
+            fileio.rmtree(path)
         removed.append(path)
+    if object_store.is_remote(base):
+        # Versions of pushes that died before their saved_model.pb; only older ones: a newer may be uploading.
+        for version in versions(base)[:-1]:
+            path = f"{base.rstrip('/')}/{version}"
+            if not object_store.exists(f"{path}/saved_model.pb"):
+                object_store.delete(path)
+                removed.append(path)
+        return removed
     for name in fileio.listdir(base):
         name = name.rstrip("/")
         path = f"{base.rstrip('/')}/{name}"
@@ -98,9 +175,35 @@ class Executor(tfx_pusher.Executor):
         now = time.time()
         version = next_version(base, now)
         model_path = self.GetModelPath(input_dict)
-        serving_path = push_atomically(model_path, base, version)
+        statistics = input_dict.get(STATISTICS_KEY)
+        serving_path = push_atomically(model_path, base, version,
+                                       artifact_utils.get_single_uri(statistics) if statistics else None)
         logging.info("Model written to serving path %s.", serving_path)
         for path in prune(base, keep, now):
             logging.info("Removed %s (keeping the newest %d versions).", path, keep)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
+
+
+class PusherSpec(standard_component_specs.PusherSpec):
+    """TFX's Pusher contract plus the statistics of the model's training data, kept with each pushed version."""
+
+    INPUTS = {**standard_component_specs.PusherSpec.INPUTS,
+              STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True)}
+
+
+class Pusher(base_component.BaseComponent):
+    """Pushes a blessed model to `<base_directory>/<version>/` with `Executor` (a local or mounted folder, or an
+    object store), keeping the newest `keep_versions` versions."""
+
+    SPEC_CLASS = PusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, base_directory: str,
+                 keep_versions: int = DEFAULT_KEEP_VERSIONS, statistics: Optional[types.BaseChannel] = None):
+        destination = pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory))
+        super().__init__(spec=PusherSpec(
+            model=model, model_blessing=model_blessing, statistics=statistics, push_destination=destination,
+            custom_config=json_utils.dumps({"keep_versions": keep_versions}),
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

@@ -126,7 +126,7 @@ def finish_run(uri: str, experiment: str, run_key: str, status: str, error: str 
 
 def run_key_for(run_key: str, output_uri: str) -> str:
     """`run_key`, or where the orchestrator left it empty or unresolved (a `{{$.pipeline_job_uuid}}` that a KFP
-    backend older than 2.4 passes on verbatim) the folder of this execution's output, which is unique to the
+    backend older than 2.5 passes on verbatim) the folder of this execution's output, which is unique to the
     pipeline run and the same when a failed run is retried."""
     if run_key and "{{" not in run_key:
         return run_key

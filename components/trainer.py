@@ -12,7 +12,9 @@ import hashlib
 import json
 import math
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+import shutil
+import tempfile
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -20,6 +22,7 @@ import tf_keras as keras
 from absl import logging
 
 from components import export
+from components import object_store
 from components import features as features_lib
 from components import hardware as hardware_lib
 from components import model as model_lib
@@ -152,6 +155,32 @@ def backup_dir_for(backup_root: Optional[str], key: Mapping[str, Any]) -> Option
     return os.path.join(backup_root, digest)
 
 
+class BackupMirror(keras.callbacks.Callback):
+    """Copies BackupAndRestore's local folder to an object store after every epoch (TF has no S3 file
+    system), so a Trainer pod that is retried resumes from the store. Runs after BackupAndRestore's save."""
+
+    def __init__(self, local_dir: str, remote_dir: str):
+        super().__init__()
+        self.local_dir, self.remote_dir = local_dir, remote_dir
+
+    def on_epoch_end(self, epoch, logs=None):
+        if os.path.isdir(self.local_dir):
+            object_store.delete(self.remote_dir)
+            object_store.upload(self.local_dir, self.remote_dir)
+
+
+def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str], List[keras.callbacks.Callback]]:
+    """The folder BackupAndRestore writes and the callbacks that keep it: `backup_dir` itself on a file system
+    TF can write (local, mounted, gs://), else a folder under `scratch` restored from and mirrored to it."""
+    if not backup_dir or not object_store.is_remote(backup_dir) or backup_dir.startswith("gs://"):
+        return backup_dir, []
+    local = os.path.join(scratch, "backup")
+    if object_store.exists(backup_dir):
+        object_store.download(backup_dir, local)
+        logging.info("Trainer backup restored from %s", backup_dir)
+    return local, [BackupMirror(local, backup_dir)]
+
+
 def build(strategy: tf.distribute.Strategy, config: features_lib.FeatureConfig, num_tokens: Mapping[str, int],
           model_params: model_lib.ModelParams, train_params: TrainParams,
           hardware: hardware_lib.HardwareConfig) -> keras.Model:
@@ -221,18 +250,26 @@ def run_fn(fn_args) -> None:
     backup_dir = backup_dir_for(train_params.backup_root, {
         "train_files": list(fn_args.train_files), "transform": fn_args.transform_graph_path,
         "train_steps": fn_args.train_steps, "custom_config": custom})
-    # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
-    with hardware_lib.precision_policy(policy):
-        model, history, info = train(
-            config, tf_transform_output, fn_args.train_files, fn_args.eval_files,
-            train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
-            model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
-            train_params=train_params, log_dir=fn_args.model_run_dir, hardware=hardware,
-            strategy=strategy, backup_dir=backup_dir)
+    scratch = tempfile.mkdtemp(prefix="tfxflow-trainer-")
+    try:
+        fit_backup_dir, mirror = local_backup(backup_dir, scratch)
+        # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
+        with hardware_lib.precision_policy(policy):
+            model, history, info = train(
+                config, tf_transform_output, fn_args.train_files, fn_args.eval_files,
+                train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
+                model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
+                train_params=train_params, log_dir=fn_args.model_run_dir, hardware=hardware,
+                strategy=strategy, backup_dir=fit_backup_dir, extra_callbacks=mirror)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
-    if backup_dir and tf.io.gfile.exists(backup_dir):
-        tf.io.gfile.rmtree(backup_dir)  # the model is exported: nothing is left to resume
+    # The model is exported: nothing is left to resume.
+    if backup_dir and object_store.is_remote(backup_dir) and not backup_dir.startswith("gs://"):
+        object_store.delete(backup_dir)
+    elif backup_dir and tf.io.gfile.exists(backup_dir):
+        tf.io.gfile.rmtree(backup_dir)
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_INFO_FILE), "w") as f:

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Union
 import tensorflow_model_analysis as tfma
 # Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
 # (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
-from tfx.components import Evaluator, ExampleValidator, Pusher, StatisticsGen, Trainer, Transform
+from tfx.components import Evaluator, ExampleValidator, StatisticsGen, Trainer, Transform
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.base import executor_spec
@@ -16,20 +16,25 @@ from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.pipeline import Pipeline
-from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components import csv_input
 from components import drift
+from components import evaluator as evaluator_lib
 from components import features as features_lib
 from components import pusher as pusher_lib
 from components import tracking as tracking_lib
-from components.baseline import BlessedDataStatisticsStrategy
+from components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from components.gate import DataGate
+from components.schema import EmbeddedSchema
 from pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn"
+# Where the baselines (the model to beat, the data to compare with) come from: resolvers over ML Metadata, or
+# a step that reads the serving directory (for Kubeflow, which runs no resolver; components/baseline.py).
+BASELINE_SOURCES = ("metadata", "serving")
 
 
 def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig:
@@ -86,6 +91,8 @@ def create_pipeline(
     tracking: Optional[tracking_lib.TrackingSettings] = None,
     train_args: Optional[RuntimeParameter] = None,
     keep_versions: int = 5,
+    baseline_source: str = "metadata",
+    schema_text: str = "",
 ) -> Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -103,10 +110,19 @@ def create_pipeline(
     runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
     `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
 
+    `baseline_source`: "metadata" finds the last blessed model and its data with resolvers over ML Metadata
+    (LocalDagRunner); "serving" with a `ServedBaseline` step that reads the newest version under
+    `<serving_dir>/<model_name>` and the statistics the Pusher keeps with it (Kubeflow runs no resolver).
+    `schema_text`: the schema's content, carried by the pipeline instead of read from `schema_path` (an
+    orchestrator whose steps cannot read the compiling machine's files).
+
     An orchestrator that sets values per run (Kubeflow) passes RuntimeParameters for `data_root`,
     `allowed_anomaly_types` (comma-separated), `serving_data_root` and `train_args` (a TrainArgs proto as JSON,
     which then replaces `training.train_steps`).
     """
+    if baseline_source not in BASELINE_SOURCES:
+        raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
+    model_base = f"{serving_dir}/{model_name}"
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
         example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
@@ -116,23 +132,28 @@ def create_pipeline(
         input_base=data_root,
         input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")]),
         output_config=output_config,
-        custom_config=csv_input.make_example_gen_config(schema_path, features.label),
+        custom_config=csv_input.make_example_gen_config(schema_path, features.label, schema_text=schema_text),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
     ).with_id("CsvExampleGen")
     # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles.
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], stats_options=drift.stats_options())
-    schema_gen = ImportSchemaGen(schema_file=schema_path)
+    schema_gen = EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=schema_path)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-    drift_nodes = []
+    baseline_nodes = []
     baseline_statistics = baseline_blessing = None
-    if drift_check:
+    served = ServedBaseline(model_base=model_base) if baseline_source == "serving" else None
+    if served is not None:
+        baseline_nodes = [served]
+        if drift_check:
+            baseline_statistics = served.outputs["statistics"]
+    elif drift_check:
         baseline_resolver = Resolver(
             strategy_class=BlessedDataStatisticsStrategy,
             statistics=Channel(type=standard_artifacts.ExampleStatistics),
             model_blessing=Channel(type=standard_artifacts.ModelBlessing),
         ).with_id("blessed_data_statistics_resolver")
-        drift_nodes = [baseline_resolver]
+        baseline_nodes = [baseline_resolver]
         baseline_statistics = baseline_resolver.outputs["statistics"]
         baseline_blessing = baseline_resolver.outputs["model_blessing"]
     data_gate = DataGate(
@@ -169,25 +190,33 @@ def create_pipeline(
         eval_args=trainer_pb2.EvalArgs(num_steps=training.eval_steps),
         custom_config={"features": feature_dict, **training.custom_config(backup_root=trainer_backup_dir)},
     )
-    model_resolver = Resolver(
-        strategy_class=LatestBlessedModelStrategy,
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    model_resolvers = []
+    if served is not None:
+        baseline_model = served.outputs["model"]
+    else:
+        model_resolver = Resolver(
+            strategy_class=LatestBlessedModelStrategy,
+            model=Channel(type=standard_artifacts.Model),
+            model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+        ).with_id("latest_blessed_model_resolver")
+        model_resolvers = [model_resolver]
+        baseline_model = model_resolver.outputs["model"]
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=model_resolver.outputs["model"],
+        baseline_model=baseline_model,
         eval_config=eval_config(evaluation, features.label.name),
     )
-    pusher = Pusher(
+    # Drops a baseline that holds no model (ServedBaseline before the first push).
+    evaluator.executor_spec = executor_spec.BeamExecutorSpec(evaluator_lib.Executor)
+    # A version appears complete or not at all, with its training data's statistics; the newest
+    # `keep_versions` are kept (components/pusher.py).
+    pusher = pusher_lib.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=f"{serving_dir}/{model_name}")),
-        # A version appears complete or not at all; the newest `keep_versions` are kept (components/pusher.py).
-        custom_config={"keep_versions": keep_versions},
-        custom_executor_spec=executor_spec.ExecutorClassSpec(pusher_lib.Executor),
+        base_directory=model_base,
+        keep_versions=keep_versions,
+        statistics=statistics_gen.outputs["statistics"],
     )
     tracking_nodes = []
     if tracking is not None:
@@ -196,6 +225,8 @@ def create_pipeline(
             pipeline_name=pipeline_name, params_json=json.dumps(tracking.params, sort_keys=True))
         # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
         example_gen.add_upstream_node(start)
+        for node in baseline_nodes:
+            node.add_upstream_node(start)
         record = tracking_lib.MlflowRecord(
             run_id=start.outputs["run_id"], anomalies_found=data_gate.outputs["anomalies_found"],
             anomalies=example_validator.outputs["anomalies"],
@@ -211,8 +242,8 @@ def create_pipeline(
     return Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[*tracking_nodes[:1], example_gen, statistics_gen, schema_gen, example_validator, *drift_nodes,
-                    data_gate, transform, trainer, model_resolver, evaluator, *tracking_nodes[1:2], pusher,
+        components=[*tracking_nodes[:1], example_gen, statistics_gen, schema_gen, example_validator, *baseline_nodes,
+                    data_gate, transform, trainer, *model_resolvers, evaluator, *tracking_nodes[1:2], pusher,
                     *tracking_nodes[2:]],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,

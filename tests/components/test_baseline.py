@@ -77,3 +77,52 @@ def test_data_accepted_after_the_last_blessing_is_the_baseline_until_the_next_bl
     assert _resolve(store, [blessed_data, stale], [blessing]) == ([blessed_data.id], [blessing.id])
     # no blessed model yet: accepted data is the baseline
     assert _resolve(_store(), [stale], []) == ([stale.id], [])
+
+
+# --- ServedBaseline: the baselines read from the serving directory (Kubeflow) ---------------------------------
+
+def _out(tmp_path, name, kind):
+    from tfx.types import standard_artifacts as sa
+
+    artifact = getattr(sa, kind)()
+    artifact.uri = str(tmp_path / name)
+    return artifact
+
+
+def test_served_baseline_before_and_after_the_first_push(tmp_path):
+    import json
+    import os
+
+    from components import baseline, evaluator, pusher
+
+    base = str(tmp_path / "serving" / "taxi")
+    model, statistics = _out(tmp_path, "m1", "Model"), _out(tmp_path, "s1", "ExampleStatistics")
+    baseline.ServedBaseline.test_call(model_base=base, model=model, statistics=statistics)
+    assert baseline.served_info(statistics.uri) == {"model_base": base, "version": None, "statistics": False}
+    assert not evaluator.has_saved_model(model)  # the Evaluator judges a first run's model alone
+
+    source = tmp_path / "trained"
+    (source / "variables").mkdir(parents=True)
+    (source / "saved_model.pb").write_bytes(b"graph")
+    stats = tmp_path / "stats" / "Split-train"
+    stats.mkdir(parents=True)
+    (stats / "FeatureStats.pb").write_bytes(b"train stats")
+    pusher.push_atomically(str(source), base, 41, statistics_uri=str(tmp_path / "stats"))
+    pusher.push_atomically(str(source), base, 42)  # an older release's push: no statistics
+    os.makedirs(os.path.join(base, "43", "variables"))  # not loadable: ignored
+
+    model, statistics = _out(tmp_path, "m2", "Model"), _out(tmp_path, "s2", "ExampleStatistics")
+    baseline.ServedBaseline.test_call(model_base=base, model=model, statistics=statistics)
+    assert baseline.served_info(model.uri)["version"] == 42
+    assert baseline.served_info(statistics.uri)["statistics"] is False
+    assert evaluator.has_saved_model(model)
+
+    import shutil
+
+    shutil.rmtree(os.path.join(base, "42"))
+    model, statistics = _out(tmp_path, "m3", "Model"), _out(tmp_path, "s3", "ExampleStatistics")
+    baseline.ServedBaseline.test_call(model_base=base, model=model, statistics=statistics)
+    assert json.loads((tmp_path / "s3" / baseline.SERVED_INFO_FILE).read_text())["version"] == 41
+    assert (tmp_path / "s3" / "Split-train" / "FeatureStats.pb").read_bytes() == b"train stats"
+    assert statistics.split_names == '["train"]'
+    assert statistics.get_int_custom_property("served_version") == 41

@@ -199,3 +199,31 @@ def test_serving_data_is_validated_and_compared_for_skew(tmp_path, gate_inputs):
     assert "(skew vs. serving data: 1 feature compared (200 vs. 200 rows), largest pay L-infinity distance 0.4" \
         in message
     assert err.value.drifted == []  # skew is not drift: accepting a baseline would not answer it
+
+
+def _served(tmp_path, name, version, frame=None):
+    """A ServedBaseline statistics output: what the serving directory held."""
+    import json
+
+    folder = tmp_path / name
+    if frame is not None:
+        _statistics(tmp_path, name, frame)
+    folder.mkdir(exist_ok=True)
+    (folder / "served_baseline.json").write_text(json.dumps(
+        {"model_base": "/serving/models/taxi", "version": version, "statistics": frame is not None}))
+    return _artifact(str(folder), standard_artifacts.ExampleStatistics)
+
+
+def test_served_baseline_names_the_version_or_says_why_there_is_none(tmp_path, gate_inputs):
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), **gate_inputs,
+                                     baseline_statistics=_served(tmp_path, "none", None))
+    assert "drift: no model served yet under /serving/models/taxi, nothing to compare with" in result["checks"]
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), **gate_inputs,
+                                     baseline_statistics=_served(tmp_path, "old", 17))
+    assert "served version 17 carries no statistics of its data" in result["checks"]
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), **gate_inputs,
+                                     baseline_statistics=_served(tmp_path, "v18", 18, _frame(0.45)))
+    assert "drift vs. the data of served version 18: 2 features compared" in result["checks"]
+    with pytest.raises(gate.DataGateError, match="the data of served version 19"):
+        gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), **gate_inputs,
+                                baseline_statistics=_served(tmp_path, "v19", 19, _frame(0.9, fare_scale=4.0)))

@@ -107,3 +107,56 @@ def test_prune_keeps_the_newest_and_removes_dead_incoming(tmp_path):
     assert pusher.versions(str(base)) == [3, 4]
     assert sorted(os.path.basename(p) for p in removed) == [".incoming-5-deadbeef", "1", "2"]
     assert live.exists()
+
+
+def _statistics_dir(folder):
+    for split in ("train", "eval"):
+        os.makedirs(os.path.join(folder, f"Split-{split}"))
+        with open(os.path.join(folder, f"Split-{split}", "FeatureStats.pb"), "wb") as f:
+            f.write(f"stats of {split}".encode())
+    return str(folder)
+
+
+def test_each_version_carries_its_training_data_statistics(tmp_path):
+    model = _saved_model(tmp_path / "model")
+    base = str(tmp_path / "serving" / "taxi")
+    pushed = pusher.push_atomically(model, base, 7, statistics_uri=_statistics_dir(tmp_path / "stats"))
+    with open(os.path.join(pushed, pusher.STATISTICS_DIR, "Split-train", "FeatureStats.pb"), "rb") as f:
+        assert f.read() == b"stats of train"
+    assert pusher.served_versions(base) == [7]
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    from components import object_store
+
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    object_store.clear_client_cache()
+    yield s3_server
+    object_store.clear_client_cache()
+
+
+def test_push_to_an_object_store_uploads_the_graph_last_and_prunes(s3_env, tmp_path):
+    """No rename on an object store: saved_model.pb goes last, so TF Serving never sees a version it could load
+    before its variables are there; a version a dead push left without it is pruned."""
+    from components import object_store
+
+    bucket = s3_env.create_bucket("serving-push")
+    base = f"minio://{bucket}/models/taxi"
+    model = _saved_model(tmp_path / "model")
+    object_store.write_bytes(f"{base}/5/variables/variables.index", b"a dead push")  # no saved_model.pb
+    pushed = pusher.push_atomically(model, base, 6, statistics_uri=_statistics_dir(tmp_path / "stats"))
+    assert pushed == f"{base}/6"
+    assert object_store.read_bytes(f"{pushed}/saved_model.pb") == b"graph"
+    assert object_store.read_bytes(f"{pushed}/{pusher.STATISTICS_DIR}/Split-eval/FeatureStats.pb") == b"stats of eval"
+    assert pusher.versions(base) == [5, 6] and pusher.served_versions(base) == [6]
+    client = s3_env.client()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="models/taxi/6/")["Contents"]]
+    assert keys and not [k for k in keys if k.endswith("/")]
+
+    for version in (7, 8):
+        pusher.push_atomically(model, base, version)
+    removed = pusher.prune(base, keep=2, now=0)
+    assert sorted(removed) == [f"{base}/5", f"{base}/6"]
+    assert pusher.versions(base) == [7, 8]

@@ -194,3 +194,28 @@ def test_two_workers_train_together_with_tf_config(tiny_transform, tmp_path):
         assert result["finite"]
     # Synchronous training: both workers see the same all-reduced model, hence the same loss curve.
     np.testing.assert_allclose(results[0]["losses"], results[1]["losses"], rtol=1e-4)
+
+
+def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server, monkeypatch, tmp_path):
+    """TF cannot write s3:// or minio://: BackupAndRestore writes a local folder that is restored from the store
+    before fitting and copied back after every epoch, so a retried Trainer pod resumes."""
+    from components import object_store
+    from components.trainer import BackupMirror, local_backup
+
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    object_store.clear_client_cache()
+    bucket = s3_server.create_bucket("trainer-backup")
+    remote = f"minio://{bucket}/root/_trainer_backup/abc"
+    object_store.write_bytes(f"{remote}/chief/checkpoint", b"epoch 3")
+    local, callbacks = local_backup(remote, str(tmp_path))
+    assert local == str(tmp_path / "backup") and (tmp_path / "backup" / "chief" / "checkpoint").read_bytes() == \
+        b"epoch 3"
+    (mirror,) = callbacks
+    assert isinstance(mirror, BackupMirror)
+    (tmp_path / "backup" / "chief" / "checkpoint").write_bytes(b"epoch 4")
+    mirror.on_epoch_end(4)
+    assert object_store.read_bytes(f"{remote}/chief/checkpoint") == b"epoch 4"
+    assert local_backup(str(tmp_path / "mounted"), str(tmp_path)) == (str(tmp_path / "mounted"), [])
+    assert local_backup(None, str(tmp_path)) == (None, [])
+    object_store.clear_client_cache()
