@@ -1,23 +1,50 @@
-"""Container entry point of every Kubeflow step: TFX's `kubeflow_v2_run_executor`, with the artifact types put
-back that open-source KFP's launcher leaves out.
+"""Container entry point of every Kubeflow step: TFX's `kubeflow_v2_run_executor`, adapted to what open-source
+KFP's launcher (backend/src/v2/component/launcher_v2.go) gives a step and expects back.
 
-TFX reads each artifact's class from the `type` the launcher passes in the executor input. Vertex AI passes the
-compiled instance schema (`title: tfx.Examples`); open-source KFP passes none, or a `system.*` title, and TFX
-fails before the executor starts (tensorflow/tfx#7768). The compiler (pipeline/kubeflow_runner.py) adds
-`--tfxflow_artifact_types '{"examples": "tfx.Examples", ...}'` for the step's inputs and outputs; this module
-restores those titles where the launcher's are missing, then hands over to TFX unchanged.
+1. Artifact types. TFX reads each artifact's class from the `type` in the executor input. Vertex AI passes the
+   compiled instance schema (`title: tfx.Examples`); open-source KFP passes none, or a `system.*` title, and
+   TFX fails before the executor starts (tensorflow/tfx#7768). The compiler (pipeline/kubeflow_runner.py) adds
+   `--tfxflow_artifact_types '{"examples": "tfx.Examples", ...}'`; the titles are restored where missing,
+   and outputs the component does not declare (the launcher's `executor-logs`) are left to the launcher.
+2. Local paths. The launcher downloads every input artifact from the pipeline root (minio://, s3://, gs://) to
+   a local path before the step starts and uploads every output from its local path after it ends
+   (`LocalPathForURI`: minio://b/k <-> /minio/b/k, s3:// <-> /s3/, gs:// <-> /gcs/). TFX executors use an
+   artifact's `uri` as given, and TF has no S3 file system; so the executors get the local paths, and the
+   executor output names the remote URIs again (the launcher takes an output's URI from that file, and uploads
+   from the local path of that URI). TF then never writes to the store itself: no `dir/` marker objects, which
+   the launcher fails to download (kubeflow/pipelines#13476).
+3. Folders that are not artifacts: the input CSV folder (`input_base`) and the serving-data folder are copied
+   from an object store to a local folder first. (The Trainer's backup and the Pusher's destination are
+   written by those components through components/object_store.py.)
+4. Value inputs (a `str` from another step, as MlflowStart's run id) are read before the executor runs; TFX's
+   entry point leaves them unread and the step fails.
+5. `--direct_num_workers=0` means one Beam worker per core of the pod (its CPU limit), not of the node.
+
+`TFXFLOW_KFP_LOCAL_ROOT` moves the launcher's local folders from `/` elsewhere, for running steps outside a
+pod (the tests' KFP emulation).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import os
+import shutil
 import sys
+import tempfile
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
+from components import object_store
+
 TYPES_FLAG = "--tfxflow_artifact_types"
 INVOCATION_FLAG = "--json_serialized_invocation_args"
+LOCAL_ROOT_ENV = "TFXFLOW_KFP_LOCAL_ROOT"
+BEAM_WORKERS_FLAG = "--direct_num_workers"
+# Execution properties that name folders a step reads without them being artifacts.
+STAGED_FOLDERS = ("input_base", "serving_data_root")
 
 
 def artifact_title(artifact_type: Mapping) -> Optional[str]:
@@ -49,6 +76,16 @@ def restore_artifact_types(executor_input: dict, titles: Mapping[str, str]) -> L
     return changed
 
 
+def drop_launcher_outputs(executor_input: dict, titles: Mapping[str, str]) -> List[str]:
+    """Removes output artifacts the component does not declare (the launcher's own `executor-logs`, which it
+    writes itself); TFX would fail to load their `system.Artifact` class. Returns the keys removed."""
+    outputs = executor_input.get("outputs", {}).get("artifacts") or {}
+    foreign = [key for key in outputs if key not in titles]
+    for key in foreign:
+        del outputs[key]
+    return foreign
+
+
 def rewrite_argv(argv: Sequence[str]) -> List[str]:
     """`argv` without the types flag, and with the executor input's artifact types restored."""
     args = list(argv)
@@ -60,18 +97,135 @@ def rewrite_argv(argv: Sequence[str]) -> List[str]:
     if titles and INVOCATION_FLAG in args:
         i = args.index(INVOCATION_FLAG) + 1
         executor_input = json.loads(args[i])
-        if restore_artifact_types(executor_input, titles):
+        if restore_artifact_types(executor_input, titles) + drop_launcher_outputs(executor_input, titles):
             args[i] = json.dumps(executor_input)
     return args
 
 
+def localize_artifacts(executor_input: dict, root: str = "/") -> Dict[str, str]:
+    """Points every input and output artifact with a remote URI at the launcher's local path for it; returns
+    {local path: remote URI}."""
+    remote_of = {}
+    for side in ("inputs", "outputs"):
+        for entry in (executor_input.get(side, {}).get("artifacts") or {}).values():
+            for artifact in entry.get("artifacts", []):
+                uri = artifact.get("uri", "")
+                if object_store.is_remote(uri):
+                    local = object_store.local_path_for_uri(uri, root)
+                    remote_of[local] = uri
+                    artifact["uri"] = local
+    return remote_of
+
+
+def stage_folders(executor_input: dict, workdir: str) -> Dict[str, str]:
+    """Copies the remote folders named by `STAGED_FOLDERS` parameters into `workdir` and points the parameters
+    there; returns {parameter: remote URI}."""
+    values = executor_input.get("inputs", {}).get("parameterValues") or {}
+    staged = {}
+    for key in STAGED_FOLDERS:
+        uri = values.get(key)
+        if isinstance(uri, str) and object_store.is_remote(uri):
+            local = os.path.join(workdir, key)
+            count = object_store.download(uri, local)
+            print(f"tfxflow: {key}: {count} file(s) from {uri}", file=sys.stderr)
+            values[key] = local
+            staged[key] = uri
+    return staged
+
+
+def restore_output_uris(output_file: str, remote_of: Mapping[str, str]) -> int:
+    """Puts the remote URIs back into the executor output file's artifacts; returns how many it changed."""
+    if not os.path.exists(output_file):
+        return 0
+    with open(output_file, encoding="utf-8") as f:
+        output = json.load(f)
+    changed = 0
+    for entry in (output.get("artifacts") or {}).values():
+        for artifact in entry.get("artifacts", []):
+            uri = artifact.get("uri", "").rstrip("/")
+            if uri in remote_of:
+                artifact["uri"] = remote_of[uri]
+                changed += 1
+    with open(output_file, "w", encoding="utf-8") as f:
+        json.dump(output, f)
+    return changed
+
+
+def pod_cpus() -> int:
+    """The CPUs this container may use: its cgroup CPU limit, else the CPUs it may run on."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="utf-8") as f:  # cgroup v2: "<quota> <period>" or "max ..."
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        try:  # cgroup v1
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="utf-8") as f:
+                quota = int(f.read())
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="utf-8") as f:
+                period = int(f.read())
+            if quota > 0:
+                return max(1, math.ceil(quota / period))
+        except (OSError, ValueError):
+            pass
+    return len(os.sched_getaffinity(0))
+
+
+def size_beam_workers(args: List[str], cpus: int) -> List[str]:
+    """`--direct_num_workers=0` (one per core) made explicit with the pod's CPUs."""
+    return [f"{BEAM_WORKERS_FLAG}={cpus}" if a == f"{BEAM_WORKERS_FLAG}=0" else a for a in args]
+
+
+def reading_value_inputs(parse):
+    """`parse` (TFX's `parse_raw_artifact_dict`) that also reads the value of every ValueArtifact whose file
+    exists, i.e. each input one (a function component's `str` or `int` from another step).
+
+    TFX's Kubeflow V2 entry point hands them over unread, and the component fails with "The artifact value has
+    not yet been read from storage" (its local launcher reads them first). Outputs have no file yet."""
+    from tfx.dsl.io import fileio
+    from tfx.types.value_artifact import ValueArtifact
+
+    @functools.wraps(parse)
+    def parse_and_read(*args, **kwargs):
+        parsed = parse(*args, **kwargs)
+        for artifacts in parsed.values():
+            for artifact in artifacts:
+                if isinstance(artifact, ValueArtifact) and fileio.exists(artifact.uri) and \
+                        not fileio.isdir(artifact.uri):
+                    artifact.read()
+        return parsed
+
+    return parse_and_read
+
+
+def _run_and_restore(parsed, output_file: str, remote_of: Mapping[str, str]) -> None:
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as tfx_utils
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
+
+    # This process runs one step; TFX's entry point calls the parser through its module.
+    tfx_utils.parse_raw_artifact_dict = reading_value_inputs(tfx_utils.parse_raw_artifact_dict)
+    tfx_entrypoint.main(parsed)
+    restore_output_uris(output_file, remote_of)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Runs the step's executor as TFX's Kubeflow V2 entry point does."""
+    """Runs the step's executor as TFX's Kubeflow V2 entry point does, on local copies of its artifacts."""
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    app.run(tfx_entrypoint.main, argv=rewrite_argv(sys.argv if argv is None else argv),
-            flags_parser=tfx_entrypoint._parse_flags)  # pylint: disable=protected-access
+    args = size_beam_workers(rewrite_argv(sys.argv if argv is None else argv), pod_cpus())
+    workdir = tempfile.mkdtemp(prefix="tfxflow-step-")
+    try:
+        i = args.index(INVOCATION_FLAG) + 1
+        executor_input = json.loads(args[i])
+        remote_of = localize_artifacts(executor_input, os.environ.get(LOCAL_ROOT_ENV, "/"))
+        stage_folders(executor_input, workdir)
+        args[i] = json.dumps(executor_input)
+        output_file = executor_input.get("outputs", {}).get("outputFile", "")
+        app.run(functools.partial(_run_and_restore, output_file=output_file, remote_of=remote_of), argv=args,
+                flags_parser=tfx_entrypoint._parse_flags)  # pylint: disable=protected-access
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

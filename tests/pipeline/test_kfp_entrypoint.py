@@ -9,19 +9,20 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.kfp_entrypoint import restore_artifact_types, rewrite_argv
+from pipeline.kfp_entrypoint import (localize_artifacts, restore_artifact_types, restore_output_uris, rewrite_argv,
+                                     size_beam_workers, stage_folders)
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
 
 def _import_schema_step(spec: dict, out: str, launcher_type: dict):
-    """ImportSchemaGen's command line with an executor input shaped like open-source KFP's launcher's."""
-    container = spec["deploymentSpec"]["executors"][spec["components"]["ImportSchemaGen"]["executorLabel"]]["container"]
-    schema_file = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]["inputs"]["parameters"]["schema_file"]
+    """EmbeddedSchema's command line with an executor input shaped like open-source KFP's launcher's."""
+    container = spec["deploymentSpec"]["executors"][spec["components"]["EmbeddedSchema"]["executorLabel"]]["container"]
+    schema_text = spec["root"]["dag"]["tasks"]["EmbeddedSchema"]["inputs"]["parameters"]["schema_text"]
     executor_input = {
-        "inputs": {"parameterValues": {"schema_file": schema_file["runtimeValue"]["constant"]}},
+        "inputs": {"parameterValues": {"schema_text": schema_text["runtimeValue"]["constant"]}},
         "outputs": {"artifacts": {"schema": {"artifacts": [{
-            "name": "run-1/ImportSchemaGen/schema", "type": launcher_type, "uri": f"{out}/schema"}]}},
+            "name": "run-1/EmbeddedSchema/schema", "type": launcher_type, "uri": f"{out}/schema"}]}},
             "outputFile": f"{out}/executor_output.json"}}
     args = [json.dumps(executor_input) if a == "{{$}}" else a for a in container["args"]]
     return container["command"], args
@@ -82,3 +83,82 @@ def test_rewrite_argv_drops_the_flag_and_leaves_beam_args():
     fixed = json.loads(out[4])
     assert fixed["outputs"]["artifacts"]["schema"]["artifacts"][0]["type"]["instanceSchema"].startswith(
         "title: tfx.Schema")
+
+
+def test_artifacts_on_the_launchers_local_paths_and_back():
+    """TFX gets the paths where KFP's launcher put the inputs and will upload the outputs from
+    (LocalPathForURI); the executor output names the remote URIs again, which is what the launcher uploads to."""
+    executor_input = {
+        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "minio://mlpipeline/v2/run/CsvExampleGen/examples"}]},
+                                 "schema": {"artifacts": [{"uri": "gs://b/run/EmbeddedSchema/schema"}]}}},
+        "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "s3://b/run/StatisticsGen/statistics"}]}}}}
+    remote_of = localize_artifacts(executor_input, "/tmp/launcher")
+    assert executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]["uri"] == \
+        "/tmp/launcher/minio/mlpipeline/v2/run/CsvExampleGen/examples"
+    assert executor_input["inputs"]["artifacts"]["schema"]["artifacts"][0]["uri"] == \
+        "/tmp/launcher/gcs/b/run/EmbeddedSchema/schema"
+    local = "/tmp/launcher/s3/b/run/StatisticsGen/statistics"
+    assert executor_input["outputs"]["artifacts"]["statistics"]["artifacts"][0]["uri"] == local
+    assert remote_of[local] == "s3://b/run/StatisticsGen/statistics"
+    assert localize_artifacts(executor_input, "/") == {}  # already local: nothing to map
+
+
+def test_restore_output_uris(tmp_path):
+    output = tmp_path / "executor_output.json"
+    local = "/minio/mlpipeline/v2/run/Trainer/model"
+    output.write_text(json.dumps({"artifacts": {
+        "model": {"artifacts": [{"uri": local, "metadata": {"a": 1}}]},
+        "other": {"artifacts": [{"uri": "/somewhere/else"}]}}}))
+    assert restore_output_uris(str(output), {local: "minio://mlpipeline/v2/run/Trainer/model"}) == 1
+    written = json.loads(output.read_text())
+    assert written["artifacts"]["model"]["artifacts"][0] == {"uri": "minio://mlpipeline/v2/run/Trainer/model",
+                                                             "metadata": {"a": 1}}
+    assert written["artifacts"]["other"]["artifacts"][0]["uri"] == "/somewhere/else"
+
+
+def test_beam_workers_follow_the_pods_cpus():
+    args = ["--executor_class_path", "x", "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+    assert size_beam_workers(args, 3)[-1] == "--direct_num_workers=3"
+    assert size_beam_workers(args[:-1] + ["--direct_num_workers=5"], 3)[-1] == "--direct_num_workers=5"
+
+
+def test_remote_data_folder_is_staged(s3_server, monkeypatch, tmp_path):
+    from components import object_store
+
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    object_store.clear_client_cache()
+    bucket = s3_server.create_bucket("staging-test")
+    s3_server.client().put_object(Bucket=bucket, Key="data/day1/a.csv", Body=b"x,y\n1,2\n")
+    executor_input = {"inputs": {"parameterValues": {"input_base": f"minio://{bucket}/data/day1",
+                                                     "serving_data_root": "", "other": "minio://b/k"}}}
+    staged = stage_folders(executor_input, str(tmp_path))
+    values = executor_input["inputs"]["parameterValues"]
+    assert staged == {"input_base": f"minio://{bucket}/data/day1"}
+    assert values["input_base"] == str(tmp_path / "input_base") and values["other"] == "minio://b/k"
+    assert (tmp_path / "input_base" / "a.csv").read_bytes() == b"x,y\n1,2\n"
+
+
+def test_the_launchers_own_log_output_is_left_to_it():
+    argv = ["prog", "--tfxflow_artifact_types", json.dumps({"schema": "tfx.Schema"}), "--executor_class_path", "m.E",
+            "--json_serialized_invocation_args", json.dumps({"outputs": {"artifacts": {
+                "schema": {"artifacts": [{"uri": "u"}]},
+                "executor-logs": {"artifacts": [{"uri": "l", "type": {"schemaTitle": "system.Artifact"}}]}}}})]
+    fixed = json.loads(rewrite_argv(argv)[4])
+    assert list(fixed["outputs"]["artifacts"]) == ["schema"]
+
+
+def test_value_inputs_are_read_before_the_executor_runs(tmp_path):
+    """A `str` from another step (MlflowStart's run id) arrives as a ValueArtifact file; TFX's V2 entry point
+    leaves it unread and the function component fails, so the parser the entry point uses reads it."""
+    from tfx.types import standard_artifacts
+
+    from pipeline.kfp_entrypoint import reading_value_inputs
+
+    (tmp_path / "run_id").write_text("abc123")
+    given, made = standard_artifacts.String(), standard_artifacts.String()
+    given.uri, made.uri = str(tmp_path / "run_id"), str(tmp_path / "out" / "run_id")
+    parsed = reading_value_inputs(lambda raw, names: {"run_id": [given], "out": [made]})({}, {})
+    assert parsed["run_id"][0].value == "abc123"
+    with pytest.raises(ValueError, match="not yet been read"):
+        _ = parsed["out"][0].value  # an output: no file yet, left for the step to write
