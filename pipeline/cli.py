@@ -132,19 +132,28 @@ def _add_kubeflow_parser(sub) -> None:
     comp = kf_sub.add_parser("compile", help="compile to a KFP v2 pipeline spec (YAML)", formatter_class=fmt)
     where = comp.add_argument_group("image and paths (object-store URIs, or paths on mounted volumes)")
     where.add_argument("--image", required=True, help="the project image (kubeflow/Dockerfile), pinned: repo/name:tag")
-    where.add_argument("--pipeline-root", required=True, help="e.g. gs://bucket/tfxflow or minio://mlpipeline/tfxflow")
+    where.add_argument("--pipeline-root", required=True,
+                       help="gs://, s3:// or minio://, e.g. minio://mlpipeline/v2/artifacts (open-source Kubeflow)")
     where.add_argument("--data-root", required=True, help="default of the data_root pipeline parameter")
-    where.add_argument("--serving-dir", help="TF Serving model base (default: <pipeline-root>/serving, or "
-                                             "<mount>/models with --serving-pvc)")
-    where.add_argument("--serving-pvc", help="PersistentVolumeClaim mounted in the Pusher (and TF Serving)")
+    where.add_argument("--serving-dir", help="TF Serving model base (default: <mount>/models on --serving-pvc, or "
+                                             "<pipeline-root>/serving with --serving-pvc '')")
+    where.add_argument("--serving-pvc", default="tf-serving-models",
+                       help="PersistentVolumeClaim of the serving directory (kubeflow/serving/); '': none")
     where.add_argument("--serving-mount", default="/serving", help="where --serving-pvc is mounted")
+    where.add_argument("--data-pvc", default="", help="PersistentVolumeClaim holding --data-root and --serving-data "
+                                                      "when they are paths")
+    where.add_argument("--data-mount", default="/data", help="where --data-pvc is mounted")
+    where.add_argument("--s3-endpoint", default="",
+                       help="S3 endpoint of s3:// and minio:// locations (default for minio://: "
+                            "http://minio-service.kubeflow:9000)")
+    where.add_argument("--object-store-secret", default="mlpipeline-minio-artifact",
+                       help="secret with the keys accesskey and secretkey for s3:// and minio:// ('': the pod's "
+                            "own identity)")
     where.add_argument("--output", help="compiled file (default: ./<pipeline-name>.yaml)")
     data = comp.add_argument_group("data and model")
     data.add_argument("--dataset", default=DEFAULT_DATASET)
     data.add_argument("--schema", dest="schema_path", help="curated schema (default: schemas/<dataset>/schema.pbtxt); "
-                                                          "staged under the pipeline root by its content hash")
-    data.add_argument("--schema-uri", help="read the schema from here instead of staging it (an object-store URI "
-                                           "holding the same content as --schema)")
+                                                          "its content is compiled into the spec")
     data.add_argument("--feature-config", dest="feature_config_path")
     data.add_argument("--pipeline-name", help="default: tfxflow-<dataset>")
     data.add_argument("--model-name", help="default: <dataset>")
@@ -154,12 +163,16 @@ def _add_kubeflow_parser(sub) -> None:
     data.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value)
     data.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression)
     data.add_argument("--slice-by", action="append", default=[], metavar="COLUMN")
+    data.add_argument("--no-drift-check", action="store_true",
+                      help="do not compare the data with the served model's training data")
     _add_training_args(comp)
     k8s = comp.add_argument_group("cluster")
     k8s.add_argument("--gpus", type=int, default=1, help="GPUs the Trainer requests (0: none)")
     k8s.add_argument("--gpu-resource", default="nvidia.com/gpu", help="Kubernetes resource name of the GPU")
-    k8s.add_argument("--trainer-cpu", default="", help="CPU limit of the Trainer, e.g. 8")
-    k8s.add_argument("--trainer-memory", default="", help="memory limit of the Trainer, e.g. 32G")
+    k8s.add_argument("--trainer-cpu", default="4", help="CPUs of the Trainer (request and limit; '': none)")
+    k8s.add_argument("--trainer-memory", default="16G", help="memory of the Trainer (request and limit)")
+    k8s.add_argument("--step-cpu", default="2", help="CPUs of every other step (request and limit; '': none)")
+    k8s.add_argument("--step-memory", default="8G", help="memory of every other step (request and limit)")
     k8s.add_argument("--node-selector", action="append", default=[], metavar="LABEL=VALUE",
                      help="Trainer node selector (repeatable), e.g. nvidia.com/gpu.present=true")
     k8s.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE][:EFFECT]",
@@ -174,6 +187,8 @@ def _add_kubeflow_parser(sub) -> None:
     track.add_argument("--mlflow-secret-key", action="append", default=[], metavar="KEY",
                        help="a key of --mlflow-secret (repeatable; default: MLFLOW_TRACKING_URI)")
     track.add_argument("--experiment", default="", help="MLflow experiment (default: the pipeline name)")
+    check = kf_sub.add_parser("check", help="check a compiled spec against the open-source KFP backend's rules")
+    check.add_argument("spec", help="the compiled file (YAML)")
     for name, text in (("submit", "start one run of a compiled pipeline"),
                        ("schedule", "create or replace a recurring run of a compiled pipeline"),
                        ("unschedule", "delete a recurring run")):
@@ -538,6 +553,8 @@ def _kubeflow(args: argparse.Namespace) -> int:
     try:
         if args.kubeflow_command == "compile":
             return _kubeflow_compile(args)
+        if args.kubeflow_command == "check":
+            return _kubeflow_check(args.spec)
         return _kubeflow_remote(args)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -564,14 +581,16 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
         evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
                                     slice_columns=tuple(args.slice_by)),
         allowed_anomaly_types=tuple(args.allow_anomaly), serving_data_root=args.serving_data,
-        schema_uri=args.schema_uri or "", gpus=args.gpus, gpu_resource=args.gpu_resource,
-        trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
+        gpus=args.gpus, gpu_resource=args.gpu_resource,
+        trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory, step_cpu=args.step_cpu,
+        step_memory=args.step_memory, drift_check=not args.no_drift_check,
         node_selector=kf.parse_key_values(args.node_selector, "--node-selector"),
         tolerations=tuple(kf.Toleration.parse(t) for t in args.toleration),
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, tracking=args.tracking == "on",
         experiment=args.experiment, mlflow_uri=args.mlflow_uri, mlflow_secret=args.mlflow_secret,
         mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_ENV,),
-        serving_pvc=args.serving_pvc or "", serving_mount=args.serving_mount)
+        serving_pvc=args.serving_pvc or "", serving_mount=args.serving_mount, data_pvc=args.data_pvc,
+        data_mount=args.data_mount, s3_endpoint=args.s3_endpoint, object_store_secret=args.object_store_secret)
     kf.check_kubeflow_config(config)  # before TensorFlow is imported: a wrong flag answers at once
     output = os.path.abspath(args.output or f"{pipeline_name}.yaml")
     import tempfile
@@ -595,11 +614,25 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
     gpu = f"{config.gpus} x {config.gpu_resource}" if config.gpus else "none"
     print(f"tfxflow: compiled {pipeline_name} ({len(result.steps)} steps) in {result.seconds:.1f} s\n"
           f"  spec:       {result.path}\n  image:      {config.image}\n  root:       {config.pipeline_root}\n"
-          f"  schema:     {result.schema_uri}\n  serving:    {config.serving_dir}\n"
+          f"  schema:     {config.schema_path} (in the spec, sha256 {result.schema_sha256})\n"
+          f"  serving:    {config.serving_dir}" + (f" on claim {config.serving_pvc}" if config.serving_pvc else "")
+          + "\n  baselines:  the newest version under the serving directory" + ("" if config.drift_check else
+                                                                              " (no drift check)") + "\n"
           f"  trainer:    GPUs {gpu}" + (f", node selector {dict(config.node_selector)}" if config.node_selector
                                          else "") + (f", {len(config.tolerations)} toleration(s)"
                                                      if config.tolerations else "") + "\n"
           "  parameters: " + ", ".join(f"{k}={v!r}" for k, v in sorted(result.parameters.items())))
+    return 0
+
+
+def _kubeflow_check(path: str) -> int:
+    from pipeline import kfp_check
+
+    problems = kfp_check.check_file(path)
+    if problems:
+        print(kfp_check.format_problems(path, problems), file=sys.stderr)
+        return 1
+    print(f"tfxflow: {path}: admitted by the open-source KFP 2.x backend's rules (pipeline/kfp_check.py)")
     return 0
 
 
@@ -615,8 +648,15 @@ def _kubeflow_remote(args: argparse.Namespace) -> int:
         print(f"tfxflow: removed recurring run '{args.name}' from experiment {experiment}: {', '.join(removed)}"
               if removed else f"tfxflow: no recurring run '{args.name}' in experiment {experiment}; nothing to do")
         return 0
+    from pipeline import kfp_check
+
+    problems = kfp_check.check_file(args.spec)  # what the API server would refuse at run creation
+    if problems:
+        raise ValueError(kfp_check.format_problems(args.spec, problems))
     spec, _ = load_spec(args.spec)
     pipeline_name = spec["pipelineInfo"]["name"]
+    # The backend does not read the spec's default root: a run without one writes to the namespace's.
+    pipeline_root = spec.get("defaultPipelineRoot") or None
     declared = spec["root"].get("inputDefinitions", {}).get("parameters", {})
     params = dict(parse_key_values(args.param, "--param"))
     unknown = sorted(set(params) - set(declared))
@@ -629,13 +669,14 @@ def _kubeflow_remote(args: argparse.Namespace) -> int:
     client = kfp_client.make_client(connection)
     if args.kubeflow_command == "submit":
         run_name = args.run_name or f"{pipeline_name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        done = kfp_client.submit(client, args.spec, pipeline_name, experiment, run_name, params, connection.namespace)
+        done = kfp_client.submit(client, args.spec, pipeline_name, experiment, run_name, params, connection.namespace,
+                                 pipeline_root=pipeline_root)
         print(f"tfxflow: run '{run_name}' started: run id {done.run_id}\n  experiment: {experiment} "
               f"({done.experiment_id})\n  pipeline version: {done.version_id}\n  UI: {connection.host}/#/runs/details/"
               f"{done.run_id}")
         return 0
     done = kfp_client.schedule(client, args.spec, pipeline_name, experiment, args.name, args.cron, params,
-                               args.max_concurrency, args.catchup, connection.namespace)
+                               args.max_concurrency, args.catchup, connection.namespace, pipeline_root=pipeline_root)
     replaced = f"; replaced {', '.join(done.replaced)}" if done.replaced else ""
     print(f"tfxflow: recurring run '{args.name}' ({done.recurring_run_id}) in experiment {experiment}: cron "
           f"'{kfp_client.check_cron(args.cron)}', at most {args.max_concurrency} at once, catch-up "

@@ -132,12 +132,14 @@ class Submitted:
 
 
 def submit(client, spec_path: str, pipeline_name: str, experiment: str, run_name: str,
-           params: Mapping[str, str], namespace: Optional[str] = None) -> Submitted:
-    """Starts one run of the compiled pipeline."""
+           params: Mapping[str, str], namespace: Optional[str] = None,
+           pipeline_root: Optional[str] = None) -> Submitted:
+    """Starts one run of the compiled pipeline, its artifacts under `pipeline_root` (KFP's driver takes the
+    run's root, else the namespace's `kfp-launcher` default; never the spec's `defaultPipelineRoot`)."""
     exp_id = experiment_id(client, experiment, namespace)
     pipeline_id, version_id = upload(client, spec_path, pipeline_name, namespace)
     run = _quiet(client.run_pipeline, f"run '{run_name}'", experiment_id=exp_id, job_name=run_name,
-                 params=dict(params), pipeline_id=pipeline_id, version_id=version_id)
+                 params=dict(params), pipeline_id=pipeline_id, version_id=version_id, pipeline_root=pipeline_root)
     return Submitted(run.run_id, exp_id, pipeline_id, version_id)
 
 
@@ -170,8 +172,9 @@ class Scheduled:
 
 def schedule(client, spec_path: str, pipeline_name: str, experiment: str, name: str, cron: str,
              params: Mapping[str, str], max_concurrency: int = 1, catchup: bool = False,
-             namespace: Optional[str] = None) -> Scheduled:
-    """Creates the recurring run `name`, replacing one of the same name in the experiment."""
+             namespace: Optional[str] = None, pipeline_root: Optional[str] = None) -> Scheduled:
+    """Creates the recurring run `name`, replacing one of the same name in the experiment; its runs store
+    their artifacts under `pipeline_root` (see `submit`)."""
     cron = check_cron(cron)
     if max_concurrency < 1:
         raise ValueError("--max-concurrency must be >= 1")
@@ -180,7 +183,8 @@ def schedule(client, spec_path: str, pipeline_name: str, experiment: str, name: 
     previous = find_schedules(client, exp_id, name)
     created = _quiet(client.create_recurring_run, f"recurring run '{name}'", experiment_id=exp_id, job_name=name,
                      cron_expression=cron, max_concurrency=max_concurrency, no_catchup=not catchup,
-                     params=dict(params), pipeline_id=pipeline_id, version_id=version_id)
+                     params=dict(params), pipeline_id=pipeline_id, version_id=version_id,
+                     pipeline_root=pipeline_root)
     for old in previous:
         _quiet(client.delete_recurring_run, f"deleting the replaced recurring run {old.recurring_run_id}",
                old.recurring_run_id)

@@ -2,13 +2,21 @@
 
 The compiled file is a KFP PipelineSpec (first YAML document) and its Kubernetes platform spec (second
 document), what `kfp.Client` uploads and runs. On top of what TFX emits, the compiler:
+- builds the pipeline with only container steps: the open-source backend runs no resolver, so the baselines
+  (the model to beat, the data to compare with) come from the `ServedBaseline` step, which reads the serving
+  directory; the schema travels inside the spec (compiling needs no access to the store);
 - exposes the per-run knobs as pipeline parameters with defaults (TFX leaves the defaults out of a bare spec);
 - sets the default pipeline root (TFX puts it only in a PipelineJob, which KFP does not take);
-- requests `nvidia.com/gpu` for the Trainer, with optional node selector and tolerations;
-- runs every step through `pipeline.kfp_entrypoint`, which restores the artifact types open-source KFP drops;
-- never caches CsvExampleGen (a KFP cache key covers the data folder's path, not the files in it) nor
-  MlflowStart (each run needs its own MLflow run);
-- gives the tracking steps their MLflow URI from the environment: a plain value or a Kubernetes secret.
+- requests `nvidia.com/gpu` for the Trainer, with optional node selector and tolerations, and CPU and memory
+  for every step;
+- runs every step through `pipeline.kfp_entrypoint` (artifact types restored, artifacts on local paths);
+- gives the steps the object store's endpoint and credentials (a Kubernetes secret) for what is not an
+  artifact: the data folder, the Trainer's backup, the serving directory;
+- never caches CsvExampleGen (a KFP cache key covers the data folder's path, not the files in it),
+  ServedBaseline (the serving directory changes between runs) nor MlflowStart (one MLflow run per run);
+- drops TFX's ExampleGen `lifecycle.preCacheCheck` hook (Vertex AI's; open-source KFP never runs it);
+- gives the tracking steps their MLflow URI from the environment: a plain value or a Kubernetes secret;
+- refuses, before writing, a spec the KFP backend would refuse (pipeline/kfp_check.py).
 """
 
 from __future__ import annotations
@@ -18,15 +26,23 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from components import object_store
 from components.features import FeatureConfig
 from pipeline.config import BEAM_MODES, ConfigError, EvaluationConfig, SplitConfig, TrainingConfig
 from pipeline.tracking_store import TRACKING_ENV
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ENTRYPOINT = ("python", "-m", "pipeline.kfp_entrypoint")
-# Resolved by KFP backends 2.4 and later; MlflowStart falls back to its output folder on older ones.
+# Resolved by KFP backends 2.5 and later (kubeflow/pipelines#11599); MlflowStart falls back to its output
+# folder on older ones.
 RUN_KEY = "{{$.pipeline_job_uuid}}"
-NEVER_CACHED = ("MlflowStart", "CsvExampleGen")
+NEVER_CACHED = ("MlflowStart", "CsvExampleGen", "ServedBaseline")
+PIPELINE_ROOT_SCHEMES = ("gs", "s3", "minio")  # what KFP's launcher uploads to (launcher_v2.go)
+# An open-source Kubeflow install's MinIO, and the secret its launcher reads (copied into every profile
+# namespace); its keys become boto3's standard variables in the steps.
+MINIO_ENDPOINT = object_store.KUBEFLOW_MINIO_ENDPOINT
+OBJECT_STORE_SECRET = object_store.KUBEFLOW_CREDENTIALS_SECRET
+OBJECT_STORE_KEYS = (("accesskey", "AWS_ACCESS_KEY_ID"), ("secretkey", "AWS_SECRET_ACCESS_KEY"))
 TRACKING_STEPS = ("MlflowStart", "MlflowRecord", "MlflowFinish")
 TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -68,21 +84,22 @@ class KubeflowConfig:
     pipeline_name: str
     model_name: str
     image: str
-    pipeline_root: str
+    pipeline_root: str  # gs://, s3:// or minio:// (KFP's launcher uploads nowhere else)
     data_root: str  # the default of the `data_root` pipeline parameter
     serving_dir: str
-    schema_path: str  # the local curated schema; staged under the pipeline root unless schema_uri is given
+    schema_path: str  # the local curated schema; its content is compiled into the spec
     features: FeatureConfig
     training: TrainingConfig = TrainingConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     split: SplitConfig = SplitConfig()
     allowed_anomaly_types: Tuple[str, ...] = ()
     serving_data_root: str = ""  # the default of the `serving_data_root` parameter; empty: no skew check
-    schema_uri: str = ""  # where the steps read the schema; empty: staged under the pipeline root
     gpus: int = 1
     gpu_resource: str = GPU_RESOURCE
-    trainer_cpu: str = ""  # e.g. "8"; empty: the cluster's default
-    trainer_memory: str = ""  # e.g. "32G"
+    trainer_cpu: str = "4"  # the Trainer's CPU request and limit; empty: the cluster's default
+    trainer_memory: str = "16G"
+    step_cpu: str = "2"  # every other step's CPU request and limit
+    step_memory: str = "8G"
     node_selector: Tuple[Tuple[str, str], ...] = ()
     tolerations: Tuple[Toleration, ...] = ()
     beam_mode: str = "multi_processing"
@@ -92,10 +109,16 @@ class KubeflowConfig:
     mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
     mlflow_secret: str = ""  # a Kubernetes secret whose keys become the tracking steps' environment
     mlflow_secret_keys: Tuple[str, ...] = (TRACKING_ENV,)
-    serving_pvc: str = ""  # a PersistentVolumeClaim mounted in the Pusher at serving_mount
+    serving_pvc: str = ""  # a PersistentVolumeClaim mounted at serving_mount in the steps that use it
     serving_mount: str = "/serving"
+    data_pvc: str = ""  # a PersistentVolumeClaim holding data folders, mounted at data_mount where they are read
+    data_mount: str = "/data"
     enable_cache: bool = True
-    drift_check: bool = False  # its lineage resolver does not compile for KFP (see kubeflow/README.md)
+    drift_check: bool = True
+    # s3:// and minio:// locations: the endpoint (empty: AWS for s3://, the install's MinIO for minio://) and
+    # the secret holding the credentials (empty: the pod's own identity, e.g. IAM roles for service accounts).
+    s3_endpoint: str = ""
+    object_store_secret: str = OBJECT_STORE_SECRET
 
     @property
     def beam_pipeline_args(self) -> List[str]:
@@ -104,6 +127,19 @@ class KubeflowConfig:
     @property
     def trainer_backup_dir(self) -> str:
         return f"{self.pipeline_root.rstrip('/')}/_trainer_backup"
+
+    @property
+    def uses_s3(self) -> bool:
+        """Whether any location is on an S3-compatible store, which the steps reach with boto3."""
+        return any(_scheme(uri) in ("s3", "minio") for uri in (
+            self.pipeline_root, self.data_root, self.serving_dir, self.serving_data_root))
+
+    @property
+    def endpoint(self) -> str:
+        if self.s3_endpoint:
+            return self.s3_endpoint
+        return MINIO_ENDPOINT if "minio" in {_scheme(self.pipeline_root), _scheme(self.data_root),
+                                             _scheme(self.serving_dir)} else ""
 
     def parameter_defaults(self) -> Dict[str, str]:
         """The pipeline parameters a run or a schedule may set, with their compiled defaults."""
@@ -118,37 +154,64 @@ class KubeflowConfig:
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+def _scheme(uri: str) -> str:
+    return uri.split("://", 1)[0] if "://" in uri else ""
+
+
+def _location(flag: str, uri: str, claim: str, mount: str, claim_flag: str) -> None:
+    """An object-store URI, or an absolute path on the volume `claim` mounts at `mount`."""
+    if not uri:
+        return
+    if "://" in uri:
+        if _scheme(uri) not in PIPELINE_ROOT_SCHEMES:
+            raise ConfigError(f"{flag} '{uri}': the steps read gs://, s3:// and minio:// URIs, or paths on a "
+                              "mounted volume")
+        return
+    if not uri.startswith("/"):
+        raise ConfigError(f"{flag} '{uri}': an object-store URI (gs://, s3://, minio://) or an absolute path on "
+                          "a volume the steps mount")
+    if not claim:
+        raise ConfigError(f"{flag} {uri} is a path: name the claim that holds it ({claim_flag}), or give an "
+                          "object-store URI")
+    if not (uri.rstrip("/") + "/").startswith(mount.rstrip("/") + "/"):
+        raise ConfigError(f"{flag} {uri} is not on the volume {claim_flag} mounts at {mount}")
+
+
 def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     """Raises ConfigError naming the flag at fault; returns the config with defaults filled in."""
     last = config.image.rsplit("/", 1)[-1]
     if not ("@" in last or (":" in last and not last.endswith(":latest"))):
         raise ConfigError(f"--image '{config.image}': give a pinned tag or digest (repo/name:tag); a moving tag "
                           "runs different code in each step of one run")
-    if "://" not in config.pipeline_root and not config.pipeline_root.startswith("/"):
-        raise ConfigError(f"--pipeline-root '{config.pipeline_root}': an object-store URI (gs://, s3://, minio://) "
-                          "or an absolute path on a mounted volume")
+    if _scheme(config.pipeline_root) not in PIPELINE_ROOT_SCHEMES:
+        raise ConfigError(f"--pipeline-root '{config.pipeline_root}': KFP's launcher stores artifacts only under "
+                          "gs://, s3:// or minio:// (launcher_v2.go refuses other output URIs); e.g. "
+                          "minio://mlpipeline/v2/artifacts on an open-source install")
+    _location("--data-root", config.data_root, config.data_pvc, config.data_mount, "--data-pvc")
+    _location("--serving-data", config.serving_data_root, config.data_pvc, config.data_mount, "--data-pvc")
+    _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
     if config.gpus < 0:
         raise ConfigError("--gpus must be >= 0")
     if config.beam_mode not in BEAM_MODES:
         raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{config.beam_mode}'")
-    for name in (config.mlflow_secret, config.serving_pvc):
+    for name in (config.mlflow_secret, config.serving_pvc, config.data_pvc, config.object_store_secret):
         if name and not _K8S_NAME.match(name):
             raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
     if config.tracking and not (config.mlflow_uri or config.mlflow_secret):
         raise ConfigError("tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
                           f"${TRACKING_ENV} from either), or --tracking off")
-    if config.serving_pvc and not (config.serving_dir + "/").startswith(config.serving_mount.rstrip("/") + "/"):
-        raise ConfigError(f"--serving-dir {config.serving_dir} is not on the volume --serving-pvc mounts at "
-                          f"{config.serving_mount}")
-    if config.drift_check:
-        raise ConfigError("the drift check's baseline resolver does not compile for Kubeflow (see "
-                          "kubeflow/README.md); compile without it")
+    for flag, size in (("--trainer-memory", config.trainer_memory), ("--step-memory", config.step_memory)):
+        if size:
+            _gigabytes(size, flag)
+    for flag, cpu in (("--trainer-cpu", config.trainer_cpu), ("--step-cpu", config.step_cpu)):
+        if cpu and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", cpu):
+            raise ConfigError(f"{flag} '{cpu}': expected a number of CPUs such as 2 or 0.5")
     if min(config.training.train_steps, config.training.batch_size) < 1:
         raise ConfigError("--train-steps and --batch-size must be >= 1")
     return dataclasses.replace(config, experiment=config.experiment or config.pipeline_name)
 
 
-def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Mapping] = None):
+def build_pipeline(config: KubeflowConfig, params: Optional[Mapping] = None):
     """The TFX pipeline of `create_pipeline` with pipeline parameters and the Trainer's GPU request."""
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.data_types import RuntimeParameter
@@ -165,11 +228,15 @@ def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Map
     if config.tracking:
         tracking = tracking_lib.TrackingSettings(uri="", experiment=config.experiment, run_key=RUN_KEY,
                                                  params=params or {})
+    with open(config.schema_path, encoding="utf-8") as f:
+        schema_text = f.read()
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         data_root=parameter("data_root"),
-        schema_path=schema_uri,
+        schema_path=config.schema_path,
+        schema_text=schema_text,
+        baseline_source="serving",
         features=config.features,
         serving_dir=config.serving_dir,
         model_name=config.model_name,
@@ -180,7 +247,7 @@ def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Map
         beam_pipeline_args=config.beam_pipeline_args,
         enable_cache=config.enable_cache,
         allowed_anomaly_types=parameter("allowed_anomaly_types"),
-        drift_check=False,
+        drift_check=config.drift_check,
         serving_data_root=parameter("serving_data_root"),
         tracking=tracking,
         train_args=parameter("train_args"),
@@ -190,20 +257,16 @@ def build_pipeline(config: KubeflowConfig, schema_uri: str, params: Optional[Map
         # KFP's driver takes the accelerator type as the Kubernetes resource name of the limit.
         resources.accelerator.type = config.gpu_resource
         resources.accelerator.count = config.gpus
-    if config.trainer_cpu:
-        resources.cpu_limit = float(config.trainer_cpu)
-    if config.trainer_memory:
-        resources.memory_limit = _gigabytes(config.trainer_memory)
     if resources.ByteSize():
         trainer = next(node for node in pipeline.components if node.id == "Trainer")
         trainer.with_platform_config(resources)
     return pipeline
 
 
-def _gigabytes(text: str) -> float:
+def _gigabytes(text: str, flag: str = "--trainer-memory") -> float:
     match = re.fullmatch(r"\s*([0-9.]+)\s*([GgMm]i?)?\s*", text)
     if not match:
-        raise ConfigError(f"--trainer-memory '{text}': expected a size such as 32G or 16384M")
+        raise ConfigError(f"{flag} '{text}': expected a size such as 32G or 16384M")
     value, unit = float(match.group(1)), (match.group(2) or "G").upper()
     return value / 1024 if unit.startswith("M") else value
 
@@ -219,6 +282,16 @@ def _titles(component: Mapping) -> Dict[str, str]:
             if title:
                 titles[key] = title
     return titles
+
+
+def _resources(cpu: str, memory: str) -> dict:
+    """A step's CPU and memory, requested and limited alike (KFP spec fields; memory in gigabytes)."""
+    resources = {}
+    if cpu:
+        resources.update(cpuRequest=float(cpu), cpuLimit=float(cpu))
+    if memory:
+        resources.update(memoryRequest=_gigabytes(memory), memoryLimit=_gigabytes(memory))
+    return resources
 
 
 def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> Tuple[dict, dict]:
@@ -238,26 +311,47 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
     for name, component in spec["components"].items():
         label = component.get("executorLabel")
         container = executors.get(label, {}).get("container")
-        if container is None:  # resolvers and importers run in KFP's own driver
+        if container is None:
             continue
+        container.pop("lifecycle", None)
         titles = _titles(component)
         if titles:
             container["args"] = ["--tfxflow_artifact_types", json.dumps(titles, sort_keys=True)] + container["args"]
+        env, secrets = [], []
+        if config.uses_s3:
+            if config.endpoint:
+                env.append({"name": "AWS_ENDPOINT_URL", "value": config.endpoint})
+            if config.object_store_secret:
+                secrets.append({"secretName": config.object_store_secret, "keyToEnv": [
+                    {"secretKey": key, "envVar": var} for key, var in OBJECT_STORE_KEYS]})
         if name in TRACKING_STEPS and config.tracking:
             if config.mlflow_uri:
-                container["env"] = [{"name": TRACKING_ENV, "value": config.mlflow_uri}]
+                env.append({"name": TRACKING_ENV, "value": config.mlflow_uri})
             if config.mlflow_secret:
-                platform.setdefault(label, {})["secretAsEnv"] = [{
-                    "secretName": config.mlflow_secret,
-                    "keyToEnv": [{"secretKey": key, "envVar": key} for key in config.mlflow_secret_keys]}]
+                secrets.append({"secretName": config.mlflow_secret,
+                                "keyToEnv": [{"secretKey": key, "envVar": key} for key in config.mlflow_secret_keys]})
+        if env:
+            container["env"] = env
+        if secrets:
+            platform.setdefault(label, {})["secretAsEnv"] = secrets
+        resources = container.setdefault("resources", {})
         if name == "Trainer":
+            resources.update(_resources(config.trainer_cpu, config.trainer_memory))
             if config.node_selector:
                 platform.setdefault(label, {})["nodeSelector"] = {"labels": dict(config.node_selector)}
             if config.tolerations:
                 platform.setdefault(label, {})["tolerations"] = [t.to_dict() for t in config.tolerations]
-        if name == "Pusher" and config.serving_pvc:
-            platform.setdefault(label, {})["pvcMount"] = [{"constant": config.serving_pvc,
-                                                          "mountPath": config.serving_mount}]
+        else:
+            resources.update(_resources(config.step_cpu, config.step_memory))
+        if not resources:
+            del container["resources"]
+        mounts = []
+        if name in ("Pusher", "ServedBaseline") and config.serving_pvc:
+            mounts.append({"constant": config.serving_pvc, "mountPath": config.serving_mount})
+        if name in ("CsvExampleGen", "DataGate") and config.data_pvc:
+            mounts.append({"constant": config.data_pvc, "mountPath": config.data_mount})
+        if mounts:
+            platform.setdefault(label, {})["pvcMount"] = mounts
     platform_spec = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform}}}} if platform else {}
     return spec, platform_spec
 
@@ -265,43 +359,48 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
 @dataclasses.dataclass(frozen=True)
 class CompileResult:
     path: str
-    schema_uri: str
+    schema_sha256: str
     parameters: Dict[str, str]
     steps: Tuple[str, ...]
     seconds: float
 
 
 def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
-    """Compiles `config` to `output_path` (YAML: the pipeline spec, then the platform spec when there is one)."""
+    """Compiles `config` to `output_path` (YAML: the pipeline spec, then the platform spec when there is one).
+    Reads no store: the schema goes into the spec. Raises ConfigError, writing nothing, when KFP's backend
+    would refuse the result."""
+    import hashlib
     import time
 
     import yaml
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-    from pipeline.staging import stage_schema, tracking_params
+    from pipeline import kfp_check
+    from pipeline.staging import tracking_params
 
     started = time.monotonic()
     config = check_kubeflow_config(config)
-    schema_uri = config.schema_uri or stage_schema(config.schema_path, config.pipeline_root)
+    with open(config.schema_path, "rb") as f:
+        schema_sha256 = hashlib.sha256(f.read()).hexdigest()[:16]
     params = tracking_params(config, config.schema_path) if config.tracking else None
     if params:
         params["pipeline"]["orchestrator"] = "kubeflow"
-        params["data"]["schema"] = schema_uri
-    pipeline = build_pipeline(config, schema_uri, params)
+    pipeline = build_pipeline(config, params)
     runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(
         default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True))
     runtime_values = config.parameter_defaults()
     job = runner.run(pipeline, parameter_values=runtime_values, write_out=False)
     spec, platform_spec = finish_spec(job["pipelineSpec"], runtime_values, config)
+    documents = [spec] + ([platform_spec] if platform_spec else [])
+    problems = kfp_check.check_spec(documents)
+    if problems:
+        raise ConfigError(kfp_check.format_problems(output_path, problems))
     header = (f"# {config.pipeline_name}: compiled by `tfxflow kubeflow compile` from create_pipeline\n"
               f"# image: {config.image}\n# parameters: {', '.join(sorted(runtime_values))}\n")
-    documents = [spec] + ([platform_spec] if platform_spec else [])
-    from tfx.dsl.io import fileio
-
-    with fileio.open(output_path, "w") as f:
+    with open(output_path, "w", encoding="utf-8") as f:
         f.write(header)
         yaml.safe_dump_all(documents, f, sort_keys=True)
-    return CompileResult(path=output_path, schema_uri=schema_uri, parameters=dict(runtime_values),
+    return CompileResult(path=output_path, schema_sha256=schema_sha256, parameters=dict(runtime_values),
                          steps=tuple(spec["root"]["dag"]["tasks"]), seconds=time.monotonic() - started)
 
 

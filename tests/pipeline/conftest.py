@@ -35,7 +35,7 @@ def kubeflow_config(root: str, **overrides) -> kf.KubeflowConfig:
 def compiled(tmp_path_factory):
     """(compile result, pipeline spec, platform spec, config) of the taxi pipeline compiled for Kubeflow."""
     folder = tmp_path_factory.mktemp("kubeflow")
-    config = kubeflow_config(str(folder / "root"))
+    config = kubeflow_config("minio://mlpipeline/v2/artifacts")
     result = kf.compile_pipeline(config, str(folder / "tfxflow-taxi.yaml"))
     spec, platform = kf.load_spec(result.path)
     return result, spec, platform, config

@@ -2,6 +2,8 @@
 
 import os
 
+import yaml
+
 from tests import helpers
 
 
@@ -38,7 +40,8 @@ def test_bad_hidden_units_flag(tmp_path):
 def test_kubeflow_compile_from_the_command_line(tmp_path):
     spec = tmp_path / "taxi.yaml"
     result = helpers.run_cli("kubeflow", "compile", "--image", "registry.example.com/ml/tfxflow:0.1.0",
-                             "--pipeline-root", str(tmp_path / "root"), "--data-root", "gs://ml-data/taxi",
+                             "--pipeline-root", "minio://mlpipeline/v2/artifacts", "--data-root",
+                             "minio://mlpipeline/data/taxi",
                              "--mlflow-uri", "http://mlflow.mlflow.svc:5000", "--train-steps", "700", "--gpus", "4",
                              "--node-selector", "cloud.google.com/gke-accelerator=nvidia-h100-80gb",
                              "--output", str(spec), timeout=300)
@@ -49,6 +52,17 @@ def test_kubeflow_compile_from_the_command_line(tmp_path):
         in result.stdout
     assert "train_args='{\"num_steps\": 700}'" in result.stdout
     assert spec.stat().st_size > 10_000
+    assert "serving:    /serving/models on claim tf-serving-models" in result.stdout
+    checked = helpers.run_cli("kubeflow", "check", str(spec), timeout=120)
+    assert checked.returncode == 0 and "admitted" in checked.stdout, checked.stderr
+    # What TFX's V2 runner emits for a resolver node, which the open-source backend refuses at run creation.
+    documents = [d for d in yaml.safe_load_all(spec.read_text()) if d]
+    documents[0]["deploymentSpec"]["executors"]["Evaluator_executor"] = {"resolver": {"outputArtifactQueries": {}}}
+    resolver_spec = tmp_path / "with-resolver.yaml"
+    resolver_spec.write_text(yaml.safe_dump_all(documents))
+    refused_spec = helpers.run_cli("kubeflow", "check", str(resolver_spec), timeout=120)
+    assert refused_spec.returncode == 1 and "Traceback" not in refused_spec.stderr
+    assert "Evaluator_executor" in refused_spec.stderr and "non-container and non-importer" in refused_spec.stderr
 
     refused = helpers.run_cli("kubeflow", "compile", "--image", "tfxflow", "--pipeline-root", "gs://b/r",
                               "--data-root", "gs://b/d", "--tracking", "off", "--output", str(tmp_path / "x.yaml"),

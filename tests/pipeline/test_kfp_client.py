@@ -51,6 +51,8 @@ def test_submit_uploads_the_spec_once_and_starts_a_run(kfp, compiled):
     assert runs[0]["runtime_config"]["parameters"] == {"data_root": "gs://ml-data/taxi/2026-11-29",
                                                        "train_args": '{"num_steps": 800}'}
     assert runs[1]["runtime_config"]["parameters"] == {}
+    # KFP's driver ignores the spec's defaultPipelineRoot: the run itself names the root.
+    assert {run["runtime_config"]["pipeline_root"] for run in runs} == {spec["defaultPipelineRoot"]}
     (version_id,) = kfp.versions
     for run in runs:
         assert run["experiment_id"] == next(iter(kfp.experiments))
@@ -70,6 +72,7 @@ def test_schedule_then_reschedule_replaces_instead_of_duplicating(kfp, compiled)
     assert created["no_catchup"] is True
     assert created["mode"] == "ENABLE"
     assert created["runtime_config"]["parameters"] == {"data_root": "gs://ml-data/taxi/latest"}
+    assert created["runtime_config"]["pipeline_root"] == "minio://mlpipeline/v2/artifacts"
     assert created["pipeline_version_reference"]["pipeline_version_id"] in kfp.versions
     assert "pipeline_spec" not in created  # the schedule runs the uploaded version
     (first_id,) = kfp.recurring_runs

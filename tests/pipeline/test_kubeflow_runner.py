@@ -50,16 +50,23 @@ def test_dag_order(compiled):
     assert set(ORDER) <= set(tasks)
     for before, after in zip(ORDER, ORDER[1:]):
         assert before in _ancestors(tasks, after), f"{after} does not wait for {before}"
-    assert "ImportSchemaGen" in _ancestors(tasks, "ExampleValidator")
-    assert "latest_blessed_model_resolver-model-resolver" in _ancestors(tasks, "Evaluator")
-    assert "blessed_data_statistics_resolver" not in tasks  # the drift check is compiled out (README)
+    assert "EmbeddedSchema" in _ancestors(tasks, "ExampleValidator")
+    # The baselines come from a step that reads the serving directory: open-source KFP runs no resolver.
+    assert "ServedBaseline" in _ancestors(tasks, "Evaluator") and "ServedBaseline" in _ancestors(tasks, "DataGate")
+    assert tasks["Evaluator"]["inputs"]["artifacts"]["baseline_model"]["taskOutputArtifact"] == {
+        "producerTask": "ServedBaseline", "outputArtifactKey": "model"}
+    assert tasks["DataGate"]["inputs"]["artifacts"]["baseline_statistics"]["taskOutputArtifact"] == {
+        "producerTask": "ServedBaseline", "outputArtifactKey": "statistics"}
+    assert tasks["Pusher"]["inputs"]["artifacts"]["statistics"]["taskOutputArtifact"]["producerTask"] == \
+        "StatisticsGen"
+    assert not any("resolver" in name for name in tasks)
 
 
 def test_every_step_runs_the_project_image_through_its_entrypoint(compiled):
     _, spec, _, _ = compiled
     containers = {label: e["container"] for label, e in spec["deploymentSpec"]["executors"].items()
                   if "container" in e}
-    assert len(containers) == 12
+    assert len(containers) == len(spec["deploymentSpec"]["executors"]) == 13
     for label, container in containers.items():
         assert container["image"] == IMAGE, label
         assert container["command"] == list(kf.ENTRYPOINT), label
@@ -73,23 +80,20 @@ def test_entry_points_and_executor_classes_exist(compiled):
     assert importlib.util.find_spec(kf.ENTRYPOINT[2]) is not None
     assert importlib.util.find_spec("tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor") is not None
     for label, executor in spec["deploymentSpec"]["executors"].items():
-        container = executor.get("container")
-        if container is None:
-            assert "resolver" in executor, label
-            continue
+        container = executor["container"]
         args = container["args"]
         executor_class = import_utils.import_class_by_path(args[args.index("--executor_class_path") + 1])
         assert hasattr(executor_class, "Do"), label
-        hook = container.get("lifecycle", {}).get("preCacheCheck")
-        if hook:  # ExampleGen's driver
-            assert importlib.util.find_spec(hook["command"][2]) is not None, hook
+        # TFX's ExampleGen driver hook is Vertex AI's; open-source KFP ignores it.
+        assert "lifecycle" not in container, label
 
 
 def test_trainer_requests_gpus_and_lands_on_gpu_nodes(compiled):
     _, spec, platform, _ = compiled
     resources = _executor(spec, "Trainer")["container"]["resources"]
     assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
-    assert resources["cpuLimit"] == 8.0 and resources["memoryLimit"] == 32.0
+    assert resources["cpuLimit"] == resources["cpuRequest"] == 8.0
+    assert resources["memoryLimit"] == resources["memoryRequest"] == 32.0
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     trainer = executors[spec["components"]["Trainer"]["executorLabel"]]
     assert trainer["nodeSelector"] == {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
@@ -97,7 +101,8 @@ def test_trainer_requests_gpus_and_lands_on_gpu_nodes(compiled):
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}]
     for step in ("Transform", "Evaluator", "CsvExampleGen"):
-        assert "resources" not in _executor(spec, step)["container"]
+        assert _executor(spec, step)["container"]["resources"] == {
+            "cpuRequest": 2.0, "cpuLimit": 2.0, "memoryRequest": 8.0, "memoryLimit": 8.0}
         assert spec["components"][step]["executorLabel"] not in executors or \
             "nodeSelector" not in executors[spec["components"][step]["executorLabel"]]
 
@@ -128,18 +133,35 @@ def test_runtime_parameters_with_defaults(compiled):
 
 
 def test_pipeline_root_schema_and_serving(compiled):
-    result, spec, platform, config = compiled
+    _, spec, platform, config = compiled
     assert spec["defaultPipelineRoot"] == config.pipeline_root
-    with open(result.schema_uri, encoding="utf-8") as staged, open(config.schema_path, encoding="utf-8") as source:
-        assert staged.read() == source.read()
-    assert result.schema_uri.startswith(config.pipeline_root + "/_schemas/")
-    schema_param = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]["inputs"]["parameters"]["schema_file"]
-    assert schema_param["runtimeValue"]["constant"] == result.schema_uri
-    pusher = spec["root"]["dag"]["tasks"]["Pusher"]["inputs"]["parameters"]["push_destination"]
+    tasks = spec["root"]["dag"]["tasks"]
+    # The schema travels in the spec: compiling reads no store.
+    schema_param = tasks["EmbeddedSchema"]["inputs"]["parameters"]["schema_text"]
+    with open(config.schema_path, encoding="utf-8") as source:
+        assert schema_param["runtimeValue"]["constant"] == source.read()
+    pusher = tasks["Pusher"]["inputs"]["parameters"]["push_destination"]
     assert "/serving/models/taxi" in pusher["runtimeValue"]["constant"]
+    assert tasks["ServedBaseline"]["inputs"]["parameters"]["model_base"]["runtimeValue"]["constant"] == \
+        "/serving/models/taxi"
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert executors[spec["components"]["Pusher"]["executorLabel"]]["pvcMount"] == [
-        {"constant": "tf-serving-models", "mountPath": "/serving"}]
+    for step in ("Pusher", "ServedBaseline"):
+        assert executors[spec["components"][step]["executorLabel"]]["pvcMount"] == [
+            {"constant": "tf-serving-models", "mountPath": "/serving"}]
+
+
+def test_object_store_endpoint_and_credentials_from_the_install(compiled):
+    """minio:// locations: every step gets the install's MinIO endpoint, and its credentials from the secret
+    KFP's own launcher reads; the spec holds no credential."""
+    _, spec, platform, _ = compiled
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for step, component in spec["components"].items():
+        label = component["executorLabel"]
+        env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
+        assert env["AWS_ENDPOINT_URL"] == "http://minio-service.kubeflow:9000", step
+        assert {"secretName": "mlpipeline-minio-artifact", "keyToEnv": [
+            {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+            {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]} in executors[label]["secretAsEnv"], step
 
 
 def test_caching_and_tracking_environment(compiled):
@@ -147,7 +169,8 @@ def test_caching_and_tracking_environment(compiled):
     tasks = spec["root"]["dag"]["tasks"]
     for name, task in tasks.items():
         if "cachingOptions" in task:
-            assert task["cachingOptions"]["enableCache"] is (name not in ("MlflowStart", "CsvExampleGen")), name
+            assert task["cachingOptions"]["enableCache"] is (
+                name not in ("MlflowStart", "CsvExampleGen", "ServedBaseline")), name
     assert tasks["MlflowStart"]["inputs"]["parameters"]["run_key"]["runtimeValue"]["constant"] == kf.RUN_KEY
     assert tasks["MlflowStart"]["inputs"]["parameters"]["tracking_uri"]["runtimeValue"]["constant"] == ""
     params = json.loads(tasks["MlflowStart"]["inputs"]["parameters"]["params_json"]["runtimeValue"]["constant"])
@@ -155,22 +178,24 @@ def test_caching_and_tracking_environment(compiled):
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     for step in spec["components"]:
         label = spec["components"][step]["executorLabel"]
-        secret = executors.get(label, {}).get("secretAsEnv")
+        secrets = [s["secretName"] for s in executors.get(label, {}).get("secretAsEnv", [])]
+        tracking = {"secretName": "mlflow-tracking", "keyToEnv": [
+            {"secretKey": "MLFLOW_TRACKING_URI", "envVar": "MLFLOW_TRACKING_URI"},
+            {"secretKey": "MLFLOW_TRACKING_TOKEN", "envVar": "MLFLOW_TRACKING_TOKEN"}]}
         if step in kf.TRACKING_STEPS:
-            assert secret == [{"secretName": "mlflow-tracking", "keyToEnv": [
-                {"secretKey": "MLFLOW_TRACKING_URI", "envVar": "MLFLOW_TRACKING_URI"},
-                {"secretKey": "MLFLOW_TRACKING_TOKEN", "envVar": "MLFLOW_TRACKING_TOKEN"}]}], step
+            assert tracking in executors[label]["secretAsEnv"], step
         else:
-            assert secret is None, step
+            assert "mlflow-tracking" not in secrets, step
 
 
 def test_plain_tracking_uri_and_no_platform_spec(tmp_path):
-    config = kubeflow_config(str(tmp_path / "root"), gpus=0, node_selector=(), tolerations=(), mlflow_secret="",
+    config = kubeflow_config("gs://ml-pipelines/root", gpus=0, node_selector=(), tolerations=(), mlflow_secret="",
                              mlflow_uri="http://mlflow.mlflow.svc:5000", serving_pvc="",
-                             serving_dir="gs://models/serving", trainer_cpu="", trainer_memory="")
+                             serving_dir="gs://models/serving", trainer_cpu="", trainer_memory="", step_cpu="",
+                             step_memory="")
     result = kf.compile_pipeline(config, str(tmp_path / "spec.yaml"))
     spec, platform = kf.load_spec(result.path)
-    assert platform == {}
+    assert platform == {}  # gs:// only: the pod's own identity (Workload Identity), no secret, no claim
     assert "resources" not in _executor(spec, "Trainer")["container"]
     for step in spec["components"]:
         executor = spec["deploymentSpec"]["executors"][spec["components"][step]["executorLabel"]]
@@ -180,7 +205,7 @@ def test_plain_tracking_uri_and_no_platform_spec(tmp_path):
 
 
 def test_untracked_compile_has_no_tracking_steps(tmp_path):
-    config = kubeflow_config(str(tmp_path / "root"), tracking=False, mlflow_secret="")
+    config = kubeflow_config("s3://ml/root", tracking=False, mlflow_secret="")
     spec, _ = kf.load_spec(kf.compile_pipeline(config, str(tmp_path / "spec.yaml")).path)
     assert not set(kf.TRACKING_STEPS) & set(spec["root"]["dag"]["tasks"])
 
@@ -189,14 +214,20 @@ def test_untracked_compile_has_no_tracking_steps(tmp_path):
     ({"image": "tfxflow:latest"}, "pinned tag"),
     ({"image": "tfxflow"}, "pinned tag"),
     ({"pipeline_root": "bucket/root"}, "--pipeline-root"),
+    ({"pipeline_root": "/mnt/pipelines"}, "launcher stores artifacts only under"),
     ({"mlflow_secret": "", "mlflow_uri": ""}, "--mlflow-uri or --mlflow-secret"),
     ({"serving_dir": "/models"}, "not on the volume"),
+    ({"serving_dir": "/serving/models", "serving_pvc": ""}, "--serving-pvc"),
+    ({"data_root": "/data/taxi"}, "--data-pvc"),
+    ({"data_root": "/elsewhere/taxi", "data_pvc": "taxi-data"}, "not on the volume --data-pvc mounts at /data"),
+    ({"data_root": "hdfs://nn/taxi"}, "gs://, s3:// and minio://"),
     ({"mlflow_secret": "Not_A_Name"}, "not a valid Kubernetes object name"),
-    ({"drift_check": True}, "does not compile for Kubeflow"),
+    ({"step_memory": "lots"}, "--step-memory"),
+    ({"step_cpu": "two"}, "--step-cpu"),
 ])
-def test_config_errors_name_the_flag(tmp_path, overrides, message):
+def test_config_errors_name_the_flag(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        kf.check_kubeflow_config(kubeflow_config(str(tmp_path), **overrides))
+        kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts", **overrides))
 
 
 def test_toleration_syntax():
