@@ -56,3 +56,13 @@ def test_the_image_never_receives_local_state():
     ignored = _read(".dockerignore").split()
     for path in (".venv", ".git", "tfxflow_home", "mlruns"):
         assert path in ignored
+
+
+def test_image_runs_as_a_numeric_non_root_user():
+    """KFP 2.16+ sets runAsNonRoot on every step's pod; Kubernetes then refuses root and named users."""
+    dockerfile = _read("kubeflow", "Dockerfile")
+    users = re.findall(r"^USER (\S+)$", dockerfile, re.M)
+    assert users, "no USER: the steps would run as root"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0
+    assert dockerfile.index("USER") > dockerfile.rindex("RUN uv pip install")  # installs ran as root
