@@ -584,6 +584,18 @@ def list_names(uri: str) -> List[str]:
     return sorted(names)
 
 
+def list_files(uri: str) -> List[str]:
+    """The paths, relative to `uri`, of every object (file) under it, sorted; empty when there is none."""
+    if not is_remote(uri):
+        root = _local(uri)
+        return sorted(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+                      for folder, _, files in os.walk(root) for name in files)
+    store, key = _backend(uri)
+    prefix = key + "/" if key else ""
+    with store.errors():
+        return sorted(k[len(prefix):] for k in store.walk(prefix) if not k.endswith("/"))
+
+
 def read_bytes(uri: str) -> bytes:
     """The content of the object (or local file) `uri`; FileNotFoundError when it does not exist."""
     if not is_remote(uri):

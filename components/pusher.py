@@ -50,7 +50,10 @@ STATISTICS_DIR = "assets.extra/tfxflow/statistics"
 def versions(base: str) -> List[int]:
     """The integer version folders of `base`, oldest first."""
     if object_store.is_remote(base):
-        names = object_store.list_names(base)
+        try:
+            names = object_store.list_names(base)
+        except FileNotFoundError:  # nothing pushed yet: an object store has no empty folders
+            return []
     elif fileio.exists(base):
         names = fileio.listdir(base)
     else:
@@ -139,10 +142,11 @@ def prune(base: str, keep: int, now: float) -> List[str]:
             fileio.rmtree(path)
         removed.append(path)
     if object_store.is_remote(base):
-        # Versions of pushes that died before their saved_model.pb; only older ones: a newer may be uploading.
-        for version in versions(base)[:-1]:
+        # Versions of pushes that died before their saved_model.pb. A version is the Unix time its push started:
+        # one younger than STALE_INCOMING_S may still be uploading (another run's push).
+        for version in versions(base):
             path = f"{base.rstrip('/')}/{version}"
-            if not object_store.exists(f"{path}/saved_model.pb"):
+            if now - version > STALE_INCOMING_S and not object_store.exists(f"{path}/saved_model.pb"):
                 object_store.delete(path)
                 removed.append(path)
         return removed
