@@ -164,9 +164,15 @@ class BackupMirror(keras.callbacks.Callback):
         self.local_dir, self.remote_dir = local_dir, remote_dir
 
     def on_epoch_end(self, epoch, logs=None):
-        if os.path.isdir(self.local_dir):
-            object_store.delete(self.remote_dir)
-            object_store.upload(self.local_dir, self.remote_dir)
+        if not os.path.isdir(self.local_dir):
+            return
+        local = object_store.list_files(self.local_dir)
+        # The checkpoint index files last: a pod killed mid-copy leaves the previous epoch's index pointing at
+        # the previous epoch's files, which are still there; those go once the new index is up.
+        for rel in sorted(local, key=lambda r: os.path.basename(r) == "checkpoint"):
+            object_store.upload(os.path.join(self.local_dir, rel), f"{self.remote_dir}/{rel}")
+        for rel in set(object_store.list_files(self.remote_dir)) - set(local):
+            object_store.delete(f"{self.remote_dir}/{rel}")
 
 
 def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str], List[keras.callbacks.Callback]]:

@@ -214,8 +214,11 @@ def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server
     (mirror,) = callbacks
     assert isinstance(mirror, BackupMirror)
     (tmp_path / "backup" / "chief" / "checkpoint").write_bytes(b"epoch 4")
+    (tmp_path / "backup" / "chief" / "ckpt-4.index").write_bytes(b"index 4")
+    object_store.write_bytes(f"{remote}/chief/ckpt-3.index", b"index 3")  # the epoch before, gone locally
     mirror.on_epoch_end(4)
     assert object_store.read_bytes(f"{remote}/chief/checkpoint") == b"epoch 4"
+    assert object_store.list_files(remote) == ["chief/checkpoint", "chief/ckpt-4.index"]
     assert local_backup(str(tmp_path / "mounted"), str(tmp_path)) == (str(tmp_path / "mounted"), [])
     assert local_backup(None, str(tmp_path)) == (None, [])
     object_store.clear_client_cache()
