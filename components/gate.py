@@ -29,6 +29,7 @@ DRIFT_TYPES = {anomaly_type for _, anomaly_type in drift.MEASURES.values()}
 DRIFT = "(drift)"  # ends the split name of a drift anomaly
 BLESSED_BASELINE = "the last blessed model's data"
 ACCEPTED_BASELINE = "the data accepted as the baseline"  # by `tfxflow accept-data`
+SERVED_BASELINE = "the data of served version"  # ServedBaseline (Kubeflow)
 
 
 class DataGateError(DataError):
@@ -159,7 +160,7 @@ def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
     if not served["statistics"]:
         return None, "", (f"served version {served['version']} carries no statistics of its data (pushed by an "
                           "older release), not compared")
-    return statistics.uri, f"the data of served version {served['version']}", ""
+    return statistics.uri, f"{SERVED_BASELINE} {served['version']}", ""
 
 
 class GateResult(TypedDict):
@@ -207,6 +208,13 @@ def DataGate(  # pylint: disable=invalid-name
         logging.info("data gate: %s", note)
     blockers = blocking(found, parse_allowed(allowed_anomaly_types))
     if blockers:
-        raise DataGateError(report(blockers, notes),
-                            drifted=sorted({a.feature for a in blockers if a.split.endswith(DRIFT)}))
+        message = report(blockers, notes)
+        drift_types = sorted({a.type for a in blockers if a.split.endswith(DRIFT)})
+        if drift_types and baseline_name.startswith(SERVED_BASELINE):
+            # No metadata store to mark accepted data in (Kubeflow): a run that lets the drift through and
+            # pushes makes its data the baseline.
+            message += ("\n  If the new data is right (the world changed, not the feed), run once with "
+                        f"allowed_anomaly_types={','.join(drift_types)}: its model, once pushed, makes this data "
+                        "the drift baseline.")
+        raise DataGateError(message, drifted=sorted({a.feature for a in blockers if a.split.endswith(DRIFT)}))
     return {"anomalies_found": len(found), "checks": "; ".join(notes)}
