@@ -152,6 +152,8 @@ def check_file(path: str) -> List[Problem]:
             documents = [d for d in yaml.safe_load_all(f) if d is not None]
     except yaml.YAMLError as e:
         raise ValueError(f"{path}: not a KFP pipeline spec: invalid YAML: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot read the compiled spec: {e}") from e
     try:
         return check_spec(documents)
     except ValueError as e:

@@ -139,7 +139,7 @@ class KubeflowConfig:
         if self.s3_endpoint:
             return self.s3_endpoint
         return MINIO_ENDPOINT if "minio" in {_scheme(self.pipeline_root), _scheme(self.data_root),
-                                             _scheme(self.serving_dir)} else ""
+                                             _scheme(self.serving_dir), _scheme(self.serving_data_root)} else ""
 
     def parameter_defaults(self) -> Dict[str, str]:
         """The pipeline parameters a run or a schedule may set, with their compiled defaults."""
@@ -318,7 +318,8 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         if titles:
             container["args"] = ["--tfxflow_artifact_types", json.dumps(titles, sort_keys=True)] + container["args"]
         env, secrets = [], []
-        if config.uses_s3:
+        # Not the tracking steps: AWS_ENDPOINT_URL would send MLflow's own S3 artifact uploads to this store.
+        if config.uses_s3 and name not in TRACKING_STEPS:
             if config.endpoint:
                 env.append({"name": "AWS_ENDPOINT_URL", "value": config.endpoint})
             if config.object_store_secret:
@@ -346,7 +347,7 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         if not resources:
             del container["resources"]
         mounts = []
-        if name in ("Pusher", "ServedBaseline") and config.serving_pvc:
+        if name in ("Pusher", "ServedBaseline") and config.serving_pvc and not _scheme(config.serving_dir):
             mounts.append({"constant": config.serving_pvc, "mountPath": config.serving_mount})
         if name in ("CsvExampleGen", "DataGate") and config.data_pvc:
             mounts.append({"constant": config.data_pvc, "mountPath": config.data_mount})

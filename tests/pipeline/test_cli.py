@@ -63,6 +63,9 @@ def test_kubeflow_compile_from_the_command_line(tmp_path):
     refused_spec = helpers.run_cli("kubeflow", "check", str(resolver_spec), timeout=120)
     assert refused_spec.returncode == 1 and "Traceback" not in refused_spec.stderr
     assert "Evaluator_executor" in refused_spec.stderr and "non-container and non-importer" in refused_spec.stderr
+    missing = helpers.run_cli("kubeflow", "check", str(tmp_path / "missing.yaml"), timeout=120)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert f"{tmp_path / 'missing.yaml'}: cannot read the compiled spec" in missing.stderr
 
     refused = helpers.run_cli("kubeflow", "compile", "--image", "tfxflow", "--pipeline-root", "gs://b/r",
                               "--data-root", "gs://b/d", "--tracking", "off", "--output", str(tmp_path / "x.yaml"),

@@ -89,8 +89,9 @@ def test_artifacts_on_the_launchers_local_paths_and_back():
     """TFX gets the paths where KFP's launcher put the inputs and will upload the outputs from
     (LocalPathForURI); the executor output names the remote URIs again, which is what the launcher uploads to."""
     executor_input = {
-        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "minio://mlpipeline/v2/run/CsvExampleGen/examples"}]},
-                                 "schema": {"artifacts": [{"uri": "gs://b/run/EmbeddedSchema/schema"}]}}},
+        "inputs": {"artifacts": {
+            "examples": {"artifacts": [{"uri": "minio://mlpipeline/v2/run/CsvExampleGen/examples"}]},
+            "schema": {"artifacts": [{"uri": "gs://b/run/EmbeddedSchema/schema"}]}}},
         "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "s3://b/run/StatisticsGen/statistics"}]}}}}
     remote_of = localize_artifacts(executor_input, "/tmp/launcher")
     assert executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]["uri"] == \
