@@ -1,0 +1,162 @@
+"""The compiled Kubeflow YAML itself, run task by task the way open-source KFP's driver and launcher run it
+(tests/kfp_harness.py), with its pipeline root on MinIO's protocol (moto's S3 server on 127.0.0.1), its data
+in the same bucket, the serving directory on an emulated claim and MLflow on a real server.
+
+Three runs of one compiled spec, changing only the `data_root` parameter as a schedule would:
+1. nothing served yet: trains, blesses without a baseline, pushes a model that loads and predicts, and records
+   an MLflow run;
+2. the same kind of data with fares 25% higher: refused by the data gate for drift against run 1's data;
+   nothing is pushed;
+3. a fresh sample: the drift check compares it with run 1's data, the Evaluator compares the candidate with
+   run 1's served model, and the new model is pushed beside it.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from mlflow import MlflowClient
+
+from components import object_store
+from components.tracking import RUN_KEY_TAG
+from components.pusher import STATISTICS_DIR
+from pipeline import kubeflow_runner as kf
+from pipeline.config import TrainingConfig, bundled_dataset_dir
+from tests import helpers
+from tests.kfp_harness import LocalKfp
+from tests.pipeline.conftest import kubeflow_config
+
+pytestmark = pytest.mark.e2e
+
+BUCKET = "mlpipeline"
+ROOT = f"minio://{BUCKET}/v2/artifacts"
+
+
+def _upload(folder: str, name: str) -> str:
+    uri = f"minio://{BUCKET}/data/{name}"
+    object_store.upload(folder, uri)
+    return uri
+
+
+def _baseline_model_names(evaluation_dir: str) -> set:
+    """The model names TFMA wrote metrics for ("candidate", and "baseline" when it compared with one)."""
+    from tensorflow_model_analysis.writers import metrics_plots_and_validations_writer as writer
+
+    names = set()
+    for metrics in writer.load_and_deserialize_metrics(os.path.join(evaluation_dir, "metrics")):
+        names |= {kv.key.model_name for kv in metrics.metric_keys_and_values}
+    return names
+
+
+@pytest.fixture(scope="module")
+def kfp_runs(s3_server, mlflow_server, tmp_path_factory):
+    base = tmp_path_factory.mktemp("kfp")
+    env = s3_server.env
+    # The pods start without the store's settings: they get them from the spec (endpoint) and the secret.
+    pod_env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)  # this process uploads the data and reads results from the same store
+    object_store.clear_client_cache()
+    try:
+        s3_server.create_bucket(BUCKET)
+        first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=11)
+        shifted = helpers.rewrite_csv(os.path.join(fresh, "data.csv"), str(base / "fares_up"),
+                                      lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"})
+        data = {name: _upload(folder, name) for name, folder in
+                (("day1", first), ("day2", shifted), ("day3", fresh))}
+        serving_mount = str(base / "serving-claim")  # the tf-serving-models claim, a host folder here
+        config = kubeflow_config(
+            ROOT, data_root=data["day1"], serving_dir=f"{serving_mount}/models", serving_mount=serving_mount,
+            s3_endpoint=s3_server.endpoint, gpus=0, node_selector=(), tolerations=(), mlflow_secret="",
+            mlflow_uri=mlflow_server.uri, experiment="kfp-e2e", beam_mode="in_memory", allowed_anomaly_types=(),
+            training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20))
+        spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
+        kfp = LocalKfp(str(base / "kfp"), s3_env=env, base_env=pod_env, secrets={kf.OBJECT_STORE_SECRET: {
+            "accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}})
+        runs = []
+        versions = []
+        root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
+        for name in ("day1", "day2", "day3"):
+            runs.append(kfp.run(spec, parameters={"data_root": data[name]}, pipeline_root=root))
+            versions.append(helpers.pushed_versions(config.serving_dir, "taxi"))
+        yield {"runs": runs, "versions": versions, "config": config, "kfp": kfp, "base": base, "data": data,
+               "fresh": fresh, "mlflow": MlflowClient(mlflow_server.uri), "s3": s3_server}
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        object_store.clear_client_cache()
+
+
+def _why(run) -> str:
+    return run.log(run.failed_task)[-4000:] if run.failed_task else ""
+
+
+def test_first_run_pushes_a_model_that_predicts_and_records_mlflow(kfp_runs):
+    run = kfp_runs["runs"][0]
+    assert run.state == "SUCCEEDED", _why(run)
+    assert {t.state for t in run.tasks.values()} == {"SUCCEEDED"}
+    # Every artifact went to the store under the pipeline root, and no `dir/` marker object with it
+    # (kubeflow/pipelines#13476: the launcher fails to download those).
+    keys = [o["Key"] for page in kfp_runs["s3"].client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+            for o in page.get("Contents", [])]
+    assert keys and not [k for k in keys if k.endswith("/")]
+    examples = run.task_outputs("CsvExampleGen", "examples")[0]
+    assert examples.startswith(ROOT + "/") and object_store.exists(f"{examples}/Split-train")
+    assert "nothing to compare with" in run.log("DataGate") and "no model served yet" in run.log("DataGate")
+
+    (version,) = kfp_runs["versions"][0]
+    model_dir = os.path.join(kfp_runs["config"].serving_dir, "taxi", version)
+    stats = os.path.join(model_dir, STATISTICS_DIR, "Split-train", "FeatureStats.pb")
+    assert os.path.getsize(stats) > 1000  # the drift baseline travels with the served model
+    rows = helpers.read_csv_rows(os.path.join(kfp_runs["fresh"], "data.csv"), 20)
+    schema = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
+    loaded = tf.saved_model.load(model_dir)
+    probabilities = loaded.signatures["serving_default"](
+        examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("tips",))))["probabilities"].numpy()
+    assert probabilities.shape == (20, 1) and np.all((probabilities >= 0) & (probabilities <= 1))
+    assert probabilities.std() > 0
+
+    mlflow = kfp_runs["mlflow"]
+    experiment = mlflow.get_experiment_by_name("kfp-e2e")
+    (tracked,) = mlflow.search_runs([experiment.experiment_id],
+                                    filter_string=f"tags.`{RUN_KEY_TAG}` = '{run.run_id}'")
+    assert tracked.info.status == "FINISHED"
+    assert 0.5 < tracked.data.metrics["eval.binary_accuracy"] <= 1.0
+    assert tracked.data.tags["tfxflow.pushed"] == "yes" and tracked.data.tags["tfxflow.pushed_version"] == version
+
+
+def test_drifted_data_is_refused_by_the_gate_and_nothing_is_pushed(kfp_runs):
+    run = kfp_runs["runs"][1]
+    assert run.state == "FAILED" and run.failed_task == "DataGate", [(n, t.state) for n, t in run.tasks.items()]
+    log = run.log("DataGate")
+    assert "fare" in log and "drift" in log
+    assert "the data of served version" in log
+    assert "run once with allowed_anomaly_types=COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in log
+    for step in ("Transform", "Trainer", "Evaluator", "Pusher"):
+        assert run.tasks[step].state == "NOT_RUN", step
+    assert kfp_runs["versions"][1] == kfp_runs["versions"][0]
+
+
+def test_third_run_compares_with_the_first_runs_served_model_and_data(kfp_runs):
+    run = kfp_runs["runs"][2]
+    assert run.state == "SUCCEEDED", _why(run)
+    (first,) = kfp_runs["versions"][0]
+    served = run.task_outputs("ServedBaseline", "model")[0]
+    info = json.loads(object_store.read_bytes(f"{served}/served_baseline.json"))
+    assert info["version"] == int(first) and info["statistics"] is True
+    assert f"drift vs. the data of served version {first}: 13 features compared" in run.log("DataGate")
+    evaluation = kfp_runs["kfp"].download(run.task_outputs("Evaluator", "evaluation")[0],
+                                          str(kfp_runs["base"] / "evaluation-3"))
+    assert {"candidate", "baseline"} <= _baseline_model_names(evaluation)
+    first_evaluation = kfp_runs["kfp"].download(kfp_runs["runs"][0].task_outputs("Evaluator", "evaluation")[0],
+                                                str(kfp_runs["base"] / "evaluation-1"))
+    assert "baseline" not in _baseline_model_names(first_evaluation)
+    assert len(kfp_runs["versions"][2]) == 2 and kfp_runs["versions"][2][0] == first
+    # What KFP caches across runs, it reused: the schema step's inputs did not change.
+    assert run.tasks["EmbeddedSchema"].state == "CACHED"
+    assert run.tasks["ServedBaseline"].state == "SUCCEEDED"  # never cached: the serving directory changes
