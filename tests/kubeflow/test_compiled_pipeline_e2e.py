@@ -7,12 +7,14 @@ Three runs of one compiled spec, changing only the `data_root` parameter as a sc
    an MLflow run;
 2. the same kind of data with fares 25% higher: refused by the data gate for drift against run 1's data;
    nothing is pushed;
-3. a fresh sample: the drift check compares it with run 1's data, the Evaluator compares the candidate with
-   run 1's served model, and the new model is pushed beside it.
+3. a fresh sample, read in place from a data claim (a path on a mounted volume, not the store): the drift
+   check compares it with run 1's data, the Evaluator compares the candidate with run 1's served model, and the
+   new model is pushed beside it.
 """
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -64,13 +66,15 @@ def kfp_runs(s3_server, mlflow_server, tmp_path_factory):
         first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=11)
         shifted = helpers.rewrite_csv(os.path.join(fresh, "data.csv"), str(base / "fares_up"),
                                       lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"})
-        data = {name: _upload(folder, name) for name, folder in
-                (("day1", first), ("day2", shifted), ("day3", fresh))}
+        data = {name: _upload(folder, name) for name, folder in (("day1", first), ("day2", shifted))}
+        data_mount = str(base / "data-claim")  # the taxi-data claim, a host folder here
+        shutil.copytree(fresh, os.path.join(data_mount, "day3"))
+        data["day3"] = os.path.join(data_mount, "day3")
         serving_mount = str(base / "serving-claim")  # the tf-serving-models claim, a host folder here
         config = kubeflow_config(
             ROOT, data_root=data["day1"], serving_dir=f"{serving_mount}/models", serving_mount=serving_mount,
-            s3_endpoint=s3_server.endpoint, gpus=0, node_selector=(), tolerations=(), mlflow_secret="",
-            mlflow_uri=mlflow_server.uri, experiment="kfp-e2e", beam_mode="in_memory", allowed_anomaly_types=(),
+            s3_endpoint=s3_server.endpoint, data_pvc="taxi-data", data_mount=data_mount, gpus=0, node_selector=(),
+            tolerations=(), mlflow_secret="", mlflow_uri=mlflow_server.uri, experiment="kfp-e2e", beam_mode="in_memory", allowed_anomaly_types=(),
             training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20))
         spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
         kfp = LocalKfp(str(base / "kfp"), s3_env=env, base_env=pod_env, secrets={kf.OBJECT_STORE_SECRET: {
