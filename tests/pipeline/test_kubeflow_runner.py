@@ -245,3 +245,15 @@ def test_toleration_syntax():
     assert kf.Toleration.parse("nvidia.com/gpu").to_dict() == {"key": "nvidia.com/gpu", "operator": "Exists"}
     with pytest.raises(ConfigError, match="effect one of"):
         kf.Toleration.parse("gpu:Sometimes")
+
+
+def test_compile_refuses_what_the_backend_would_and_writes_nothing(tmp_path):
+    """A Vertex-style accelerator name compiles with TFX, but KFP's driver makes it the Kubernetes resource name
+    of the Trainer's limit, which the API server refuses: the compile stops with the backend's rule."""
+    config = kubeflow_config("minio://mlpipeline/v2/artifacts", gpu_resource="NVIDIA_TESLA_T4")
+    output = tmp_path / "spec.yaml"
+    with pytest.raises(ConfigError) as err:
+        kf.compile_pipeline(config, str(output))
+    message = str(err.value)
+    assert "NVIDIA_TESLA_T4" in message and "accelerator" in message and "driver.go" in message
+    assert not output.exists()
