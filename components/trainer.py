@@ -175,10 +175,15 @@ class BackupMirror(keras.callbacks.Callback):
             object_store.delete(f"{self.remote_dir}/{rel}")
 
 
+def _mirrored(backup_dir: Optional[str]) -> bool:
+    """Whether `backup_dir` is on a store TF cannot write (s3://, minio://; TF writes gs:// itself)."""
+    return bool(backup_dir) and object_store.is_remote(backup_dir) and not backup_dir.startswith("gs://")
+
+
 def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str], List[keras.callbacks.Callback]]:
     """The folder BackupAndRestore writes and the callbacks that keep it: `backup_dir` itself on a file system
     TF can write (local, mounted, gs://), else a folder under `scratch` restored from and mirrored to it."""
-    if not backup_dir or not object_store.is_remote(backup_dir) or backup_dir.startswith("gs://"):
+    if not _mirrored(backup_dir):
         return backup_dir, []
     local = os.path.join(scratch, "backup")
     if object_store.exists(backup_dir):
@@ -272,7 +277,7 @@ def run_fn(fn_args) -> None:
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
     # The model is exported: nothing is left to resume.
-    if backup_dir and object_store.is_remote(backup_dir) and not backup_dir.startswith("gs://"):
+    if _mirrored(backup_dir):
         object_store.delete(backup_dir)
     elif backup_dir and tf.io.gfile.exists(backup_dir):
         tf.io.gfile.rmtree(backup_dir)

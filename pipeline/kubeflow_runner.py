@@ -37,7 +37,7 @@ ENTRYPOINT = ("python", "-m", "pipeline.kfp_entrypoint")
 # folder on older ones.
 RUN_KEY = "{{$.pipeline_job_uuid}}"
 NEVER_CACHED = ("MlflowStart", "CsvExampleGen", "ServedBaseline")
-PIPELINE_ROOT_SCHEMES = ("gs", "s3", "minio")  # what KFP's launcher uploads to (launcher_v2.go)
+PIPELINE_ROOT_SCHEMES = object_store.REMOTE_SCHEMES  # what KFP's launcher uploads to (launcher_v2.go)
 # An open-source Kubeflow install's MinIO, and the secret its launcher reads (copied into every profile
 # namespace); its keys become boto3's standard variables in the steps.
 MINIO_ENDPOINT = object_store.KUBEFLOW_MINIO_ENDPOINT
