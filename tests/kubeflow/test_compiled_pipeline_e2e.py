@@ -53,8 +53,10 @@ def _baseline_model_names(evaluation_dir: str) -> set:
 
 
 @pytest.fixture(scope="module")
-def kfp_runs(s3_server, mlflow_server, tmp_path_factory):
+def kfp_runs(s3_server, tmp_path_factory):
     base = tmp_path_factory.mktemp("kfp")
+    # Its own MLflow server: the runs register versions of the model "taxi", which other tests count.
+    mlflow_server = helpers.MlflowServer(str(base / "mlflow")).start()
     env = s3_server.env
     # The pods start without the store's settings: they get them from the spec (endpoint) and the secret.
     pod_env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
@@ -74,7 +76,8 @@ def kfp_runs(s3_server, mlflow_server, tmp_path_factory):
         config = kubeflow_config(
             ROOT, data_root=data["day1"], serving_dir=f"{serving_mount}/models", serving_mount=serving_mount,
             s3_endpoint=s3_server.endpoint, data_pvc="taxi-data", data_mount=data_mount, gpus=0, node_selector=(),
-            tolerations=(), mlflow_secret="", mlflow_uri=mlflow_server.uri, experiment="kfp-e2e", beam_mode="in_memory", allowed_anomaly_types=(),
+            tolerations=(), mlflow_secret="", mlflow_uri=mlflow_server.uri, experiment="kfp-e2e",
+            beam_mode="in_memory", allowed_anomaly_types=(),
             training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20))
         spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
         kfp = LocalKfp(str(base / "kfp"), s3_env=env, base_env=pod_env, secrets={kf.OBJECT_STORE_SECRET: {
@@ -88,6 +91,7 @@ def kfp_runs(s3_server, mlflow_server, tmp_path_factory):
         yield {"runs": runs, "versions": versions, "config": config, "kfp": kfp, "base": base, "data": data,
                "fresh": fresh, "mlflow": MlflowClient(mlflow_server.uri), "s3": s3_server}
     finally:
+        mlflow_server.stop()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
