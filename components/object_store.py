@@ -337,6 +337,17 @@ class _S3:
     def put_bytes(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
 
+    def create_bytes(self, key: str, data: bytes) -> bool:
+        import botocore.exceptions as bce
+
+        try:  # a conditional write (AWS S3 and MinIO since 2024)
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except bce.ClientError as e:
+            if _client_error_code(e) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                return False
+            raise
+
     def delete_keys(self, keys: List[str]) -> None:
         for start in range(0, len(keys), 1000):
             batch = keys[start:start + 1000]
@@ -397,6 +408,15 @@ class _GCS:
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self.bucket.blob(key).upload_from_string(data)
+
+    def create_bytes(self, key: str, data: bytes) -> bool:
+        from google.api_core import exceptions as gexc
+
+        try:
+            self.bucket.blob(key).upload_from_string(data, if_generation_match=0)
+            return True
+        except gexc.PreconditionFailed:
+            return False
 
     def delete_keys(self, keys: List[str]) -> None:
         from google.api_core import exceptions as gexc
@@ -624,6 +644,26 @@ def write_bytes(uri: str, data: bytes) -> None:
         raise ValueError(f"Cannot write to {uri}: the URI must name an object (bucket/key, without a trailing /)")
     with store.errors():
         store.put_bytes(key, bytes(data))
+
+
+def create(uri: str, data: bytes = b"") -> bool:
+    """Writes the object (or local file) `uri` only if it does not exist, in one step that two writers cannot
+    both win; True when this call created it."""
+    if not is_remote(uri):
+        path = _local(uri)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return True
+    store, key = _backend(uri)
+    if not key or uri.endswith("/"):
+        raise ValueError(f"Cannot create {uri}: the URI must name an object (bucket/key, without a trailing /)")
+    with store.errors():
+        return store.create_bytes(key, bytes(data))
 
 
 def delete(uri: str) -> int:

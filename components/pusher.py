@@ -13,9 +13,10 @@ Each version also carries the statistics of the data its model was trained on, u
 of a pipeline that takes the served model as the source of truth (Kubeflow; components/baseline.py).
 
 On an object store (s3://, minio://, gs://), which has no rename, the version is uploaded file by file with
-`saved_model.pb` last: TF Serving loads a version only once it holds a SavedModel, and the variables it needs
-are there by then. A push that dies midway leaves a version without `saved_model.pb`, which TF Serving cannot
-load and the next push's pruning deletes.
+`saved_model.pb` last: TF Serving cannot load a version before it holds a SavedModel, and the variables it
+needs are there by then. A push that dies midway leaves a version without `saved_model.pb`, which a push an
+hour later deletes. Each push claims its version with a conditional write first, since there is no rename
+that fails when the target exists.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tfx.utils import io_utils, json_utils, proto_utils
 from components import object_store
 
 INCOMING_PREFIX = ".incoming-"
+CLAIMS_DIR = ".claims"  # on an object store, one empty object per version a push has taken
 STALE_INCOMING_S = 3600  # an incoming folder this old belongs to a push that died
 DEFAULT_KEEP_VERSIONS = 5
 STATISTICS_KEY = "statistics"
@@ -111,7 +113,16 @@ def push_atomically(model_path: str, base: str, version: int, statistics_uri: Op
     return target
 
 
+def _claim(base: str, version: int) -> int:
+    """`version`, or the next one no other push has taken: an object store has no rename that fails when the
+    target exists, so two pushes starting in the same second would otherwise share one version folder."""
+    while not object_store.create(f"{base.rstrip('/')}/{CLAIMS_DIR}/{version}", str(time.time()).encode()):
+        version += 1
+    return version
+
+
 def _push_to_object_store(model_path: str, base: str, version: int, statistics_uri: Optional[str]) -> str:
+    version = _claim(base, version)
     target = f"{base.rstrip('/')}/{version}"
     staging = tempfile.mkdtemp(prefix="tfxflow-push-")
     try:
@@ -149,6 +160,12 @@ def prune(base: str, keep: int, now: float) -> List[str]:
             if now - version > STALE_INCOMING_S and not object_store.exists(f"{path}/saved_model.pb"):
                 object_store.delete(path)
                 removed.append(path)
+        kept = versions(base)
+        claims = f"{base.rstrip('/')}/{CLAIMS_DIR}"
+        if kept and object_store.exists(claims):
+            for name in object_store.list_names(claims):
+                if name.isdigit() and int(name) < kept[0]:
+                    object_store.delete(f"{claims}/{name}")
         return removed
     for name in fileio.listdir(base):
         name = name.rstrip("/")
@@ -186,7 +203,9 @@ class Executor(tfx_pusher.Executor):
         for path in prune(base, keep, now):
             logging.info("Removed %s (keeping the newest %d versions).", path, keep)
         io_utils.copy_dir(model_path, model_push.uri)
-        self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
+        # The version of the path: on an object store a concurrent push may have taken `version` first.
+        self._MarkPushed(model_push, pushed_destination=serving_path,
+                         pushed_version=os.path.basename(serving_path.rstrip("/")))
 
 
 class PusherSpec(standard_component_specs.PusherSpec):

@@ -175,3 +175,32 @@ def test_first_push_to_an_empty_object_store(s3_env, tmp_path):
     model.uri, statistics.uri = str(tmp_path / "model"), str(tmp_path / "statistics")
     baseline.ServedBaseline.test_call(model_base=base, model=model, statistics=statistics)
     assert baseline.served_info(model.uri) == {"model_base": base, "version": None, "statistics": False}
+
+
+def test_two_pushes_in_the_same_second_get_their_own_versions_on_an_object_store(s3_env, tmp_path):
+    """No rename-unless-exists on an object store: each push claims its version with a conditional write
+    (S3 If-None-Match), so a second push started in the same second takes the next version, not the same
+    folder; pruning drops the claims of pruned versions."""
+    from components import object_store
+
+    bucket = s3_env.create_bucket("serving-race")
+    base = f"minio://{bucket}/models/taxi"
+    model = _saved_model(tmp_path / "model")
+    first = pusher.push_atomically(model, base, 1_800_000_000)
+    second = pusher.push_atomically(model, base, 1_800_000_000)  # the same `now` as the first
+    assert (first, second) == (f"{base}/1800000000", f"{base}/1800000001")
+    assert pusher.served_versions(base) == [1_800_000_000, 1_800_000_001]
+    pusher.push_atomically(model, base, 1_800_000_002)
+    pusher.prune(base, keep=2, now=1_800_000_002)
+    assert pusher.versions(base) == [1_800_000_001, 1_800_000_002]
+    assert object_store.list_names(f"{base}/{pusher.CLAIMS_DIR}") == ["1800000001", "1800000002"]
+
+
+def test_create_is_exclusive_locally_and_on_an_object_store(s3_env, tmp_path):
+    from components import object_store
+
+    bucket = s3_env.create_bucket("create-once")
+    for uri in (f"s3://{bucket}/claims/7", str(tmp_path / "claims" / "7")):
+        assert object_store.create(uri, b"first") is True
+        assert object_store.create(uri, b"second") is False
+        assert object_store.read_bytes(uri) == b"first"
