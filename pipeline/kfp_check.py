@@ -223,6 +223,11 @@ class _Checker:
     def add(self, where: str, rule: str, message: str) -> None:
         self.problems.append(Problem(where, rule, message))
 
+    def declared_outputs(self, task: Mapping, kind: str) -> Mapping:
+        """The outputs of `kind` ("artifacts" or "parameters") the component of `task` declares."""
+        component = _mapping(self.components.get(_mapping(task.get("componentRef")).get("name")))
+        return _mapping(_mapping(component.get("outputDefinitions")).get(kind))
+
     def run(self) -> None:
         self.check_document()
         root = _mapping(self.spec.get("root"))
@@ -670,9 +675,7 @@ class _Checker:
                              f"creation fails: 'unknown producer task {_q(producer)} in DAG' (argocompiler/dag.go "
                              "addImplicitDependencies). Fix: name an existing task.")
                     continue
-                produced = _mapping(_mapping(_mapping(self.components.get(
-                    _mapping(tasks[producer].get("componentRef")).get("name"))).get("outputDefinitions")).get(
-                    "parameters"))
+                produced = self.declared_outputs(tasks[producer], "parameters")
                 if out_key not in produced:
                     self.add(where, "dag-edge",
                              f"input parameter {key!r} reads output parameter {out_key!r} of task {producer!r}, "
@@ -760,9 +763,7 @@ class _Checker:
                              f"creation fails: 'unknown producer task {_q(producer)} in DAG' (argocompiler/dag.go "
                              "addImplicitDependencies). Fix: name an existing task.")
                     continue
-                produced = _mapping(_mapping(_mapping(self.components.get(
-                    _mapping(tasks[producer].get("componentRef")).get("name"))).get("outputDefinitions")).get(
-                    "artifacts"))
+                produced = self.declared_outputs(tasks[producer], "artifacts")
                 if out_key not in produced:
                     self.add(where, "dag-edge",
                              f"input artifact {key!r} reads output {out_key!r} of task {producer!r}, which its "

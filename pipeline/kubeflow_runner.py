@@ -211,8 +211,9 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     return dataclasses.replace(config, experiment=config.experiment or config.pipeline_name)
 
 
-def build_pipeline(config: KubeflowConfig, params: Optional[Mapping] = None):
-    """The TFX pipeline of `create_pipeline` with pipeline parameters and the Trainer's GPU request."""
+def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Mapping] = None):
+    """The TFX pipeline of `create_pipeline` with pipeline parameters and the Trainer's GPU request;
+    `schema_text` is the content of `config.schema_path`, carried by the spec."""
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.data_types import RuntimeParameter
 
@@ -228,8 +229,6 @@ def build_pipeline(config: KubeflowConfig, params: Optional[Mapping] = None):
     if config.tracking:
         tracking = tracking_lib.TrackingSettings(uri="", experiment=config.experiment, run_key=RUN_KEY,
                                                  params=params or {})
-    with open(config.schema_path, encoding="utf-8") as f:
-        schema_text = f.read()
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -381,12 +380,13 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
 
     started = time.monotonic()
     config = check_kubeflow_config(config)
-    with open(config.schema_path, "rb") as f:
-        schema_sha256 = hashlib.sha256(f.read()).hexdigest()[:16]
+    with open(config.schema_path, encoding="utf-8") as f:
+        schema_text = f.read()
+    schema_sha256 = hashlib.sha256(schema_text.encode("utf-8")).hexdigest()[:16]
     params = tracking_params(config, config.schema_path) if config.tracking else None
     if params:
         params["pipeline"]["orchestrator"] = "kubeflow"
-    pipeline = build_pipeline(config, params)
+    pipeline = build_pipeline(config, schema_text, params)
     runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(
         default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True))
     runtime_values = config.parameter_defaults()
