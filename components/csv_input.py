@@ -15,18 +15,27 @@ from __future__ import annotations
 import collections
 import csv
 import dataclasses
+import concurrent.futures
+import io
+import itertools
+import json
 import math
 import os
+import threading
 from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 from google.protobuf import json_format, struct_pb2, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tfx.components.example_gen.csv_example_gen import executor as csv_executor
+from tfx.components.util import examples_utils
+from tfx.dsl.components.base import base_beam_executor
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
+from components import progress
+from components import tf_example
 from components.errors import DataError
 from components.features import LabelSpec
 
@@ -103,6 +112,8 @@ def rules_from_schema(schema) -> Dict[str, ColumnRule]:
 def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator[str]:
     """Text lines of a byte stream; a line that is not UTF-8 is recorded and passed on with replacements."""
     for number, raw in enumerate(stream, start=1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark is not part of the header
+            raw = raw[3:]
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -235,6 +246,307 @@ def check_csv_files(paths: Sequence[str], rules: Mapping[str, ColumnRule], label
     return summary
 
 
+# --- streaming ingestion ----------------------------------------------------------------------------------
+
+# Arrow's CSV reader parses and converts in C++; blocks of this size bound each reader's memory.
+BLOCK_BYTES = 4 << 20
+SHARD_ROWS = 500_000  # rows per output file and split: gzip is not splittable, so readers get several files
+ROWS_FILE = "ingest.json"  # at the Examples artifact's root, beside the Split-* folders
+_ARROW_TYPES = {"INT": "int64", "FLOAT": "float64", "BYTES": "string"}
+
+
+@dataclasses.dataclass
+class IngestResult:
+    """What ingestion read and wrote: rows per input file, rows per split, output files per split."""
+
+    rows_read: Dict[str, int]
+    split_rows: Dict[str, int]
+    split_files: Dict[str, int]
+    label_classes: Dict[str, int]
+
+    @property
+    def total_read(self) -> int:
+        return sum(self.rows_read.values())
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"rows_read": self.total_read, "files": len(self.rows_read), "split_rows": self.split_rows,
+                "split_files": self.split_files, "label_classes": self.label_classes,
+                "rows_read_per_file": self.rows_read}
+
+
+def record_rows(examples, result: IngestResult) -> None:
+    """Keeps the counts with the Examples artifact (a file the next steps read, and custom properties)."""
+    with fileio.open(os.path.join(examples.uri, ROWS_FILE), "w") as f:
+        f.write(json.dumps(result.to_dict(), indent=2))
+    examples.set_int_custom_property("rows_read", result.total_read)
+    examples.set_string_custom_property("split_rows", json.dumps(result.split_rows, sort_keys=True))
+
+
+def read_rows(examples_uri: str) -> Optional[Dict[str, Any]]:
+    """The counts `record_rows` kept, or None for Examples written by another ExampleGen."""
+    path = os.path.join(examples_uri, ROWS_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as f:
+        return json.loads(f.read())
+
+
+def _header(stream: BinaryIO) -> Tuple[str, ...]:
+    """The first CSV record, a UTF-8 byte-order mark (Excel's "CSV UTF-8") not part of the first name."""
+    first = stream.readline()
+    while first.count(b'"') % 2:  # a quoted name that spans lines
+        more = stream.readline()
+        if not more:
+            break
+        first += more
+    text = first.decode("utf-8")
+    return tuple(next(csv.reader([text.lstrip("\ufeff")]), []))
+
+
+class _Refused(Exception):
+    """The fast path met something to report: the exact report comes from `check_csv_files`."""
+
+
+def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
+    """Adds the labels of `batch`'s rows to `counts` by `LabelSpec.evaluate`'s rules; returns how many rows
+    have an empty label column."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def numeric(array) -> bool:
+        return pa.types.is_integer(array.type) or pa.types.is_floating(array.type)
+
+    column = batch.column(batch.schema.get_field_index(label.column))
+    ratio = batch.column(batch.schema.get_field_index(label.ratio_of)) if label.ratio_of else None
+    empty = column.null_count
+    if label.greater_than is not None and numeric(column) and (ratio is None or numeric(ratio)):
+        threshold = label.greater_than
+        if ratio is not None:
+            threshold = pc.multiply(ratio.cast(pa.float64()), label.greater_than)
+        values = pc.fill_null(pc.greater(column.cast(pa.float64()), threshold), False)
+        values = np.asarray(values, np.int64)
+    elif label.positive_values:
+        text = column.cast(pa.string()).fill_null("")
+        values = np.asarray(pc.is_in(text, value_set=pa.array(list(label.positive_values))), np.int64)
+    elif label.greater_than is None and numeric(column):
+        values = np.asarray(column.cast(pa.float64()).fill_null(0.0)).astype(np.int64)
+    else:
+        rows = batch.select(list(label.raw_columns)).to_pylist()
+        values = np.asarray([label.evaluate({k: "" if v is None else str(v) for k, v in row.items()})
+                             for row in rows], np.int64)
+    classes, count = np.unique(values, return_counts=True)
+    counts.update({int(c): int(n) for c, n in zip(classes, count)})
+    return empty
+
+
+class _SplitWriter:
+    """One split's output of one input file: GZIP TFRecord shards of at most SHARD_ROWS records."""
+
+    def __init__(self, directory: str, prefix: str):
+        self.directory, self.prefix = directory, prefix
+        self.paths: List[str] = []
+        self.rows = 0
+        self._file = self._writer = None
+
+    def write(self, records) -> None:
+        while len(records):
+            if self._writer is None or self._writer.records >= SHARD_ROWS:
+                self.close()
+                path = os.path.join(self.directory, f"{self.prefix}-{len(self.paths):04d}.gz.part")
+                self.paths.append(path)
+                self._file = fileio.open(path, "wb")
+                self._writer = tf_example.TFRecordGzipWriter(self._file)
+            room = SHARD_ROWS - self._writer.records
+            self._writer.write(records.slice(0, room))
+            self.rows += min(room, len(records))
+            records = records.slice(room)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._file.close()
+            self._writer = self._file = None
+
+
+def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[str, str],
+                 rules: Mapping[str, ColumnRule], label: Optional[LabelSpec], split_dirs: Mapping[str, str],
+                 buckets: Sequence[int], use_threads: bool, stop: threading.Event):
+    """Reads, checks, encodes, splits and writes one file; returns (rows, label classes, empty labels,
+    {split: writer}). Raises _Refused on anything `check_csv_files` would report."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+
+    column_types = {c: pa.type_for_alias(_ARROW_TYPES[kinds[c]]) for c in header}
+    checked = [(c, r) for c, r in rules.items() if c in header and r.type == "FLOAT"
+               and (r.disallow_nan or r.disallow_inf)]
+    labelled = label is not None and all(c in header for c in label.raw_columns)
+    writers = {name: _SplitWriter(directory, f"data_tfrecord-{index:05d}") for name, directory in split_dirs.items()}
+    names = list(split_dirs)
+    classes: collections.Counter = collections.Counter()
+    rows = empty = 0
+    try:
+        with _open_input(path) as stream:
+            reader = pa_csv.open_csv(
+                stream,
+                read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES, use_threads=use_threads),
+                # Quoted line breaks are data, as TFX's reader takes them.
+                parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+                # Only an empty cell is missing: "NA" is text and "nan" a number, as in TFX.
+                convert_options=pa_csv.ConvertOptions(column_types=column_types, null_values=[""],
+                                                      strings_can_be_null=True, quoted_strings_can_be_null=True))
+            for batch in reader:
+                if stop.is_set():
+                    break
+                for column, rule in checked:
+                    values = batch.column(batch.schema.get_field_index(column))
+                    if (rule.disallow_nan and pc.any(pc.is_nan(values)).as_py()) or (
+                            rule.disallow_inf and pc.any(pc.is_inf(values)).as_py()):
+                        raise _Refused(f"{column}: NaN or infinite value")
+                if labelled:
+                    empty += _label_counts(batch, label, classes)
+                examples = tf_example.encode(batch, kinds)
+                splits = tf_example.split_buckets(examples, buckets)
+                for i, name in enumerate(names):
+                    writers[name].write(examples.filter(pa.array(splits == i)))
+                rows += batch.num_rows
+                progress.advance(batch.num_rows)
+    except (pa.ArrowInvalid, UnicodeDecodeError) as err:
+        raise _Refused(_arrow_message(path, header, err)) from err
+    finally:
+        for writer in writers.values():
+            writer.close()
+    if not rows:
+        raise _Refused(f"{path}: no data rows")
+    return rows, classes, empty, writers
+
+
+class _Readable(io.RawIOBase):
+    """A TFX file (GCS, S3 through TF's filesystems) as the raw stream Arrow reads from."""
+
+    def __init__(self, handle):
+        super().__init__()
+        self._handle = handle
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._handle.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
+
+
+def _open_input(path: str):
+    """A local file natively (Arrow reads it without the GIL); a remote one through TFX's file I/O."""
+    import pyarrow as pa
+
+    if "://" not in path:
+        return pa.OSFile(path, "rb")
+    return io.BufferedReader(_Readable(fileio.open(path, "rb")), buffer_size=BLOCK_BYTES)
+
+
+def _arrow_message(path: str, header: Sequence[str], err: Exception) -> str:
+    """Arrow's reason, with the column's name for its "CSV column #N"."""
+    import re
+
+    text = str(err).splitlines()[0]
+    match = re.match(r"In CSV column #(\d+): (.*)", text)
+    if match and int(match.group(1)) < len(header):
+        return f"{path}, column '{header[int(match.group(1))]}': {match.group(2)}"
+    return f"{path}: {text}"
+
+
+def _kinds(header: Sequence[str], rules: Mapping[str, ColumnRule]) -> Dict[str, str]:
+    """Each column's tf.Example type: the schema's; a column the schema does not know is text (the gate
+    reports it as a new column)."""
+    return {c: rules[c].type if c in rules else "BYTES" for c in header}
+
+
+def _cpus() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def ingest(files: Sequence[str], split_dirs: Mapping[str, str], buckets: Sequence[int],
+           rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None,
+           workers: Optional[int] = None) -> IngestResult:
+    """Streams `files` once (several at a time) into GZIP TFRecord shards of tf.Examples under `split_dirs`
+    (split name -> folder), split as TFX's ExampleGen splits with `buckets` (cumulative hash buckets per
+    split, in order). The column types come from the schema's `rules`; there is no inference pass.
+
+    Checks as `check_csv_files` does in the same pass; on any problem, that scan runs for its exact report and
+    InputDataError is raised (nothing is kept). Memory per file read is a few Arrow blocks, whatever the size.
+    """
+    cumulative = list(itertools.accumulate(buckets))
+    summary = CsvSummary()
+    headers = {}
+    for path in files:
+        with fileio.open(path, "rb") as stream:
+            try:
+                headers[path] = _header(stream)
+            except (UnicodeDecodeError, csv.Error):
+                headers[path] = ()
+    reference = headers[files[0]]
+    clean_headers = reference and all(h == reference for h in headers.values()) and len(set(reference)) == len(
+        reference) and all(c.strip() for c in reference)
+    for directory in split_dirs.values():
+        fileio.makedirs(directory)
+    refusal = None if clean_headers else "the header rows differ between files, or name no column or one twice"
+    results = {}
+    if refusal is None:
+        kinds = _kinds(reference, rules)
+        workers = max(1, min(workers or _cpus(), len(files)))
+        stop = threading.Event()
+        progress.start("rows")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_ingest_file, i, path, reference, kinds, rules, label, split_dirs, cumulative,
+                                   workers < _cpus(), stop): path for i, path in enumerate(files)}
+            for future in concurrent.futures.as_completed(futures):
+                try:
+                    results[futures[future]] = future.result()
+                except _Refused as err:
+                    refusal = refusal or str(err)
+                    stop.set()
+                except BaseException:
+                    stop.set()
+                    raise
+    if refusal is None:
+        for path in files:
+            rows, classes, empty, _ = results[path]
+            summary.rows[path] = rows
+            summary.label_classes.update(classes)
+            summary.label_empty += empty
+        summary.header = reference
+        check_label(summary, label)
+        if summary.problems:
+            refusal = "label"
+    if refusal is not None:
+        for directory in split_dirs.values():
+            for name in fileio.listdir(directory):
+                fileio.remove(os.path.join(directory, name))
+        # The exact report: file, line, column and rule, as the scan finds them.
+        check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
+        raise InputDataError("input data: 1 problem (nothing was ingested, trained or pushed):\n  - " + refusal)
+    split_rows, split_files = {}, {}
+    for name, directory in split_dirs.items():
+        parts = [p for path in files for p in results[path][3][name].paths]
+        for i, part in enumerate(parts):
+            fileio.rename(part, os.path.join(directory, f"data_tfrecord-{i:05d}-of-{len(parts):05d}.gz"))
+        split_rows[name] = sum(results[path][3][name].rows for path in files)
+        split_files[name] = len(parts)
+    result = IngestResult(rows_read=dict(summary.rows), split_rows=split_rows, split_files=split_files,
+                          label_classes={str(k): v for k, v in sorted(summary.label_classes.items())})
+    if sum(split_rows.values()) != result.total_read:
+        raise InputDataError(f"input data: {result.total_read:,} rows read but {sum(split_rows.values()):,} "
+                             f"written ({split_rows}); nothing is kept")
+    return result
+
+
 # --- the ExampleGen executor -------------------------------------------------------------------------------
 
 def _input_files(exec_properties: Mapping[str, Any]) -> List[str]:
@@ -277,16 +589,27 @@ def make_example_gen_config(schema_path: str, label: Optional[LabelSpec], schema
     return config
 
 
-class Executor(csv_executor.Executor):
-    """CsvExampleGen's executor, after a scan of every input file (see the module docstring)."""
+class Executor(base_beam_executor.BaseBeamExecutor):
+    """ExampleGen's executor: streams every CSV file once (see `ingest`), writes the splits and records the
+    row counts; a file that breaks a rule is refused with the exact message of `check_csv_files`."""
 
     def Do(self, input_dict, output_dict, exec_properties):  # pylint: disable=invalid-name
+        self._log_startup(input_dict, output_dict, exec_properties)
         files = _input_files(exec_properties)
+        if not files:
+            raise InputDataError(f"input data: {exec_properties['input_base']}: holds no *.csv file")
         rules, label = _settings(exec_properties)
-        summary = check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
-        logging.info("CSV check passed: %d rows in %d file(s); label classes %s",
-                     summary.total_rows, len(files), dict(summary.label_classes))
-        return super().Do(input_dict, output_dict, exec_properties)
+        output_config = example_gen_pb2.Output()
+        proto_utils.json_to_proto(exec_properties["output_config"], output_config)
+        splits = [(s.name, s.hash_buckets) for s in output_config.split_config.splits]
+        examples = artifact_utils.get_single_instance(output_dict["examples"])
+        examples.split_names = artifact_utils.encode_split_names([name for name, _ in splits])
+        result = ingest(files, {name: artifact_utils.get_split_uri([examples], name) for name, _ in splits},
+                        [buckets for _, buckets in splits], rules, label)
+        record_rows(examples, result)
+        examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
+        examples_utils.set_file_format(examples, "tfrecords_gzip")
+        logging.info("CSV ingested: %s", json.dumps(result.to_dict()))
 
 
 def csv_files(data_root: str) -> List[str]:

@@ -147,6 +147,29 @@ def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, ser
     return found, notes
 
 
+def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], str]:
+    """(a refusal or None, a note): the rows ExampleGen recorded per split against the rows StatisticsGen's
+    statistics count. TFDV has lost rows without an error in multi-process Beam
+    (tensorflow/data-validation#247); statistics of part of the data are no basis for the gate's checks."""
+    from components import csv_input
+
+    counts = csv_input.read_rows(examples_uri)
+    if counts is None:
+        return None, "row counts: not recorded by this ExampleGen"
+    seen = {split: int(_load_split(statistics_uri, split).datasets[0].num_examples)
+            for split in counts["split_rows"]}
+    written = ", ".join(f"{split} {rows:,}" for split, rows in counts["split_rows"].items())
+    note = f"row counts: {counts['rows_read']:,} read = {written} written = StatisticsGen's"
+    wrong = {split: (rows, seen[split]) for split, rows in counts["split_rows"].items() if seen[split] != rows}
+    if not wrong:
+        return None, note
+    details = "; ".join(f"split '{split}': ExampleGen wrote {rows:,} rows, StatisticsGen counted {got:,}"
+                        for split, (rows, got) in wrong.items())
+    return (f"row counts differ: {details}. Statistics of part of the data are no basis for the data checks "
+            "(TFDV has lost rows in multi-process Beam: tensorflow/data-validation#247); nothing was trained or "
+            "pushed. Run again; if it recurs, run with --beam-mode in_memory."), note
+
+
 def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
     """The drift baseline's folder, what it is, and what to say when there is none."""
     from components.baseline import served_info
@@ -173,6 +196,7 @@ def DataGate(  # pylint: disable=invalid-name
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     schema: InputArtifact[standard_artifacts.Schema],
+    examples: InputArtifact[standard_artifacts.Examples] = None,
     baseline_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
     baseline_blessing: InputArtifact[standard_artifacts.ModelBlessing] = None,
     allowed_anomaly_types: Parameter[str] = "",
@@ -188,9 +212,17 @@ def DataGate(  # pylint: disable=invalid-name
     against the schema's SERVING environment and skew between training and serving; the thresholds are
     the schema's `drift_comparator` / `skew_comparator`. `serving_data_fingerprint` only makes the cache
     notice changed serving files.
+
+    First of all, with `examples`, the rows ExampleGen recorded must be the rows the statistics count.
     """
     del serving_data_fingerprint
     from tfx.utils import io_utils
+
+    rows_note = None
+    if examples is not None:
+        refusal, rows_note = check_rows(examples.uri, statistics.uri)
+        if refusal:
+            raise DataGateError(f"data gate: {refusal}")
 
     schema_proto = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
     serving_stats = None
@@ -204,6 +236,8 @@ def DataGate(  # pylint: disable=invalid-name
                            no_baseline=no_baseline)
     found += extra
     notes.insert(0, f"schema (ExampleValidator): {_anomalies(len(found) - len(extra))}")
+    if rows_note:
+        notes.insert(0, rows_note)
     for note in notes:
         logging.info("data gate: %s", note)
     blockers = blocking(found, parse_allowed(allowed_anomaly_types))

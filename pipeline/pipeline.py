@@ -160,6 +160,7 @@ def create_pipeline(
         anomalies=example_validator.outputs["anomalies"],
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
         baseline_statistics=baseline_statistics,
         baseline_blessing=baseline_blessing,
         allowed_anomaly_types=(allowed_anomaly_types if isinstance(allowed_anomaly_types, RuntimeParameter)

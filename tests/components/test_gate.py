@@ -229,3 +229,27 @@ def test_served_baseline_names_the_version_or_says_why_there_is_none(tmp_path, g
                                 baseline_statistics=_served(tmp_path, "v19", 19, _frame(0.9, fare_scale=4.0)))
     # Kubeflow has no `tfxflow accept-data`: the refusal says how to accept the data there.
     assert "run once with allowed_anomaly_types=COMPARATOR_" in str(err.value)
+
+
+def _examples_with_counts(tmp_path, split_rows):
+    folder = tmp_path / "examples"
+    folder.mkdir()
+    (folder / "ingest.json").write_text(
+        '{"rows_read": %d, "split_rows": {%s}}' % (sum(split_rows.values()),
+                                                    ", ".join(f'"{k}": {v}' for k, v in split_rows.items())))
+    return _artifact(str(folder), standard_artifacts.Examples)
+
+
+def test_rows_written_must_be_the_rows_the_statistics_count(tmp_path, gate_inputs):
+    """200 rows in the statistics' train split (the fixture's frame)."""
+    result = gate.DataGate.test_call(anomalies=_clean_anomalies(tmp_path), **gate_inputs,
+                                     examples=_examples_with_counts(tmp_path, {"train": 200}))
+    assert result["checks"].startswith("row counts: 200 read = train 200 written = StatisticsGen's; ")
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(gate.DataGateError) as err:
+        gate.DataGate.test_call(anomalies=_clean_anomalies(other), **gate_inputs,
+                                examples=_examples_with_counts(other, {"train": 260}))
+    assert ("row counts differ: split 'train': ExampleGen wrote 260 rows, StatisticsGen counted 200"
+            in str(err.value))
+    assert "tensorflow/data-validation#247" in str(err.value)
