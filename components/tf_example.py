@@ -151,11 +151,11 @@ class TFRecordGzipWriter:
         self._compressor = zlib.compressobj(level, zlib.DEFLATED, 31)  # wbits 31: a gzip member
         self.records = 0
 
-    def write(self, records: pa.BinaryArray) -> None:
-        """Appends every record of `records` (no nulls)."""
+    def write(self, records) -> None:
+        """Appends every record of `records` (a binary Arrow array without nulls, or a list of bytes)."""
         if not len(records):
             return
-        values = records.to_pylist()
+        values = records.to_pylist() if isinstance(records, pa.Array) else list(records)
         lengths = np.fromiter((len(v) for v in values), np.int64, count=len(values))
         heads = lengths.astype("<u8").tobytes()
         pack = struct.Struct("<I").pack

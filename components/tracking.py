@@ -267,6 +267,10 @@ def MlflowRecord(  # pylint: disable=invalid-name
     for slice_name, values in evaluation_by_slice.items():
         prefix = "eval" if slice_name == "overall" else f"eval_slice.{metric_name(slice_name)}"
         metrics += [Metric(f"{prefix}.{name}", value, 0, 0) for name, value in values.items()]
+    if evaluation.has_custom_property("eval_sample"):  # the Evaluator judged a sample of a large split
+        for split, sample in json.loads(evaluation.get_string_custom_property("eval_sample")).items():
+            metrics += [Metric(f"eval_sample.{split}.rows", sample["rows"], 0, 0),
+                        Metric(f"eval_sample.{split}.sampled", sample["sampled"], 0, 0)]
     blessed = int(blessing.get_int_custom_property("blessed") == 1)
     params = [Param(f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
               for k, v in sorted(info.items()) if k != "backup_dir"]

@@ -87,9 +87,10 @@ def list_files(file_patterns: Iterable[str]) -> List[str]:
 
 def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], label_key: str,
                  input_names: Iterable[str], params: TrainParams, training: bool,
-                 batch_size: int, num_workers: int = 1) -> tf.data.Dataset:
-    """Batches of `batch_size` (features, label) from Transform's gzipped TFRecords (for training, the
-    effective batch: `TrainParams.effective_batch`).
+                 batch_size: int, num_workers: int = 1, transform=None) -> tf.data.Dataset:
+    """Batches of `batch_size` (features, label) from gzipped TFRecords of tf.Examples (for training, the
+    effective batch: `TrainParams.effective_batch`): Transform's output, or with `transform` (the Transform
+    graph's layer) raw examples that are transformed batch by batch as they are read.
 
     Files are read in parallel; serialized records are cached after the first pass when the files are small
     (see TrainParams), shuffled per epoch, batched, then parsed in one vectorised `parse_example` per batch
@@ -107,6 +108,8 @@ def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], 
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, feature_spec)
+        if transform is not None:
+            parsed = transform(parsed)
         label = tf.reshape(parsed[label_key], [-1, 1])
         return export.as_model_inputs(parsed, input_names), label
 
@@ -209,18 +212,29 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
           model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str,
           hardware: hardware_lib.HardwareConfig = hardware_lib.HardwareConfig(),
           strategy: Optional[tf.distribute.Strategy] = None, backup_dir: Optional[str] = None,
-          extra_callbacks: Sequence[keras.callbacks.Callback] = ()):
-    """Builds and fits the model on Transform's output, in the current dtype policy; returns
-    (model, history, info)."""
+          extra_callbacks: Sequence[keras.callbacks.Callback] = (), raw_examples: bool = False,
+          eval_rows: Optional[int] = None):
+    """Builds and fits the model, in the current dtype policy; returns (model, history, info).
+
+    The files hold Transform's output, or with `raw_examples` ExampleGen's examples, transformed as they are
+    read: then only the rows training reads are transformed, not every row of every split. `eval_rows`, the
+    eval split's recorded size, spares a counting pass over it."""
     strategy = strategy or hardware_lib.make_strategy()
     model = build(strategy, config, id_ranges(tf_transform_output, config), model_params, train_params, hardware)
     batch = train_params.effective_batch(strategy.num_replicas_in_sync)
-    spec = tf_transform_output.transformed_feature_spec()
+    transform = None
+    if raw_examples:
+        spec = tf_transform_output.raw_feature_spec()
+        transform = tf_transform_output.transform_features_layer()
+    else:
+        spec = tf_transform_output.transformed_feature_spec()
     workers = hardware_lib.worker_count(os.environ)
     train_ds = make_dataset(train_files, spec, config.label.name, model.input_names, train_params, True,
-                            batch, workers)
+                            batch, workers, transform)
     eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, False,
-                           batch, workers)
+                           batch, workers, transform)
+    if not eval_steps and eval_rows is not None:
+        eval_steps = max(1, min(train_params.max_eval_batches, math.ceil(eval_rows / batch)))
     if not eval_steps:
         # One pass over the eval split, capped: on large data a full pass per epoch would cost more than the
         # training steps. Keras also needs an explicit count with steps_per_execution > 1.
@@ -248,6 +262,17 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
     return model, history, info
 
 
+def recorded_rows(file_patterns: Iterable[str], split: str) -> Optional[int]:
+    """The rows ExampleGen recorded for `split` when the files are its examples (`<examples>/Split-<split>/*`)."""
+    from components import csv_input
+
+    roots = {os.path.dirname(os.path.dirname(pattern)) for pattern in file_patterns}
+    if len(roots) != 1:
+        return None
+    counts = csv_input.read_rows(roots.pop())
+    return None if counts is None else counts["split_rows"].get(split)
+
+
 def run_fn(fn_args) -> None:
     """TFX Trainer entry point: trains per `custom_config`, exports the serving model, writes what it used."""
     custom = fn_args.custom_config or {}
@@ -271,7 +296,8 @@ def run_fn(fn_args) -> None:
                 train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
                 model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
                 train_params=train_params, log_dir=fn_args.model_run_dir, hardware=hardware,
-                strategy=strategy, backup_dir=fit_backup_dir, extra_callbacks=mirror)
+                strategy=strategy, backup_dir=fit_backup_dir, extra_callbacks=mirror,
+                raw_examples=bool(custom.get("raw_examples")), eval_rows=recorded_rows(fn_args.eval_files, "eval"))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.

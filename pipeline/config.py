@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-from typing import Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Tuple
 
 from components.features import FeatureConfig
 from components.hardware import HardwareConfig
+
+if TYPE_CHECKING:  # pipeline.beam_runners imports this module (ConfigError)
+    from pipeline.beam_runners import BeamRunner
 
 HOME_ENV = "TFXFLOW_HOME"
 DEFAULT_HOME = "tfxflow_home"
@@ -61,6 +64,9 @@ class EvaluationConfig:
     min_value: float = 0.6
     max_regression: float = 1e-10
     slice_columns: Sequence[str] = ()
+    # A larger eval split is evaluated on a systematic sample of this many rows (every k-th row of a random
+    # split): TFMA costs about 0.3 ms a row, and 100,000 rows bound the accuracy's standard error to 0.1%.
+    max_rows: int = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +133,9 @@ class RunConfig:
     training: TrainingConfig = TrainingConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     split: SplitConfig = SplitConfig()
-    beam_mode: str = "in_memory"
+    beam_mode: str = "in_memory"  # the DirectRunner's, when `beam` is None
     beam_workers: int = 1
+    beam: Optional["BeamRunner"] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
     enable_cache: bool = True
     allowed_anomaly_types: Tuple[str, ...] = ()
     drift_check: bool = True
@@ -144,12 +151,34 @@ class RunConfig:
         return os.path.join(self.paths.serving_dir, self.model_name)
 
     @property
+    def beam_runner(self) -> "BeamRunner":
+        return beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
+
+    @property
     def beam_pipeline_args(self) -> list:
-        if (self.beam_mode, self.beam_workers) == ("in_memory", 1):
-            # Beam's own default. With any argument, TFX builds an sdist of itself for every Beam component
-            # (1 s each) in case the runner is remote; the local runner never uses it.
-            return []
-        return [f"--direct_running_mode={self.beam_mode}", f"--direct_num_workers={self.beam_workers}"]
+        """What every Beam component gets; `[]` for the default in-memory DirectRunner (beam_runners.py)."""
+        from pipeline.beam_runners import beam_pipeline_args
+
+        return beam_pipeline_args(self.beam_runner)
+
+
+def beam_runner_of(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int) -> "BeamRunner":
+    """`beam`, or the DirectRunner with `beam_mode` and `beam_workers` when it is None."""
+    from pipeline.beam_runners import BeamRunner
+
+    return beam if beam is not None else BeamRunner(direct_mode=beam_mode, direct_workers=beam_workers)
+
+
+def split_beam_runner(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int):
+    """(beam, beam_mode, beam_workers) with one source for each setting: a direct `beam` becomes None and its
+    mode and workers the config's. Raises ConfigError naming the flag at fault."""
+    from pipeline import beam_runners
+
+    runner = beam_runners.check(beam_runner_of(beam, beam_mode, beam_workers))
+    if runner.runner != "direct":
+        return runner, beam_mode, beam_workers
+    workers = 1 if runner.direct_workers is None else runner.direct_workers
+    return None, runner.direct_mode or "in_memory", workers
 
 
 def resolve_home(flag: Optional[str], environ: Mapping[str, str]) -> str:
@@ -185,6 +214,7 @@ def build_run_config(
     split: SplitConfig = SplitConfig(),
     beam_mode: str = "in_memory",
     beam_workers: int = 1,
+    beam: Optional["BeamRunner"] = None,
     enable_cache: bool = True,
     allowed_anomaly_types: Tuple[str, ...] = (),
     drift_check: bool = True,
@@ -203,14 +233,16 @@ def build_run_config(
         serving_data_root = os.path.abspath(serving_data_root)
         check_data_root(serving_data_root, "--serving-data")
     schema_path, features = load_schema_and_features(dataset, schema_path, feature_config_path)
-    if beam_mode not in BEAM_MODES:
-        raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{beam_mode}'")
+    beam, beam_mode, beam_workers = split_beam_runner(beam, beam_mode, beam_workers)
+    if beam is not None and beam.runner == "dataflow":
+        # Every path of a local run is on this machine (Paths.under); Dataflow's workers read only GCS.
+        raise ConfigError("--beam-runner dataflow: Dataflow's workers cannot read this machine's files, and a "
+                          "local run keeps its data and artifacts here; run it from Kubeflow: tfxflow kubeflow "
+                          "compile --pipeline-root gs://... --data-root gs://... --beam-runner dataflow ...")
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
-    if beam_workers < 0:
-        raise ConfigError("--beam-workers must be >= 0 (0: one per core)")
     if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:
         raise ConfigError("--train-steps, --batch-size, --grad-accum-steps and --eval-every-steps must be >= 1")
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)
@@ -231,6 +263,7 @@ def build_run_config(
         split=split,
         beam_mode=beam_mode,
         beam_workers=beam_workers,
+        beam=beam,
         enable_cache=enable_cache,
         allowed_anomaly_types=tuple(allowed_anomaly_types),
         drift_check=drift_check,

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Union
 import tensorflow_model_analysis as tfma
 # Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
 # (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
-from tfx.components import Evaluator, ExampleValidator, StatisticsGen, Trainer, Transform
+from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.base import executor_spec
@@ -178,18 +178,22 @@ def create_pipeline(
         # StatisticsGen and the gate have validated this data already; Transform's own pre- and post-transform
         # statistics and anomalies would be three more passes over it that nothing reads.
         disable_statistics=True,
+        # The Trainer transforms the rows it reads with the graph (and the Evaluator and the served model do
+        # so anyway): writing every split transformed would cost a pass over all the data (43 us a row).
+        materialize=False,
         force_tf_compat_v1=True,
     )
     # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
     transform.add_upstream_node(data_gate)
     trainer = Trainer(
         run_fn=RUN_FN,
-        examples=transform.outputs["transformed_examples"],
+        examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=training.eval_steps),
-        custom_config={"features": feature_dict, **training.custom_config(backup_root=trainer_backup_dir)},
+        custom_config={"features": feature_dict, "raw_examples": True,
+                       **training.custom_config(backup_root=trainer_backup_dir)},
     )
     model_resolvers = []
     if served is not None:
@@ -202,14 +206,15 @@ def create_pipeline(
         ).with_id("latest_blessed_model_resolver")
         model_resolvers = [model_resolver]
         baseline_model = model_resolver.outputs["model"]
-    evaluator = Evaluator(
+    # TFX's Evaluator on a bounded sample of a large eval split; drops a baseline that holds no model
+    # (ServedBaseline before the first push).
+    evaluator = evaluator_lib.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_model,
         eval_config=eval_config(evaluation, features.label.name),
+        max_eval_rows=evaluation.max_rows,
     )
-    # Drops a baseline that holds no model (ServedBaseline before the first push).
-    evaluator.executor_spec = executor_spec.BeamExecutorSpec(evaluator_lib.Executor)
     # A version appears complete or not at all, with its training data's statistics; the newest
     # `keep_versions` are kept (components/pusher.py).
     pusher = pusher_lib.Pusher(

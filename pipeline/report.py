@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Dict, List, Optional
 
@@ -44,6 +45,13 @@ class RunReport:
     gate_checks: Optional[str] = None  # the data gate's one-line account of what it compared
     mlflow_run_id: Optional[str] = None
     blessing_failures: List[str] = dataclasses.field(default_factory=list)  # why the model was not blessed
+    # The Evaluator's sample of a large split: {split: {"rows", "every", "sampled"}} (components/evaluator.py).
+    eval_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def eval_sample_text(self) -> str:
+        """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
+        return "; ".join(f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {s['every']}th)"
+                         for split, s in sorted(self.eval_sample.items()))
 
     def component(self, name: str) -> Optional[ComponentRecord]:
         return next((c for c in self.components if c.name == name), None)
@@ -140,6 +148,8 @@ def _fill_results(report: RunReport) -> None:
     if evaluation is not None:
         from components.tracking import blessing_failures, overall_metrics
 
+        if _prop(evaluation, "eval_sample"):
+            report.eval_sample = json.loads(_prop(evaluation, "eval_sample"))
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
         if report.blessed is False:
             report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))

@@ -37,6 +37,29 @@ def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp
     assert os.listdir(tmp_path / "logs")  # TensorBoard event files
 
 
+def test_raw_examples_transformed_as_read_give_the_transformed_examples(tiny_transform):
+    tiny, params = tiny_transform, trainer.TrainParams(batch_size=64)
+    names = ["x1_xf", "x2_xf", "city_xf", "score_xf"]
+    transformed = trainer.make_dataset(tiny["eval"], tiny["output"].transformed_feature_spec(), "label", names,
+                                       params, False, 64)
+    raw = trainer.make_dataset(tiny["raw_eval"], tiny["output"].raw_feature_spec(), "label", names, params, False,
+                               64, transform=tiny["output"].transform_features_layer())
+    batches = 0
+    for (want, want_label), (got, got_label) in zip(transformed, raw):
+        np.testing.assert_array_equal(got_label.numpy(), want_label.numpy())
+        for name in names:
+            np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6)
+        batches += 1
+    assert batches == 4  # 256 eval rows
+
+
+def test_trains_on_raw_examples_with_the_eval_size_given(tiny_transform, tmp_path):
+    tiny = dict(tiny_transform, train=tiny_transform["raw_train"], eval=tiny_transform["raw_eval"])
+    model, history, info = _train(tiny, tmp_path, raw_examples=True, eval_rows=256)
+    assert history.history["val_binary_accuracy"][-1] > 0.75
+    assert info["epochs_run"] == 4
+
+
 def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny_transform, tmp_path):
     with hardware.precision_policy("mixed_bfloat16"):
         model, history, info = _train(tiny_transform, tmp_path)

@@ -47,6 +47,8 @@ def _write_examples(rows, path):
                 value = np.asarray(value).reshape(-1)
                 if value.dtype.kind == "f":
                     feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+                elif value.dtype.kind in "SO":  # raw text, before the vocabulary
+                    feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=list(value)))
                 else:
                     feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value.astype(np.int64)))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
@@ -55,18 +57,21 @@ def _write_examples(rows, path):
 def write_tiny_transform(base: str) -> dict:
     """Runs preprocessing_fn through tf.Transform on synthetic rows and writes its outputs under `base`.
 
-    Returns {'dir', 'output' (TFTransformOutput), 'train', 'eval' (file patterns), 'config'}.
+    Returns {'dir', 'output' (TFTransformOutput), 'train', 'eval', 'raw_train', 'raw_eval' (file patterns),
+    'config'}.
     """
     if not os.path.isdir(os.path.join(base, "transform_graph")):
         metadata = tft.DatasetMetadata.from_feature_spec(_SPEC)
         with tft_beam.Context(temp_dir=os.path.join(base, "tmp")):
             fn = lambda inputs: preprocessing_fn(inputs, {"features": TINY_FEATURES.to_dict()})  # noqa: E731
-            (train, _), transform_fn = (_rows(1024, 0), metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
-            (evaluation, _) = ((_rows(256, 1), metadata), transform_fn) | tft_beam.TransformDataset()
+            raw = {"train": _rows(1024, 0), "eval": _rows(256, 1)}
+            (train, _), transform_fn = (raw["train"], metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
+            (evaluation, _) = ((raw["eval"], metadata), transform_fn) | tft_beam.TransformDataset()
             _ = transform_fn | tft_beam.WriteTransformFn(os.path.join(base, "transform_graph"))
         # The raw schema, as TFX's Transform writes it beside the graph (serving signatures parse with it).
         metadata_io.write_metadata(metadata, os.path.join(base, "transform_graph", "metadata"))
-        for name, rows in (("train", train), ("eval", evaluation)):
+        for name, rows in (("train", train), ("eval", evaluation), ("raw_train", raw["train"]),
+                           ("raw_eval", raw["eval"])):
             os.makedirs(os.path.join(base, name))
             _write_examples(rows, os.path.join(base, name, "part-0.gz"))
     return {
@@ -74,5 +79,8 @@ def write_tiny_transform(base: str) -> dict:
         "output": tft.TFTransformOutput(os.path.join(base, "transform_graph")),
         "train": [os.path.join(base, "train", "*")],
         "eval": [os.path.join(base, "eval", "*")],
+        # The same rows before the transform, as ExampleGen writes them.
+        "raw_train": [os.path.join(base, "raw_train", "*")],
+        "raw_eval": [os.path.join(base, "raw_eval", "*")],
         "config": TINY_FEATURES,
     }
