@@ -39,11 +39,18 @@ def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
     raise Terminated()
 
 
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, but not None: such a flag's help says what happens without it."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the pipeline locally with LocalDagRunner",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=_DefaultsShown)
     paths = run.add_argument_group("data and outputs")
     paths.add_argument("--home", help=f"folder for every output (default: ${HOME_ENV}, else ./tfxflow_home)")
     paths.add_argument("--dataset", default=DEFAULT_DATASET,
@@ -83,8 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="required: stop before any work if the store does not answer; optional: run untracked "
                             "then; off: do not track")
     beam = run.add_argument_group("execution")
-    beam.add_argument("--beam-mode", choices=BEAM_MODES, default="in_memory")
-    beam.add_argument("--beam-workers", type=int, default=1, help="0: one per core")
+    _add_beam_args(beam, kubeflow=False)
     beam.add_argument("--no-cache", action="store_true", help="re-run every component")
     beam.add_argument("--force", action="store_true",
                       help="run through TFX even when nothing changed since the last run (components cached)")
@@ -93,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
                            "it to finish (default: refuse at once)")
 
     cmp = sub.add_parser("compare", help="compare MLflow runs: the params that differ, key metrics, the best",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=_DefaultsShown)
     cmp.add_argument("--home", help=f"finds the embedded store (default: ${HOME_ENV}, else ./tfxflow_home)")
     cmp.add_argument("--mlflow-uri", help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the "
                                           "embedded store under --home)")
@@ -106,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--plot", help="write a PNG bar chart of --metric across the runs to this file")
 
     infer = sub.add_parser("infer-schema", help="infer a schema, statistics and a feature config from CSV files",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_DefaultsShown)
     infer.add_argument("--data-root", required=True, help="folder of CSV files")
     infer.add_argument("--out", required=True, help="folder to write schema.pbtxt, inferred_schema.pbtxt, "
                                                      "statistics.pb and features.yaml into")
@@ -128,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_kubeflow_parser(sub) -> None:
     kf = sub.add_parser("kubeflow", help="compile the pipeline for Kubeflow Pipelines; submit or schedule it")
     kf_sub = kf.add_subparsers(dest="kubeflow_command", required=True)
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _DefaultsShown
     comp = kf_sub.add_parser("compile", help="compile to a KFP v2 pipeline spec (YAML)", formatter_class=fmt)
     where = comp.add_argument_group("image and paths (object-store URIs, or paths on mounted volumes)")
     where.add_argument("--image", required=True, help="the project image (kubeflow/Dockerfile), pinned: repo/name:tag")
@@ -177,8 +183,7 @@ def _add_kubeflow_parser(sub) -> None:
                      help="Trainer node selector (repeatable), e.g. nvidia.com/gpu.present=true")
     k8s.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE][:EFFECT]",
                      help="Trainer toleration (repeatable), e.g. nvidia.com/gpu:NoSchedule")
-    k8s.add_argument("--beam-mode", choices=BEAM_MODES, default="multi_processing")
-    k8s.add_argument("--beam-workers", type=int, default=0, help="0: one per core of the step's pod")
+    _add_beam_args(comp.add_argument_group("Beam runner (pipeline/beam_runners.py)"), kubeflow=True)
     track = comp.add_argument_group("tracking (MLflow)")
     track.add_argument("--tracking", choices=("on", "off"), default="on")
     track.add_argument("--mlflow-uri", default="", help="$MLFLOW_TRACKING_URI of the tracking steps")
@@ -213,6 +218,65 @@ def _add_kubeflow_parser(sub) -> None:
             cmd.add_argument("--catchup", action="store_true", help="backfill missed intervals (default: no)")
         if name == "unschedule":
             cmd.add_argument("--pipeline-name", help="names the default experiment (default: tfxflow-taxi)")
+
+
+def _add_beam_args(group, kubeflow: bool) -> None:
+    """The Beam runner's flags, shared by `run` and `kubeflow compile` (pipeline/beam_runners.py)."""
+    from pipeline.beam_runners import ENVIRONMENT_TYPES, RUNNERS
+
+    group.add_argument("--beam-runner", choices=RUNNERS, default="direct",
+                       help="where every Beam component runs: Beam's DirectRunner in the process"
+                            + (" of each step" if kubeflow else "") + ", a portable job service, a Flink or Spark "
+                            "cluster, or Dataflow")
+    mode, workers = ("multi_processing", "0: one per core of the step's pod") if kubeflow else ("in_memory", "1")
+    group.add_argument("--beam-mode", choices=BEAM_MODES, help=f"direct: the DirectRunner's mode (default: {mode})")
+    group.add_argument("--beam-workers", type=int, help=f"direct: its workers (default: {workers}; 0: one per core)")
+    group.add_argument("--job-endpoint", help="portable: host:port of a Beam job server, or 'embed' (default): Beam's "
+                                              "in-process job service")
+    group.add_argument("--environment-type", choices=ENVIRONMENT_TYPES,
+                       help="portable, flink, spark: where the workers run the Python code: LOOPBACK in this process "
+                            "(default with 'embed'), DOCKER the --beam-image on each worker node (default otherwise), "
+                            "EXTERNAL a worker pool, PROCESS a command on each node")
+    group.add_argument("--environment-config", help="EXTERNAL: the worker pool's host:port; PROCESS: "
+                                                    "'{\"command\": ...}'; DOCKER: the image (as --beam-image)")
+    group.add_argument("--beam-image", help="the image the workers run, with this package installed (kubeflow/"
+                                            "Dockerfile)" + (" (default: --image)" if kubeflow else ""))
+    group.add_argument("--flink-master", metavar="HOST:PORT", help="flink: the JobManager's REST endpoint")
+    group.add_argument("--flink-parallelism", type=int, default=0, help="flink: parallelism (0: the cluster's default)")
+    group.add_argument("--spark-master-url", metavar="spark://HOST:PORT", help="spark: the master")
+    group.add_argument("--dataflow-project", help="dataflow: the Google Cloud project")
+    group.add_argument("--dataflow-region", help="dataflow: the region, e.g. us-central1")
+    group.add_argument("--dataflow-temp-location", metavar="gs://BUCKET/PATH",
+                       help="dataflow: where Dataflow stages and writes temporary files")
+    group.add_argument("--dataflow-machine-type", help="dataflow: the workers' machine type (default: Dataflow's)")
+    group.add_argument("--beam-arg", action="append", default=[], metavar="--OPTION=VALUE",
+                       help="any other Beam option, passed as is (repeatable; write --beam-arg=--max_num_workers=8)")
+
+
+def _beam_runner(args: argparse.Namespace, kubeflow: bool):
+    """(BeamRunner, beam_mode, beam_workers) of the flags; the DirectRunner's defaults are the command's
+    (Kubeflow: multi_processing, one worker per core of the pod). Raises ConfigError naming the flag."""
+    from pipeline import beam_runners
+
+    direct_mode, direct_workers = ("multi_processing", 0) if kubeflow else ("in_memory", 1)
+    image = args.beam_image or ""
+    runner = beam_runners.BeamRunner(
+        runner=args.beam_runner, direct_mode=args.beam_mode, direct_workers=args.beam_workers,
+        job_endpoint=args.job_endpoint or "", environment_type=args.environment_type or "",
+        environment_config=args.environment_config or "", image=image, flink_master=args.flink_master or "",
+        parallelism=args.flink_parallelism, spark_master_url=args.spark_master_url or "",
+        project=args.dataflow_project or "", region=args.dataflow_region or "",
+        temp_location=args.dataflow_temp_location or "", machine_type=args.dataflow_machine_type or "",
+        extra_args=tuple(args.beam_arg))
+    if runner.runner == "direct":
+        runner = dataclasses.replace(runner, direct_mode=args.beam_mode or direct_mode,
+                                     direct_workers=direct_workers if args.beam_workers is None else args.beam_workers)
+    elif kubeflow and not image and runner.workers_are_remote and not (
+            runner.environment_config and beam_runners.resolved_environment_type(runner) == "DOCKER"):
+        runner = dataclasses.replace(runner, image=args.image)  # the steps' image, which has the package
+    beam_runners.check(runner)
+    return runner, runner.direct_mode or direct_mode, \
+        direct_workers if runner.direct_workers is None else runner.direct_workers
 
 
 def _add_training_args(parser: argparse.ArgumentParser) -> None:
@@ -279,7 +343,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         training = _training_config(args)
-    except ValueError as err:
+        beam, beam_mode, beam_workers = _beam_runner(args, kubeflow=False)
+    except ValueError as err:  # ConfigError names the flag
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -299,7 +364,7 @@ def _run(args: argparse.Namespace) -> int:
             training=training,
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
                                         slice_columns=tuple(args.slice_by)),
-            beam_mode=args.beam_mode, beam_workers=args.beam_workers, enable_cache=not args.no_cache,
+            beam_mode=beam_mode, beam_workers=beam_workers, beam=beam, enable_cache=not args.no_cache,
             allowed_anomaly_types=tuple(args.allow_anomaly),
             drift_check=not args.no_drift_check, serving_data_root=args.serving_data,
             tracking_uri=args.mlflow_uri, tracking_mode=args.tracking, experiment=args.experiment,
@@ -362,6 +427,7 @@ def _stopped(err: BaseException, config, log_file: str) -> int:
 
 def _run_locked(args: argparse.Namespace, config, log_file: str) -> int:
     """The part of `tfxflow run` that holds the run lock: recovery, the up-to-date check, the run."""
+    from pipeline.beam_runners import describe
     from pipeline.local_runner import run_local, stderr_to
     from pipeline.staging import run_fingerprint, up_to_date
 
@@ -395,7 +461,7 @@ def _run_locked(args: argparse.Namespace, config, log_file: str) -> int:
 
     print(f"tfxflow: pipeline {config.pipeline_name}\n  data:    {config.data_root}\n"
           f"  schema:  {config.schema_path}\n  home:    {config.paths.home}\n  log:     {log_file}\n"
-          f"  mlflow:  {tracking_line}\n", flush=True)
+          f"  mlflow:  {tracking_line}\n  beam:    {describe(config.beam_runner)}\n", flush=True)
     try:
         with stderr_to(log_file):
             run_local(config, fingerprint=fingerprint)
@@ -567,10 +633,12 @@ def _kubeflow(args: argparse.Namespace) -> int:
 def _kubeflow_compile(args: argparse.Namespace) -> int:
     from pipeline import config as config_lib
     from pipeline import kubeflow_runner as kf
+    from pipeline.beam_runners import describe
 
     schema_path, features = config_lib.load_schema_and_features(args.dataset, args.schema_path,
                                                                 args.feature_config_path)
     pipeline_name = args.pipeline_name or f"tfxflow-{args.dataset}"
+    beam, beam_mode, beam_workers = _beam_runner(args, kubeflow=True)
     root = args.pipeline_root.rstrip("/")
     serving_dir = args.serving_dir or (f"{args.serving_mount.rstrip('/')}/models" if args.serving_pvc
                                        else f"{root}/serving")
@@ -586,7 +654,7 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
         step_memory=args.step_memory, drift_check=not args.no_drift_check,
         node_selector=kf.parse_key_values(args.node_selector, "--node-selector"),
         tolerations=tuple(kf.Toleration.parse(t) for t in args.toleration),
-        beam_mode=args.beam_mode, beam_workers=args.beam_workers, tracking=args.tracking == "on",
+        beam_mode=beam_mode, beam_workers=beam_workers, beam=beam, tracking=args.tracking == "on",
         experiment=args.experiment, mlflow_uri=args.mlflow_uri, mlflow_secret=args.mlflow_secret,
         mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_ENV,),
         serving_pvc=args.serving_pvc or "", serving_mount=args.serving_mount, data_pvc=args.data_pvc,
@@ -621,6 +689,7 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
           f"  trainer:    GPUs {gpu}" + (f", node selector {dict(config.node_selector)}" if config.node_selector
                                          else "") + (f", {len(config.tolerations)} toleration(s)"
                                                      if config.tolerations else "") + "\n"
+          f"  beam:       {describe(config.beam_runner)}\n"
           "  parameters: " + ", ".join(f"{k}={v!r}" for k, v in sorted(result.parameters.items())))
     return 0
 

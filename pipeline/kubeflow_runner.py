@@ -28,7 +28,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from components import object_store
 from components.features import FeatureConfig
-from pipeline.config import BEAM_MODES, ConfigError, EvaluationConfig, SplitConfig, TrainingConfig
+from pipeline.beam_runners import BeamRunner, beam_pipeline_args
+from pipeline.config import (ConfigError, EvaluationConfig, SplitConfig, TrainingConfig, beam_runner_of,
+                             split_beam_runner)
 from pipeline.tracking_store import TRACKING_ENV
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -102,8 +104,9 @@ class KubeflowConfig:
     step_memory: str = "8G"
     node_selector: Tuple[Tuple[str, str], ...] = ()
     tolerations: Tuple[Toleration, ...] = ()
-    beam_mode: str = "multi_processing"
+    beam_mode: str = "multi_processing"  # the DirectRunner's, when `beam` is None
     beam_workers: int = 0  # 0: one per core of the step's pod
+    beam: Optional[BeamRunner] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
     tracking: bool = True
     experiment: str = ""  # MLflow experiment; default: the pipeline name
     mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
@@ -121,8 +124,12 @@ class KubeflowConfig:
     object_store_secret: str = OBJECT_STORE_SECRET
 
     @property
+    def beam_runner(self) -> BeamRunner:
+        return beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
+
+    @property
     def beam_pipeline_args(self) -> List[str]:
-        return [f"--direct_running_mode={self.beam_mode}", f"--direct_num_workers={self.beam_workers}"]
+        return beam_pipeline_args(self.beam_runner)
 
     @property
     def trainer_backup_dir(self) -> str:
@@ -192,8 +199,9 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
     if config.gpus < 0:
         raise ConfigError("--gpus must be >= 0")
-    if config.beam_mode not in BEAM_MODES:
-        raise ConfigError(f"--beam-mode must be one of {BEAM_MODES}, got '{config.beam_mode}'")
+    beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
+    if beam is not None and beam.workers_are_remote:
+        _remote_worker_locations(config, beam)
     for name in (config.mlflow_secret, config.serving_pvc, config.data_pvc, config.object_store_secret):
         if name and not _K8S_NAME.match(name):
             raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
@@ -208,7 +216,21 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             raise ConfigError(f"{flag} '{cpu}': expected a number of CPUs such as 2 or 0.5")
     if min(config.training.train_steps, config.training.batch_size) < 1:
         raise ConfigError("--train-steps and --batch-size must be >= 1")
-    return dataclasses.replace(config, experiment=config.experiment or config.pipeline_name)
+    return dataclasses.replace(config, experiment=config.experiment or config.pipeline_name, beam=beam,
+                               beam_mode=beam_mode, beam_workers=beam_workers)
+
+
+def _remote_worker_locations(config: KubeflowConfig, beam: BeamRunner) -> None:
+    """Beam workers outside the step's pod read the data and read and write the artifacts themselves (the entry
+    point hands a Beam step the gs:// URIs instead of the launcher's local copies): so both must be on GCS,
+    which TensorFlow and Beam read natively. TensorFlow 2.16 has no S3 file system, and a claim mounted in
+    the step's pod is not mounted on the workers."""
+    for flag, uri in (("--pipeline-root", config.pipeline_root), ("--data-root", config.data_root)):
+        if _scheme(uri) != "gs":
+            raise ConfigError(f"--beam-runner {beam.runner} runs the Beam workers outside the step's pod, and they "
+                              f"read and write {flag} themselves: it must be a gs:// URI, got '{uri}' (TensorFlow "
+                              "has no S3 file system, and the pod's volumes are not mounted on the workers); "
+                              "use --beam-runner direct or portable with LOOPBACK workers otherwise")
 
 
 def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Mapping] = None):

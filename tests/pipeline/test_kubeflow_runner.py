@@ -13,6 +13,7 @@ from tfx.proto import trainer_pb2
 from tfx.utils import import_utils
 
 from pipeline import kubeflow_runner as kf
+from pipeline.beam_runners import BeamRunner
 from pipeline.config import ConfigError
 from tests.pipeline.conftest import IMAGE, kubeflow_config
 
@@ -257,3 +258,63 @@ def test_compile_refuses_what_the_backend_would_and_writes_nothing(tmp_path):
     message = str(err.value)
     assert "NVIDIA_TESLA_T4" in message and "accelerator" in message and "driver.go" in message
     assert not output.exists()
+
+
+def _beam_args_of_every_step(spec: dict) -> dict:
+    """{step: the Beam options among its container arguments}."""
+    out = {}
+    for step, component in spec["components"].items():
+        args = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]["args"]
+        out[step] = [a for a in args if a.startswith("--") and "=" in a]
+    return out
+
+
+def test_flink_and_dataflow_arguments_reach_every_step(tmp_path):
+    """The compiled steps carry the preset's exact options (TFX hands the same list to every Beam executor);
+    the workers run the steps' image unless another is named."""
+    flink = kubeflow_config("gs://ml-artifacts/root", beam=BeamRunner(
+        runner="flink", flink_master="flink-jobmanager.flink:8081", parallelism=16, image=IMAGE))
+    spec, _ = kf.load_spec(kf.compile_pipeline(flink, str(tmp_path / "flink.yaml")).path)
+    expected = ["--runner=FlinkRunner", "--flink_master=flink-jobmanager.flink:8081", "--parallelism=16",
+                "--environment_type=DOCKER", f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+    steps = _beam_args_of_every_step(spec)
+    assert set(steps) >= {"CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"}
+    for step, args in steps.items():
+        assert args == expected, step
+    dataflow = kubeflow_config("gs://ml-artifacts/root", beam=BeamRunner(
+        runner="dataflow", project="ml-prod-4711", region="europe-west4", temp_location="gs://ml-tmp/dataflow",
+        machine_type="n2-highmem-8", image=IMAGE), tracking=False, mlflow_secret="")
+    spec, _ = kf.load_spec(kf.compile_pipeline(dataflow, str(tmp_path / "dataflow.yaml")).path)
+    for step, args in _beam_args_of_every_step(spec).items():
+        assert args == ["--runner=DataflowRunner", "--project=ml-prod-4711", "--region=europe-west4",
+                        "--temp_location=gs://ml-tmp/dataflow", "--machine_type=n2-highmem-8",
+                        f"--sdk_container_image={IMAGE}"], step
+
+
+def test_default_stays_the_direct_runner_sized_to_the_pod():
+    config = kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts"))
+    assert config.beam is None and config.beam_pipeline_args == [
+        "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+    # A direct BeamRunner is folded into beam_mode and beam_workers (one source for each setting).
+    folded = kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts", beam=BeamRunner(
+        direct_mode="multi_threading", direct_workers=3)))
+    assert (folded.beam, folded.beam_mode, folded.beam_workers) == (None, "multi_threading", 3)
+    # Workers in the step's own process read the launcher's local copies: any pipeline root will do.
+    loopback = kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts",
+                                                        beam=BeamRunner(runner="portable")))
+    assert loopback.beam_pipeline_args == ["--runner=PortableRunner", "--job_endpoint=embed",
+                                           "--environment_type=LOOPBACK"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"pipeline_root": "minio://mlpipeline/v2/artifacts"},
+     "--beam-runner flink runs the Beam workers outside the step's pod, .* --pipeline-root .* gs:// URI, got "
+     "'minio://mlpipeline/v2/artifacts'"),
+    ({"data_root": "/data/taxi", "data_pvc": "taxi-data"}, "--data-root .* gs:// URI, got '/data/taxi'"),
+    ({"beam": BeamRunner(runner="flink", image=IMAGE)}, "--beam-runner flink needs --flink-master host:port"),
+])
+def test_remote_workers_need_gcs_locations(overrides, message):
+    values = {"beam": BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE),
+              "pipeline_root": "gs://ml-artifacts/root", **overrides}
+    with pytest.raises(ConfigError, match=message):
+        kf.check_kubeflow_config(kubeflow_config(values.pop("pipeline_root"), **values))

@@ -1,0 +1,175 @@
+"""Beam runner presets: the exact arguments of each, what TFX and Beam make of them, and clear refusals."""
+
+import pytest
+
+from pipeline import beam_runners
+from pipeline.beam_runners import BeamRunner, beam_pipeline_args
+from pipeline.config import ConfigError
+
+IMAGE = "registry.example.com/ml/tfxflow:0.1.0"
+
+
+def test_direct_keeps_todays_arguments():
+    assert beam_pipeline_args(BeamRunner()) == []  # Beam's default: TFX builds no sdist
+    assert beam_pipeline_args(BeamRunner(direct_mode="in_memory", direct_workers=1)) == []
+    assert beam_pipeline_args(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == [
+        "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+    assert beam_pipeline_args(BeamRunner(direct_workers=4)) == [
+        "--direct_running_mode=in_memory", "--direct_num_workers=4"]
+
+
+def test_portable_defaults_to_the_embedded_job_service_and_loopback_workers():
+    assert beam_pipeline_args(BeamRunner(runner="portable")) == [
+        "--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+    assert not BeamRunner(runner="portable").workers_are_remote
+
+
+def test_portable_against_a_job_server_runs_the_image():
+    assert beam_pipeline_args(BeamRunner(runner="portable", job_endpoint="beam-jobserver:8099", image=IMAGE)) == [
+        "--runner=PortableRunner", "--job_endpoint=beam-jobserver:8099", "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+    # DOCKER's image may come as --environment-config instead.
+    assert beam_pipeline_args(BeamRunner(runner="portable", job_endpoint="beam-jobserver:8099",
+                                         environment_type="DOCKER", environment_config=IMAGE))[-2:] == [
+        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+    assert beam_pipeline_args(BeamRunner(
+        runner="portable", job_endpoint="beam-jobserver:8099", environment_type="EXTERNAL",
+        environment_config="localhost:50000", image=IMAGE)) == [
+        "--runner=PortableRunner", "--job_endpoint=beam-jobserver:8099", "--environment_type=EXTERNAL",
+        "--environment_config=localhost:50000", f"--sdk_container_image={IMAGE}"]
+    assert beam_pipeline_args(BeamRunner(
+        runner="portable", environment_type="PROCESS", environment_config='{"command": "/opt/apache/beam/boot"}',
+        image=IMAGE))[2:4] == ["--environment_type=PROCESS", '--environment_config={"command": "/opt/apache/beam/boot"}']
+
+
+def test_flink():
+    runner = BeamRunner(runner="flink", flink_master="flink-jobmanager:8081", image=IMAGE)
+    assert beam_pipeline_args(runner) == [
+        "--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081", "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+    assert beam_pipeline_args(BeamRunner(runner="flink", flink_master="http://10.0.0.7:8081", parallelism=8,
+                                         image=IMAGE))[:3] == [
+        "--runner=FlinkRunner", "--flink_master=http://10.0.0.7:8081", "--parallelism=8"]
+    assert beam_pipeline_args(BeamRunner(runner="flink", flink_master="flink-jobmanager:8081",
+                                         environment_type="EXTERNAL", environment_config="localhost:50000",
+                                         image=IMAGE))[2:] == [
+        "--environment_type=EXTERNAL", "--environment_config=localhost:50000", f"--sdk_container_image={IMAGE}"]
+    assert runner.workers_are_remote
+
+
+def test_spark():
+    assert beam_pipeline_args(BeamRunner(runner="spark", spark_master_url="spark://spark-master:7077", image=IMAGE)) == [
+        "--runner=SparkRunner", "--spark_master_url=spark://spark-master:7077", "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+
+
+def test_dataflow():
+    runner = BeamRunner(runner="dataflow", project="ml-prod-4711", region="europe-west4",
+                        temp_location="gs://ml-prod-tmp/dataflow", machine_type="n2-highmem-8", image=IMAGE)
+    assert beam_pipeline_args(runner) == [
+        "--runner=DataflowRunner", "--project=ml-prod-4711", "--region=europe-west4",
+        "--temp_location=gs://ml-prod-tmp/dataflow", "--machine_type=n2-highmem-8", f"--sdk_container_image={IMAGE}"]
+    without_type = beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
+                                                 temp_location="gs://ml-tmp/t", image=IMAGE))
+    assert not any(a.startswith("--machine_type") for a in without_type)
+
+
+def test_extra_args_are_appended_and_may_not_redo_the_presets():
+    runner = BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
+                        image=IMAGE, extra_args=("--max_num_workers=20", "--experiments=shuffle_mode=service"))
+    assert beam_pipeline_args(runner)[-2:] == ["--max_num_workers=20", "--experiments=shuffle_mode=service"]
+    with pytest.raises(ConfigError, match=r"--beam-arg '--region=us-east1': --beam-runner dataflow sets --region "
+                                          r"itself; use its flag instead"):
+        beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
+                                      temp_location="gs://ml-tmp/t", image=IMAGE, extra_args=("--region=us-east1",)))
+    with pytest.raises(ConfigError, match="--beam-arg 'max_num_workers=3': expected a Beam option"):
+        beam_pipeline_args(BeamRunner(extra_args=("max_num_workers=3",)))
+
+
+def test_beam_reads_each_preset_as_intended_and_tfx_stages_no_sdist():
+    """Beam's own option parser gets the values; TFX's dependency step leaves image-backed presets alone."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from tfx.utils import dependency_utils
+
+    flink = beam_pipeline_args(BeamRunner(runner="flink", flink_master="flink-jobmanager:8081", parallelism=4,
+                                          image=IMAGE))
+    options = PipelineOptions(flink).get_all_options()
+    assert (options["runner"], options["flink_master"], options["parallelism"], options["environment_type"],
+            options["environment_config"]) == ("FlinkRunner", "flink-jobmanager:8081", 4, "DOCKER", IMAGE)
+    dataflow = beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
+                                             temp_location="gs://ml-tmp/t", machine_type="n2-standard-8", image=IMAGE))
+    options = PipelineOptions(dataflow).get_all_options()
+    assert (options["project"], options["region"], options["temp_location"], options["machine_type"],
+            options["sdk_container_image"]) == ("ml-prod-4711", "us-central1", "gs://ml-tmp/t", "n2-standard-8", IMAGE)
+    spark = beam_pipeline_args(BeamRunner(runner="spark", spark_master_url="spark://m:7077", image=IMAGE))
+    for args in (flink, dataflow, spark):
+        assert dependency_utils.make_beam_dependency_flags(args) == args  # no --extra_package=<TFX sdist>
+
+
+@pytest.mark.parametrize("runner, message", [
+    (BeamRunner(runner="flink", image=IMAGE), "--beam-runner flink needs --flink-master host:port"),
+    (BeamRunner(runner="flink", flink_master="flink-jobmanager", image=IMAGE),
+     "--beam-runner flink needs --flink-master host:port .*, got 'flink-jobmanager'"),
+    (BeamRunner(runner="flink", flink_master="jm:8081"), "--beam-runner flink with DOCKER workers needs --beam-image"),
+    (BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE, environment_type="LOOPBACK"),
+     "--environment-type must be one of .* with --beam-runner flink, got 'LOOPBACK'"),
+    (BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE, parallelism=-2), "--flink-parallelism must be"),
+    (BeamRunner(runner="spark", image=IMAGE), "--beam-runner spark needs --spark-master-url spark://host:port"),
+    (BeamRunner(runner="spark", spark_master_url="spark-master:7077", image=IMAGE),
+     "got 'spark-master:7077'"),
+    (BeamRunner(runner="dataflow", region="us-central1", temp_location="gs://ml-tmp/t", image=IMAGE),
+     "--beam-runner dataflow needs --dataflow-project"),
+    (BeamRunner(runner="dataflow", project="ml-prod-4711", temp_location="gs://ml-tmp/t", image=IMAGE),
+     "--beam-runner dataflow needs --dataflow-region"),
+    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="/tmp/x", image=IMAGE),
+     "--beam-runner dataflow needs --dataflow-temp-location gs://bucket/path .*, got '/tmp/x'"),
+    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t"),
+     "--beam-runner dataflow needs --beam-image"),
+    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
+                image="registry.example.com/ml/tfxflow:latest"), "--beam-image .*: give a pinned tag or digest"),
+    (BeamRunner(runner="portable", job_endpoint="localhost"), "--job-endpoint 'localhost': expected 'embed'"),
+    (BeamRunner(runner="portable", environment_type="EXTERNAL", image=IMAGE),
+     "--environment-type EXTERNAL needs --environment-config host:port"),
+    (BeamRunner(runner="portable", environment_type="PROCESS", environment_config="boot", image=IMAGE),
+     "--environment-type PROCESS needs --environment-config"),
+    (BeamRunner(runner="portable", environment_type="EXTERNAL", environment_config="localhost:50000"),
+     "--environment-type EXTERNAL needs --beam-image"),
+    (BeamRunner(runner="portable", image=IMAGE), "--beam-image: LOOPBACK workers are this process"),
+    (BeamRunner(runner="portable", job_endpoint="js:8099", environment_config="a/b:1", image="a/c:1"),
+     "name different images"),
+    (BeamRunner(runner="direct", flink_master="jm:8081"),
+     "--flink-master is a setting of --beam-runner flink, not of --beam-runner direct"),
+    (BeamRunner(runner="spark", spark_master_url="spark://m:7077", image=IMAGE, direct_mode="multi_processing"),
+     "--beam-mode is a setting of --beam-runner direct, not of --beam-runner spark"),
+    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
+                image=IMAGE, environment_type="DOCKER"),
+     "--environment-type is a setting of --beam-runner portable or flink or spark, not of --beam-runner dataflow"),
+    (BeamRunner(direct_mode="multi"), "--beam-mode must be one of"),
+    (BeamRunner(direct_workers=-1), "--beam-workers must be >= 0"),
+    (BeamRunner(runner="samza"), "--beam-runner must be one of"),
+])
+def test_refusals_name_the_flag(runner, message):
+    with pytest.raises(ConfigError, match=message):
+        beam_pipeline_args(runner)
+
+
+def test_where_the_workers_are_read_from_a_command_line():
+    remote = beam_runners.workers_are_remote_in
+    assert not remote(["--executor_class_path", "x", "--direct_running_mode=multi_processing"])
+    assert not remote(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"])
+    assert remote(["--runner=PortableRunner", "--job_endpoint=js:8099"])  # Beam's default environment: DOCKER
+    for args in (beam_pipeline_args(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE)),
+                 beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
+                                               temp_location="gs://ml-tmp/t", image=IMAGE))):
+        assert remote(args)
+
+
+def test_one_line_descriptions():
+    assert beam_runners.describe(BeamRunner()) == "direct (in_memory, 1 worker)"
+    assert beam_runners.describe(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == \
+        "direct (multi_processing, one worker per core)"
+    assert beam_runners.describe(BeamRunner(runner="portable")) == \
+        "portable (job service embed; workers in this process (LOOPBACK))"
+    assert beam_runners.describe(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE)) == \
+        f"flink (Flink at jm:8081; workers run {IMAGE})"
+
