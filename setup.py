@@ -25,6 +25,7 @@ setup(
         "mlflow>=2.16,<4",
         "kfp>=2.5,<3",
         "boto3>=1.34,<2",
+        "psutil>=5.9,<8",
     ],
     extras_require={"test": ["pytest>=8,<9", "moto[server]>=5,<6", "kubernetes-validate>=1.28,<2"]},
     entry_points={"console_scripts": ["tfxflow=pipeline.cli:console_main"]},

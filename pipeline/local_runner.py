@@ -7,10 +7,12 @@ import dataclasses
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
-from typing import Callable, List, Optional, TextIO
+from typing import Callable, List, Optional, TextIO, Tuple
 
+from components import progress as rows_progress
 from pipeline import report as report_lib
 from pipeline import run_guard
 from pipeline.config import RunConfig
@@ -23,6 +25,113 @@ _FINISHED = "Component %s is finished."
 _CACHED = "A cached execution %d is used."
 _NEW = "Going to run a new execution %d"
 NAME_WIDTH = 32  # the longest component id, blessed_data_statistics_resolver
+HEARTBEAT_S = 30.0  # a running component prints a line at least this often
+
+
+def tree_rss_bytes() -> Optional[int]:
+    """Resident memory of this process and its children (Beam's multi_processing workers); None if unreadable."""
+    import psutil
+
+    try:
+        me = psutil.Process()
+        processes = [me] + me.children(recursive=True)
+    except psutil.Error:
+        return None
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:  # a worker that exited between listing and reading
+            pass
+    return total
+
+
+def format_elapsed(seconds: float) -> str:
+    """45s, 1m30s, 2h05m."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class Heartbeat:
+    """While a component runs, a line every `interval` seconds: its label, time elapsed, rows done when the
+    component counts them (components/progress.py), resident memory of this process tree. A daemon thread
+    between `__enter__` and `__exit__`; `begin` and `end` mark each component."""
+
+    def __init__(self, out: TextIO = sys.stdout, interval: float = HEARTBEAT_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 rows: Callable[[], Tuple[Optional[int], str]] = rows_progress.snapshot,
+                 memory: Callable[[], Optional[int]] = tree_rss_bytes):
+        self.out, self.interval, self.clock, self.rows, self.memory = out, interval, clock, rows, memory
+        self.label: Optional[str] = None
+        self._started = self._next = 0.0
+        self._lock = threading.Lock()  # label and timing, and whole lines on `out`
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def begin(self, label: str) -> None:
+        rows_progress.reset()  # a count left by a component that did not finish is not this one's
+        with self._lock:
+            self.label, self._started = label, self.clock()
+            self._next = self._started + self.interval
+
+    def end(self) -> None:
+        rows_progress.reset()
+        with self._lock:
+            self.label = None
+
+    def line(self) -> Optional[str]:
+        """The heartbeat line of the component running now; None when none is."""
+        with self._lock:
+            return self._line()
+
+    def _line(self) -> Optional[str]:
+        label, started = self.label, self._started
+        if label is None:
+            return None
+        parts = [f"{format_elapsed(self.clock() - started)} elapsed"]
+        done, unit = self.rows()
+        if done is not None:
+            parts.append(f"{done:,} {unit}")
+        resident = self.memory()
+        if resident is not None:
+            parts.append(f"{resident / 2**20:,.0f} MB resident")
+        return f"{label} ... " + ", ".join(parts)
+
+    def print(self, line: str) -> None:
+        with self._lock:
+            self._write(line)
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def _beat(self) -> None:
+        while True:
+            with self._lock:
+                wait = self._next - self.clock() if self.label is not None else self.interval
+            if self._stop.wait(max(wait, 0.01)):
+                return
+            # Under the lock from the check to the write: no beat of a component appears after its end's line.
+            with self._lock:
+                if self.label is not None and self.clock() >= self._next:
+                    self._next = self.clock() + self.interval
+                    self._write(self._line())
+
+    def __enter__(self) -> "Heartbeat":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name="tfxflow-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
 
 @dataclasses.dataclass
@@ -33,21 +142,26 @@ class ComponentTiming:
 
 
 class ComponentProgress(logging.Handler):
-    """Prints each component's start, status (ran or cached) and duration as LocalDagRunner logs them."""
+    """Prints each component's start, status (ran or cached) and duration as LocalDagRunner logs them, and
+    while one runs, a heartbeat line every `heartbeat_s` seconds (inside `with progress.heartbeat:`)."""
 
     def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
-                 total: int = 0):
+                 total: int = 0, heartbeat_s: float = HEARTBEAT_S,
+                 memory: Callable[[], Optional[int]] = tree_rss_bytes):
         super().__init__(level=logging.INFO)
         self.out, self.clock, self.total = out, clock, total
         self.timings: List[ComponentTiming] = []
         self.current: Optional[str] = None
         self._started = 0.0
         self._status = "ran"
+        self.heartbeat = Heartbeat(out, heartbeat_s, clock, memory=memory)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg == _RUNNING:
             self.current, self._started, self._status = str(record.args[0]), self.clock(), "ran"
-            self._print(f"[{len(self.timings) + 1}/{self.total}] {self.current:<{NAME_WIDTH}} running ...")
+            label = f"[{len(self.timings) + 1}/{self.total}] {self.current:<{NAME_WIDTH}}"
+            self._print(f"{label} running ...")
+            self.heartbeat.begin(label)
         elif record.msg == _CACHED:
             self._status = "cached"
         elif record.msg == _FINISHED and self.current:
@@ -59,13 +173,14 @@ class ComponentProgress(logging.Handler):
             self._finish(status)
 
     def _finish(self, status: str) -> None:
+        self.heartbeat.end()
         seconds = self.clock() - self._started
         self.timings.append(ComponentTiming(self.current, status, seconds))
         self._print(f"[{len(self.timings)}/{self.total}] {self.current:<{NAME_WIDTH}} {status:<7} {seconds:7.1f} s")
         self.current = None
 
     def _print(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        self.heartbeat.print(line)  # whole lines, never interleaved with a heartbeat's
 
 
 def configure_logging(log_file: str) -> None:
@@ -159,7 +274,8 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         "run_key": tracking.run_key if tracking else None, "tracking_uri": tracking.uri if tracking else None,
         "experiment": tracking.experiment if tracking else None})
     try:
-        LocalDagRunner().run(pipeline)
+        with progress.heartbeat:  # stopped and joined however the run ends
+            LocalDagRunner().run(pipeline)
     except BaseException as err:
         progress.fail("FAILED" if isinstance(err, Exception) else "STOPPED")  # SIGTERM, Ctrl-C: BaseException
         print_failure(err, progress.timings, time.monotonic() - started, config, out)
