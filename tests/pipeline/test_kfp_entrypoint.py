@@ -163,3 +163,108 @@ def test_value_inputs_are_read_before_the_executor_runs(tmp_path):
     assert parsed["run_id"][0].value == "abc123"
     with pytest.raises(ValueError, match="not yet been read"):
         _ = parsed["out"][0].value  # an output: no file yet, left for the step to write
+
+
+def test_beam_worker_containers_are_handed_to_beams_boot(monkeypatch):
+    """The step image is also the Beam workers' image: Beam's runners start it with the boot's flags."""
+    from pipeline import kfp_entrypoint
+
+    class Replaced(Exception):
+        """os.execv replaces the process: nothing after it runs."""
+
+    calls = []
+
+    def execv(path, argv):
+        calls.append((path, argv))
+        raise Replaced
+
+    monkeypatch.setattr(kfp_entrypoint.os, "execv", execv)
+    docker = ["pipeline/kfp_entrypoint.py", "--id=1-1", "--logging_endpoint=localhost:39027",
+              "--artifact_endpoint=localhost:33271", "--provision_endpoint=localhost:41443",
+              "--control_endpoint=localhost:45193"]
+    for argv in (docker, ["pipeline/kfp_entrypoint.py", "--worker_pool"]):
+        with pytest.raises(Replaced):
+            kfp_entrypoint.main(argv)
+    assert calls == [("/opt/apache/beam/boot", ["/opt/apache/beam/boot", *docker[1:]]),
+                     ("/opt/apache/beam/boot", ["/opt/apache/beam/boot", "--worker_pool"])]
+    assert not kfp_entrypoint.is_beam_worker(["prog", "--executor_class_path", "x", INVOCATION, "{}"])
+
+
+INVOCATION = "--json_serialized_invocation_args"
+
+
+def test_step_labels():
+    from pipeline.kfp_entrypoint import step_label
+
+    assert step_label(["--executor_class_path", "tfx.components.transform.executor.Executor"]) == "transform"
+    assert step_label(["--executor_class_path", "components.gate.DataGate_Executor"]) == "DataGate"
+    assert step_label(["--executor_class_path", "components.csv_input.Executor"]) == "csv_input"
+    assert step_label([]) == "step"
+
+
+def test_only_beam_steps_with_remote_workers_keep_their_gcs_uris():
+    from pipeline.beam_runners import BeamRunner, beam_pipeline_args
+    from pipeline.kfp_entrypoint import remote_beam_step
+
+    flink = beam_pipeline_args(BeamRunner(runner="flink", flink_master="jm:8081",
+                                          image="registry.example.com/ml/tfxflow:0.1.0"))
+    statistics = ["--executor_class_path", "tfx.components.statistics_gen.executor.Executor"]
+    assert remote_beam_step(statistics + flink)
+    assert not remote_beam_step(statistics + ["--direct_running_mode=multi_processing", "--direct_num_workers=0"])
+    assert not remote_beam_step(statistics + beam_pipeline_args(BeamRunner(runner="portable")))
+    # The Trainer and the other plain executors run in the pod, on the launcher's local copies.
+    assert not remote_beam_step(["--executor_class_path", "tfx.components.trainer.executor.GenericExecutor"] + flink)
+
+
+def test_remote_beam_steps_need_gcs_and_their_folder_markers_are_removed(monkeypatch):
+    from components import object_store
+    from pipeline.kfp_entrypoint import check_remote_uris, remove_dir_markers
+
+    executor_input = {
+        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "gs://ml/root/run/CsvExampleGen/examples"}]}},
+                   "parameterValues": {"input_base": "gs://ml-data/taxi"}},
+        "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "gs://ml/root/run/StatisticsGen/statistics"}]}}}}
+    assert check_remote_uris(executor_input) == ["gs://ml/root/run/StatisticsGen/statistics"]
+    executor_input["inputs"]["parameterValues"]["input_base"] = "/data/taxi"
+    with pytest.raises(ValueError, match="input_base '/data/taxi': Beam workers outside the pod read it themselves"):
+        check_remote_uris(executor_input)
+    executor_input["inputs"]["parameterValues"]["input_base"] = "gs://ml-data/taxi"
+    executor_input["outputs"]["artifacts"]["statistics"]["artifacts"][0]["uri"] = "minio://mlpipeline/v2/s"
+    with pytest.raises(ValueError, match="output artifact statistics is at 'minio://mlpipeline/v2/s'"):
+        check_remote_uris(executor_input)
+
+    class Store:
+        """What TF's GCS file system leaves: objects, and a zero-byte `folder/` object per folder it made."""
+        keys = ["root/stats/", "root/stats/Split-train/", "root/stats/Split-train/FeatureStats.pb",
+                "root/stats/Split-eval/FeatureStats.pb"]
+        deleted = []
+
+        def errors(self):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+        def walk(self, prefix):
+            return [k for k in self.keys if k.startswith(prefix)]
+
+        def delete_keys(self, keys):
+            self.deleted += keys
+
+    store = Store()
+    monkeypatch.setattr(object_store, "_backend", lambda uri: (store, object_store.split(uri)[2]))
+    assert remove_dir_markers(["gs://ml/root/stats/"]) == 2
+    assert store.deleted == ["root/stats/", "root/stats/Split-train/"]
+
+
+def test_a_step_logs_a_heartbeat_while_its_executor_runs(monkeypatch, capsys):
+    import time
+
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
+
+    from pipeline import kfp_entrypoint
+
+    monkeypatch.setattr(tfx_entrypoint, "main", lambda parsed: time.sleep(0.7))
+    kfp_entrypoint._run_and_restore(None, "", {}, [], label="transform", heartbeat_s=0.2)  # pylint: disable=protected-access
+    beats = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tfxflow: transform ... ")]
+    assert 2 <= len(beats) <= 4, beats
+    assert all(" elapsed, " in b and b.endswith(" MB resident") for b in beats)
