@@ -173,3 +173,138 @@ def test_one_line_descriptions():
     assert beam_runners.describe(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE)) == \
         f"flink (Flink at jm:8081; workers run {IMAGE})"
 
+
+# --- end to end: the whole pipeline through Beam's PortableRunner -----------------------------------------
+
+PORTABLE_TRAIN_FLAGS = ["--train-steps", "60", "--batch-size", "64", "--eval-every-steps", "30"]
+
+
+@pytest.fixture(scope="module")
+def portable_run(tmp_path_factory):
+    """The CLI run once with `--beam-runner portable`: Beam's embedded job service, LOOPBACK workers."""
+    import time
+
+    from tests import helpers
+
+    base = tmp_path_factory.mktemp("portable")
+    data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
+    home = str(base / "home")
+    started = time.monotonic()
+    result = helpers.run_cli("run", "--home", home, "--data-root", data, "--tracking", "off", "--beam-runner",
+                             "portable", *PORTABLE_TRAIN_FLAGS)
+    from pipeline import report
+
+    run = report.read_run(f"{home}/metadata/metadata.sqlite", "tfxflow-taxi")
+    return {"result": result, "home": home, "data": data, "run": run, "seconds": time.monotonic() - started}
+
+
+def _records(uri: str, split: str) -> list:
+    import glob
+
+    import tensorflow as tf
+
+    files = sorted(glob.glob(f"{uri}/Split-{split}/*"))
+    assert files, f"no files in {uri}/Split-{split}"
+    return [bytes(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def _uri(run, component: str, key: str) -> str:
+    from pipeline import report
+
+    artifact = report.first_output(run.component(component), key)
+    assert artifact is not None, f"{component} wrote no {key}"
+    return artifact.uri
+
+
+def _raw_rows(data: str) -> list:
+    import csv
+
+    with open(f"{data}/data.csv", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.e2e
+def test_portable_run_succeeds_through_the_job_service(portable_run):
+    result = portable_run["result"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "beam:    portable (job service embed; workers in this process (LOOPBACK))" in result.stdout
+    assert "blessed:        yes" in result.stdout and "pushed:         version " in result.stdout
+    log_file = next(line.split("log:", 1)[1].strip() for line in result.stdout.splitlines()
+                    if line.strip().startswith("log:"))
+    with open(log_file, encoding="utf-8") as f:
+        log = f.read()
+    # Each Beam component's pipelines ran as jobs of Beam's job service through the portable runner, with
+    # LOOPBACK workers (CsvExampleGen streams its files itself: components/csv_input.py).
+    for component in ("StatisticsGen", "Transform", "Evaluator"):
+        start = log.index(f"Component {component} is running.")
+        window = log[start:log.index(f"Component {component} is finished.", start)]
+        assert 'Environment "LOOPBACK" has started' in window, component
+        assert "local_job_service: Completed job in" in window, component
+        assert window.count("portable_runner: Job state changed to DONE") == \
+            window.count("portable_runner: Job state changed to RUNNING") >= 1, component
+    assert "Job state changed to FAILED" not in log and "FAILED" not in result.stdout
+
+
+@pytest.mark.e2e
+def test_portable_run_examples_statistics_and_transform(portable_run):
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    run, rows = portable_run["run"], _raw_rows(portable_run["data"])
+    examples = _uri(run, "CsvExampleGen", "examples")
+    counts = {split: len(_records(examples, split)) for split in ("train", "eval")}
+    assert sum(counts.values()) == len(rows) == 2000 and min(counts.values()) > 300
+    statistics = _uri(run, "StatisticsGen", "statistics")
+    for split, count in counts.items():
+        stats = statistics_pb2.DatasetFeatureStatisticsList()
+        with open(f"{statistics}/Split-{split}/FeatureStats.pb", "rb") as f:
+            stats.ParseFromString(f.read())
+        assert stats.datasets[0].num_examples == count, split
+
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    # Transform's graph, with the vocabularies, quantiles and moments Beam computed, applied to the raw splits.
+    transform = tft.TFTransformOutput(_uri(run, "Transform", "transform_graph"))
+    layer = transform.transform_features_layer()
+    transformed = {split: layer(tf.io.parse_example(tf.constant(_records(examples, split)),
+                                                    transform.raw_feature_spec())) for split in counts}
+    # The label is derived from the raw columns (in float32, as the graph computes it): as many positives as
+    # the raw rows hold.
+    positives = sum(bool(np.float32(r["tips"]) > np.float32(0.2) * np.float32(r["fare"])) for r in rows)
+    assert sum(int(transformed[s]["big_tipper"].numpy().sum()) for s in counts) == positives == 459
+    # z-scores from the training split's moments (no fare is missing in the sample).
+    fare = transformed["train"]["fare_xf"].numpy().ravel()
+    assert fare.shape == (counts["train"],) and abs(np.mean(fare)) < 1e-3 and abs(np.std(fare) - 1) < 1e-3
+    company = transformed["train"]["company_xf"].numpy().ravel()
+    assert company.min() >= 0 and len(np.unique(company)) > 5  # vocabulary ids
+
+
+@pytest.mark.e2e
+def test_portable_run_evaluation_blessing_and_pushed_model(portable_run):
+    import os
+
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_model_analysis as tfma
+
+    from pipeline.config import bundled_dataset_dir
+    from tests import helpers
+
+    run, home = portable_run["run"], portable_run["home"]
+    eval_rows = len(_records(_uri(run, "CsvExampleGen", "examples"), "eval"))
+    result = tfma.load_eval_result(_uri(run, "Evaluator", "evaluation"))
+    overall = next(metrics[""][""] for key, metrics in result.slicing_metrics if key == ())
+    assert overall["example_count"]["doubleValue"] == eval_rows
+    assert 0.6 <= overall["binary_accuracy"]["doubleValue"] <= 1.0
+    assert os.path.exists(os.path.join(_uri(run, "Evaluator", "blessing"), "BLESSED"))
+
+    versions = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")
+    assert len(versions) == 1 and run.pushed_version == versions[0]
+    model = tf.saved_model.load(os.path.join(home, "serving", "taxi", versions[0]))
+    rows = helpers.read_csv_rows(os.path.join(portable_run["data"], "data.csv"), 40)
+    examples = helpers.serialize_examples(rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"),
+                                          drop=("tips",))
+    probabilities = model.signatures["serving_default"](examples=tf.constant(examples))["probabilities"].numpy()
+    assert probabilities.shape == (40, 1) and np.all((probabilities >= 0) & (probabilities <= 1))
+    assert probabilities.std() > 0
