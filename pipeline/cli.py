@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
                                  "run; repeatable")
     evaluation.add_argument("--slice-by", action="append", default=[], metavar="COLUMN",
                             help="also evaluate per value of this column (repeatable)")
+    evaluation.add_argument("--eval-max-rows", type=int, default=EvaluationConfig().max_rows, metavar="N",
+                            help="a larger eval split is evaluated on every k-th row, at most N (0: all rows)")
     evaluation.add_argument("--serving-data", metavar="DIR",
                             help="CSV files of serving requests (no label): validated against the schema's SERVING "
                                  "environment and compared with the training data (skew)")
@@ -169,6 +171,8 @@ def _add_kubeflow_parser(sub) -> None:
     data.add_argument("--min-accuracy", type=float, default=EvaluationConfig().min_value)
     data.add_argument("--max-regression", type=float, default=EvaluationConfig().max_regression)
     data.add_argument("--slice-by", action="append", default=[], metavar="COLUMN")
+    data.add_argument("--eval-max-rows", type=int, default=EvaluationConfig().max_rows, metavar="N",
+                      help="a larger eval split is evaluated on every k-th row, at most N (0: all rows)")
     data.add_argument("--no-drift-check", action="store_true",
                       help="do not compare the data with the served model's training data")
     _add_training_args(comp)
@@ -363,7 +367,7 @@ def _run(args: argparse.Namespace) -> int:
             metadata_path=args.metadata_path, serving_dir=args.serving_dir,
             training=training,
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
-                                        slice_columns=tuple(args.slice_by)),
+                                        slice_columns=tuple(args.slice_by), max_rows=args.eval_max_rows),
             beam_mode=beam_mode, beam_workers=beam_workers, beam=beam, enable_cache=not args.no_cache,
             allowed_anomaly_types=tuple(args.allow_anomaly),
             drift_check=not args.no_drift_check, serving_data_root=args.serving_data,
@@ -647,7 +651,7 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
         pipeline_root=root, data_root=args.data_root, serving_dir=serving_dir, schema_path=schema_path,
         features=features, training=_training_config(args),
         evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
-                                    slice_columns=tuple(args.slice_by)),
+                                    slice_columns=tuple(args.slice_by), max_rows=args.eval_max_rows),
         allowed_anomaly_types=tuple(args.allow_anomaly), serving_data_root=args.serving_data,
         gpus=args.gpus, gpu_resource=args.gpu_resource,
         trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory, step_cpu=args.step_cpu,

@@ -241,6 +241,8 @@ def build_run_config(
                           "compile --pipeline-root gs://... --data-root gs://... --beam-runner dataflow ...")
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
+    if evaluation.max_rows < 0:
+        raise ConfigError("--eval-max-rows must be >= 0 (0: every row of the eval split)")
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
     if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:

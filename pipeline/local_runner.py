@@ -382,6 +382,8 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
         metrics = ", ".join(f"{k} {result.metrics[k]:.4f}" if k != "example_count"
                             else f"{k} {int(result.metrics[k]):,}" for k in shown if k in result.metrics)
         lines.append(f"  eval metrics:   {metrics}")
+        if result.eval_sample:
+            lines.append(f"                  on {result.eval_sample_text()} (--eval-max-rows)")
     if result.baseline_metrics:
         metric = config.evaluation.metric
         if metric in result.baseline_metrics:

@@ -20,6 +20,11 @@ _STATES = {
 }
 
 
+def _nth(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 @dataclasses.dataclass
 class ComponentRecord:
     name: str
@@ -50,7 +55,7 @@ class RunReport:
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
-        return "; ".join(f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {s['every']}th)"
+        return "; ".join(f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {_nth(s['every'])})"
                          for split, s in sorted(self.eval_sample.items()))
 
     def component(self, name: str) -> Optional[ComponentRecord]:

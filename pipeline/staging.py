@@ -71,6 +71,8 @@ def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: s
     the code version and the package versions."""
     import importlib.metadata
 
+    from pipeline.beam_runners import describe as describe_beam_runner
+
     from tfx.dsl.io import fileio
 
     with fileio.open(schema_path, "rb") as f:
@@ -90,7 +92,8 @@ def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: s
         "evaluation": dataclasses.asdict(config.evaluation),
         "split": dataclasses.asdict(config.split),
         "pipeline": {"name": config.pipeline_name, "model_name": config.model_name, "beam_mode": config.beam_mode,
-                     "beam_workers": config.beam_workers, "cache": config.enable_cache,
+                     "beam_workers": config.beam_workers, "beam_runner": describe_beam_runner(config.beam_runner),
+                     "cache": config.enable_cache,
                      "allowed_anomaly_types": list(config.allowed_anomaly_types), "drift_check": config.drift_check},
         "code": {"git_commit": _git_commit()},
         "versions": {name: importlib.metadata.version(dist) for name, dist in packages.items()},

@@ -15,6 +15,7 @@ from tests import helpers
 pytestmark = pytest.mark.e2e
 
 TRAIN_FLAGS = ["--train-steps", "120", "--batch-size", "64", "--eval-every-steps", "60"]
+EVAL_MAX_ROWS = 200  # of about 500 eval rows: the Evaluator judges every 3rd
 UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
             "Trainer")
 
@@ -24,7 +25,7 @@ def taxi_runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("taxi")
     data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
     home = str(base / "home")
-    args = ["run", "--home", home, "--data-root", data, *TRAIN_FLAGS]
+    args = ["run", "--home", home, "--data-root", data, *TRAIN_FLAGS, "--eval-max-rows", str(EVAL_MAX_ROWS)]
     first = helpers.run_cli(*args)
     serving = helpers.tree_snapshot(os.path.join(home, "serving"))
     unchanged = helpers.run_cli(*args)
@@ -55,6 +56,16 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
     assert "blessed:        yes" in first.stdout
     assert "data gate:      passed" in first.stdout
+    # ExampleGen's counts, checked by the gate against StatisticsGen's; the Evaluator's bounded sample.
+    run = report.read_run(os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite"), "tfxflow-taxi")
+    eval_rows = run.rows["eval"]
+    assert f"row counts: 2,000 read = train {run.rows['train']:,}, eval {eval_rows:,} written = StatisticsGen's" \
+        in first.stdout
+    every = -(-eval_rows // EVAL_MAX_ROWS)
+    sampled = -(-eval_rows // every)
+    assert run.eval_sample == {"eval": {"rows": eval_rows, "every": every, "sampled": sampled}}
+    assert int(run.metrics["example_count"]) == sampled
+    assert f"on a sample of {sampled:,} of the {eval_rows:,} eval rows (every 3rd)" in first.stdout
     # Library chatter goes to the run's log file, not the console.
     assert "INFO" not in first.stdout and "Traceback" not in first.stderr
 
