@@ -21,6 +21,8 @@ import itertools
 import json
 import math
 import os
+import shutil
+import tempfile
 import threading
 from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -619,15 +621,31 @@ def csv_files(data_root: str) -> List[str]:
 
 def csv_statistics(data_root: str, schema=None):
     """TFDV statistics of the CSV files in `data_root` after the same checks as ingestion (types from
-    `schema` when given, else inferred). Raises InputDataError naming what is wrong."""
+    `schema` when given, else inferred). Raises InputDataError naming what is wrong.
+
+    As TFDV's `generate_statistics_from_csv`, but the header is read as ingestion reads it: a byte-order
+    mark is not part of the first column's name."""
+    import apache_beam as beam
     import tensorflow_data_validation as tfdv
+    from tensorflow_data_validation.coders import csv_decoder
+
+    from components import drift
 
     files = csv_files(data_root)
     if not files:
         raise InputDataError(f"input data: {data_root}: holds no *.csv file")
-    check_csv_files(files, rules_from_schema(schema) if schema is not None else {},
-                    opener=lambda path: fileio.open(path, "rb"))
-    from components import drift
-
+    summary = check_csv_files(files, rules_from_schema(schema) if schema is not None else {},
+                              opener=lambda path: fileio.open(path, "rb"))
     options = drift.stats_options(schema, infer_type_from_schema=schema is not None)
-    return tfdv.generate_statistics_from_csv(os.path.join(data_root, "*.csv"), stats_options=options)
+    output = os.path.join(tempfile.mkdtemp(prefix="tfxflow-stats-"), "stats.tfrecord")
+    with beam.Pipeline() as pipeline:
+        _ = (pipeline
+             | "ReadData" >> beam.io.textio.ReadFromText(os.path.join(data_root, "*.csv"), skip_header_lines=1)
+             | "DecodeData" >> csv_decoder.DecodeCSV(column_names=list(summary.header),
+                                                     schema=schema if schema is not None else None)
+             | "GenerateStatistics" >> tfdv.GenerateStatistics(options)
+             | "WriteStatistics" >> tfdv.WriteStatisticsToTFRecord(output))
+    try:
+        return tfdv.load_statistics(output)
+    finally:
+        shutil.rmtree(os.path.dirname(output), ignore_errors=True)

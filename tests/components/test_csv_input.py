@@ -205,3 +205,15 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
         expected, got = examples(theirs.uri, split), examples(ours, split)
         assert sum(got.values()) == result.split_rows[split] > 1000
         assert got == expected, split
+
+
+def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_path):
+    from components.schema import parse_schema
+
+    (tmp_path / "a.csv").write_bytes(b"\xef\xbb\xbf" + (HEADER + "10,5,3,Cash\n12,0,4,Card\n").encode())
+    (tmp_path / "b.csv").write_text(HEADER + "11,1,5,Cash\n")
+    schema = parse_schema('feature { name: "fare" type: FLOAT } feature { name: "tips" type: FLOAT } '
+                          'feature { name: "hour" type: INT } feature { name: "pay" type: BYTES }')
+    statistics = csv_input.csv_statistics(str(tmp_path), schema).datasets[0]
+    assert statistics.num_examples == 3
+    assert sorted(f.path.step[0] for f in statistics.features) == ["fare", "hour", "pay", "tips"]
