@@ -64,9 +64,10 @@ class EvaluationConfig:
     min_value: float = 0.6
     max_regression: float = 1e-10
     slice_columns: Sequence[str] = ()
-    # A larger eval split is evaluated on a systematic sample of this many rows (every k-th row of a random
-    # split): TFMA costs about 0.3 ms a row, and 100,000 rows bound the accuracy's standard error to 0.1%.
-    max_rows: int = 100_000
+    # A larger eval split is evaluated on a systematic sample of at most this many rows (every k-th row of a
+    # random split): TFMA costs about 0.3 ms a row on 2 cores; on 50,000 rows an accuracy near 0.9 has a
+    # standard error of 0.13%, and candidate and baseline are judged on the same rows.
+    max_rows: int = 50_000
 
 
 @dataclasses.dataclass(frozen=True)
