@@ -1,15 +1,17 @@
 """Rows done by the component running in this process, for the runner's heartbeat line.
 
-A component that counts what it processes (the streaming ExampleGen, the serving-data checks) calls
-`advance`; the local runner's heartbeat reads `snapshot` every few seconds. Plain module state: one
-component runs at a time in a LocalDagRunner process, and an int update is atomic under the GIL.
+A component that counts what it processes (the streaming ExampleGen) calls `advance`, from any of its
+threads; the local runner's heartbeat reads `snapshot` every few seconds. Module state: one component runs
+at a time in a LocalDagRunner process.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Optional, Tuple
 
 _state = {"rows": None, "unit": "rows"}
+_lock = threading.Lock()
 
 
 def start(unit: str = "rows") -> None:
@@ -19,8 +21,9 @@ def start(unit: str = "rows") -> None:
 
 def advance(count: int) -> None:
     """Adds `count` processed rows (a no-op before `start`)."""
-    if _state["rows"] is not None:
-        _state["rows"] += count
+    with _lock:
+        if _state["rows"] is not None:
+            _state["rows"] += count
 
 
 def reset() -> None:
