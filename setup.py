@@ -26,6 +26,8 @@ setup(
         "kfp>=2.5,<3",
         "boto3>=1.34,<2",
         "psutil>=5.9,<8",
+        "pyarrow>=10,<11",
+        "google-crc32c>=1.5,<2",
     ],
     extras_require={"test": ["pytest>=8,<9", "moto[server]>=5,<6", "kubernetes-validate>=1.28,<2"]},
     entry_points={"console_scripts": ["tfxflow=pipeline.cli:console_main"]},

@@ -1,10 +1,13 @@
-"""CSV ingestion that refuses bad files with a message naming file, line, column and rule.
+"""CSV ingestion: one streaming pass that writes TFX's tf.Examples, and refuses bad files with a message naming
+file, line, column and rule.
 
 TFX's CsvExampleGen fails on a malformed file with a Beam traceback ("Invalid CSV line: [...]",
-UnicodeDecodeError) and, worse, silently turns a numeric column with one stray string into a string column.
-`Executor` scans every input file first, streaming, and raises `InputDataError` listing what is wrong;
-only clean files reach the stock CSV executor. The rules come from the curated schema (column types,
-`float_domain.disallow_nan/inf`) and the feature config's label (it must not be empty or one class).
+UnicodeDecodeError), silently turns a numeric column with one stray string into a string column, and holds
+every example in memory before it writes one. `Executor` reads each file once with Arrow's C++ reader and the
+schema's types (`ingest`), checks it in the same pass and writes the splits; a file that breaks a rule is
+scanned line by line (`check_csv_files`) for the exact report, and nothing is kept. The rules come from the
+curated schema (column types, `float_domain.disallow_nan/inf`) and the feature config's label (it must not be
+empty or one class).
 
 The executor runs inside ExampleGen, whose driver fingerprints the input files: changed data is always
 scanned again, in LocalDagRunner and in Kubeflow alike.
@@ -21,6 +24,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -124,19 +128,21 @@ def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator
             yield raw.decode("utf-8", errors="replace")
 
 
+# What Arrow's CSV reader (the ingestion) accepts: ASCII digits, no "+", no "_", int64's range.
+_INTEGER = re.compile(r"\s*-?[0-9]+\s*")
+_NUMBER = re.compile(r"\s*-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)\s*", re.IGNORECASE)
+
+
 def _check_value(summary: CsvSummary, name: str, line: int, column: str, value: str, rule: ColumnRule) -> None:
     if rule.type == "INT":
-        try:
-            int(value)
-        except ValueError:
+        if not _INTEGER.fullmatch(value) or not -2**63 <= int(value) < 2**63:
             summary.add(name, line, "not an integer", column, f"{value!r} (schema type INT)")
         return
     if rule.type == "FLOAT":
-        try:
-            number = float(value)
-        except ValueError:
+        if not _NUMBER.fullmatch(value):
             summary.add(name, line, "not a number", column, f"{value!r} (schema type FLOAT)")
             return
+        number = float(value)
         if math.isnan(number) and rule.disallow_nan:
             summary.add(name, line, "NaN is not allowed", column, f"{value!r} (schema: float_domain.disallow_nan)")
         elif math.isinf(number) and rule.disallow_inf:
@@ -332,11 +338,12 @@ def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
         text = column.cast(pa.string()).fill_null("")
         values = np.asarray(pc.is_in(text, value_set=pa.array(list(label.positive_values))), np.int64)
     elif label.greater_than is None and numeric(column):
-        values = np.asarray(column.cast(pa.float64()).fill_null(0.0)).astype(np.int64)
-    else:
-        rows = batch.select(list(label.raw_columns)).to_pylist()
-        values = np.asarray([label.evaluate({k: "" if v is None else str(v) for k, v in row.items()})
-                             for row in rows], np.int64)
+        values = np.asarray(column.cast(pa.float64()).fill_null(0.0))
+        values = np.where(np.isfinite(values), values, 0.0).astype(np.int64)  # NaN or inf: not a label, 0
+    else:  # a text label column (or ratio): the scan's rule, row by row
+        columns = {c: batch.column(batch.schema.get_field_index(c)).to_pylist() for c in label.raw_columns}
+        values = np.asarray([label.evaluate({c: "" if v is None else str(v) for c, v in zip(columns, row)})
+                             for row in zip(*columns.values())], np.int64)
     classes, count = np.unique(values, return_counts=True)
     counts.update({int(c): int(n) for c, n in zip(classes, count)})
     return empty
@@ -375,7 +382,8 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
                  rules: Mapping[str, ColumnRule], label: Optional[LabelSpec], split_dirs: Mapping[str, str],
                  buckets: Sequence[int], use_threads: bool, stop: threading.Event):
     """Reads, checks, encodes, splits and writes one file; returns (rows, label classes, empty labels,
-    {split: writer}). Raises _Refused on anything `check_csv_files` would report."""
+    {split: writer}, whether a text value spans lines). Raises _Refused on anything `check_csv_files` would
+    report, but for a quote left open at the end of the file (Arrow ends the value there)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
@@ -388,6 +396,8 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
     names = list(split_dirs)
     classes: collections.Counter = collections.Counter()
     rows = empty = 0
+    spanning = False  # a text value holds a line break (a quoted value over lines, or a quote never closed)
+    text_columns = [c for c in header if kinds[c] == "BYTES"]
     try:
         with _open_input(path) as stream:
             reader = pa_csv.open_csv(
@@ -406,6 +416,9 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
                     if (rule.disallow_nan and pc.any(pc.is_nan(values)).as_py()) or (
                             rule.disallow_inf and pc.any(pc.is_inf(values)).as_py()):
                         raise _Refused(f"{column}: NaN or infinite value")
+                if not spanning:
+                    spanning = any(pc.any(pc.match_substring(batch.column(batch.schema.get_field_index(c)), "\n"))
+                                   .as_py() for c in text_columns)
                 if labelled:
                     empty += _label_counts(batch, label, classes)
                 examples = tf_example.encode(batch, kinds)
@@ -421,7 +434,7 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
             writer.close()
     if not rows:
         raise _Refused(f"{path}: no data rows")
-    return rows, classes, empty, writers
+    return rows, classes, empty, writers, spanning
 
 
 class _Readable(io.RawIOBase):
@@ -455,8 +468,6 @@ def _open_input(path: str):
 
 def _arrow_message(path: str, header: Sequence[str], err: Exception) -> str:
     """Arrow's reason, with the column's name for its "CSV column #N"."""
-    import re
-
     text = str(err).splitlines()[0]
     match = re.match(r"In CSV column #(\d+): (.*)", text)
     if match and int(match.group(1)) < len(header):
@@ -478,75 +489,106 @@ def ingest(files: Sequence[str], split_dirs: Mapping[str, str], buckets: Sequenc
            rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None,
            workers: Optional[int] = None) -> IngestResult:
     """Streams `files` once (several at a time) into GZIP TFRecord shards of tf.Examples under `split_dirs`
-    (split name -> folder), split as TFX's ExampleGen splits with `buckets` (cumulative hash buckets per
-    split, in order). The column types come from the schema's `rules`; there is no inference pass.
+    (split name -> folder), split as TFX's ExampleGen splits with `buckets` (hash buckets per split, in order).
+    The column types come from the schema's `rules`; there is no inference pass.
 
     Checks as `check_csv_files` does in the same pass; on any problem, that scan runs for its exact report and
-    InputDataError is raised (nothing is kept). Memory per file read is a few Arrow blocks, whatever the size.
+    InputDataError is raised. Whatever stops it, the split folders are left empty (a retry starts clean).
+    Memory per file read is a few Arrow blocks, whatever the file's size.
     """
-    cumulative = list(itertools.accumulate(buckets))
+    for directory in split_dirs.values():
+        _empty_folder(directory)
+    try:
+        return _ingest(files, split_dirs, list(itertools.accumulate(buckets)), rules, label, workers)
+    except BaseException:
+        for directory in split_dirs.values():
+            _empty_folder(directory)
+        raise
+
+
+def _scan_finds_problems(path: str, rules: Mapping[str, ColumnRule]) -> bool:
     summary = CsvSummary()
-    headers = {}
+    with fileio.open(path, "rb") as stream:
+        scan_stream(path, stream, summary, rules)
+    return bool(summary.problems)
+
+
+def _empty_folder(directory: str) -> None:
+    if fileio.exists(directory):
+        fileio.rmtree(directory)
+    fileio.makedirs(directory)
+
+
+def _read_headers(files: Sequence[str]) -> Optional[Tuple[str, ...]]:
+    """The header all files share, or None when one is unreadable, empty, differs or repeats a name."""
+    headers = []
     for path in files:
         with fileio.open(path, "rb") as stream:
             try:
-                headers[path] = _header(stream)
+                headers.append(_header(stream))
             except (UnicodeDecodeError, csv.Error):
-                headers[path] = ()
-    reference = headers[files[0]]
-    clean_headers = reference and all(h == reference for h in headers.values()) and len(set(reference)) == len(
-        reference) and all(c.strip() for c in reference)
-    for directory in split_dirs.values():
-        fileio.makedirs(directory)
-    refusal = None if clean_headers else "the header rows differ between files, or name no column or one twice"
+                return None
+    reference = headers[0]
+    if not reference or any(h != reference for h in headers) or len(set(reference)) != len(reference) or not all(
+            c.strip() for c in reference):
+        return None
+    return reference
+
+
+def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResult:
+    header = _read_headers(files)
+    refusal = None if header else "the header rows differ between files, or name no column or one twice"
     results = {}
-    if refusal is None:
-        kinds = _kinds(reference, rules)
+    if header:
+        kinds = _kinds(header, rules)
         workers = max(1, min(workers or _cpus(), len(files)))
         stop = threading.Event()
         progress.start("rows")
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_ingest_file, i, path, reference, kinds, rules, label, split_dirs, cumulative,
+            futures = {pool.submit(_ingest_file, i, path, header, kinds, rules, label, split_dirs, cumulative,
                                    workers < _cpus(), stop): path for i, path in enumerate(files)}
-            for future in concurrent.futures.as_completed(futures):
-                try:
-                    results[futures[future]] = future.result()
-                except _Refused as err:
-                    refusal = refusal or str(err)
-                    stop.set()
-                except BaseException:
-                    stop.set()
-                    raise
-    if refusal is None:
-        for path in files:
-            rows, classes, empty, _ = results[path]
-            summary.rows[path] = rows
-            summary.label_classes.update(classes)
-            summary.label_empty += empty
-        summary.header = reference
-        check_label(summary, label)
-        if summary.problems:
-            refusal = "label"
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    try:
+                        results[futures[future]] = future.result()
+                    except _Refused as err:
+                        refusal = refusal or str(err)
+                        stop.set()
+            except BaseException:
+                stop.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     if refusal is not None:
-        for directory in split_dirs.values():
-            for name in fileio.listdir(directory):
-                fileio.remove(os.path.join(directory, name))
         # The exact report: file, line, column and rule, as the scan finds them.
         check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
         raise InputDataError("input data: 1 problem (nothing was ingested, trained or pushed):\n  - " + refusal)
+    summary = CsvSummary(header=header)
+    for path in files:
+        rows, classes, empty = results[path][:3]
+        summary.rows[os.path.basename(path)] = rows
+        summary.label_classes.update(classes)
+        summary.label_empty += empty
+    check_label(summary, label)
+    # Arrow closes a quote left open at the end of a file: the rest of the file becomes one value. A file with
+    # a line break inside a value is scanned line by line to tell that from a value that spans lines.
+    spanning = [path for path in files if results[path][4]]
+    if summary.problems or any(_scan_finds_problems(path, rules) for path in spanning):
+        # The exact report (an open quote explains a one-class label); else the label's.
+        check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
+        raise InputDataError(report(summary))
     split_rows, split_files = {}, {}
     for name, directory in split_dirs.items():
         parts = [p for path in files for p in results[path][3][name].paths]
+        if not parts:  # as TFX's writer: one empty file, so readers of the split find one
+            parts = [os.path.join(directory, "empty.gz.part")]
+            with fileio.open(parts[0], "wb") as stream:
+                tf_example.TFRecordGzipWriter(stream).close()
         for i, part in enumerate(parts):
             fileio.rename(part, os.path.join(directory, f"data_tfrecord-{i:05d}-of-{len(parts):05d}.gz"))
         split_rows[name] = sum(results[path][3][name].rows for path in files)
         split_files[name] = len(parts)
-    result = IngestResult(rows_read=dict(summary.rows), split_rows=split_rows, split_files=split_files,
-                          label_classes={str(k): v for k, v in sorted(summary.label_classes.items())})
-    if sum(split_rows.values()) != result.total_read:
-        raise InputDataError(f"input data: {result.total_read:,} rows read but {sum(split_rows.values()):,} "
-                             f"written ({split_rows}); nothing is kept")
-    return result
+    return IngestResult(rows_read=dict(summary.rows), split_rows=split_rows, split_files=split_files,
+                        label_classes={str(k): v for k, v in sorted(summary.label_classes.items())})
 
 
 # --- the ExampleGen executor -------------------------------------------------------------------------------
@@ -604,6 +646,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         output_config = example_gen_pb2.Output()
         proto_utils.json_to_proto(exec_properties["output_config"], output_config)
         splits = [(s.name, s.hash_buckets) for s in output_config.split_config.splits]
+        if not splits or output_config.split_config.partition_feature_name:
+            raise ValueError("this ExampleGen splits the rows of its input by hash buckets: give "
+                             "output_config.split_config.splits, without partition_feature_name")
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         examples.split_names = artifact_utils.encode_split_names([name for name, _ in splits])
         result = ingest(files, {name: artifact_utils.get_split_uri([examples], name) for name, _ in splits},
@@ -611,7 +656,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         record_rows(examples, result)
         examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(examples, "tfrecords_gzip")
-        logging.info("CSV ingested: %s", json.dumps(result.to_dict()))
+        logging.info("CSV ingested: %d rows from %d file(s); rows per split %s; label classes %s",
+                     result.total_read, len(result.rows_read), result.split_rows, result.label_classes)
 
 
 def csv_files(data_root: str) -> List[str]:
@@ -624,7 +670,8 @@ def csv_statistics(data_root: str, schema=None):
     `schema` when given, else inferred). Raises InputDataError naming what is wrong.
 
     As TFDV's `generate_statistics_from_csv`, but the header is read as ingestion reads it: a byte-order
-    mark is not part of the first column's name."""
+    mark is not part of the first column's name. Like TFDV's, it reads line by line: a quoted value that spans
+    lines is not supported here."""
     import apache_beam as beam
     import tensorflow_data_validation as tfdv
     from tensorflow_data_validation.coders import csv_decoder
@@ -642,7 +689,7 @@ def csv_statistics(data_root: str, schema=None):
         _ = (pipeline
              | "ReadData" >> beam.io.textio.ReadFromText(os.path.join(data_root, "*.csv"), skip_header_lines=1)
              | "DecodeData" >> csv_decoder.DecodeCSV(column_names=list(summary.header),
-                                                     schema=schema if schema is not None else None)
+                                                     schema=schema)
              | "GenerateStatistics" >> tfdv.GenerateStatistics(options)
              | "WriteStatistics" >> tfdv.WriteStatisticsToTFRecord(output))
     try:

@@ -3,8 +3,8 @@
 TFMA costs about 0.3 ms a row on two cores (it runs the model and its transform per batch and keeps the
 metrics' histograms), so evaluating every row of a 10-million-row eval split would take longer than
 everything else. With `max_eval_rows`, a larger split (its size as ExampleGen recorded it) is evaluated on
-every k-th row: the split is a hash of each row, so this is a random sample; candidate and baseline are judged
-on the same rows. The sample's size is recorded on the evaluation artifact and in the run's summary.
+every k-th row: rows reach the split by a hash of their content, so every k-th of them, in file order, is a
+sample of the data that does not follow the files' order; candidate and baseline are judged on the same rows. The sample's size is recorded on the evaluation artifact and in the run's summary.
 
 On Kubeflow the baseline model comes from `ServedBaseline` (components/baseline.py), whose output exists in
 every run; with nothing served yet it holds no SavedModel. TFX's Evaluator would try to load it; this executor
@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -33,6 +31,7 @@ from tfx.utils import json_utils, path_utils
 from components import csv_input, tf_example
 
 MAX_ROWS_KEY = "max_eval_rows"
+SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after
 
 
 def has_saved_model(model: types.Artifact) -> bool:
@@ -45,7 +44,7 @@ def write_sample(files: Sequence[str], every: int, path: str) -> int:
     import tensorflow as tf
 
     dataset = tf.data.TFRecordDataset(list(files), compression_type="GZIP").shard(every, 0).batch(8192)
-    with open(path, "wb") as stream:
+    with fileio.open(path, "wb") as stream:
         writer = tf_example.TFRecordGzipWriter(stream)
         for batch in dataset:
             writer.write(list(batch.numpy()))
@@ -68,7 +67,7 @@ def sampled_examples(examples: types.Artifact, splits: Sequence[str], max_rows: 
     for split in artifact_utils.decode_split_names(examples.split_names):
         source = artifact_utils.get_split_uri([examples], split)
         target = os.path.join(folder, f"Split-{split}")
-        os.makedirs(target)
+        fileio.makedirs(target)
         files = sorted(fileio.glob(os.path.join(source, "*")))
         rows = sizes.get(split, 0)
         every = math.ceil(rows / max_rows) if split in sizes and rows > max_rows else 0
@@ -98,7 +97,9 @@ class Executor(tfx_evaluator.Executor):
         splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or [
             "eval"]
         examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
-        folder = tempfile.mkdtemp(prefix="tfxflow-eval-sample-")
+        # Beside the evaluation's output, not in a local temp folder: Beam workers elsewhere must read it.
+        evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
+        folder = os.path.join(evaluation.uri, SAMPLE_FOLDER)
         try:
             plan = sampled_examples(examples, splits, max_rows, folder)
             if plan:
@@ -109,12 +110,12 @@ class Executor(tfx_evaluator.Executor):
                     if examples.has_custom_property(name):
                         sample.set_string_custom_property(name, examples.get_string_custom_property(name))
                 input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: [sample]}
-                evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
                 evaluation.set_string_custom_property("eval_sample", json.dumps(plan, sort_keys=True))
                 logging.info("Evaluator: a sample of %s", json.dumps(plan))
             super().Do(input_dict, output_dict, exec_properties)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if fileio.exists(folder):
+                fileio.rmtree(folder)
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

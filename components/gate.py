@@ -157,10 +157,12 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
     if counts is None:
         return None, "row counts: not recorded by this ExampleGen"
     seen = {split: int(_load_split(statistics_uri, split).datasets[0].num_examples)
-            for split in counts["split_rows"]}
+            for split in counts["split_rows"]
+            if fileio.exists(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))}
     written = ", ".join(f"{split} {rows:,}" for split, rows in counts["split_rows"].items())
     note = f"row counts: {counts['rows_read']:,} read = {written} written = StatisticsGen's"
-    wrong = {split: (rows, seen[split]) for split, rows in counts["split_rows"].items() if seen[split] != rows}
+    wrong = {split: (rows, seen[split]) for split, rows in counts["split_rows"].items()
+             if split in seen and seen[split] != rows}
     if not wrong:
         return None, note
     details = "; ".join(f"split '{split}': ExampleGen wrote {rows:,} rows, StatisticsGen counted {got:,}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -164,3 +165,23 @@ def describe(strategy: "tf.distribute.Strategy", config: HardwareConfig) -> Dict
         "xla": config.xla,
         "steps_per_execution": config.steps_per_execution,
     }
+
+
+def pod_cpus() -> int:
+    """The CPUs this container may use: its cgroup CPU limit, else the CPUs it may run on."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="utf-8") as f:  # cgroup v2: "<quota> <period>" or "max ..."
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        try:  # cgroup v1
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="utf-8") as f:
+                quota = int(f.read())
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="utf-8") as f:
+                period = int(f.read())
+            if quota > 0:
+                return max(1, math.ceil(quota / period))
+        except (OSError, ValueError):
+            pass
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

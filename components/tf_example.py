@@ -2,8 +2,10 @@
 beyond one hash and one checksum call per record.
 
 `encode` gives, byte for byte, protobuf's deterministic serialization of the tf.Example that TFX's
-CsvExampleGen builds from a CSV row: every column a feature, an INT cell an `int64_list` of one value, a FLOAT
-cell a `float_list` (float32), a text cell a `bytes_list`, an empty cell an empty list of the column's type.
+CsvExampleGen builds from a CSV row when the schema's column types are those TFX infers from the data: every
+column a feature, an INT cell an `int64_list` of one value, a FLOAT cell a `float_list` (float32), a text cell
+a `bytes_list`, an empty cell an empty list of the column's type. (TFX makes an integer-looking FLOAT column
+an `int64_list` and an all-empty column a feature of no type; here the schema decides.)
 Deterministic bytes matter twice: TFX splits on the SHA-256 of exactly these bytes (`split_buckets`), and
 they parse to the same message (tfx_bsl's C++ encoder writes map entries in hash order, so its bytes hash
 differently; asking protobuf for deterministic bytes row by row costs 21 us a row).
@@ -19,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from typing import BinaryIO, Dict, Mapping, Sequence
+from typing import BinaryIO, Mapping, Sequence
 
 import google_crc32c
 import numpy as np
@@ -167,7 +169,3 @@ class TFRecordGzipWriter:
     def close(self) -> None:
         self._stream.write(self._compressor.flush())
 
-
-def split_counts(splits: np.ndarray, names: Sequence[str]) -> Dict[str, int]:
-    counts = np.bincount(splits, minlength=len(names))
-    return {name: int(counts[i]) for i, name in enumerate(names)}

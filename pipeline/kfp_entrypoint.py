@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import shutil
 import sys
@@ -45,6 +44,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
+from components import hardware
 from components import object_store
 
 TYPES_FLAG = "--tfxflow_artifact_types"
@@ -161,26 +161,6 @@ def restore_output_uris(output_file: str, remote_of: Mapping[str, str]) -> int:
     with open(output_file, "w", encoding="utf-8") as f:
         json.dump(output, f)
     return changed
-
-
-def pod_cpus() -> int:
-    """The CPUs this container may use: its cgroup CPU limit, else the CPUs it may run on."""
-    try:
-        with open("/sys/fs/cgroup/cpu.max", encoding="utf-8") as f:  # cgroup v2: "<quota> <period>" or "max ..."
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            return max(1, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):
-        try:  # cgroup v1
-            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="utf-8") as f:
-                quota = int(f.read())
-            with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="utf-8") as f:
-                period = int(f.read())
-            if quota > 0:
-                return max(1, math.ceil(quota / period))
-        except (OSError, ValueError):
-            pass
-    return len(os.sched_getaffinity(0))
 
 
 def size_beam_workers(args: List[str], cpus: int) -> List[str]:
@@ -303,7 +283,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    args = size_beam_workers(rewrite_argv(argv), pod_cpus())
+    args = size_beam_workers(rewrite_argv(argv), hardware.pod_cpus())
     workdir = tempfile.mkdtemp(prefix="tfxflow-step-")
     try:
         i = args.index(INVOCATION_FLAG) + 1

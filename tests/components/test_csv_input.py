@@ -128,10 +128,22 @@ def test_ingestion_refuses_what_the_scan_refuses_and_keeps_nothing(tmp_path, con
     assert not [p for p in (tmp_path / "examples").rglob("*") if p.is_file()]
 
 
-def test_a_value_only_arrow_refuses_is_named_with_file_and_column(tmp_path):
+@pytest.mark.parametrize("row,expected", [
+    ("10,5,+3,Cash", "line 2, column 'hour': not an integer: '+3'"),
+    ("10,5,1_000,Cash", "line 2, column 'hour': not an integer: '1_000'"),
+    ("10,5,99999999999999999999,Cash", "line 2, column 'hour': not an integer"),
+    ("+10,5,3,Cash", "line 2, column 'fare': not a number: '+10'"),
+    ("1_0.5,5,3,Cash", "line 2, column 'fare': not a number: '1_0.5'"),
+])
+def test_values_python_would_read_but_the_reader_does_not_are_named_with_their_line(tmp_path, row, expected):
     with pytest.raises(InputDataError) as err:
-        _ingest(tmp_path, {"p.csv": HEADER + "10,5,+3,Cash\n10,0,4,Card\n"})
-    assert "p.csv, column 'hour': CSV conversion error to int64: invalid value '+3'" in str(err.value)
+        _ingest(tmp_path, {"p.csv": HEADER + row + "\n10,0,4,Card\n"})
+    assert "p.csv " + expected in str(err.value)
+
+
+def test_numbers_the_reader_takes_pass(tmp_path):
+    result, _ = _ingest(tmp_path, {"n.csv": HEADER + " 10 ,5,3 ,Cash\n1e1,0,-4,Card\n.5,Infinity,4,Card\n"})
+    assert result.total_read == 3
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
@@ -153,7 +165,7 @@ def test_counts_shards_and_label_classes_are_recorded(tmp_path, monkeypatch):
     rows = "".join(f"{10 + i % 7},{i % 5},{i % 24},{'Cash' if i % 3 else 'Card'}\n" for i in range(300))
     first_100 = "".join(rows.splitlines(keepends=True)[:100])
     result, dirs = _ingest(tmp_path, {"a.csv": HEADER + rows, "b.csv": HEADER + first_100})
-    assert result.rows_read == {str(tmp_path / "a.csv"): 300, str(tmp_path / "b.csv"): 100}
+    assert result.rows_read == {"a.csv": 300, "b.csv": 100}
     assert sum(result.split_rows.values()) == result.total_read
     assert 0.6 < result.split_rows["train"] / result.total_read < 0.9  # 3 of 4 hash buckets
     for split, directory in dirs.items():
@@ -162,6 +174,29 @@ def test_counts_shards_and_label_classes_are_recorded(tmp_path, monkeypatch):
         assert names[0] == f"data_tfrecord-00000-of-{len(names):05d}.gz"
     assert set(result.label_classes) == {"0", "1"}
     assert sum(result.label_classes.values()) == result.total_read
+
+
+def test_a_split_that_gets_no_row_has_one_empty_file(tmp_path):
+    import tensorflow as tf
+
+    result, dirs = _ingest(tmp_path, {"one.csv": HEADER + "10,5,3,Cash\n"}, label=None)
+    assert sorted(result.split_rows.values()) == [0, 1]
+    for split, directory in dirs.items():
+        files = tf.io.gfile.glob(directory + "/*")
+        assert len(files) == 1 and files[0].endswith("data_tfrecord-00000-of-00001.gz")
+        records = list(tf.data.TFRecordDataset(files, compression_type="GZIP"))
+        assert len(records) == result.split_rows[split]
+
+
+def test_a_text_label_column_is_counted_by_the_scans_rule(tmp_path):
+    label = LabelSpec(name="cash", column="pay", positive_values=("Cash",))
+    rules = dict(RULES, pay=ColumnRule("BYTES"))
+    result, _ = _ingest(tmp_path, {"t.csv": HEADER + "10,5,3,Cash\n10,0,4,Card\n11,1,4,Cash\n"}, label, rules)
+    assert result.label_classes == {"0": 1, "1": 2}
+    ratio = LabelSpec(name="big", column="tips", ratio_of="pay", greater_than=0.2)  # a text ratio column
+    (tmp_path / "r").mkdir()
+    result, _ = _ingest(tmp_path / "r", {"t.csv": HEADER + "10,5,3,2\n10,0,4,x\n"}, ratio, rules)
+    assert result.label_classes == {"0": 1, "1": 1}
 
 
 def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(tmp_path):
@@ -217,3 +252,14 @@ def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_pa
     statistics = csv_input.csv_statistics(str(tmp_path), schema).datasets[0]
     assert statistics.num_examples == 3
     assert sorted(f.path.step[0] for f in statistics.features) == ["fare", "hour", "pay", "tips"]
+
+
+def test_a_quoted_value_over_two_lines_is_one_value(tmp_path):
+    import tensorflow as tf
+
+    result, dirs = _ingest(tmp_path, {"m.csv": HEADER + '10,5,3,"Ca\nsh"\n10,0,4,Card\n'})
+    assert result.total_read == 2
+    values = {tf.train.Example.FromString(r.numpy()).features.feature["pay"].bytes_list.value[0]
+              for d in dirs.values() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(d + "/*"),
+                                                                      compression_type="GZIP")}
+    assert values == {b"Ca\nsh", b"Card"}

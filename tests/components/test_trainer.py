@@ -60,6 +60,18 @@ def test_trains_on_raw_examples_with_the_eval_size_given(tiny_transform, tmp_pat
     assert info["epochs_run"] == 4
 
 
+def test_raw_examples_are_transformed_in_float32_under_mixed_precision(tiny_transform, tmp_path):
+    import tensorflow_transform as tft
+
+    # A fresh TFTransformOutput: it caches its layer, and the export reuses the one training built.
+    output = tft.TFTransformOutput(os.path.join(tiny_transform["dir"], "transform_graph"))
+    tiny = dict(tiny_transform, output=output, train=tiny_transform["raw_train"], eval=tiny_transform["raw_eval"])
+    with hardware.precision_policy("mixed_bfloat16"):
+        model, history, _ = _train(tiny, tmp_path, raw_examples=True, eval_rows=256)
+        assert output.transform_features_layer().dtype_policy.name == "float32"
+    assert history.history["val_binary_accuracy"][-1] > 0.75
+
+
 def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny_transform, tmp_path):
     with hardware.precision_policy("mixed_bfloat16"):
         model, history, info = _train(tiny_transform, tmp_path)
