@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Dict
+import os
+from typing import Dict, Iterable, List, Sequence
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -14,6 +15,11 @@ SERVING_SIGNATURE = "serving_default"
 RAW_SIGNATURE = "serving_raw"
 TRANSFORM_SIGNATURE = "transform_features"
 OUTPUT_KEY = "probabilities"
+EXAMPLES_INPUT = "examples"  # serving_default's input
+# TF Serving replays these PredictionLog records when it loads a version, before it takes traffic, so the
+# first requests do not pay for the lazy initialisation (tensorflow/serving#385, #1414).
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+WARMUP_BATCHES = (1, 8)
 
 
 def as_model_inputs(transformed: Dict[str, tf.Tensor], input_names) -> Dict[str, tf.Tensor]:
@@ -91,3 +97,61 @@ def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransfor
         RAW_SIGNATURE: serve_raw,
         TRANSFORM_SIGNATURE: transform_features,
     })
+
+
+def warmup_rows(file_patterns: Iterable[str], columns: Sequence[str], count: int = max(WARMUP_BATCHES)) -> List[bytes]:
+    """The first `count` serialized raw tf.Examples of the files (GZIP TFRecords) with a value in every one of
+    `columns`: serving_raw takes one value per column."""
+    files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
+    rows: List[bytes] = []
+    for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+        features = tf.train.Example.FromString(record.numpy()).features.feature
+        if all(c in features and len(_values(features[c])) == 1 for c in columns):
+            rows.append(record.numpy())
+            if len(rows) == count:
+                break
+    return rows
+
+
+def _values(feature: tf.train.Feature) -> list:
+    kind = feature.WhichOneof("kind")
+    return list(getattr(feature, kind).value) if kind else []
+
+
+def _raw_inputs(rows: Sequence[bytes], specs: Dict[str, tf.TensorSpec]) -> Dict[str, tf.Tensor]:
+    columns: Dict[str, list] = {name: [] for name in specs}
+    for row in rows:
+        features = tf.train.Example.FromString(row).features.feature
+        for name in specs:
+            columns[name].append(_values(features[name])[0])
+    return {name: tf.constant(values, dtype=specs[name].dtype) for name, values in columns.items()}
+
+
+def write_warmup_requests(export_dir: str, rows: Sequence[bytes], tf_transform_output: tft.TFTransformOutput,
+                          config: features_lib.FeatureConfig) -> int:
+    """Writes `assets.extra/tf_serving_warmup_requests` into the SavedModel: for each batch size of
+    WARMUP_BATCHES, a request through `serving_default` (serialized tf.Examples) and one through `serving_raw`
+    (one tensor per column), from `rows` (real examples with every feature column present). Returns how many."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    if not rows:
+        return 0
+    specs = raw_input_specs(tf_transform_output, config)
+    path = os.path.join(export_dir, WARMUP_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    written = 0
+    with tf.io.TFRecordWriter(path) as writer:
+        for size in WARMUP_BATCHES:
+            batch = list(rows[:size])
+            requests = {
+                SERVING_SIGNATURE: {EXAMPLES_INPUT: tf.constant(batch, tf.string)},
+                RAW_SIGNATURE: _raw_inputs(batch, specs),
+            }
+            for signature, inputs in requests.items():
+                request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature))
+                for name, tensor in inputs.items():
+                    request.inputs[name].CopyFrom(tf.make_tensor_proto(tensor))
+                log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+                writer.write(log.SerializeToString())
+                written += 1
+    return written

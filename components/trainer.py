@@ -305,6 +305,10 @@ def run_fn(fn_args) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
+    if custom.get("raw_examples"):  # real rows for TF Serving's warmup (transformed ones are not requests)
+        rows = export.warmup_rows(fn_args.eval_files, config.feature_columns)
+        info["warmup_requests"] = export.write_warmup_requests(fn_args.serving_model_dir, rows, tf_transform_output,
+                                                               config)
     # The model is exported: nothing is left to resume.
     if _mirrored(backup_dir):
         object_store.delete(backup_dir)

@@ -72,6 +72,28 @@ def test_raw_examples_are_transformed_in_float32_under_mixed_precision(tiny_tran
     assert history.history["val_binary_accuracy"][-1] > 0.75
 
 
+def test_warmup_requests_replay_real_rows_through_both_signatures(tiny_transform, tmp_path):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    model, _, _ = _train(tiny_transform, tmp_path)
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tiny_transform["output"], tiny_transform["config"], export_dir)
+    rows = export.warmup_rows(tiny_transform["raw_eval"], tiny_transform["config"].feature_columns)
+    assert len(rows) == 8
+    assert export.write_warmup_requests(export_dir, rows, tiny_transform["output"], tiny_transform["config"]) == 4
+    loaded = tf.saved_model.load(export_dir)
+    replies = {}
+    for record in tf.data.TFRecordDataset(os.path.join(export_dir, export.WARMUP_FILE)):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
+        out = loaded.signatures[request.model_spec.signature_name](**inputs)["probabilities"].numpy()
+        assert out.shape == (len(next(iter(inputs.values()))), 1) and ((0 <= out) & (out <= 1)).all()
+        replies[(request.model_spec.signature_name, out.shape[0])] = out
+    assert set(replies) == {("serving_default", 1), ("serving_raw", 1), ("serving_default", 8), ("serving_raw", 8)}
+    # The same rows through either signature: the same probabilities.
+    np.testing.assert_allclose(replies[("serving_raw", 8)], replies[("serving_default", 8)], rtol=1e-5)
+
+
 def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny_transform, tmp_path):
     with hardware.precision_policy("mixed_bfloat16"):
         model, history, info = _train(tiny_transform, tmp_path)

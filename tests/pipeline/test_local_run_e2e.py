@@ -101,6 +101,17 @@ def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_
                                for i in complete], dtype=specs[c].dtype) for c in specs}
     np.testing.assert_allclose(raw(**tensors)["probabilities"].numpy(), probabilities[complete], rtol=1e-5)
 
+    # TF Serving's warmup records (real eval rows, both signatures, batches of 1 and 8) replay on the model.
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    warmup = [prediction_log_pb2.PredictionLog.FromString(r.numpy()).predict_log.request
+              for r in tf.data.TFRecordDataset(os.path.join(model_dir, "assets.extra", "tf_serving_warmup_requests"))]
+    assert sorted(r.model_spec.signature_name for r in warmup) == ["serving_default"] * 2 + ["serving_raw"] * 2
+    for request in warmup:
+        inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
+        out = loaded.signatures[request.model_spec.signature_name](**inputs)["probabilities"].numpy()
+        assert out.shape[0] in (1, 8) and np.all((out >= 0) & (out <= 1))
+
     # transform_features (used by TFMA) derives the label from the raw columns.
     transformed = loaded.signatures["transform_features"](
         examples=tf.constant(helpers.serialize_examples(rows, schema)))
