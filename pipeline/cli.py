@@ -198,6 +198,16 @@ def _add_kubeflow_parser(sub) -> None:
     track.add_argument("--experiment", default="", help="MLflow experiment (default: the pipeline name)")
     check = kf_sub.add_parser("check", help="check a compiled spec against the open-source KFP backend's rules")
     check.add_argument("spec", help="the compiled file (YAML)")
+    canary = kf_sub.add_parser("serving-config", formatter_class=fmt,
+                               help="TF Serving's model config for a stable and a canary version (version labels)")
+    canary.add_argument("--model-name", default=DEFAULT_DATASET, help="the served model's name")
+    canary.add_argument("--base-path", help="the model's folder as TF Serving sees it "
+                                            "(default: /serving/models/<model-name>, as kubeflow/serving/)")
+    canary.add_argument("--serving-dir", help="a local serving directory to pick the versions from: the newest "
+                                              "is the canary, the one before it stable")
+    canary.add_argument("--stable", type=int, help="the version most traffic keeps")
+    canary.add_argument("--canary", type=int, help="the version on trial")
+    canary.add_argument("--out", help="write the config here (default: print it)")
     for name, text in (("submit", "start one run of a compiled pipeline"),
                        ("schedule", "create or replace a recurring run of a compiled pipeline"),
                        ("unschedule", "delete a recurring run")):
@@ -625,6 +635,8 @@ def _kubeflow(args: argparse.Namespace) -> int:
             return _kubeflow_compile(args)
         if args.kubeflow_command == "check":
             return _kubeflow_check(args.spec)
+        if args.kubeflow_command == "serving-config":
+            return _kubeflow_serving_config(args)
         return _kubeflow_remote(args)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -695,6 +707,24 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
                                                      if config.tolerations else "") + "\n"
           f"  beam:       {describe(config.beam_runner)}\n"
           "  parameters: " + ", ".join(f"{k}={v!r}" for k, v in sorted(result.parameters.items())))
+    return 0
+
+
+def _kubeflow_serving_config(args: argparse.Namespace) -> int:
+    from pipeline import serving_config
+
+    available = (serving_config.served_versions(os.path.join(args.serving_dir, args.model_name))
+                 if args.serving_dir else [])
+    stable, canary = serving_config.choose_versions(available, args.stable, args.canary)
+    text = serving_config.config_text(serving_config.canary_config(
+        args.model_name, args.base_path or f"/serving/models/{args.model_name}", stable, canary))
+    if not args.out:
+        print(text, end="")
+        return 0
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"tfxflow: wrote {args.out}: {args.model_name} version {stable} labelled stable, {canary} labelled canary "
+          "(kubeflow/serving/canary/README.md: load, label, route)")
     return 0
 
 
