@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast bench bench-trainer bench-drift lock clean help
+.PHONY: install run test test-fast bench bench-trainer bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, 1x/10x/100x data (about 12 min);\n                 ARGS="--scale 1000" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
+	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
 	@echo "make lock       re-resolve requirements.in into requirements.lock"
 
 install: $(STAMP)
@@ -48,6 +49,9 @@ bench-trainer: $(STAMP)
 
 bench-drift: $(STAMP)
 	$(BIN)/python -m benchmarks.drift_calibration $(ARGS)
+
+bench-serving: $(STAMP)
+	$(BIN)/python -m benchmarks.serving_benchmark $(ARGS)
 
 lock:
 	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \
