@@ -30,6 +30,10 @@ import tempfile
 import threading
 from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 from absl import logging
 from google.protobuf import json_format, struct_pb2, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -318,15 +322,11 @@ class _Refused(Exception):
 def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
     """Adds the labels of `batch`'s rows to `counts` by `LabelSpec.evaluate`'s rules; returns how many rows
     have an empty label column."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     def numeric(array) -> bool:
         return pa.types.is_integer(array.type) or pa.types.is_floating(array.type)
 
-    column = batch.column(batch.schema.get_field_index(label.column))
-    ratio = batch.column(batch.schema.get_field_index(label.ratio_of)) if label.ratio_of else None
+    column = batch.column(label.column)
+    ratio = batch.column(label.ratio_of) if label.ratio_of else None
     empty = column.null_count
     if label.greater_than is not None and numeric(column) and (ratio is None or numeric(ratio)):
         threshold = label.greater_than
@@ -341,7 +341,7 @@ def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
         values = np.asarray(column.cast(pa.float64()).fill_null(0.0))
         values = np.where(np.isfinite(values), values, 0.0).astype(np.int64)  # NaN or inf: not a label, 0
     else:  # a text label column (or ratio): the scan's rule, row by row
-        columns = {c: batch.column(batch.schema.get_field_index(c)).to_pylist() for c in label.raw_columns}
+        columns = {c: batch.column(c).to_pylist() for c in label.raw_columns}
         values = np.asarray([label.evaluate({c: "" if v is None else str(v) for c, v in zip(columns, row)})
                              for row in zip(*columns.values())], np.int64)
     classes, count = np.unique(values, return_counts=True)
@@ -384,10 +384,6 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
     """Reads, checks, encodes, splits and writes one file; returns (rows, label classes, empty labels,
     {split: writer}, whether a text value spans lines). Raises _Refused on anything `check_csv_files` would
     report, but for a quote left open at the end of the file (Arrow ends the value there)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pa_csv
-
     column_types = {c: pa.type_for_alias(_ARROW_TYPES[kinds[c]]) for c in header}
     checked = [(c, r) for c, r in rules.items() if c in header and r.type == "FLOAT"
                and (r.disallow_nan or r.disallow_inf)]
@@ -412,12 +408,12 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
                 if stop.is_set():
                     break
                 for column, rule in checked:
-                    values = batch.column(batch.schema.get_field_index(column))
+                    values = batch.column(column)
                     if (rule.disallow_nan and pc.any(pc.is_nan(values)).as_py()) or (
                             rule.disallow_inf and pc.any(pc.is_inf(values)).as_py()):
                         raise _Refused(f"{column}: NaN or infinite value")
                 if not spanning:
-                    spanning = any(pc.any(pc.match_substring(batch.column(batch.schema.get_field_index(c)), "\n"))
+                    spanning = any(pc.any(pc.match_substring(batch.column(c), "\n"))
                                    .as_py() for c in text_columns)
                 if labelled:
                     empty += _label_counts(batch, label, classes)
@@ -459,8 +455,6 @@ class _Readable(io.RawIOBase):
 
 def _open_input(path: str):
     """A local file natively (Arrow reads it without the GIL); a remote one through TFX's file I/O."""
-    import pyarrow as pa
-
     if "://" not in path:
         return pa.OSFile(path, "rb")
     return io.BufferedReader(_Readable(fileio.open(path, "rb")), buffer_size=BLOCK_BYTES)

@@ -124,7 +124,7 @@ def encode(batch: pa.RecordBatch, kinds: Mapping[str, str]) -> pa.BinaryArray:
         return pa.array([], pa.binary())
     parts, total = [], np.zeros(batch.num_rows, np.int64)
     for name in sorted(batch.schema.names, key=lambda n: n.encode("utf-8")):
-        entries, lengths = _entry(name, batch.column(batch.schema.get_field_index(name)), kinds[name])
+        entries, lengths = _entry(name, batch.column(name), kinds[name])
         parts.append(entries)
         total += lengths
     return _join(b"\x0a", varints(total), *parts)
