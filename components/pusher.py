@@ -17,10 +17,21 @@ On an object store (s3://, minio://, gs://), which has no rename, the version is
 needs are there by then. A push that dies midway leaves a version without `saved_model.pb`, which a push an
 hour later deletes. Each push claims its version with a conditional write first, since there is no rename
 that fails when the target exists.
+
+A model is known by its fingerprint (`model_fingerprint`: SHA-256 over `saved_model.pb` and `variables/`), the
+same in the Trainer's output and in every version folder holding it. `tfxflow rollback` (pipeline/rollback.py)
+records the models it rolls back in `<base>/.tfxflow-rollbacks.json` (hidden from TF Serving, which loads only
+all-digit names). Before pushing, this Pusher looks the candidate up there: a rolled-back model is not pushed
+again, whatever blessed it (a cached Trainer hands on the same model, an identical retrain makes the same one);
+the PushedModel artifact says why in `not_pushed_reason`. A push that replaces a rollback's copy says so in
+`after_rollback`.
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -47,6 +58,18 @@ DEFAULT_KEEP_VERSIONS = 5
 STATISTICS_KEY = "statistics"
 # Where a pushed version keeps the statistics of its training data (a SavedModel's folder for extra files).
 STATISTICS_DIR = "assets.extra/tfxflow/statistics"
+# The rollback log of a serving base: a JSON list of entries (pipeline/rollback.py); TF Serving ignores it.
+ROLLBACK_LOG = ".tfxflow-rollbacks.json"
+# Custom properties of the PushedModel artifact.
+MODEL_FINGERPRINT = "model_fingerprint"  # the candidate's model_fingerprint, pushed or not
+NOT_PUSHED_REASON = "not_pushed_reason"  # why a blessed model was not pushed: it was rolled back
+AFTER_ROLLBACK = "after_rollback"  # this push replaces a rollback's copy: which rollback, in one sentence
+# Custom properties `tfxflow rollback` sets on the ModelBlessing (blessed set to 0) and PushedModel artifacts of
+# a rolled-back model in ML Metadata.
+ROLLED_BACK = "tfxflow_rolled_back"  # one sentence: from which version, when, by whom, why
+ROLLED_BACK_AT = "tfxflow_rolled_back_at"  # ms since the epoch
+ROLLED_BACK_BY = "tfxflow_rolled_back_by"
+ROLLED_BACK_REASON = "tfxflow_rolled_back_reason"
 
 
 def versions(base: str) -> List[int]:
@@ -76,6 +99,125 @@ def next_version(base: str, now: float) -> int:
     """The Unix time, or one more than the newest existing version when the clock is behind it."""
     existing = versions(base)
     return max(int(now), existing[-1] + 1 if existing else 0)
+
+
+def _model_files(saved_model_dir: str) -> List[str]:
+    """`saved_model.pb` and every file under `variables/`, as paths relative to `saved_model_dir`, sorted."""
+    root = saved_model_dir.rstrip("/")
+    if object_store.is_remote(root):
+        files = object_store.list_files(root)
+        return sorted(f for f in files if f == "saved_model.pb" or f.startswith("variables/"))
+    files = ["saved_model.pb"] if fileio.exists(f"{root}/saved_model.pb") else []
+    variables = f"{root}/variables"
+    if fileio.exists(variables):
+        for folder, _, names in fileio.walk(variables):
+            folder = folder.decode() if isinstance(folder, bytes) else folder
+            rel = os.path.relpath(folder.rstrip("/"), root).replace(os.sep, "/")
+            files += [f"{rel}/{name.decode() if isinstance(name, bytes) else name}" for name in names]
+    return sorted(files)
+
+
+def _file_digest(path: str) -> str:
+    if object_store.is_remote(path):
+        return hashlib.sha256(object_store.read_bytes(path)).hexdigest()
+    digest = hashlib.sha256()
+    with fileio.open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_fingerprint(saved_model_dir: str) -> str:
+    """SHA-256 over `saved_model.pb` and every file under `variables/` (relative path and content, sorted): the
+    same for a model wherever it is copied (Trainer output, version folder), whatever else lies beside it
+    (assets.extra: warmup requests, statistics). Any file system TFX reads, or an object store."""
+    files = _model_files(saved_model_dir)
+    if "saved_model.pb" not in files:
+        raise FileNotFoundError(f"{saved_model_dir}: no saved_model.pb, not a SavedModel")
+    digest = hashlib.sha256()
+    for rel in files:
+        digest.update(f"{rel}\0{_file_digest(saved_model_dir.rstrip('/') + '/' + rel)}\n".encode())
+    return digest.hexdigest()
+
+
+def rollback_log_path(base: str) -> str:
+    return f"{base.rstrip('/')}/{ROLLBACK_LOG}"
+
+
+def read_rollbacks(base: str) -> List[dict]:
+    """The rollback log of `base`, oldest entry first; [] when there is none. A log that does not parse raises
+    (ValueError naming it): better no push than a rolled-back model pushed again."""
+    path = rollback_log_path(base)
+    try:
+        if object_store.is_remote(path):
+            text = object_store.read_bytes(path).decode("utf-8")
+        elif fileio.exists(path):
+            with fileio.open(path, "r") as f:
+                text = f.read()
+        else:
+            return []
+    except FileNotFoundError:
+        return []
+    try:
+        entries = json.loads(text)
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and "fingerprint" in e for e in entries):
+            raise ValueError("not a list of entries with a fingerprint")
+    except ValueError as err:
+        raise ValueError(f"the rollback log {path} does not parse ({err}): repair or remove it") from None
+    return entries
+
+
+def write_rollbacks(base: str, entries: List[dict]) -> str:
+    """Replaces the rollback log of `base` in one step (a temporary file renamed over it; one object write on an
+    object store): readers see the old log or the new one. Returns its path."""
+    path = rollback_log_path(base)
+    data = json.dumps(entries, indent=2, sort_keys=True) + "\n"
+    if object_store.is_remote(path):
+        object_store.write_bytes(path, data.encode("utf-8"))
+        return path
+    temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    with fileio.open(temp, "w") as f:
+        f.write(data)
+    try:
+        fileio.rename(temp, path, overwrite=True)
+    except Exception:
+        fileio.remove(temp)
+        raise
+    return path
+
+
+def rolled_back_entry(entries: List[dict], fingerprint: str) -> Optional[dict]:
+    """The latest rollback entry of the model with `fingerprint`, or None."""
+    return next((e for e in reversed(entries) if e.get("fingerprint") == fingerprint), None)
+
+
+def rolled_back_text(entry: dict) -> str:
+    """"rolled back from version 17 on 2026-11-30T12:00:00+00:00 by ann@host: <reason>"."""
+    return (f"rolled back from version {entry['rolled_back_version']} on {entry['at']} by {entry['by']}: "
+            f"{entry.get('reason') or 'no reason given'}")
+
+
+def not_pushed_text(rolled_back: str) -> str:
+    """`not_pushed_reason` of a model that was rolled back (`rolled_back`: `rolled_back_text` of its entry)."""
+    return (f"this model is the one {rolled_back}; train a new model (new data or settings) to push again")
+
+
+def after_rollback_text(entries: List[dict], served: List[int]) -> Optional[str]:
+    """When the newest served version is the copy the latest rollback published: one sentence saying which
+    version was rolled back to which, by whom, when and why; else None."""
+    if not entries or not served or entries[-1].get("new_version") != served[-1]:
+        return None
+    last = entries[-1]
+    event = [e for e in entries if e.get("new_version") == last["new_version"]]
+    rolled = ", ".join(str(e["rolled_back_version"]) for e in event)
+    return (f"version {rolled} had been rolled back to version {last['to_version']} (served as version "
+            f"{last['new_version']}) on {last['at']} by {last['by']}: {last.get('reason') or 'no reason given'}; "
+            "this model was blessed and replaces it")
+
+
+def iso_time(epoch: float) -> str:
+    """Local time with its UTC offset, to the second."""
+    return datetime.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
 
 
 def _copy_statistics(statistics_uri: str, version_dir: str) -> None:
@@ -185,6 +327,11 @@ class Executor(tfx_pusher.Executor):
         model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(model_push)
+            # A blessing `tfxflow rollback` revoked (a cached Evaluator hands it on): say so.
+            blessings = input_dict.get(standard_component_specs.MODEL_BLESSING_KEY) or []
+            revoked = blessings[0].get_string_custom_property(ROLLED_BACK) if blessings else ""
+            if revoked:
+                model_push.set_string_custom_property(NOT_PUSHED_REASON, not_pushed_text(revoked))
             return
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
@@ -194,12 +341,25 @@ class Executor(tfx_pusher.Executor):
         keep = max(2, int(custom.get("keep_versions", DEFAULT_KEEP_VERSIONS)))
         base = destination.filesystem.base_directory
         now = time.time()
-        version = next_version(base, now)
         model_path = self.GetModelPath(input_dict)
+        fingerprint = model_fingerprint(model_path)
+        model_push.set_string_custom_property(MODEL_FINGERPRINT, fingerprint)
+        rollbacks = read_rollbacks(base)
+        entry = rolled_back_entry(rollbacks, fingerprint)
+        if entry is not None:
+            self._MarkNotPushed(model_push)
+            reason = not_pushed_text(rolled_back_text(entry))
+            model_push.set_string_custom_property(NOT_PUSHED_REASON, reason)
+            logging.warning("Not pushed: %s", reason)
+            return
+        after_rollback = after_rollback_text(rollbacks, served_versions(base)) if rollbacks else None
+        version = next_version(base, now)
         statistics = input_dict.get(STATISTICS_KEY)
         serving_path = push_atomically(model_path, base, version,
                                        artifact_utils.get_single_uri(statistics) if statistics else None)
         logging.info("Model written to serving path %s.", serving_path)
+        if after_rollback:
+            model_push.set_string_custom_property(AFTER_ROLLBACK, after_rollback)
         for path in prune(base, keep, now):
             logging.info("Removed %s (keeping the newest %d versions).", path, keep)
         io_utils.copy_dir(model_path, model_push.uri)
@@ -223,10 +383,12 @@ class Pusher(base_component.BaseComponent):
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, base_directory: str,
-                 keep_versions: int = DEFAULT_KEEP_VERSIONS, statistics: Optional[types.BaseChannel] = None):
+                 keep_versions: int = DEFAULT_KEEP_VERSIONS, statistics: Optional[types.BaseChannel] = None,
+                 infra_blessing: Optional[types.BaseChannel] = None):
         destination = pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory))
         super().__init__(spec=PusherSpec(
-            model=model, model_blessing=model_blessing, statistics=statistics, push_destination=destination,
+            model=model, model_blessing=model_blessing, infra_blessing=infra_blessing, statistics=statistics,
+            push_destination=destination,
             custom_config=json_utils.dumps({"keep_versions": keep_versions}),
             pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

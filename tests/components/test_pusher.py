@@ -204,3 +204,111 @@ def test_create_is_exclusive_locally_and_on_an_object_store(s3_env, tmp_path):
         assert object_store.create(uri, b"first") is True
         assert object_store.create(uri, b"second") is False
         assert object_store.read_bytes(uri) == b"first"
+
+
+def _run_pusher(tmp_path, name, model_dir, base, blessing_properties=None):
+    """Runs the Pusher's executor as TFX does: a Model whose Format-Serving/ is `model_dir`, a blessing, and
+    the push destination; returns the PushedModel artifact."""
+    import shutil
+
+    from tfx.proto import pusher_pb2
+    from tfx.types import standard_artifacts
+    from tfx.utils import json_utils, proto_utils
+
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / name / "model")
+    shutil.copytree(model_dir, os.path.join(model.uri, "Format-Serving"))
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.uri = str(tmp_path / name / "blessing")
+    for key, value in (blessing_properties or {"blessed": 1}).items():
+        if isinstance(value, int):
+            blessing.set_int_custom_property(key, value)
+        else:
+            blessing.set_string_custom_property(key, value)
+    pushed = standard_artifacts.PushedModel()
+    pushed.uri = str(tmp_path / name / "pushed")
+    destination = pusher_pb2.PushDestination(
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base))
+    pusher.Executor().Do({"model": [model], "model_blessing": [blessing]}, {"pushed_model": [pushed]},
+                         {"push_destination": proto_utils.proto_to_json(destination),
+                          "custom_config": json_utils.dumps({"keep_versions": 5})})
+    return pushed
+
+
+def _entry(fingerprint, rolled_back_version, to_version, new_version):
+    return {"rolled_back_version": rolled_back_version, "fingerprint": fingerprint, "versions": [rolled_back_version],
+            "to_version": to_version, "new_version": new_version, "by": "ann@host", "at": "2026-11-30T12:00:00+00:00",
+            "at_epoch": 1_796_040_000.0, "reason": "tips wrong at night"}
+
+
+def test_the_pusher_refuses_a_rolled_back_model_and_says_why(tmp_path):
+    base = str(tmp_path / "serving" / "taxi")
+    bad = _saved_model(tmp_path / "bad")
+    first = _run_pusher(tmp_path, "first", bad, base)
+    assert first.get_int_custom_property("pushed") == 1
+    fingerprint = pusher.model_fingerprint(bad)
+    assert first.get_string_custom_property(pusher.MODEL_FINGERPRINT) == fingerprint
+    [version] = pusher.versions(base)
+    pusher.write_rollbacks(base, [_entry(fingerprint, version, version - 10, version + 1)])
+
+    # A cached Trainer (or an identical retrain) hands on the same model, blessed again: it is not pushed.
+    again = _run_pusher(tmp_path, "again", bad, base)
+    assert again.get_int_custom_property("pushed") == 0
+    assert again.get_string_custom_property(pusher.NOT_PUSHED_REASON) == (
+        f"this model is the one rolled back from version {version} on 2026-11-30T12:00:00+00:00 by ann@host: "
+        "tips wrong at night; train a new model (new data or settings) to push again")
+    assert again.get_string_custom_property(pusher.MODEL_FINGERPRINT) == fingerprint
+    assert pusher.versions(base) == [version]
+
+    # A blessing `tfxflow rollback` revoked (a cached Evaluator hands it on) says the same.
+    revoked = _run_pusher(tmp_path, "revoked", bad, base, {"blessed": 0, pusher.ROLLED_BACK: "rolled back from "
+                                                           f"version {version} on T by ann@host: tips wrong"})
+    assert revoked.get_int_custom_property("pushed") == 0
+    assert revoked.get_string_custom_property(pusher.NOT_PUSHED_REASON) == (
+        f"this model is the one rolled back from version {version} on T by ann@host: tips wrong; train a new "
+        "model (new data or settings) to push again")
+    # A model that was simply not blessed has no such reason.
+    plain = _run_pusher(tmp_path, "plain", bad, base, {"blessed": 0})
+    assert plain.get_int_custom_property("pushed") == 0 and not plain.has_custom_property(pusher.NOT_PUSHED_REASON)
+
+
+def test_a_push_after_a_rollback_says_what_it_replaces(tmp_path):
+    base = str(tmp_path / "serving" / "taxi")
+    for version, content in ((1_800_000_000, b"good"), (1_800_000_010, b"bad"), (1_800_000_020, b"good")):
+        model = _saved_model(tmp_path / f"m{version}")
+        with open(os.path.join(model, "variables", "variables.index"), "wb") as f:
+            f.write(content)
+        pusher.push_atomically(model, base, version)
+    bad = pusher.model_fingerprint(os.path.join(base, "1800000010"))
+    pusher.write_rollbacks(base, [_entry(bad, 1_800_000_010, 1_800_000_000, 1_800_000_020)])
+
+    new = _saved_model(tmp_path / "new")
+    with open(os.path.join(new, "variables", "variables.index"), "wb") as f:
+        f.write(b"new")
+    pushed = _run_pusher(tmp_path, "new", new, base)
+    assert pushed.get_int_custom_property("pushed") == 1
+    assert pushed.get_string_custom_property(pusher.AFTER_ROLLBACK) == (
+        "version 1800000010 had been rolled back to version 1800000000 (served as version 1800000020) on "
+        "2026-11-30T12:00:00+00:00 by ann@host: tips wrong at night; this model was blessed and replaces it")
+    # The next push replaces a pushed model, not the rollback's copy.
+    later = _run_pusher(tmp_path, "later", _saved_model(tmp_path / "later"), base)
+    assert later.get_int_custom_property("pushed") == 1 and not later.has_custom_property(pusher.AFTER_ROLLBACK)
+
+
+def test_a_rollback_log_that_does_not_parse_stops_the_push(tmp_path):
+    base = tmp_path / "serving" / "taxi"
+    base.mkdir(parents=True)
+    (base / pusher.ROLLBACK_LOG).write_text('{"not": "a list"}')
+    with pytest.raises(ValueError, match="the rollback log .* does not parse"):
+        _run_pusher(tmp_path, "model", _saved_model(tmp_path / "model"), str(base))
+    assert pusher.versions(str(base)) == []
+
+
+def test_the_fingerprint_of_a_version_on_an_object_store(s3_env, tmp_path):
+    bucket = s3_env.create_bucket("serving-fingerprint")
+    base = f"s3://{bucket}/models/taxi"
+    model = _saved_model(tmp_path / "model")
+    pushed = pusher.push_atomically(model, base, 7, statistics_uri=_statistics_dir(tmp_path / "stats"))
+    assert pusher.model_fingerprint(pushed) == pusher.model_fingerprint(model)
+    pusher.write_rollbacks(base, [_entry(pusher.model_fingerprint(model), 7, 6, 8)])
+    assert pusher.read_rollbacks(base)[0]["fingerprint"] == pusher.model_fingerprint(model)
