@@ -246,11 +246,12 @@ def MlflowRecord(  # pylint: disable=invalid-name
     model: InputArtifact[standard_artifacts.Model],
     evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
     blessing: InputArtifact[standard_artifacts.ModelBlessing],
+    serving_check: InputArtifact[standard_artifacts.InfraBlessing],
     tracking_uri: Parameter[str],
 ) -> RecordResult:
     """Logs rows per split, the gate's anomaly count and ExampleValidator's report, the Trainer's hardware
-    and per-epoch curves, the Evaluator's metrics overall and per slice, the schema and summaries as
-    artifacts, and lineage tags."""
+    and per-epoch curves, the Evaluator's metrics overall and per slice, the serving check's figures and
+    verdict, the schema and summaries as artifacts, and lineage tags."""
     import tempfile
 
     from mlflow.entities import Metric, Param
@@ -271,6 +272,10 @@ def MlflowRecord(  # pylint: disable=invalid-name
         for split, sample in json.loads(evaluation.get_string_custom_property("eval_sample")).items():
             metrics += [Metric(f"eval_sample.{split}.rows", sample["rows"], 0, 0),
                         Metric(f"eval_sample.{split}.sampled", sample["sampled"], 0, 0)]
+    from components import serving_check as serving_check_lib
+
+    served = serving_check_lib.read_result(serving_check.uri) or {}
+    metrics += [Metric(f"serving.{name}", value, 0, 0) for name, value in serving_check_lib.figures(served).items()]
     blessed = int(blessing.get_int_custom_property("blessed") == 1)
     params = [Param(f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
               for k, v in sorted(info.items()) if k != "backup_dir"]
@@ -280,11 +285,19 @@ def MlflowRecord(  # pylint: disable=invalid-name
             "tfxflow.model_mlmd_id": str(model.id), "tfxflow.evaluation_uri": evaluation.uri,
             "tfxflow.statistics_uri": statistics.uri, "tfxflow.schema_uri": schema.uri}
     if not blessed:
-        tags["tfxflow.not_blessed_because"] = "; ".join(blessing_failures(evaluation.uri)) or "unknown"
+        from components.pusher import ROLLED_BACK
+
+        revoked = blessing.get_string_custom_property(ROLLED_BACK) if blessing.has_custom_property(ROLLED_BACK) else ""
+        tags["tfxflow.not_blessed_because"] = (f"blessing revoked: this model was {revoked}" if revoked else
+                                               "; ".join(blessing_failures(evaluation.uri)) or "unknown")
+    tags["tfxflow.serving_check"] = "passed" if served.get("blessed") else "failed"
+    if served.get("reasons"):
+        tags["tfxflow.serving_check_failed_because"] = "; ".join(served["reasons"])[:5000]
     for key, value in tags.items():
         mlflow_client.set_tag(run_id, key, value)
     with tempfile.TemporaryDirectory() as folder:
-        for name, content in (("evaluation.json", evaluation_by_slice), ("training_info.json", info)):
+        for name, content in (("evaluation.json", evaluation_by_slice), ("training_info.json", info),
+                              (serving_check_lib.RESULT_FILE, served)):
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
                 json.dump(content, f, indent=2)
             mlflow_client.log_artifact(run_id, os.path.join(folder, name), "summaries")
@@ -368,6 +381,11 @@ def MlflowFinish(  # pylint: disable=invalid-name
     mlflow_client = client(tracking_uri)
     pushed = pushed_model.get_int_custom_property("pushed") == 1
     mlflow_client.set_tag(run_id, "tfxflow.pushed", "yes" if pushed else "no")
+    from components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON
+
+    for key, tag in ((NOT_PUSHED_REASON, "tfxflow.not_pushed_because"), (AFTER_ROLLBACK, "tfxflow.after_rollback")):
+        if pushed_model.has_custom_property(key):
+            mlflow_client.set_tag(run_id, tag, pushed_model.get_string_custom_property(key)[:5000])
     if pushed:
         version = pushed_model.get_string_custom_property("pushed_version")
         destination = pushed_model.get_string_custom_property("pushed_destination")

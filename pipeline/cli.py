@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
                             help="also evaluate per value of this column (repeatable)")
     evaluation.add_argument("--eval-max-rows", type=int, default=EvaluationConfig().max_rows, metavar="N",
                             help="a larger eval split is evaluated on every k-th row, at most N (0: all rows)")
+    evaluation.add_argument("--max-latency-ms", type=float, default=EvaluationConfig().max_latency_ms, metavar="MS",
+                            help="the serving check refuses to push a model whose p99 latency for single requests "
+                                 "is above this (0: no bound)")
     evaluation.add_argument("--serving-data", metavar="DIR",
                             help="CSV files of serving requests (no label): validated against the schema's SERVING "
                                  "environment and compared with the training data (skew)")
@@ -190,6 +193,9 @@ def _add_kubeflow_parser(sub) -> None:
     data.add_argument("--slice-by", action="append", default=[], metavar="COLUMN")
     data.add_argument("--eval-max-rows", type=int, default=EvaluationConfig().max_rows, metavar="N",
                       help="a larger eval split is evaluated on every k-th row, at most N (0: all rows)")
+    data.add_argument("--max-latency-ms", type=float, default=EvaluationConfig().max_latency_ms, metavar="MS",
+                      help="the serving check refuses to push a model whose p99 latency for single requests is "
+                           "above this (0: no bound)")
     data.add_argument("--no-drift-check", action="store_true",
                       help="do not compare the data with the served model's training data")
     _add_training_args(comp)
@@ -394,7 +400,8 @@ def _run(args: argparse.Namespace) -> int:
             metadata_path=args.metadata_path, serving_dir=args.serving_dir,
             training=training,
             evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
-                                        slice_columns=tuple(args.slice_by), max_rows=args.eval_max_rows),
+                                        slice_columns=tuple(args.slice_by), max_rows=args.eval_max_rows,
+                                        max_latency_ms=args.max_latency_ms),
             beam_mode=beam_mode, beam_workers=beam_workers, beam=beam, enable_cache=not args.no_cache,
             allowed_anomaly_types=tuple(args.allow_anomaly),
             drift_check=not args.no_drift_check, serving_data_root=args.serving_data,
@@ -740,7 +747,8 @@ def _kubeflow_compile(args: argparse.Namespace) -> int:
         pipeline_root=root, data_root=args.data_root, serving_dir=serving_dir, schema_path=schema_path,
         features=features, training=_training_config(args),
         evaluation=EvaluationConfig(min_value=args.min_accuracy, max_regression=args.max_regression,
-                                    slice_columns=tuple(args.slice_by), max_rows=args.eval_max_rows),
+                                    slice_columns=tuple(args.slice_by), max_rows=args.eval_max_rows,
+                                        max_latency_ms=args.max_latency_ms),
         allowed_anomaly_types=tuple(args.allow_anomaly), serving_data_root=args.serving_data,
         gpus=args.gpus, gpu_resource=args.gpu_resource,
         trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory, step_cpu=args.step_cpu,

@@ -68,6 +68,15 @@ class EvaluationConfig:
     # random split): TFMA costs about 0.3 ms a row on 2 cores; on 50,000 rows an accuracy near 0.9 has a
     # standard error of 0.13%, and candidate and baseline are judged on the same rows.
     max_rows: int = 50_000
+    # The serving check refuses a model whose p99 latency for single requests is above this (0: no bound).
+    max_latency_ms: float = 0.0
+
+    def check(self) -> None:
+        """Raises ConfigError naming the flag of a value that cannot work."""
+        if self.max_rows < 0:
+            raise ConfigError("--eval-max-rows must be >= 0 (0: every row of the eval split)")
+        if self.max_latency_ms < 0:
+            raise ConfigError("--max-latency-ms must be >= 0 (0: no bound)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,8 +251,7 @@ def build_run_config(
                           "compile --pipeline-root gs://... --data-root gs://... --beam-runner dataflow ...")
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
-    if evaluation.max_rows < 0:
-        raise ConfigError("--eval-max-rows must be >= 0 (0: every row of the eval split)")
+    evaluation.check()
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
     if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:

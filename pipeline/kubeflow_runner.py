@@ -199,8 +199,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
     if config.gpus < 0:
         raise ConfigError("--gpus must be >= 0")
-    if config.evaluation.max_rows < 0:
-        raise ConfigError("--eval-max-rows must be >= 0 (0: every row of the eval split)")
+    config.evaluation.check()
     beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
         _remote_worker_locations(config, beam)

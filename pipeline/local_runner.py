@@ -289,6 +289,14 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
     if result is None:
         raise RuntimeError(f"the run left no record in {paths.metadata_path}")
+    if result.not_pushed_reason:
+        # This run's Evaluator blessed a model that was rolled back (the Pusher refused it): its new blessing is
+        # revoked as the rollback revoked the old ones, so the next run's baseline stays the served model.
+        from components.pusher import read_rollbacks
+        from pipeline.rollback import revoke_blessings
+
+        for line in revoke_blessings(paths.metadata_path, config.pipeline_name, read_rollbacks(config.model_base_dir)):
+            logging.info("rollback: %s", line)
     if tracking is not None:
         result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
     print_summary(result, progress.timings, wall, config, out)
@@ -364,6 +372,28 @@ def print_failure(err: BaseException, timings: List[ComponentTiming], wall: floa
     print("\n".join(lines), file=out, flush=True)
 
 
+def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[str]:
+    """The summary's serving-check lines: the verdict, what was compared, the figures, and any reasons."""
+    from components.serving_check import summary_line
+
+    if check is None:
+        return []
+    verdict = "passed" if check["blessed"] else "FAILED (not pushed)"
+    lines = [f"  serving check:  {verdict}"]
+    if "load_s" in check:
+        gaps = check.get("max_abs_difference", {})
+        agree = ", ".join(f"{name} {gap:.1g}" for name, gap in sorted(gaps.items()))
+        lines.append(f"                  loaded in TensorFlow {check.get('tensorflow', '?')} alone in "
+                     f"{check['load_s']:.1f} s; {check['golden_rows']} golden rows vs. the Evaluator's model: "
+                     f"max difference {agree} (tolerance {check['tolerance']:g})")
+    figures = summary_line(check)
+    if figures:
+        bound = f" (bound {max_latency_ms:g} ms)" if max_latency_ms else ""
+        lines.append(f"                  {figures}{bound}")
+    lines += [f"                  not pushed: {reason}" for reason in check.get("reasons", [])]
+    return lines
+
+
 def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], wall: float,
                   config: RunConfig, out: TextIO) -> None:
     """The end-of-run table: components, rows read, eval metrics, blessing and push."""
@@ -391,12 +421,20 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
     blessed = {None: "n/a", True: "yes", False: "no"}[result.blessed]
     lines.append(f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
                  f"no regression vs. the last blessed model)")
-    for reason in result.blessing_failures if result.blessed is False else ():
+    if result.blessing_revoked:
+        lines.append(f"                  blessing revoked: this model was {result.blessing_revoked}")
+    for reason in result.blessing_failures if result.blessed is False and not result.blessing_revoked else ():
         lines.append(f"                  not blessed: {reason}")
+    lines += serving_check_lines(result.serving_check, config.evaluation.max_latency_ms)
     if result.pushed_version:
         lines.append(f"  pushed:         version {result.pushed_version} -> {result.pushed_destination}")
+        if result.after_rollback:
+            lines.append(f"                  after a rollback: {result.after_rollback}")
     else:
-        why = "the candidate was not blessed" if result.blessed is False else "no blessing"
+        why = (result.not_pushed_reason or (
+            "the candidate was not blessed" if result.blessed is False
+            else "the serving check failed" if result.serving_check and not result.serving_check["blessed"]
+            else "no blessing"))
         lines.append(f"  pushed:         no ({why}); the served model is untouched: {newest_version(config)}")
     if result.mlflow_run_id:
         lines.append(f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' "

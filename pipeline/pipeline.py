@@ -24,6 +24,7 @@ from components import drift
 from components import evaluator as evaluator_lib
 from components import features as features_lib
 from components import pusher as pusher_lib
+from components import serving_check as serving_check_lib
 from components import tracking as tracking_lib
 from components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from components.gate import DataGate
@@ -217,9 +218,17 @@ def create_pipeline(
     )
     # A version appears complete or not at all, with its training data's statistics; the newest
     # `keep_versions` are kept (components/pusher.py).
+    # The candidate loads and answers in a TensorFlow-only process as the Evaluator's model did, within the
+    # latency bound (components/serving_check.py); the Pusher checks its InfraBlessing.
+    serving_check = serving_check_lib.ServingCheck(
+        model=trainer.outputs["model"], examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
+        features=feature_dict, eval_config=eval_config(evaluation, features.label.name),
+        max_latency_ms=evaluation.max_latency_ms)
+    serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
     pusher = pusher_lib.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"],
         base_directory=model_base,
         keep_versions=keep_versions,
         statistics=statistics_gen.outputs["statistics"],
@@ -239,7 +248,7 @@ def create_pipeline(
             statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
             model_run=trainer.outputs["model_run"], model=trainer.outputs["model"],
             evaluation=evaluator.outputs["evaluation"], blessing=evaluator.outputs["blessing"],
-            tracking_uri=tracking.uri)
+            serving_check=serving_check.outputs["blessing"], tracking_uri=tracking.uri)
         pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
         finish = tracking_lib.MlflowFinish(run_id=start.outputs["run_id"], model=trainer.outputs["model"],
                                            pushed_model=pusher.outputs["pushed_model"], tracking_uri=tracking.uri,
@@ -249,7 +258,8 @@ def create_pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         components=[*tracking_nodes[:1], example_gen, statistics_gen, schema_gen, example_validator, *baseline_nodes,
-                    data_gate, transform, trainer, *model_resolvers, evaluator, *tracking_nodes[1:2], pusher,
+                    data_gate, transform, trainer, *model_resolvers, evaluator, serving_check, *tracking_nodes[1:2],
+                    pusher,
                     *tracking_nodes[2:]],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,

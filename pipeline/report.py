@@ -52,6 +52,13 @@ class RunReport:
     blessing_failures: List[str] = dataclasses.field(default_factory=list)  # why the model was not blessed
     # The Evaluator's sample of a large split: {split: {"rows", "every", "sampled"}} (components/evaluator.py).
     eval_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
+    # ServingCheck's serving_check.json (components/serving_check.py), when it ran.
+    serving_check: Optional[dict] = None
+    # A blessed model the Pusher did not push (it was rolled back), and a push that replaced a rollback's copy
+    # (components/pusher.py); a blessing `tfxflow rollback` revoked (handed on by a cached Evaluator).
+    not_pushed_reason: Optional[str] = None
+    after_rollback: Optional[str] = None
+    blessing_revoked: Optional[str] = None
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
@@ -137,6 +144,8 @@ def first_output(record: Optional[ComponentRecord], key: str) -> Optional[metada
 
 
 def _fill_results(report: RunReport) -> None:
+    from components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON, ROLLED_BACK  # imports TFX: only for a run
+
     stats = first_output(report.component("StatisticsGen"), "statistics")
     if stats is not None:
         from components.tracking import split_rows  # imports TFX: only when there is a run to report
@@ -150,6 +159,7 @@ def _fill_results(report: RunReport) -> None:
     blessing = first_output(report.component("Evaluator"), "blessing")
     if blessing is not None and _prop(blessing, "blessed") is not None:
         report.blessed = bool(_prop(blessing, "blessed"))
+        report.blessing_revoked = _prop(blessing, ROLLED_BACK) if not report.blessed else None
     if evaluation is not None:
         from components.tracking import blessing_failures, overall_metrics
 
@@ -158,7 +168,15 @@ def _fill_results(report: RunReport) -> None:
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
         if report.blessed is False:
             report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))
+    served = first_output(report.component("ServingCheck"), "blessing")
+    if served is not None:
+        from components.serving_check import read_result
+
+        report.serving_check = read_result(served.uri)
     pushed = first_output(report.component("Pusher"), "pushed_model")
+    if pushed is not None:
+        report.not_pushed_reason = _prop(pushed, NOT_PUSHED_REASON)
+        report.after_rollback = _prop(pushed, AFTER_ROLLBACK)
     if pushed is not None and _prop(pushed, "pushed"):
         report.pushed_version = _prop(pushed, "pushed_version")
         report.pushed_destination = _prop(pushed, "pushed_destination")

@@ -75,7 +75,7 @@ def serialize_examples(rows: Iterable[Dict[str, str]], schema_path: str, drop: S
 
 def pushed_versions(serving_dir: str, model_name: str) -> List[str]:
     base = os.path.join(serving_dir, model_name)
-    return sorted(os.listdir(base), key=int) if os.path.isdir(base) else []
+    return sorted((n for n in os.listdir(base) if n.isdigit()), key=int) if os.path.isdir(base) else []
 
 
 def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:

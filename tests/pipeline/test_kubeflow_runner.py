@@ -19,7 +19,7 @@ from tests.pipeline.conftest import IMAGE, kubeflow_config
 
 # Each step after the ones it must follow; the spec's dependencies must imply this order.
 ORDER = ["MlflowStart", "CsvExampleGen", "StatisticsGen", "ExampleValidator", "DataGate", "Transform", "Trainer",
-         "Evaluator", "MlflowRecord", "Pusher", "MlflowFinish"]
+         "Evaluator", "ServingCheck", "MlflowRecord", "Pusher", "MlflowFinish"]
 
 
 def _ancestors(tasks: dict, name: str) -> set:
@@ -68,7 +68,7 @@ def test_every_step_runs_the_project_image_through_its_entrypoint(compiled):
     _, spec, _, _ = compiled
     containers = {label: e["container"] for label, e in spec["deploymentSpec"]["executors"].items()
                   if "container" in e}
-    assert len(containers) == len(spec["deploymentSpec"]["executors"]) == 13
+    assert len(containers) == len(spec["deploymentSpec"]["executors"]) == 14
     for label, container in containers.items():
         assert container["image"] == IMAGE, label
         assert container["command"] == list(kf.ENTRYPOINT), label

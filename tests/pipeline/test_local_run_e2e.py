@@ -66,6 +66,14 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     assert run.eval_sample == {"eval": {"rows": eval_rows, "every": every, "sampled": sampled}}
     assert int(run.metrics["example_count"]) == sampled
     assert f"on a sample of {sampled:,} of the {eval_rows:,} eval rows (every 3rd)" in first.stdout
+    # The serving check: loaded in a TensorFlow-only process, golden rows agree with the Evaluator's model.
+    assert f"{'ServingCheck':<{NAME_WIDTH}} ran" in first.stdout
+    assert "serving check:  passed" in first.stdout
+    assert "golden rows vs. the Evaluator's model: max difference serving_default 0, serving_raw 0" in first.stdout
+    check = run.serving_check
+    assert check["blessed"] and check["foreign_modules"] == [] and check["golden_rows"] == 64
+    assert f"p50 {check['latency_ms']['p50']:.2f} ms, p99 {check['latency_ms']['p99']:.2f} ms at batch 1" \
+        in first.stdout
     # Library chatter goes to the run's log file, not the console.
     assert "INFO" not in first.stdout and "Traceback" not in first.stderr
 
@@ -156,3 +164,57 @@ def test_runs_are_tracked_in_the_embedded_mlflow_store(taxi_runs):
     assert os.listdir(os.path.join(taxi_runs["home"], "mlflow", "artifacts"))
     assert all(r.data.tags["tfxflow.pushed"] == "yes" for r in runs)
     assert runs[0].data.metrics["components.cached"] == 0 and runs[1].data.metrics["components.cached"] >= 6
+
+
+def test_a_model_over_the_latency_bound_is_not_pushed(taxi_runs):
+    home = taxi_runs["home"]
+    before = helpers.tree_snapshot(os.path.join(home, "serving"))
+    slow = helpers.run_cli("run", "--home", home, "--data-root", taxi_runs["data"], *TRAIN_FLAGS,
+                           "--eval-max-rows", str(EVAL_MAX_ROWS), "--max-latency-ms", "0.001")
+    assert slow.returncode == 0, slow.stderr[-3000:]
+    assert "blessed:        yes" in slow.stdout and "serving check:  FAILED (not pushed)" in slow.stdout
+    assert "over --max-latency-ms 0.001" in slow.stdout and "(bound 0.001 ms)" in slow.stdout
+    assert "pushed:         no (the serving check failed); the served model is untouched" in slow.stdout
+    assert helpers.tree_snapshot(os.path.join(home, "serving")) == before
+    from mlflow import MlflowClient
+
+    mlflow_client = MlflowClient(f"sqlite:///{os.path.join(home, 'mlflow', 'mlflow.db')}")
+    (latest,) = mlflow_client.search_runs([mlflow_client.get_experiment_by_name("tfxflow-taxi").experiment_id],
+                                          order_by=["attributes.start_time DESC"], max_results=1)
+    assert latest.data.tags["tfxflow.serving_check"] == "failed"
+    assert "over --max-latency-ms 0.001" in latest.data.tags["tfxflow.serving_check_failed_because"]
+    assert latest.data.tags["tfxflow.pushed"] == "no" and latest.data.metrics["serving.latency_p99_ms"] > 0.001
+
+
+def test_rollback_serves_the_previous_model_and_the_next_run_does_not_push_it_again(taxi_runs):
+    """A different model is pushed, rolled back; the same command again trains nothing new (cached Trainer),
+    and its model, blessed again, is not pushed."""
+    home = taxi_runs["home"]
+    other = ["run", "--home", home, "--data-root", taxi_runs["data"], *TRAIN_FLAGS, "--eval-max-rows",
+             str(EVAL_MAX_ROWS), "--learning-rate", "0.003", "--max-regression", "1"]
+    pushed = helpers.run_cli(*other)
+    assert pushed.returncode == 0 and "pushed:         version " in pushed.stdout, pushed.stderr[-3000:]
+    serving = os.path.join(home, "serving", "taxi")
+    bad = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")[-1]
+    rolled = helpers.run_cli("rollback", "--home", home, "--reason", "e2e: the new model misbehaves")
+    assert rolled.returncode == 0, rolled.stderr[-3000:]
+    versions = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")
+    served = versions[-1]
+    assert int(served) > int(bad) and bad in versions  # a new, highest version; the bad one stays, unserved
+    from components.pusher import model_fingerprint
+
+    first_version = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")[0]
+    assert model_fingerprint(os.path.join(serving, served)) == model_fingerprint(os.path.join(serving, first_version))
+    again = helpers.run_cli(*other)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{'Trainer':<{NAME_WIDTH}} cached" in again.stdout
+    assert f"pushed:         no (this model is the one rolled back from version {bad} on " in again.stdout
+    assert "e2e: the new model misbehaves; train a new model" in again.stdout
+    assert helpers.pushed_versions(os.path.join(home, "serving"), "taxi")[-1] == served
+    # This run's blessing of the rolled-back model was revoked after it: the next baseline is the served model.
+    run = report.read_run(os.path.join(home, "metadata", "metadata.sqlite"), "tfxflow-taxi")
+    blessing = report.first_output(run.component("Evaluator"), "blessing")
+    store = report.open_store(os.path.join(home, "metadata", "metadata.sqlite"))
+    [blessing] = store.get_artifacts_by_id([blessing.id])
+    assert blessing.custom_properties["blessed"].int_value == 0
+    assert "e2e: the new model misbehaves" in blessing.custom_properties["tfxflow_rolled_back"].string_value

@@ -25,7 +25,7 @@ def test_components_and_their_wiring():
     by_id = {c.id: c for c in pipeline.components}
     assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
                           "blessed_data_statistics_resolver", "DataGate", "Transform", "Trainer",
-                          "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+                          "latest_blessed_model_resolver", "Evaluator", "ServingCheck", "Pusher"}
     # ExampleGen checks *.csv files only, with the schema's types and the label's rule.
     example_gen = by_id["CsvExampleGen"]
     assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv"
@@ -50,6 +50,13 @@ def test_components_and_their_wiring():
     evaluator_inputs = by_id["Evaluator"].inputs
     assert evaluator_inputs["baseline_model"].producer_component_id == "latest_blessed_model_resolver"
     assert by_id["Pusher"].inputs["model_blessing"].producer_component_id == "Evaluator"
+    # The serving check runs on the evaluated candidate; the Pusher checks its verdict as TFX's infra blessing.
+    check = by_id["ServingCheck"]
+    assert check.inputs["model"].producer_component_id == "Trainer"
+    assert "Evaluator" in {node.id for node in check.upstream_nodes}
+    assert by_id["Pusher"].inputs["infra_blessing"].producer_component_id == "ServingCheck"
+    assert check.exec_properties["max_latency_ms"] == 0.0
+    assert json.loads(check.exec_properties["eval_config"])["modelSpecs"][0]["signatureName"] == "serving_default"
     push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
     assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
     # The atomic Pusher (components/pusher.py) with the retention setting; Transform skips its own statistics.

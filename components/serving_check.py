@@ -1,0 +1,326 @@
+"""ServingCheck: proves a candidate model serves before the Pusher may push it.
+
+TFX's InfraValidator starts a model server in Docker or Kubernetes; neither is at hand where the pipeline
+runs locally, and the model server's part that matters here is TensorFlow's SavedModel loader and session.
+This check starts a fresh Python process that imports only TensorFlow (components/serving_probe.py, run
+with `python -I`) and in it:
+
+- loads the candidate as TF Serving does (the "serve" tags, the init op that fills vocabulary tables);
+- checks every serving signature's inputs against the schema's SERVING environment: a signature takes either
+  serialized tf.Examples (one string input, `examples`) or one tensor per column, each a column present at
+  serving (never the label or a column only the label needs) with the schema's type;
+- sends golden requests built from real eval rows, without the label, through `serving_default` (serialized
+  tf.Examples) and `serving_raw` (the rows as TF Serving's REST API takes JSON `instances`), and requires the
+  probabilities the Evaluator's model gives for them (loaded by TFMA with the Evaluator's eval config, in
+  this process) within `tolerance`;
+- measures the p50/p99 latency of single requests through `serving_default` and throughput at batches of 1,
+  32 and 256.
+
+The verdict is an InfraBlessing, the artifact TFX's Pusher already checks (`blessed`): a model that does not
+load, disagrees, or whose p99 latency at batch 1 exceeds `max_latency_ms` (when set) is not pushed. The
+figures and the reason are custom properties of the blessing and `serving_check.json` inside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from absl import logging
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.utils import json_utils, path_utils
+
+from components import features as features_lib
+
+RESULT_FILE = "serving_check.json"
+SERVING_ENVIRONMENT = "SERVING"
+SIGNATURES = ("serving_default", "serving_raw")
+OUTPUT_KEY = "probabilities"
+BATCH_SIZES = (1, 32, 256)
+DEFAULT_TOLERANCE = 1e-5
+DEFAULT_GOLDEN_ROWS = 64
+LATENCY_CALLS = 200
+SECONDS_PER_BATCH = 0.5
+PROBE_TIMEOUT_S = 900
+# The schema's feature types as the SignatureDef's dtypes of one value per row.
+_DTYPES = {"INT": "int64", "FLOAT": "float32", "BYTES": "string"}
+
+
+def in_environment(feature, schema, environment: str) -> bool:
+    """Whether `feature` of `schema` (tensorflow_metadata Schema protos) exists in `environment`, by TFDV's rule:
+    its in_environment list if it has one, else not in not_in_environment and in the default environments."""
+    if feature.in_environment:
+        return environment in feature.in_environment
+    if environment in feature.not_in_environment:
+        return False
+    return not schema.default_environment or environment in schema.default_environment
+
+
+def serving_columns(schema) -> Dict[str, str]:
+    """Column -> dtype name of the schema's features present at serving."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return {f.name: _DTYPES.get(schema_pb2.FeatureType.Name(f.type), "unknown") for f in schema.feature
+            if in_environment(f, schema, SERVING_ENVIRONMENT)}
+
+
+def check_signatures(signatures: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str],
+                     all_columns: Sequence[str]) -> List[str]:
+    """What is wrong with the probe's signatures against the serving columns (empty: nothing)."""
+    problems = []
+    for required in SIGNATURES:
+        if required not in signatures:
+            problems.append(f"no '{required}' signature (the model has {', '.join(sorted(signatures)) or 'none'})")
+    for name, signature in sorted(signatures.items()):
+        inputs = signature["inputs"]
+        if list(inputs) == ["examples"] and inputs["examples"]["dtype"] == "string":
+            continue  # serialized tf.Examples: parsed by the model's own feature spec
+        for column, info in sorted(inputs.items()):
+            if column not in columns:
+                where = ("absent at serving (schema: not in the SERVING environment)" if column in all_columns
+                         else "not a column of the schema")
+                problems.append(f"signature '{name}' takes '{column}', {where}")
+            elif info["dtype"] != columns[column]:
+                problems.append(f"signature '{name}' takes '{column}' as {info['dtype']}; the schema's type is "
+                                f"{columns[column]}")
+    return problems
+
+
+def golden_rows(example_files: Sequence[str], columns: Sequence[str], keep: Sequence[str],
+                count: int) -> Tuple[List[bytes], List[Dict[str, Any]]]:
+    """Up to `count` eval rows with one value in every one of `columns`: as serialized tf.Examples holding only
+    the `keep` columns (what a client sends: no label), and as JSON instances of `columns`."""
+    import tensorflow as tf
+
+    from components import export
+
+    examples, instances = [], []
+    for row in export.warmup_rows(example_files, columns, count):
+        example = tf.train.Example.FromString(row)
+        feature = example.features.feature
+        instance = {}
+        for column in columns:
+            value = export._values(feature[column])[0]  # pylint: disable=protected-access
+            instance[column] = value.decode("utf-8") if isinstance(value, bytes) else value
+        instances.append(instance)
+        for name in [n for n in feature if n not in keep]:
+            del feature[name]
+        examples.append(example.SerializeToString(deterministic=True))
+    return examples, instances
+
+
+def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Sequence[bytes]):
+    """The probabilities of the Evaluator's model for `examples`: the SavedModel loaded by TFMA with the
+    Evaluator's eval config, called through the signature it evaluates."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+    from tensorflow_model_analysis.utils import model_util
+
+    eval_config = json_format.Parse(eval_config_json, tfma.EvalConfig())
+    shared = tfma.default_eval_shared_model(eval_saved_model_path=model_dir, eval_config=eval_config)
+    model = shared.model_loader.construct_fn()
+    signature = eval_config.model_specs[0].signature_name or "serving_default"
+    predict = model_util.get_callable(model, signature)
+    output = predict(tf.constant(list(examples)))
+    return np.asarray(output[OUTPUT_KEY], dtype=np.float64).reshape(len(examples), -1)
+
+
+def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
+    """Runs components/serving_probe.py on `request` in a fresh, isolated interpreter; returns its result."""
+    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
+    with tempfile.TemporaryDirectory(prefix="tfxflow-serving-check-") as folder:
+        request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
+        with open(request_path, "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        # -I: no PYTHONPATH, no user site, not the script's folder: only what a clean interpreter imports.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        try:
+            done = subprocess.run([sys.executable, "-I", probe, request_path, result_path], env=env,
+                                  capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {"error": f"the model did not load and answer within {timeout:.0f} s"}
+        if not os.path.exists(result_path):
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return {"error": f"the serving process exited with code {done.returncode}: {' | '.join(tail)}"}
+        with open(result_path, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def verdict(result: Dict[str, Any], expected, columns: Mapping[str, str], all_columns: Sequence[str],
+            tolerance: float, max_latency_ms: float) -> List[str]:
+    """The reasons not to push (empty: the model serves). Sets `max_abs_difference` per signature in `result`."""
+    import numpy as np
+
+    if "error" in result:
+        return [f"does not serve: {result['error']}"]
+    reasons = []
+    if result.get("foreign_modules"):
+        reasons.append("loading it needed modules a model server does not have: "
+                       + ", ".join(result["foreign_modules"]))
+    reasons += check_signatures(result["signatures"], columns, all_columns)
+    differences = {}
+    for name in SIGNATURES:
+        got = result.get("predictions", {}).get(name)
+        if isinstance(got, dict):  # the probe could not call it
+            reasons.append(f"'{name}' failed on the golden requests: {got.get('error')}")
+            continue
+        if got is None:
+            continue
+        got = np.asarray(got, dtype=np.float64)
+        if got.shape != expected.shape:
+            reasons.append(f"'{name}' answered {got.shape} for {expected.shape} probabilities")
+            continue
+        gap = np.abs(got - expected)
+        differences[name] = float(gap.max()) if gap.size else 0.0
+        if differences[name] > tolerance:
+            row = int(np.argmax(gap.max(axis=1)))
+            reasons.append(f"'{name}' disagrees with the Evaluator's model by {differences[name]:.3g} on golden row "
+                           f"{row} ({got[row][0]:.6f} vs {expected[row][0]:.6f}; tolerance {tolerance:g})")
+    result["max_abs_difference"] = differences
+    p99 = result.get("latency_ms", {}).get("p99")
+    if max_latency_ms and p99 is not None and p99 > max_latency_ms:
+        reasons.append(f"p99 latency at batch 1 is {p99:.2f} ms, over --max-latency-ms {max_latency_ms:g}")
+    return reasons
+
+
+def summary_line(result: Mapping[str, Any]) -> str:
+    """E.g. "p50 0.41 ms, p99 0.93 ms at batch 1; 2,400 / 38,000 / 95,000 rows/s at batch 1 / 32 / 256"."""
+    latency = result.get("latency_ms")
+    if not latency:
+        return ""
+    throughput = result.get("throughput", [])
+    rates = " / ".join(f"{t['examples_per_s']:,.0f}" for t in throughput)
+    batches = " / ".join(str(t["batch"]) for t in throughput)
+    return (f"p50 {latency['p50']:.2f} ms, p99 {latency['p99']:.2f} ms at batch 1; {rates} rows/s at batch "
+            f"{batches}")
+
+
+def figures(result: Mapping[str, Any]) -> Dict[str, float]:
+    """The check's numbers by metric name (as logged to MLflow under `serving.`)."""
+    found: Dict[str, float] = {}
+    for name in ("load_s", "first_request_ms"):
+        if name in result:
+            found[name] = float(result[name])
+    for name, value in result.get("latency_ms", {}).items():
+        if name != "calls":
+            found[f"latency_{name}_ms"] = float(value)
+    for row in result.get("throughput", []):
+        found[f"rows_per_s.batch_{row['batch']}"] = float(row["examples_per_s"])
+    for name, value in result.get("max_abs_difference", {}).items():
+        found[f"max_abs_difference.{name}"] = float(value)
+    return found
+
+
+class Executor(base_executor.BaseExecutor):
+    """Runs the serving check and writes its verdict as an InfraBlessing."""
+
+    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
+           exec_properties: Dict[str, Any]) -> None:
+        from tensorflow_metadata.proto.v0 import schema_pb2
+        from tfx.utils import io_utils
+
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
+        blessing = artifact_utils.get_single_instance(output_dict["blessing"])
+        config = features_lib.as_config(json_utils.loads(exec_properties["features"]))
+        tolerance = float(exec_properties.get("tolerance") or DEFAULT_TOLERANCE)
+        max_latency_ms = float(exec_properties.get("max_latency_ms") or 0.0)
+        schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
+        columns = serving_columns(schema)
+        all_columns = [f.name for f in schema.feature]
+        model_dir = path_utils.serving_model_path(model.uri)
+        split_uri = artifact_utils.get_split_uri([examples], "eval")
+        files = [os.path.join(split_uri, "*")]
+        count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
+        examples_bytes, instances = golden_rows(files, config.feature_columns, list(columns), count)
+        result: Dict[str, Any] = {"model": model_dir, "golden_rows": len(examples_bytes), "tolerance": tolerance,
+                                  "max_latency_ms": max_latency_ms}
+        if not examples_bytes:
+            reasons = [f"no eval row has a value in every feature column ({', '.join(config.feature_columns)}) "
+                       "to build golden requests from"]
+        else:
+            expected = evaluator_predictions(model_dir, exec_properties["eval_config"], examples_bytes)
+            result.update(run_probe({
+                "model_dir": model_dir, "signatures": list(SIGNATURES), "output": OUTPUT_KEY,
+                "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
+                "instances": instances, "latency_calls": LATENCY_CALLS, "seconds": SECONDS_PER_BATCH,
+                "batch_sizes": list(BATCH_SIZES)}))
+            reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms)
+            result["expected"] = expected.tolist()
+        if not reasons:
+            result.pop("traceback", None)
+        result["reasons"] = reasons
+        result["blessed"] = not reasons
+        with fileio.open(os.path.join(blessing.uri, RESULT_FILE), "w") as f:
+            f.write(json.dumps(result, indent=1))
+        blessing.set_int_custom_property("blessed", int(not reasons))
+        blessing.set_int_custom_property("has_model", 0)
+        blessing.set_string_custom_property("reason", "; ".join(reasons))
+        blessing.set_string_custom_property("figures", summary_line(result))
+        if result.get("latency_ms"):
+            blessing.set_float_custom_property("p50_ms", result["latency_ms"]["p50"])
+            blessing.set_float_custom_property("p99_ms", result["latency_ms"]["p99"])
+        if reasons:
+            logging.warning("ServingCheck: the model is not pushed: %s", "; ".join(reasons))
+        else:
+            logging.info("ServingCheck: the model serves: %s", summary_line(result))
+
+
+def read_result(blessing_uri: str) -> Optional[Dict[str, Any]]:
+    """The check's `serving_check.json` in a blessing folder, or None."""
+    path = os.path.join(blessing_uri, RESULT_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as f:
+        return json.loads(f.read())
+
+
+class ServingCheckSpec(ComponentSpec):
+    """Inputs: the candidate, the examples (golden requests from its eval split) and the schema."""
+
+    PARAMETERS = {
+        "features": ExecutionParameter(type=str),
+        "eval_config": ExecutionParameter(type=str),
+        "tolerance": ExecutionParameter(type=float),
+        "max_latency_ms": ExecutionParameter(type=float),
+        "golden_rows": ExecutionParameter(type=int, optional=True),
+    }
+    INPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "examples": ChannelParameter(type=standard_artifacts.Examples),
+        "schema": ChannelParameter(type=standard_artifacts.Schema),
+    }
+    OUTPUTS = {"blessing": ChannelParameter(type=standard_artifacts.InfraBlessing)}
+
+
+class ServingCheck(base_component.BaseComponent):
+    """Loads `model` in a TensorFlow-only process, checks its signatures against the schema's SERVING
+    environment and its answers against the Evaluator's, and measures latency; the Pusher takes its
+    `blessing` as `infra_blessing`."""
+
+    SPEC_CLASS = ServingCheckSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, model: types.BaseChannel, examples: types.BaseChannel, schema: types.BaseChannel,
+                 features: Mapping[str, Any], eval_config, max_latency_ms: float = 0.0,
+                 tolerance: float = DEFAULT_TOLERANCE, golden_rows: int = DEFAULT_GOLDEN_ROWS):
+        from google.protobuf import json_format
+
+        super().__init__(spec=ServingCheckSpec(
+            model=model, examples=examples, schema=schema, features=json_utils.dumps(dict(features)),
+            eval_config=json_format.MessageToJson(eval_config, sort_keys=True),
+            tolerance=float(tolerance), max_latency_ms=float(max_latency_ms), golden_rows=int(golden_rows),
+            blessing=types.Channel(type=standard_artifacts.InfraBlessing)))

@@ -1,0 +1,160 @@
+"""Loads a SavedModel the way TF Serving does and serves requests to it, in a process that imports only
+TensorFlow: `python -I serving_probe.py REQUEST.json RESULT.json`.
+
+TF Serving loads a version with the C++ SavedModel loader (the "serve" tag set, the init op that fills
+vocabulary tables from the model's assets) and answers a request by running the named SignatureDef's
+tensors in a session. This script does the same through TensorFlow's v1 session API, so what it proves holds
+for a model server that has only TensorFlow's core ops: no module of this project, of TFX or of
+tensorflow-transform is imported (the result lists any that were).
+
+The request file (JSON) holds `model_dir`; `examples_b64`: serialized tf.Examples (URL-safe base64) for the
+signatures that take `examples`; `instances`: the rows as TF Serving's REST API takes them (`{"instances":
+[{column: value, ...}]}`), for the signatures that take one tensor per column; `latency_calls`, `seconds` and
+`batch_sizes` for the timing. The result file (JSON) holds the signatures' inputs and outputs, every
+signature's predictions for the rows, the time to load and of the first request, p50/p99 latency of single
+requests and throughput per batch size; or `error` when the model does not load or a request fails.
+"""
+
+import base64
+import json
+import sys
+import time
+import traceback
+
+# Top-level packages a model server does not have; the result names any that loading and serving the model
+# pulled in beyond what `import tensorflow` imports itself.
+FOREIGN = ("pipeline", "components", "schemas", "tfx", "tfx_bsl", "tensorflow_transform",
+           "tensorflow_model_analysis", "tensorflow_data_validation", "apache_beam", "tf_keras", "keras")
+EXAMPLES_INPUT = "examples"
+
+
+def _foreign():
+    return sorted({name.split(".")[0] for name in sys.modules} & set(FOREIGN))
+
+
+def _percentile(values, share):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+def _signature(meta_graph, name):
+    signature = meta_graph.signature_def[name]
+
+    def describe(tensors):
+        return {key: {"dtype": _dtype_name(info.dtype), "tensor": info.name,
+                      "shape": [-1 if d.size < 0 else d.size for d in info.tensor_shape.dim]}
+                for key, info in sorted(tensors.items())}
+
+    return {"method": signature.method_name, "inputs": describe(signature.inputs),
+            "outputs": describe(signature.outputs)}
+
+
+def _dtype_name(enum_value):
+    import tensorflow as tf
+
+    return tf.dtypes.as_dtype(enum_value).name
+
+
+def _feeds(description, examples, instances, batch=None):
+    """The feed dict of one request: serialized examples, or one array per column as TF Serving's REST API
+    builds them from `instances` (each value converted to the input's dtype)."""
+    import numpy as np
+
+    inputs = description["inputs"]
+    if batch is not None:
+        repeat = -(-batch // max(1, len(examples)))
+        examples = (examples * repeat)[:batch]
+        instances = (instances * repeat)[:batch]
+    if list(inputs) == [EXAMPLES_INPUT] and inputs[EXAMPLES_INPUT]["dtype"] == "string":
+        return {inputs[EXAMPLES_INPUT]["tensor"]: np.array(examples, dtype=object)}
+    feeds = {}
+    for name, info in inputs.items():
+        values = [row[name] for row in instances]
+        if info["dtype"] == "string":
+            feeds[info["tensor"]] = np.array([v.encode("utf-8") for v in values], dtype=object)
+        else:
+            feeds[info["tensor"]] = np.array(values, dtype=info["dtype"])
+    return feeds
+
+
+def probe(request):
+    """Loads the model and answers the request's rows; returns the result dict."""
+    import numpy as np
+    import tensorflow as tf
+
+    # What `import tensorflow` brings by itself (it imports a Keras): only what loading and serving add counts.
+    result = {"tensorflow": tf.__version__, "modules_of_tensorflow": _foreign()}
+    examples = [base64.urlsafe_b64decode(text) for text in request["examples_b64"]]
+    instances = request["instances"]
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    started = time.perf_counter()
+    with graph.as_default():
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], request["model_dir"])
+    result["load_s"] = round(time.perf_counter() - started, 3)
+    signatures = {name: _signature(meta_graph, name) for name in sorted(meta_graph.signature_def)
+                  if not name.startswith("__")}
+    result["signatures"] = signatures
+    predictions = {}
+    for name in request["signatures"]:
+        if name not in signatures:
+            predictions[name] = {"error": f"the model has no signature '{name}'"}
+            continue
+        description = signatures[name]
+        try:
+            output = description["outputs"][request["output"]]["tensor"]
+            feeds = _feeds(description, examples, instances)
+            started = time.perf_counter()
+            values = session.run(output, feed_dict=feeds)
+        except (KeyError, ValueError, tf.errors.OpError) as err:  # one signature's failure; the others still run
+            predictions[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"}
+            continue
+        if "first_request_ms" not in result:
+            result["first_request_ms"] = round((time.perf_counter() - started) * 1e3, 3)
+        predictions[name] = np.asarray(values, dtype=np.float64).reshape(len(examples), -1).tolist()
+    result["predictions"] = predictions
+    answered = [name for name in request["signatures"] if isinstance(predictions[name], list)]
+    if not answered:
+        session.close()
+        return result
+    timed = signatures[answered[0]]
+    output = timed["outputs"][request["output"]]["tensor"]
+    single = _feeds(timed, examples[:1], instances[:1])
+    latencies = []
+    for _ in range(int(request["latency_calls"])):
+        started = time.perf_counter()
+        session.run(output, feed_dict=single)
+        latencies.append(time.perf_counter() - started)
+    result["latency_ms"] = {"calls": len(latencies), "p50": round(_percentile(latencies, 0.5) * 1e3, 3),
+                            "p99": round(_percentile(latencies, 0.99) * 1e3, 3)}
+    throughput = []
+    for batch in request["batch_sizes"]:
+        feeds = _feeds(timed, examples, instances, batch)
+        session.run(output, feed_dict=feeds)  # a new shape: the first call of it is not the steady state
+        calls, spent = 0, 0.0
+        while spent < float(request["seconds"]) or calls < 3:
+            started = time.perf_counter()
+            session.run(output, feed_dict=feeds)
+            spent += time.perf_counter() - started
+            calls += 1
+        throughput.append({"batch": batch, "calls": calls, "examples_per_s": round(batch * calls / spent, 1)})
+    result["throughput"] = throughput
+    session.close()
+    return result
+
+
+def main(argv):
+    with open(argv[1], encoding="utf-8") as f:
+        request = json.load(f)
+    try:
+        result = probe(request)
+    except Exception as err:  # pylint: disable=broad-except  # every failure is the answer, not a crash
+        result = {"error": f"{type(err).__name__}: {err}".strip(), "traceback": traceback.format_exc()[-4000:]}
+    result["foreign_modules"] = sorted(set(_foreign()) - set(result.get("modules_of_tensorflow", ())))
+    with open(argv[2], "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
