@@ -264,6 +264,7 @@ class Executor(base_executor.BaseExecutor):
             result.pop("traceback", None)
         result["reasons"] = reasons
         result["blessed"] = not reasons
+        fileio.makedirs(blessing.uri)  # a KFP launcher hands over a path whose folder does not exist yet
         with fileio.open(os.path.join(blessing.uri, RESULT_FILE), "w") as f:
             f.write(json.dumps(result, indent=1))
         blessing.set_int_custom_property("blessed", int(not reasons))

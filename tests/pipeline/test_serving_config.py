@@ -42,6 +42,18 @@ def test_versions_default_to_the_newest_and_the_one_before(tmp_path):
     assert serving_config.choose_versions(available, None, 200) == (100, 200)
 
 
+def test_rolled_back_versions_are_neither_stable_nor_canary(tmp_path):
+    from components import pusher
+
+    serving = _serving_dir(tmp_path, [100, 200, 300, 400])
+    # 300 was rolled back to 200, served again as 400 (the log `tfxflow rollback` writes).
+    pusher.write_rollbacks(str(serving / "taxi"), [{"rolled_back_version": 300, "versions": [300], "fingerprint": "f",
+                                                    "to_version": 200, "new_version": 400}])
+    available = serving_config.served_versions(str(serving / "taxi"))
+    assert available == [100, 200, 400]
+    assert serving_config.choose_versions(available, None, None) == (200, 400)
+
+
 @pytest.mark.parametrize("available,stable,canary,message", [
     ([], None, None, "no pushed version to release as the canary"),
     ([300], None, None, "no version older than the canary 300"),
