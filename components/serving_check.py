@@ -282,11 +282,10 @@ class Executor(base_executor.BaseExecutor):
 
 def read_result(blessing_uri: str) -> Optional[Dict[str, Any]]:
     """The check's `serving_check.json` in a blessing folder, or None."""
+    from tfx.utils import io_utils
+
     path = os.path.join(blessing_uri, RESULT_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path, "r") as f:
-        return json.loads(f.read())
+    return json.loads(io_utils.read_string_file(path)) if fileio.exists(path) else None
 
 
 class ServingCheckSpec(ComponentSpec):
