@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast bench bench-trainer bench-drift bench-serving lock clean help
+.PHONY: install run test test-fast lint bench bench-trainer bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit and end-to-end)"
 	@echo "make test-fast  run the unit tests only"
+	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, 1x/10x/100x data (about 12 min);\n                 ARGS="--scale 1000" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
@@ -37,6 +38,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)

@@ -38,8 +38,14 @@ from pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
 SCHEMA_PATH = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
 TRAIN_BUCKETS, ALL_BUCKETS = 3, 4  # SplitConfig's defaults: train 3, eval 1
 # TFDV's comparator thresholds as the curated schema had them before the common-bins check.
-TFDV_THRESHOLDS = {"fare": 0.1, "trip_miles": 0.1, "trip_seconds": 0.1, "trip_start_hour": 0.1,
-                   "payment_type": 0.1, "company": 0.2}
+TFDV_THRESHOLDS = {
+    "fare": 0.1,
+    "trip_miles": 0.1,
+    "trip_seconds": 0.1,
+    "trip_start_hour": 0.1,
+    "payment_type": 0.1,
+    "company": 0.2,
+}
 
 
 def taxi_csv() -> str:
@@ -53,8 +59,11 @@ def read_strings(path: str) -> pd.DataFrame:
 
 def train_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows ExampleGen's hash split would put in training: a hash of the row's content, 3 buckets of 4."""
-    keys = np.fromiter((zlib.crc32("\x1f".join(row).encode()) for row in frame.itertuples(index=False, name=None)),
-                       dtype=np.uint64, count=len(frame))
+    keys = np.fromiter(
+        (zlib.crc32("\x1f".join(row).encode()) for row in frame.itertuples(index=False, name=None)),
+        dtype=np.uint64,
+        count=len(frame),
+    )
     return frame[(keys % ALL_BUCKETS) < TRAIN_BUCKETS]
 
 
@@ -69,9 +78,11 @@ def record_batch(frame: pd.DataFrame, schema):
     for column in frame.columns:
         kind = types.get(column, schema_pb2.BYTES)
         convert, arrow_type = {schema_pb2.INT: (int, pa.int64()), schema_pb2.FLOAT: (float, pa.float32())}.get(
-            kind, (str.encode, pa.binary()))
-        arrays.append(pa.array([[convert(v)] if v != "" else None for v in frame[column].to_numpy()],
-                               type=pa.list_(arrow_type)))
+            kind, (str.encode, pa.binary())
+        )
+        arrays.append(
+            pa.array([[convert(v)] if v != "" else None for v in frame[column].to_numpy()], type=pa.list_(arrow_type))
+        )
     return pa.RecordBatch.from_arrays(arrays, list(frame.columns))
 
 
@@ -102,6 +113,7 @@ def _scale(column: str, factor: float) -> Callable:
         frame = frame.copy()
         frame[column] = _number_column(frame[column], lambda v: v * factor, "%.2f")
         return frame
+
     return change
 
 
@@ -109,9 +121,9 @@ def _shift_hours(hours: int) -> Callable:
     def change(frame, rng):
         frame = frame.copy()
         frame["trip_start_hour"] = _number_column(frame["trip_start_hour"], lambda v: (v + hours) % 24, "%d")
-        frame["trip_start_timestamp"] = _number_column(frame["trip_start_timestamp"], lambda v: v + 3600 * hours,
-                                                       "%d")
+        frame["trip_start_timestamp"] = _number_column(frame["trip_start_timestamp"], lambda v: v + 3600 * hours, "%d")
         return frame
+
     return change
 
 
@@ -122,6 +134,7 @@ def _move_share(points: float, source: str = "Credit Card", target: str = "Cash"
         moved = rng.choice(candidates, size=min(len(candidates), int(round(points * len(frame)))), replace=False)
         frame.iloc[moved, frame.columns.get_loc("payment_type")] = target
         return frame
+
     return change
 
 
@@ -141,11 +154,14 @@ SHIFTS = [
     Shift("Credit Card -> Cash", "5 points", False, change=_move_share(0.05)),
     Shift("Credit Card -> Cash", "10 points", True, change=_move_share(0.10)),
     Shift("Credit Card -> Cash", "20 points", True, change=_move_share(0.20)),
-    Shift("company vanishes", "Northwest (3.7%)", False,
-          population=_without("company", "Northwest Management LLC")),
+    Shift("company vanishes", "Northwest (3.7%)", False, population=_without("company", "Northwest Management LLC")),
     Shift("company vanishes", "Dispatch (10.9%)", True, population=_without("company", "Dispatch Taxi Affiliation")),
-    Shift("company vanishes", "Taxi Affiliation (34.5%)", True,
-          population=_without("company", "Taxi Affiliation Services")),
+    Shift(
+        "company vanishes",
+        "Taxi Affiliation (34.5%)",
+        True,
+        population=_without("company", "Taxi Affiliation Services"),
+    ),
 ]
 
 # Shared with the worker processes (fork): set once by `main`.
@@ -168,8 +184,11 @@ def tfdv_refuses(current, baseline, schema) -> bool:
             else:
                 comparator.jensen_shannon_divergence.threshold = TFDV_THRESHOLDS[feature.name]
     result = tfdv.validate_statistics(current, old, previous_statistics=baseline)
-    return any(anomalies_pb2.AnomalyInfo.Type.Name(reason.type).startswith("COMPARATOR_")
-               for info in result.anomaly_info.values() for reason in info.reason)
+    return any(
+        anomalies_pb2.AnomalyInfo.Type.Name(reason.type).startswith("COMPARATOR_")
+        for info in result.anomaly_info.values()
+        for reason in info.reason
+    )
 
 
 def judge(task: tuple) -> dict:
@@ -179,8 +198,11 @@ def judge(task: tuple) -> dict:
     rng = np.random.default_rng(seed)
     shift = SHIFTS[shift_index] if shift_index >= 0 else None
     population = shift.population(frame) if shift else frame
-    rows = rng.choice(len(population), size=size, replace=replace) if (replace or size < len(population)) \
+    rows = (
+        rng.choice(len(population), size=size, replace=replace)
+        if (replace or size < len(population))
         else np.arange(len(population))
+    )
     sample = population.iloc[rows]
     if shift:
         sample = shift.change(sample, rng)
@@ -188,10 +210,16 @@ def judge(task: tuple) -> dict:
     comparisons, _ = drift.compare_statistics(baseline, current, schema, "drift")
     refused = sorted({c.feature for c in comparisons if c.shifted})
     worst = max(comparisons, key=lambda c: c.value / c.threshold)
-    return {"shift": shift_index, "size": size, "replace": replace, "refused": refused,
-            "worst": worst.feature, "worst_ratio": worst.value / worst.threshold,
-            "min_p": min(c.p_value for c in comparisons),
-            "tfdv_refused": tfdv_refuses(current, baseline, schema) if _STATE["tfdv"] else None}
+    return {
+        "shift": shift_index,
+        "size": size,
+        "replace": replace,
+        "refused": refused,
+        "worst": worst.feature,
+        "worst_ratio": worst.value / worst.threshold,
+        "min_p": min(c.p_value for c in comparisons),
+        "tfdv_refused": tfdv_refuses(current, baseline, schema) if _STATE["tfdv"] else None,
+    }
 
 
 def _run(tasks: Sequence[tuple], workers: int) -> List[dict]:
@@ -208,19 +236,25 @@ def _rate(results: Sequence[dict], key: str = "refused") -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="500,1000,2000,5000,15002",
-                        help="rows per sample, comma-separated (15002: the whole file)")
+    parser.add_argument(
+        "--sizes", default="500,1000,2000,5000,15002", help="rows per sample, comma-separated (15002: the whole file)"
+    )
     parser.add_argument("--shift-sizes", default="500,2000,5000", help="rows per shifted sample")
-    parser.add_argument("--resamples", type=int, default=100,
-                        help="same-distribution samples per size and per kind of draw")
+    parser.add_argument(
+        "--resamples", type=int, default=100, help="same-distribution samples per size and per kind of draw"
+    )
     parser.add_argument("--shift-samples", type=int, default=20, help="samples per shift, magnitude and size")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-tfdv", action="store_true", help="skip TFDV's own comparators")
-    parser.add_argument("--data", help="a CSV file to check for false alarms instead of the taxi data (the "
-                                       "shifts are the taxi data's: they are skipped)")
+    parser.add_argument(
+        "--data",
+        help="a CSV file to check for false alarms instead of the taxi data (the "
+        "shifts are the taxi data's: they are skipped)",
+    )
     parser.add_argument("--schema", default=SCHEMA_PATH, help="the schema whose comparators are calibrated")
-    parser.add_argument("--out", default=os.path.join("benchmarks", "results",
-                                                      f"drift-{datetime.date.today():%Y%m%d}.json"))
+    parser.add_argument(
+        "--out", default=os.path.join("benchmarks", "results", f"drift-{datetime.date.today():%Y%m%d}.json")
+    )
     args = parser.parse_args(argv)
     from tfx.utils import io_utils
 
@@ -231,46 +265,78 @@ def main(argv: Optional[List[str]] = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     shift_sizes = [int(s) for s in args.shift_sizes.split(",")]
     seed = iter(range(10**9))
-    null_tasks = [(-1, size, replace, next(seed)) for size in sizes for replace in (False, True)
-                  for _ in range(args.resamples if (replace or size < len(frame)) else 1)]
+    null_tasks = [
+        (-1, size, replace, next(seed))
+        for size in sizes
+        for replace in (False, True)
+        for _ in range(args.resamples if (replace or size < len(frame)) else 1)
+    ]
     shifts = [] if args.data else list(range(len(SHIFTS)))
-    shift_tasks = [(i, size, False, next(seed)) for i in shifts for size in shift_sizes
-                   for _ in range(args.shift_samples)]
-    print(f"drift calibration: {args.data or 'taxi data'} ({len(frame):,} rows), schema {args.schema}; "
-          f"{len(null_tasks)} same-distribution samples, {len(shift_tasks)} shifted ones, {args.workers} workers", flush=True)
+    shift_tasks = [
+        (i, size, False, next(seed)) for i in shifts for size in shift_sizes for _ in range(args.shift_samples)
+    ]
+    print(
+        f"drift calibration: {args.data or 'taxi data'} ({len(frame):,} rows), schema {args.schema}; "
+        f"{len(null_tasks)} same-distribution samples, {len(shift_tasks)} shifted ones, {args.workers} workers",
+        flush=True,
+    )
     results = _run(null_tasks + shift_tasks, args.workers)
-    null, shifted = results[:len(null_tasks)], results[len(null_tasks):]
+    null, shifted = results[: len(null_tasks)], results[len(null_tasks) :]
 
-    lines = ["", "Same-distribution samples refused (false alarms; goal 0 at every size):", "",
-             "| rows | draw | samples | refused | refused by TFDV's comparators | largest distance / threshold "
-             "| smallest p |", "| ---: | --- | ---: | ---: | ---: | --- | ---: |"]
+    lines = [
+        "",
+        "Same-distribution samples refused (false alarms; goal 0 at every size):",
+        "",
+        "| rows | draw | samples | refused | refused by TFDV's comparators | largest distance / threshold "
+        "| smallest p |",
+        "| ---: | --- | ---: | ---: | ---: | --- | ---: |",
+    ]
     for size in sizes:
         for replace in (False, True):
             cell = [r for r in null if r["size"] == size and r["replace"] == replace]
             worst = max(cell, key=lambda r: r["worst_ratio"])
             tfdv_rate = _rate(cell, "tfdv_refused") if _STATE["tfdv"] else "-"
-            lines.append(f"| {size:,} | {'with' if replace else 'without'} replacement | {len(cell)} | "
-                         f"{_rate(cell)} | {tfdv_rate} | {worst['worst']} {worst['worst_ratio']:.2f}x | "
-                         f"{min(r['min_p'] for r in cell):.2g} |")
-    lines += ["", "Shifted samples refused (detection; * marks shifts a data owner wants to hear about, goal: "
-              "all caught from 2,000 rows):", "",
-              "| shift | magnitude | " + " | ".join(f"{s:,} rows" for s in shift_sizes) + " | refused features |",
-              "| --- | --- | " + " | ".join("---:" for _ in shift_sizes) + " | --- |"]
+            lines.append(
+                f"| {size:,} | {'with' if replace else 'without'} replacement | {len(cell)} | "
+                f"{_rate(cell)} | {tfdv_rate} | {worst['worst']} {worst['worst_ratio']:.2f}x | "
+                f"{min(r['min_p'] for r in cell):.2g} |"
+            )
+    lines += [
+        "",
+        "Shifted samples refused (detection; * marks shifts a data owner wants to hear about, goal: "
+        "all caught from 2,000 rows):",
+        "",
+        "| shift | magnitude | " + " | ".join(f"{s:,} rows" for s in shift_sizes) + " | refused features |",
+        "| --- | --- | " + " | ".join("---:" for _ in shift_sizes) + " | --- |",
+    ]
     for i in shifts:
         shift = SHIFTS[i]
         cells = [[r for r in shifted if r["shift"] == i and r["size"] == s] for s in shift_sizes]
         features = sorted({f for cell in cells for r in cell for f in r["refused"]})
-        lines.append(f"| {shift.kind} | {shift.magnitude}{' *' if shift.should_catch else ''} | "
-                     + " | ".join(_rate(c) for c in cells) + f" | {', '.join(features) or '-'} |")
+        lines.append(
+            f"| {shift.kind} | {shift.magnitude}{' *' if shift.should_catch else ''} | "
+            + " | ".join(_rate(c) for c in cells)
+            + f" | {', '.join(features) or '-'} |"
+        )
     lines.append(f"\n{time.monotonic() - started:.0f} s")
     print("\n".join(lines))
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"date": f"{datetime.date.today()}", "rows": len(frame),
-                   "false_refusal_rate": drift.FALSE_REFUSAL_RATE,
-                   "shifts": [dataclasses.asdict(s, dict_factory=lambda kv: {k: v for k, v in kv
-                                                                              if not callable(v)}) for s in SHIFTS],
-                   "same_distribution": null, "shifted": shifted}, f, indent=1)
+        json.dump(
+            {
+                "date": f"{datetime.date.today()}",
+                "rows": len(frame),
+                "false_refusal_rate": drift.FALSE_REFUSAL_RATE,
+                "shifts": [
+                    dataclasses.asdict(s, dict_factory=lambda kv: {k: v for k, v in kv if not callable(v)})
+                    for s in SHIFTS
+                ],
+                "same_distribution": null,
+                "shifted": shifted,
+            },
+            f,
+            indent=1,
+        )
     print(f"wrote {args.out}")
     missed = [r for r in shifted if SHIFTS[r["shift"]].should_catch and r["size"] >= 2000 and not r["refused"]]
     return 1 if any(r["refused"] for r in null) or missed else 0

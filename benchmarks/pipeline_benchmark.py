@@ -70,8 +70,9 @@ def _tree_rss(process: psutil.Process) -> int:
     return total
 
 
-def run_measured(name: str, cmd: List[str], env: Dict[str, str], log_path: str, metadata_path: str,
-                 pipeline_name: str) -> Measured:
+def run_measured(
+    name: str, cmd: List[str], env: Dict[str, str], log_path: str, metadata_path: str, pipeline_name: str
+) -> Measured:
     """Runs `cmd`, sampling its process tree's memory; reads the run's components and metrics from MLMD."""
     peak, done, timeline = [0], threading.Event(), []
     started = time.monotonic()
@@ -96,12 +97,27 @@ def run_measured(name: str, cmd: List[str], env: Dict[str, str], log_path: str, 
         sampler.join()
     wall = time.monotonic() - started
     run = report_lib.read_run(metadata_path, pipeline_name)
-    components = {} if run is None else {c.name: {"state": c.state, "seconds": round(c.seconds, 1)}
-                                         for c in run.components}
-    metrics = {} if run is None else {k: round(v, 4) for k, v in run.metrics.items()
-                                      if k in ("binary_accuracy", "auc", "example_count", "loss")}
-    return Measured(name, round(wall, 1), round(peak[0] / 2**20), returncode, components, metrics,
-                    {} if run is None else run.rows, log_path, _peak_by_component(metadata_path, timeline))
+    components = (
+        {} if run is None else {c.name: {"state": c.state, "seconds": round(c.seconds, 1)} for c in run.components}
+    )
+    metrics = (
+        {}
+        if run is None
+        else {
+            k: round(v, 4) for k, v in run.metrics.items() if k in ("binary_accuracy", "auc", "example_count", "loss")
+        }
+    )
+    return Measured(
+        name,
+        round(wall, 1),
+        round(peak[0] / 2**20),
+        returncode,
+        components,
+        metrics,
+        {} if run is None else run.rows,
+        log_path,
+        _peak_by_component(metadata_path, timeline),
+    )
 
 
 def _peak_by_component(metadata_path: str, timeline: List[tuple]) -> Dict[str, float]:
@@ -131,21 +147,37 @@ def _peak_by_component(metadata_path: str, timeline: List[tuple]) -> Dict[str, f
 def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str) -> Measured:
     env = dict(os.environ)
     cmd = [TFXFLOW, "run", "--home", home, "--data-root", data_root, "--tracking", "off", *extra]
-    return run_measured(name, cmd, env, os.path.join(logs, f"{name}.log"),
-                        os.path.join(home, "metadata", "metadata.sqlite"), "tfxflow-taxi")
+    return run_measured(
+        name,
+        cmd,
+        env,
+        os.path.join(logs, f"{name}.log"),
+        os.path.join(home, "metadata", "metadata.sqlite"),
+        "tfxflow-taxi",
+    )
 
 
 def run_google(name: str, home: str, logs: str) -> Measured:
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
     os.makedirs(home, exist_ok=True)
-    return run_measured(name, [sys.executable, "-c", GOOGLE_SCRIPT, home], env, os.path.join(logs, f"{name}.log"),
-                        os.path.join(home, "metadata.db"), GOOGLE_PIPELINE)
+    return run_measured(
+        name,
+        [sys.executable, "-c", GOOGLE_SCRIPT, home],
+        env,
+        os.path.join(logs, f"{name}.log"),
+        os.path.join(home, "metadata.db"),
+        GOOGLE_PIPELINE,
+    )
 
 
 def _machine() -> Dict[str, object]:
-    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "processor": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "date": datetime.date.today().isoformat()}
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
 
 
 def _table(results: Dict[str, Measured], columns: List[str]) -> str:
@@ -160,14 +192,16 @@ def _table(results: Dict[str, Measured], columns: List[str]) -> str:
         cells = []
         for key in columns:
             info = results[key].components.get(component)
-            cells.append("-" if info is None else f"{info['seconds']:.1f} s" + (" c" if info["state"] == "cached"
-                                                                                 else ""))
+            cells.append(
+                "-" if info is None else f"{info['seconds']:.1f} s" + (" c" if info["state"] == "cached" else "")
+            )
         lines.append(f"{component:<{width}}" + "".join(f"{c:>16}" for c in cells))
     lines.append(f"{'total wall':<{width}}" + "".join(f"{results[k].wall_s:>14.1f} s" for k in columns))
     lines.append(f"{'peak RSS':<{width}}" + "".join(f"{results[k].peak_rss_mb:>13.0f} MB" for k in columns))
     for metric in ("binary_accuracy", "auc"):
-        lines.append(f"{metric:<{width}}" + "".join(f"{results[k].metrics.get(metric, float('nan')):>16.4f}"
-                                                     for k in columns))
+        lines.append(
+            f"{metric:<{width}}" + "".join(f"{results[k].metrics.get(metric, float('nan')):>16.4f}" for k in columns)
+        )
     return "\n".join(lines)
 
 
@@ -182,6 +216,7 @@ def _example_gen_rate(entry: dict) -> Optional[float]:
 
 def _goals(results: Dict[str, Measured], series: List[dict]) -> List[str]:
     """Each goal of the benchmark with the figure that decides it."""
+
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
@@ -191,49 +226,69 @@ def _goals(results: Dict[str, Measured], series: List[dict]) -> List[str]:
         google = results["google-cold"]
         ratio = ours.wall_s / google.wall_s
         google_accuracy = google.metrics.get("binary_accuracy", 0.0)
-        lines.append(f"1x wall: ours {ours.wall_s:.1f} s / Google {google.wall_s:.1f} s = {ratio:.2f} (goal <= 0.50): "
-                     f"{verdict(ratio <= 0.5)}")
-        lines.append(f"1x accuracy: ours {accuracy:.4f}, Google {google_accuracy:.4f} (goal >= Google's and >= "
-                     f"0.834): {verdict(accuracy >= max(google_accuracy, 0.834))}")
+        lines.append(
+            f"1x wall: ours {ours.wall_s:.1f} s / Google {google.wall_s:.1f} s = {ratio:.2f} (goal <= 0.50): "
+            f"{verdict(ratio <= 0.5)}"
+        )
+        lines.append(
+            f"1x accuracy: ours {accuracy:.4f}, Google {google_accuracy:.4f} (goal >= Google's and >= "
+            f"0.834): {verdict(accuracy >= max(google_accuracy, 0.834))}"
+        )
     else:
         lines.append(f"1x accuracy: {accuracy:.4f} (goal >= 0.896): {verdict(accuracy >= 0.896)}")
     if "ours-cached" in results:
         cached = results["ours-cached"].wall_s / ours.wall_s
         forced = results["ours-forced"].wall_s / ours.wall_s
-        lines.append(f"re-run, nothing changed: {results['ours-cached'].wall_s:.1f} s = {cached:.0%} of cold (goal < "
-                     f"10%): {verdict(cached < 0.1)}; through TFX's cache (--force): {forced:.0%}")
+        lines.append(
+            f"re-run, nothing changed: {results['ours-cached'].wall_s:.1f} s = {cached:.0%} of cold (goal < "
+            f"10%): {verdict(cached < 0.1)}; through TFX's cache (--force): {forced:.0%}"
+        )
     by_scale = {e["scale"]: e for e in series if e["returncode"] == 0}
     base, hundred = by_scale.get(1), by_scale.get(100)
     if hundred and base:
         factor = hundred["wall_s"] / base["wall_s"]
         top_name, top_s = max(((n, c["seconds"]) for n, c in hundred["components"].items()), key=lambda kv: kv[1])
         share = top_s / hundred["wall_s"]
-        lines.append(f"100x wall: {factor:.1f} x the 1x run (goal <= 4): {verdict(factor <= 4)}; peak RSS "
-                     f"{hundred['peak_rss_mb']:.0f} MB (goal < 1536): {verdict(hundred['peak_rss_mb'] < 1536)}; "
-                     f"largest component {top_name} {share:.0%} of the wall (goal <= 60%): {verdict(share <= 0.6)}")
+        lines.append(
+            f"100x wall: {factor:.1f} x the 1x run (goal <= 4): {verdict(factor <= 4)}; peak RSS "
+            f"{hundred['peak_rss_mb']:.0f} MB (goal < 1536): {verdict(hundred['peak_rss_mb'] < 1536)}; "
+            f"largest component {top_name} {share:.0%} of the wall (goal <= 60%): {verdict(share <= 0.6)}"
+        )
     thousand = by_scale.get(1000)
     if thousand and hundred:
         factor = thousand["wall_s"] / hundred["wall_s"]
-        lines.append(f"1000x wall: {factor:.1f} x the 100x run (goal <= 12): {verdict(factor <= 12)}; peak RSS "
-                     f"{thousand['peak_rss_mb']:.0f} MB (goal < 2048): {verdict(thousand['peak_rss_mb'] < 2048)}")
+        lines.append(
+            f"1000x wall: {factor:.1f} x the 100x run (goal <= 12): {verdict(factor <= 12)}; peak RSS "
+            f"{thousand['peak_rss_mb']:.0f} MB (goal < 2048): {verdict(thousand['peak_rss_mb'] < 2048)}"
+        )
     rates = [(e["scale"], _example_gen_rate(e)) for e in series if e["scale"] > 1 and _example_gen_rate(e)]
     if rates:
         slowest = min(rate for _, rate in rates)
-        lines.append("ExampleGen rows/s per core: " + ", ".join(f"{scale}x {rate:,.0f}" for scale, rate in rates)
-                     + f" (goal >= 50,000): {verdict(slowest >= 50_000)}")
+        lines.append(
+            "ExampleGen rows/s per core: "
+            + ", ".join(f"{scale}x {rate:,.0f}" for scale, rate in rates)
+            + f" (goal >= 50,000): {verdict(slowest >= 50_000)}"
+        )
     peaks = [(e["scale"], e["peak_rss_mb_by_component"].get("CsvExampleGen")) for e in series]
     peaks = [(scale, mb) for scale, mb in peaks if mb]
     if len(peaks) > 1:
-        lines.append("ExampleGen peak RSS by scale: " + ", ".join(f"{scale}x {mb:.0f} MB" for scale, mb in peaks)
-                     + " (memory independent of the input size)")
+        lines.append(
+            "ExampleGen peak RSS by scale: "
+            + ", ".join(f"{scale}x {mb:.0f} MB" for scale, mb in peaks)
+            + " (memory independent of the input size)"
+        )
     return lines
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", default="1,10,100", help="comma-separated multiples of the taxi rows")
-    parser.add_argument("--scale", type=int, help="one large scale, measured beside 1x and 100x (no Google run, "
-                        "no cached re-runs): e.g. --scale 1000 (15M rows, 2 GB of CSV)")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        help="one large scale, measured beside 1x and 100x (no Google run, "
+        "no cached re-runs): e.g. --scale 1000 (15M rows, 2 GB of CSV)",
+    )
     parser.add_argument("--no-google", action="store_true", help="skip Google's pipeline")
     parser.add_argument("--work", help="folder for homes, data and logs (default: a temp folder, removed)")
     parser.add_argument("--out", help="JSON results (default: benchmarks/results/pipeline-<date>.json)")
@@ -250,8 +305,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def report(result: Measured) -> None:
         status = "ok" if result.returncode == 0 else f"FAILED ({result.returncode}), see {result.log}"
-        print(f"  {result.name:<14} {result.wall_s:8.1f} s  peak {result.peak_rss_mb:6.0f} MB  "
-              f"accuracy {result.metrics.get('binary_accuracy', float('nan')):.4f}  {status}", flush=True)
+        print(
+            f"  {result.name:<14} {result.wall_s:8.1f} s  peak {result.peak_rss_mb:6.0f} MB  "
+            f"accuracy {result.metrics.get('binary_accuracy', float('nan')):.4f}  {status}",
+            flush=True,
+        )
         results[result.name] = result
 
     print(f"tfxflow benchmark: work folder {work}", flush=True)
@@ -259,8 +317,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.scale:
         # Nothing changed: the CLI answers from its last-run record. --force goes through TFX's cache instead.
         report(run_ours("ours-cached", os.path.join(work, "ours-1x"), bundled_taxi_data_root(), extra, logs))
-        report(run_ours("ours-forced", os.path.join(work, "ours-1x"), bundled_taxi_data_root(), extra + ["--force"],
-                        logs))
+        report(
+            run_ours("ours-forced", os.path.join(work, "ours-1x"), bundled_taxi_data_root(), extra + ["--force"], logs)
+        )
     if not args.no_google:
         report(run_google("google-cold", os.path.join(work, "google"), logs))
         report(run_google("google-cached", os.path.join(work, "google"), logs))
@@ -274,16 +333,29 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             data = os.path.join(work, f"data-{scale}x")
             written = write_scaled(scale, data)
-            print(f"  data {scale}x: {written['rows']:,} rows, {written['bytes'] / 1e6:.0f} MB in "
-                  f"{written['seconds']:.0f} s", flush=True)
+            print(
+                f"  data {scale}x: {written['rows']:,} rows, {written['bytes'] / 1e6:.0f} MB in "
+                f"{written['seconds']:.0f} s",
+                flush=True,
+            )
             measured = run_ours(f"ours-{scale}x", os.path.join(work, f"ours-{scale}x"), data, extra, logs)
             report(measured)
             rows, files = int(written["rows"]), int(written["files"])
             shutil.rmtree(data, ignore_errors=True)
-        series.append({"scale": scale, "rows": rows, "files": files, "wall_s": measured.wall_s,
-                       "rows_per_s": round(rows / measured.wall_s), "peak_rss_mb": measured.peak_rss_mb,
-                       "returncode": measured.returncode, "components": measured.components,
-                       "metrics": measured.metrics, "peak_rss_mb_by_component": measured.peak_rss_mb_by_component})
+        series.append(
+            {
+                "scale": scale,
+                "rows": rows,
+                "files": files,
+                "wall_s": measured.wall_s,
+                "rows_per_s": round(rows / measured.wall_s),
+                "peak_rss_mb": measured.peak_rss_mb,
+                "returncode": measured.returncode,
+                "components": measured.components,
+                "metrics": measured.metrics,
+                "peak_rss_mb_by_component": measured.peak_rss_mb_by_component,
+            }
+        )
 
     columns = [k for k in ("ours-cold", "ours-forced", "google-cold", "google-cached") if k in results]
     print("\n" + _table(results, columns))
@@ -294,15 +366,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         factor = f"{entry['wall_s'] / base:.1f}" if base else "-"
         top = sorted(entry["peak_rss_mb_by_component"].items(), key=lambda kv: -kv[1])[:2]
         factor += "   peak in " + ", ".join(f"{name} {mb:.0f} MB" for name, mb in top) if top else ""
-        print(f"{entry['scale']:>5}x {entry['rows']:>11,} {entry['wall_s']:>7.1f} s {entry['rows_per_s']:>9,} "
-              f"{entry['peak_rss_mb']:>7.0f} MB {factor:>10}")
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"pipeline-{datetime.date.today():%Y%m%d}.json")
+        print(
+            f"{entry['scale']:>5}x {entry['rows']:>11,} {entry['wall_s']:>7.1f} s {entry['rows_per_s']:>9,} "
+            f"{entry['peak_rss_mb']:>7.0f} MB {factor:>10}"
+        )
+    out = args.out or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "results", f"pipeline-{datetime.date.today():%Y%m%d}.json"
+    )
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": _machine(), "run_args": extra,
-                   "runs": {k: dataclasses.asdict(v) for k, v in results.items()}, "scale_series": series},
-                  f, indent=2)
+        json.dump(
+            {
+                "machine": _machine(),
+                "run_args": extra,
+                "runs": {k: dataclasses.asdict(v) for k, v in results.items()},
+                "scale_series": series,
+            },
+            f,
+            indent=2,
+        )
     print(f"\nwrote {out}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

@@ -77,8 +77,10 @@ def main() -> None:
     parser.add_argument("--rows-per-file", type=int, default=250_000)
     args = parser.parse_args()
     result = write_scaled(args.scale, args.out, args.rows_per_file)
-    print(f"{result['rows']:,} rows in {result['files']} files, {result['bytes'] / 1e6:.0f} MB, "
-          f"{result['seconds']:.1f} s -> {args.out}")
+    print(
+        f"{result['rows']:,} rows in {result['files']} files, {result['bytes'] / 1e6:.0f} MB, "
+        f"{result['seconds']:.1f} s -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

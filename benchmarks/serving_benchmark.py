@@ -40,8 +40,9 @@ def newest_version(home: str, model: str) -> Optional[str]:
     base = os.path.join(home, "serving", model)
     if not os.path.isdir(base):
         return None
-    versions = sorted((int(v) for v in os.listdir(base)
-                       if v.isdigit() and os.path.isfile(os.path.join(base, v, "saved_model.pb"))))
+    versions = sorted(
+        (int(v) for v in os.listdir(base) if v.isdigit() and os.path.isfile(os.path.join(base, v, "saved_model.pb")))
+    )
     return os.path.join(base, str(versions[-1])) if versions else None
 
 
@@ -51,8 +52,10 @@ def eval_examples(home: str, count: int) -> List[bytes]:
 
     import tensorflow as tf
 
-    runs = sorted(glob.glob(os.path.join(home, "pipeline_root", "CsvExampleGen", "examples", "*")),
-                  key=lambda p: int(os.path.basename(p)))
+    runs = sorted(
+        glob.glob(os.path.join(home, "pipeline_root", "CsvExampleGen", "examples", "*")),
+        key=lambda p: int(os.path.basename(p)),
+    )
     files = sorted(glob.glob(os.path.join(runs[-1], "Split-eval", "*")))
     return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP").take(count)]
 
@@ -72,8 +75,13 @@ def measure(signature, examples: List[bytes], batch: int, seconds: float) -> Dic
         signature(examples=request)["probabilities"].numpy()
         latencies.append(time.perf_counter() - started)
     p50, p99 = np.percentile(latencies, [50, 99])
-    return {"batch": batch, "calls": len(latencies), "p50_ms": round(p50 * 1e3, 3), "p99_ms": round(p99 * 1e3, 3),
-            "examples_per_s": round(batch * len(latencies) / sum(latencies))}
+    return {
+        "batch": batch,
+        "calls": len(latencies),
+        "p50_ms": round(p50 * 1e3, 3),
+        "p99_ms": round(p99 * 1e3, 3),
+        "examples_per_s": round(batch * len(latencies) / sum(latencies)),
+    }
 
 
 def derive(rows: List[Dict[str, float]], cores: int) -> Dict[str, int]:
@@ -81,8 +89,12 @@ def derive(rows: List[Dict[str, float]], cores: int) -> Dict[str, int]:
     best = max(r["examples_per_s"] for r in rows)
     enough = min(r["batch"] for r in rows if r["examples_per_s"] >= WITHIN * best)
     single = next(r for r in rows if r["batch"] == 1)
-    return {"max_batch_size": int(enough), "batch_timeout_micros": int(round(single["p50_ms"] * 1000)),
-            "num_batch_threads": int(cores), "max_enqueued_batches": int(max(1, math.ceil(best / enough)))}
+    return {
+        "max_batch_size": int(enough),
+        "batch_timeout_micros": int(round(single["p50_ms"] * 1000)),
+        "num_batch_threads": int(cores),
+        "max_enqueued_batches": int(max(1, math.ceil(best / enough))),
+    }
 
 
 def batching_text(parameters: Dict[str, int]) -> str:
@@ -93,8 +105,9 @@ def batching_text(parameters: Dict[str, int]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--home", help="a tfxflow home with a pushed model (default: run the pipeline into a temp "
-                                       "folder first)")
+    parser.add_argument(
+        "--home", help="a tfxflow home with a pushed model (default: run the pipeline into a temp folder first)"
+    )
     parser.add_argument("--model", default="taxi")
     parser.add_argument("--seconds", type=float, default=2.0, help="measuring time per batch size")
     parser.add_argument("--out", help="JSON results (default: benchmarks/results/serving-<date>.json)")
@@ -124,13 +137,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{row['batch']:>6} {row['p50_ms']:>9.2f} {row['p99_ms']:>9.2f} {row['examples_per_s']:>11,}", flush=True)
     parameters = derive(rows, cores)
     print("\nbatching_parameters.txt for this machine:\n" + batching_text(parameters))
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"serving-{datetime.date.today():%Y%m%d}.json")
+    out = args.out or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "results", f"serving-{datetime.date.today():%Y%m%d}.json"
+    )
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": {"cpus": cores, "processor": platform.processor() or platform.machine(),
-                               "date": datetime.date.today().isoformat()},
-                   "model": model_dir, "rows": rows, "batching_parameters": parameters}, f, indent=2)
+        json.dump(
+            {
+                "machine": {
+                    "cpus": cores,
+                    "processor": platform.processor() or platform.machine(),
+                    "date": datetime.date.today().isoformat(),
+                },
+                "model": model_dir,
+                "rows": rows,
+                "batching_parameters": parameters,
+            },
+            f,
+            indent=2,
+        )
     print(f"wrote {out}")
     return 0
 

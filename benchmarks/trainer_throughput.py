@@ -50,26 +50,35 @@ def prepare(workdir: str) -> Dict[str, Dict[str, str]]:
     inferred = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
     curated = tfx.components.ImportSchemaGen(schema_file=os.path.join(dataset_dir, "schema.pbtxt"))
     ours = tfx.components.Transform(
-        examples=example_gen.outputs["examples"], schema=curated.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN, custom_config={"features": features.to_dict()}).with_id("TransformOurs")
+        examples=example_gen.outputs["examples"],
+        schema=curated.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN,
+        custom_config={"features": features.to_dict()},
+    ).with_id("TransformOurs")
     google = tfx.components.Transform(
-        examples=example_gen.outputs["examples"], schema=inferred.outputs["schema"],
-        preprocessing_fn=f"{GOOGLE_MODULE}.preprocessing_fn").with_id("TransformGoogle")
+        examples=example_gen.outputs["examples"],
+        schema=inferred.outputs["schema"],
+        preprocessing_fn=f"{GOOGLE_MODULE}.preprocessing_fn",
+    ).with_id("TransformGoogle")
     metadata_path = os.path.join(workdir, "metadata.sqlite")
     pipeline = tfx.dsl.Pipeline(
-        pipeline_name="trainer-benchmark", pipeline_root=os.path.join(workdir, "root"),
-        components=[example_gen, statistics, inferred, curated, ours, google], enable_cache=True,
+        pipeline_name="trainer-benchmark",
+        pipeline_root=os.path.join(workdir, "root"),
+        components=[example_gen, statistics, inferred, curated, ours, google],
+        enable_cache=True,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path),
-        beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+        beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+    )
     tfx.orchestration.LocalDagRunner().run(pipeline)
     run = report.read_run(metadata_path, "trainer-benchmark")
     uris = {}
     for name in ("TransformOurs", "TransformGoogle"):
         outputs = run.component(name).outputs
-        uris[name] = {"graph": outputs["transform_graph"][0].uri,
-                      "examples": outputs["transformed_examples"][0].uri}
-    uris["raw"] = {"examples": run.component("CsvExampleGen").outputs["examples"][0].uri,
-                   "schema": run.component("SchemaGen").outputs["schema"][0].uri}
+        uris[name] = {"graph": outputs["transform_graph"][0].uri, "examples": outputs["transformed_examples"][0].uri}
+    uris["raw"] = {
+        "examples": run.component("CsvExampleGen").outputs["examples"][0].uri,
+        "schema": run.component("SchemaGen").outputs["schema"][0].uri,
+    }
     return uris
 
 
@@ -111,7 +120,7 @@ def raw_eval_accuracy(export_dir: str, raw_examples_uri: str, output_key: str) -
     serve = model.signatures["serving_default"]
     probabilities = []
     for start in range(0, len(serialized), 1024):
-        out = serve(examples=tf.constant(serialized[start:start + 1024]))
+        out = serve(examples=tf.constant(serialized[start : start + 1024]))
         probabilities.append(out[output_key].numpy().reshape(-1))
     predicted = (np.concatenate(probabilities) > 0.5).astype(int)
     return float((predicted == np.asarray(labels)).mean())
@@ -136,7 +145,8 @@ def bench_google(uris, workdir: str) -> Dict:
     fn_args = fn_args_utils.get_common_fn_args(
         {"examples": [examples], "transform_graph": [graph], "schema": [schema]},
         {"train_args": json.dumps({"num_steps": 1000}), "eval_args": json.dumps({"num_steps": 150})},
-        working_dir=os.path.join(workdir, "google_tmp"))
+        working_dir=os.path.join(workdir, "google_tmp"),
+    )
     fn_args.transform_output = fn_args.transform_graph_path  # as TFX's Trainer executor sets it
     fn_args.serving_model_dir = os.path.join(workdir, "google_model")
     fn_args.model_run_dir = os.path.join(workdir, "google_run")
@@ -161,15 +171,30 @@ def bench_google(uris, workdir: str) -> Dict:
     total = time.perf_counter() - started
     examples_trained = 1000 * 40
     return {
-        "trainer": "google taxi_utils_native_keras", "preset": "-", "precision": "float32", "xla": False,
-        "global_batch": 40, "steps": 1000, "examples_per_s": examples_trained / timings["fit"],
-        "fit_s": timings["fit"], "run_fn_s": total,
+        "trainer": "google taxi_utils_native_keras",
+        "preset": "-",
+        "precision": "float32",
+        "xla": False,
+        "global_batch": 40,
+        "steps": 1000,
+        "examples_per_s": examples_trained / timings["fit"],
+        "fit_s": timings["fit"],
+        "run_fn_s": total,
         "eval_accuracy": raw_eval_accuracy(fn_args.serving_model_dir, uris["raw"]["examples"], "outputs"),
     }
 
 
-def bench_ours(uris, workdir: str, preset: str, precision: str, xla: bool, steps: int, batch: int,
-               score: bool, steps_per_execution: int = 1) -> Dict:
+def bench_ours(
+    uris,
+    workdir: str,
+    preset: str,
+    precision: str,
+    xla: bool,
+    steps: int,
+    batch: int,
+    score: bool,
+    steps_per_execution: int = 1,
+) -> Dict:
     """This project's Trainer for one configuration; steady-state throughput over epochs 2..n."""
     import tensorflow_transform as tft
 
@@ -183,26 +208,38 @@ def bench_ours(uris, workdir: str, preset: str, precision: str, xla: bool, steps
     examples = uris["TransformOurs"]["examples"]
     clock = _Clock()
     epochs = 5
-    params = trainer.TrainParams(batch_size=batch, eval_every_steps=max(1, steps // epochs),
-                                 early_stopping_patience=0)
+    params = trainer.TrainParams(batch_size=batch, eval_every_steps=max(1, steps // epochs), early_stopping_patience=0)
     hw = hardware.HardwareConfig(precision=precision, xla=xla, steps_per_execution=steps_per_execution)
     started = time.perf_counter()
     with hardware.precision_policy(precision):
         model, history, info = trainer.train(
-            features, output, [os.path.join(examples, "Split-train", "*")],
-            [os.path.join(examples, "Split-eval", "*")], train_steps=steps, eval_steps=0,
-            model_params=model_lib.ModelParams(preset=preset), train_params=params,
-            log_dir=os.path.join(workdir, "tb"), hardware=hw, extra_callbacks=[clock.callback])
+            features,
+            output,
+            [os.path.join(examples, "Split-train", "*")],
+            [os.path.join(examples, "Split-eval", "*")],
+            train_steps=steps,
+            eval_steps=0,
+            model_params=model_lib.ModelParams(preset=preset),
+            train_params=params,
+            log_dir=os.path.join(workdir, "tb"),
+            hardware=hw,
+            extra_callbacks=[clock.callback],
+        )
     wall = time.perf_counter() - started
     ends = clock.callback.epoch_ends
     steady_steps = info["steps_per_epoch"] * (len(ends) - 1)
     steady_s = ends[-1] - ends[0]
     result = {
-        "trainer": "tfxflow", "preset": preset, "precision": precision, "xla": xla,
+        "trainer": "tfxflow",
+        "preset": preset,
+        "precision": precision,
+        "xla": xla,
         "steps_per_execution": steps_per_execution,
-        "global_batch": info["global_batch"], "steps": info["train_steps"],
+        "global_batch": info["global_batch"],
+        "steps": info["train_steps"],
         "examples_per_s": steady_steps * info["effective_batch"] / steady_s,
-        "fit_s": ends[-1] - clock.callback.start, "run_fn_s": wall,
+        "fit_s": ends[-1] - clock.callback.start,
+        "run_fn_s": wall,
         "val_accuracy": float(history.history["val_binary_accuracy"][-1]),
     }
     if score:
@@ -226,30 +263,60 @@ def machine() -> Dict:
 
 
 def print_table(rows: List[Dict], google: Dict) -> None:
-    header = (f"{'trainer':<32} {'preset':<8} {'precision':<15} {'xla':<4} {'batch':>6} {'steps':>6} "
-              f"{'examples/s':>11} {'x google':>9} {'fit s':>7} {'accuracy':>9}")
+    header = (
+        f"{'trainer':<32} {'preset':<8} {'precision':<15} {'xla':<4} {'batch':>6} {'steps':>6} "
+        f"{'examples/s':>11} {'x google':>9} {'fit s':>7} {'accuracy':>9}"
+    )
     print(header)
     print("-" * len(header))
     for row in [google] + rows:
         if "error" in row:
-            print(f"{row['trainer']:<32} {row['preset']:<8} {row['precision']:<15} "
-                  f"{('on' if row['xla'] else 'off'):<4} {row['global_batch']:>6} {row['steps']:>6}  {row['error']}")
+            print(
+                f"{row['trainer']:<32} {row['preset']:<8} {row['precision']:<15} "
+                f"{('on' if row['xla'] else 'off'):<4} {row['global_batch']:>6} {row['steps']:>6}  {row['error']}"
+            )
             continue
         accuracy = row.get("eval_accuracy", row.get("val_accuracy"))
-        print(f"{row['trainer']:<32} {row['preset']:<8} {row['precision']:<15} {('on' if row['xla'] else 'off'):<4} "
-              f"{row['global_batch']:>6} {row['steps']:>6} {row['examples_per_s']:>11,.0f} "
-              f"{row['examples_per_s'] / google['examples_per_s']:>8.1f}x {row['fit_s']:>7.1f} {accuracy:>9.4f}")
-    print("accuracy: raw eval split through serving_default where scored (google and float32 rows), "
-          "else Keras validation accuracy on the same rows")
+        print(
+            f"{row['trainer']:<32} {row['preset']:<8} {row['precision']:<15} {('on' if row['xla'] else 'off'):<4} "
+            f"{row['global_batch']:>6} {row['steps']:>6} {row['examples_per_s']:>11,.0f} "
+            f"{row['examples_per_s'] / google['examples_per_s']:>8.1f}x {row['fit_s']:>7.1f} {accuracy:>9.4f}"
+        )
+    print(
+        "accuracy: raw eval split through serving_default where scored (google and float32 rows), "
+        "else Keras validation accuracy on the same rows"
+    )
 
 
 def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, score: bool) -> Dict:
     """One configuration in its own process (a fresh dtype policy and XLA cache), under a time limit."""
-    command = [sys.executable, os.path.abspath(__file__), "--workdir", args.workdir, "--one",
-               json.dumps({"preset": preset, "precision": precision, "xla": xla, "steps": steps, "score": score,
-                           "batch": args.batch_size, "steps_per_execution": args.steps_per_execution})]
-    base = {"trainer": "tfxflow", "preset": preset, "precision": precision, "xla": xla,
-            "steps_per_execution": args.steps_per_execution, "global_batch": args.batch_size, "steps": steps}
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--workdir",
+        args.workdir,
+        "--one",
+        json.dumps(
+            {
+                "preset": preset,
+                "precision": precision,
+                "xla": xla,
+                "steps": steps,
+                "score": score,
+                "batch": args.batch_size,
+                "steps_per_execution": args.steps_per_execution,
+            }
+        ),
+    ]
+    base = {
+        "trainer": "tfxflow",
+        "preset": preset,
+        "precision": precision,
+        "xla": xla,
+        "steps_per_execution": args.steps_per_execution,
+        "global_batch": args.batch_size,
+        "steps": steps,
+    }
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.config_timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -283,8 +350,21 @@ def main(argv=None) -> int:
     uris = prepare(args.workdir)
     if args.one:
         one = json.loads(args.one)
-        print(json.dumps(bench_ours(uris, args.workdir, one["preset"], one["precision"], one["xla"], one["steps"],
-                                    one["batch"], one["score"], one["steps_per_execution"])))
+        print(
+            json.dumps(
+                bench_ours(
+                    uris,
+                    args.workdir,
+                    one["preset"],
+                    one["precision"],
+                    one["xla"],
+                    one["steps"],
+                    one["batch"],
+                    one["score"],
+                    one["steps_per_execution"],
+                )
+            )
+        )
         return 0
     google = bench_google(uris, args.workdir)
     print(f"google: {google['examples_per_s']:,.0f} examples/s", file=sys.stderr, flush=True)
@@ -294,15 +374,17 @@ def main(argv=None) -> int:
         for precision in args.precisions.split(","):
             for xla in (False, True):
                 row = _run_isolated(args, preset, precision, xla, steps, score=(precision == "float32" and not xla))
-                print(f"{preset} {precision} xla={xla}: {row.get('examples_per_s', row.get('error'))}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{preset} {precision} xla={xla}: {row.get('examples_per_s', row.get('error'))}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 rows.append(row)
     print()
     print_table(rows, google)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
-            json.dump({"machine": machine(), "settings": vars(args), "google": google, "tfxflow": rows}, f,
-                      indent=2)
+            json.dump({"machine": machine(), "settings": vars(args), "google": google, "tfxflow": rows}, f, indent=2)
     return 0
 
 

@@ -75,11 +75,15 @@ class BlessedDataStatisticsStrategy(resolver.ResolverStrategy):
     (the same ExampleGen output it was trained on), or to statistics accepted as the baseline by
     `tfxflow accept-data` after that model was blessed; empty when there is neither."""
 
-    def resolve_artifacts(self, store, input_dict: Dict[str, List[types.Artifact]]
-                          ) -> Optional[Dict[str, List[types.Artifact]]]:
+    def resolve_artifacts(
+        self, store, input_dict: Dict[str, List[types.Artifact]]
+    ) -> Optional[Dict[str, List[types.Artifact]]]:
         statistics = {a.id: a for a in input_dict.get(STATISTICS_KEY, [])}
-        blessings = sorted((a for a in input_dict.get(BLESSING_KEY, [])
-                            if a.get_int_custom_property("blessed") == 1), key=lambda a: a.id, reverse=True)
+        blessings = sorted(
+            (a for a in input_dict.get(BLESSING_KEY, []) if a.get_int_custom_property("blessed") == 1),
+            key=lambda a: a.id,
+            reverse=True,
+        )
         resolved = {STATISTICS_KEY: [], BLESSING_KEY: []}
         for blessing in blessings:
             found = statistics_behind(store, blessing.id, set(statistics))
@@ -88,7 +92,8 @@ class BlessedDataStatisticsStrategy(resolver.ResolverStrategy):
                 break
         accepted = max(statistics.values(), key=lambda a: (accepted_at(a), a.id), default=None)
         if accepted is not None and accepted_at(accepted) > max(
-                (b.mlmd_artifact.create_time_since_epoch for b in resolved[BLESSING_KEY]), default=0):
+            (b.mlmd_artifact.create_time_since_epoch for b in resolved[BLESSING_KEY]), default=0
+        ):
             resolved = {STATISTICS_KEY: [accepted], BLESSING_KEY: []}
         return resolved
 
@@ -130,7 +135,7 @@ def ServedBaseline(  # pylint: disable=invalid-name
         splits = sorted(name for name in fileio.listdir(stats_dir)) if fileio.exists(stats_dir) else []
         for name in splits:
             _copy_tree(os.path.join(stats_dir, name), os.path.join(statistics.uri, name.rstrip("/")))
-        split_names = [name.rstrip("/")[len("Split-"):] for name in splits if name.startswith("Split-")]
+        split_names = [name.rstrip("/")[len("Split-") :] for name in splits if name.startswith("Split-")]
         statistics.split_names = artifact_utils.encode_split_names(split_names)
         info["statistics"] = bool(split_names)
     for artifact in (model, statistics):

@@ -16,9 +16,9 @@ scanned again, in LocalDagRunner and in Kubeflow alike.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import csv
 import dataclasses
-import concurrent.futures
 import io
 import itertools
 import json
@@ -44,8 +44,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from components import progress
-from components import tf_example
+from components import progress, tf_example
 from components.errors import DataError
 from components.features import LabelSpec
 
@@ -91,8 +90,7 @@ class CsvSummary:
     rows: Dict[str, int] = dataclasses.field(default_factory=dict)
     label_classes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     label_empty: int = 0
-    problems: "collections.OrderedDict[tuple, Problem]" = dataclasses.field(
-        default_factory=collections.OrderedDict)
+    problems: "collections.OrderedDict[tuple, Problem]" = dataclasses.field(default_factory=collections.OrderedDict)
 
     @property
     def total_rows(self) -> int:
@@ -115,7 +113,8 @@ def rules_from_schema(schema) -> Dict[str, ColumnRule]:
         rules[feature.name] = ColumnRule(
             type=names.get(feature.type, "BYTES"),
             disallow_nan=bool(domain and domain.disallow_nan),
-            disallow_inf=bool(domain and domain.disallow_inf))
+            disallow_inf=bool(domain and domain.disallow_inf),
+        )
     return rules
 
 
@@ -127,8 +126,12 @@ def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            summary.add(name, number, "bytes that are not UTF-8",
-                        detail=f"{raw[err.start:err.end]!r} at byte {err.start} of the line")
+            summary.add(
+                name,
+                number,
+                "bytes that are not UTF-8",
+                detail=f"{raw[err.start : err.end]!r} at byte {err.start} of the line",
+            )
             yield raw.decode("utf-8", errors="replace")
 
 
@@ -139,7 +142,7 @@ _NUMBER = re.compile(r"\s*-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|
 
 def _check_value(summary: CsvSummary, name: str, line: int, column: str, value: str, rule: ColumnRule) -> None:
     if rule.type == "INT":
-        if not _INTEGER.fullmatch(value) or not -2**63 <= int(value) < 2**63:
+        if not _INTEGER.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
             summary.add(name, line, "not an integer", column, f"{value!r} (schema type INT)")
         return
     if rule.type == "FLOAT":
@@ -150,12 +153,14 @@ def _check_value(summary: CsvSummary, name: str, line: int, column: str, value: 
         if math.isnan(number) and rule.disallow_nan:
             summary.add(name, line, "NaN is not allowed", column, f"{value!r} (schema: float_domain.disallow_nan)")
         elif math.isinf(number) and rule.disallow_inf:
-            summary.add(name, line, "an infinite value is not allowed", column,
-                        f"{value!r} (schema: float_domain.disallow_inf)")
+            summary.add(
+                name, line, "an infinite value is not allowed", column, f"{value!r} (schema: float_domain.disallow_inf)"
+            )
 
 
-def scan_stream(name: str, stream: BinaryIO, summary: CsvSummary, rules: Mapping[str, ColumnRule],
-                label: Optional[LabelSpec] = None) -> None:
+def scan_stream(
+    name: str, stream: BinaryIO, summary: CsvSummary, rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None
+) -> None:
     """Checks one CSV file (header first) and adds what it finds to `summary`."""
     reader = csv.reader(_decoded_lines(name, stream, summary), strict=True)
     try:
@@ -178,8 +183,14 @@ def scan_stream(name: str, stream: BinaryIO, summary: CsvSummary, rules: Mapping
         first = next(iter(summary.rows))
         missing = [c for c in summary.header if c not in header]
         extra = [c for c in header if c not in summary.header]
-        summary.add(name, 1, "header differs from the first file's", detail=(
-            f"{first}; missing {missing}, extra {extra}" if missing or extra else f"{first}; columns reordered"))
+        summary.add(
+            name,
+            1,
+            "header differs from the first file's",
+            detail=(
+                f"{first}; missing {missing}, extra {extra}" if missing or extra else f"{first}; columns reordered"
+            ),
+        )
     typed = [(i, c, rules[c]) for i, c in enumerate(header) if c in rules and rules[c].type != "BYTES"]
     label_sources = label is not None and all(c in header for c in label.raw_columns)
     label_index = header.index(label.column) if label_sources else -1
@@ -194,8 +205,9 @@ def scan_stream(name: str, stream: BinaryIO, summary: CsvSummary, rules: Mapping
                 continue
             rows += 1
             if len(record) != len(header):
-                summary.add(name, line, "wrong number of fields",
-                            detail=f"{len(record)} fields, the header has {len(header)}")
+                summary.add(
+                    name, line, "wrong number of fields", detail=f"{len(record)} fields, the header has {len(header)}"
+                )
                 continue
             for index, column, rule in typed:
                 if record[index]:
@@ -225,27 +237,39 @@ def check_label(summary: CsvSummary, label: Optional[LabelSpec]) -> None:
         return  # a missing column is reported by the schema check, which names it
     labelled = sum(summary.label_classes.values())
     if summary.label_empty == labelled:
-        summary.add("all files", 0, "label column is empty", label.column,
-                    f"no row has a value for '{label.column}', so no row has a label")
+        summary.add(
+            "all files",
+            0,
+            "label column is empty",
+            label.column,
+            f"no row has a value for '{label.column}', so no row has a label",
+        )
     elif len(summary.label_classes) == 1:
-        (value, count), = summary.label_classes.items()
-        summary.add("all files", 0, "the label has one class only", label.column,
-                    f"'{label.name}' ({label.describe()}) is {value} in all {count:,} rows; "
-                    "training needs both classes")
+        ((value, count),) = summary.label_classes.items()
+        summary.add(
+            "all files",
+            0,
+            "the label has one class only",
+            label.column,
+            f"'{label.name}' ({label.describe()}) is {value} in all {count:,} rows; training needs both classes",
+        )
 
 
 def report(summary: CsvSummary) -> str:
     problems = list(summary.problems.values())
-    lines = [f"input data: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
-             "(nothing was ingested, trained or pushed):"]
+    lines = [
+        f"input data: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
+        "(nothing was ingested, trained or pushed):"
+    ]
     lines += [f"  - {p}" for p in problems[:MAX_LISTED]]
     if len(problems) > MAX_LISTED:
         lines.append(f"  ... and {len(problems) - MAX_LISTED} more")
     return "\n".join(lines)
 
 
-def check_csv_files(paths: Sequence[str], rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None,
-                    opener=None) -> CsvSummary:
+def check_csv_files(
+    paths: Sequence[str], rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None, opener=None
+) -> CsvSummary:
     """Scans `paths` in order; raises InputDataError listing every problem, else returns the summary."""
     opener = opener or (lambda path: open(path, "rb"))  # pylint: disable=consider-using-with
     summary = CsvSummary()
@@ -281,9 +305,14 @@ class IngestResult:
         return sum(self.rows_read.values())
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"rows_read": self.total_read, "files": len(self.rows_read), "split_rows": self.split_rows,
-                "split_files": self.split_files, "label_classes": self.label_classes,
-                "rows_read_per_file": self.rows_read}
+        return {
+            "rows_read": self.total_read,
+            "files": len(self.rows_read),
+            "split_rows": self.split_rows,
+            "split_files": self.split_files,
+            "label_classes": self.label_classes,
+            "rows_read_per_file": self.rows_read,
+        }
 
 
 def record_rows(examples, result: IngestResult) -> None:
@@ -322,6 +351,7 @@ class _Refused(Exception):
 def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
     """Adds the labels of `batch`'s rows to `counts` by `LabelSpec.evaluate`'s rules; returns how many rows
     have an empty label column."""
+
     def numeric(array) -> bool:
         return pa.types.is_integer(array.type) or pa.types.is_floating(array.type)
 
@@ -342,10 +372,15 @@ def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
         values = np.where(np.isfinite(values), values, 0.0).astype(np.int64)  # NaN or inf: not a label, 0
     else:  # a text label column (or ratio): the scan's rule, row by row
         columns = {c: batch.column(c).to_pylist() for c in label.raw_columns}
-        values = np.asarray([label.evaluate({c: "" if v is None else str(v) for c, v in zip(columns, row)})
-                             for row in zip(*columns.values())], np.int64)
+        values = np.asarray(
+            [
+                label.evaluate({c: "" if v is None else str(v) for c, v in zip(columns, row, strict=True)})
+                for row in zip(*columns.values(), strict=True)
+            ],
+            np.int64,
+        )
     classes, count = np.unique(values, return_counts=True)
-    counts.update({int(c): int(n) for c, n in zip(classes, count)})
+    counts.update({int(c): int(n) for c, n in zip(classes, count, strict=True)})
     return empty
 
 
@@ -378,15 +413,25 @@ class _SplitWriter:
             self._writer = self._file = None
 
 
-def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[str, str],
-                 rules: Mapping[str, ColumnRule], label: Optional[LabelSpec], split_dirs: Mapping[str, str],
-                 buckets: Sequence[int], use_threads: bool, stop: threading.Event):
+def _ingest_file(
+    index: int,
+    path: str,
+    header: Tuple[str, ...],
+    kinds: Mapping[str, str],
+    rules: Mapping[str, ColumnRule],
+    label: Optional[LabelSpec],
+    split_dirs: Mapping[str, str],
+    buckets: Sequence[int],
+    use_threads: bool,
+    stop: threading.Event,
+):
     """Reads, checks, encodes, splits and writes one file; returns (rows, label classes, empty labels,
     {split: writer}, whether a text value spans lines). Raises _Refused on anything `check_csv_files` would
     report, but for a quote left open at the end of the file (Arrow ends the value there)."""
     column_types = {c: pa.type_for_alias(_ARROW_TYPES[kinds[c]]) for c in header}
-    checked = [(c, r) for c, r in rules.items() if c in header and r.type == "FLOAT"
-               and (r.disallow_nan or r.disallow_inf)]
+    checked = [
+        (c, r) for c, r in rules.items() if c in header and r.type == "FLOAT" and (r.disallow_nan or r.disallow_inf)
+    ]
     labelled = label is not None and all(c in header for c in label.raw_columns)
     writers = {name: _SplitWriter(directory, f"data_tfrecord-{index:05d}") for name, directory in split_dirs.items()}
     names = list(split_dirs)
@@ -402,19 +447,24 @@ def _ingest_file(index: int, path: str, header: Tuple[str, ...], kinds: Mapping[
                 # Quoted line breaks are data, as TFX's reader takes them.
                 parse_options=pa_csv.ParseOptions(newlines_in_values=True),
                 # Only an empty cell is missing: "NA" is text and "nan" a number, as in TFX.
-                convert_options=pa_csv.ConvertOptions(column_types=column_types, null_values=[""],
-                                                      strings_can_be_null=True, quoted_strings_can_be_null=True))
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=column_types,
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=True,
+                ),
+            )
             for batch in reader:
                 if stop.is_set():
                     break
                 for column, rule in checked:
                     values = batch.column(column)
                     if (rule.disallow_nan and pc.any(pc.is_nan(values)).as_py()) or (
-                            rule.disallow_inf and pc.any(pc.is_inf(values)).as_py()):
+                        rule.disallow_inf and pc.any(pc.is_inf(values)).as_py()
+                    ):
                         raise _Refused(f"{column}: NaN or infinite value")
                 if not spanning:
-                    spanning = any(pc.any(pc.match_substring(batch.column(c), "\n"))
-                                   .as_py() for c in text_columns)
+                    spanning = any(pc.any(pc.match_substring(batch.column(c), "\n")).as_py() for c in text_columns)
                 if labelled:
                     empty += _label_counts(batch, label, classes)
                 examples = tf_example.encode(batch, kinds)
@@ -445,7 +495,7 @@ class _Readable(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         data = self._handle.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
@@ -479,9 +529,14 @@ def _cpus() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-def ingest(files: Sequence[str], split_dirs: Mapping[str, str], buckets: Sequence[int],
-           rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None,
-           workers: Optional[int] = None) -> IngestResult:
+def ingest(
+    files: Sequence[str],
+    split_dirs: Mapping[str, str],
+    buckets: Sequence[int],
+    rules: Mapping[str, ColumnRule],
+    label: Optional[LabelSpec] = None,
+    workers: Optional[int] = None,
+) -> IngestResult:
     """Streams `files` once (several at a time) into GZIP TFRecord shards of tf.Examples under `split_dirs`
     (split name -> folder), split as TFX's ExampleGen splits with `buckets` (hash buckets per split, in order).
     The column types come from the schema's `rules`; there is no inference pass.
@@ -523,8 +578,12 @@ def _read_headers(files: Sequence[str]) -> Optional[Tuple[str, ...]]:
             except (UnicodeDecodeError, csv.Error):
                 return None
     reference = headers[0]
-    if not reference or any(h != reference for h in headers) or len(set(reference)) != len(reference) or not all(
-            c.strip() for c in reference):
+    if (
+        not reference
+        or any(h != reference for h in headers)
+        or len(set(reference)) != len(reference)
+        or not all(c.strip() for c in reference)
+    ):
         return None
     return reference
 
@@ -539,8 +598,12 @@ def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResul
         stop = threading.Event()
         progress.start("rows")
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_ingest_file, i, path, header, kinds, rules, label, split_dirs, cumulative,
-                                   workers < _cpus(), stop): path for i, path in enumerate(files)}
+            futures = {
+                pool.submit(
+                    _ingest_file, i, path, header, kinds, rules, label, split_dirs, cumulative, workers < _cpus(), stop
+                ): path
+                for i, path in enumerate(files)
+            }
             try:
                 for future in concurrent.futures.as_completed(futures):
                     try:
@@ -581,11 +644,16 @@ def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResul
             fileio.rename(part, os.path.join(directory, f"data_tfrecord-{i:05d}-of-{len(parts):05d}.gz"))
         split_rows[name] = sum(results[path][3][name].rows for path in files)
         split_files[name] = len(parts)
-    return IngestResult(rows_read=dict(summary.rows), split_rows=split_rows, split_files=split_files,
-                        label_classes={str(k): v for k, v in sorted(summary.label_classes.items())})
+    return IngestResult(
+        rows_read=dict(summary.rows),
+        split_rows=split_rows,
+        split_files=split_files,
+        label_classes={str(k): v for k, v in sorted(summary.label_classes.items())},
+    )
 
 
 # --- the ExampleGen executor -------------------------------------------------------------------------------
+
 
 def _input_files(exec_properties: Mapping[str, Any]) -> List[str]:
     input_config = example_gen_pb2.Input()
@@ -619,9 +687,15 @@ def make_example_gen_config(schema_path: str, label: Optional[LabelSpec], schema
     """ExampleGen's `custom_config` proto carrying the checks' settings (read by `Executor`): the schema's
     path, or its text when the steps cannot read the file (Kubeflow)."""
     struct = struct_pb2.Struct()
-    struct.update({"schema_path": "" if schema_text else schema_path, "schema_text": schema_text,
-                   "label": None if label is None else {**dataclasses.asdict(label),
-                                                        "positive_values": list(label.positive_values)}})
+    struct.update(
+        {
+            "schema_path": "" if schema_text else schema_path,
+            "schema_text": schema_text,
+            "label": None
+            if label is None
+            else {**dataclasses.asdict(label), "positive_values": list(label.positive_values)},
+        }
+    )
     config = example_gen_pb2.CustomConfig()
     config.custom_config.Pack(struct)
     return config
@@ -641,17 +715,29 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         proto_utils.json_to_proto(exec_properties["output_config"], output_config)
         splits = [(s.name, s.hash_buckets) for s in output_config.split_config.splits]
         if not splits or output_config.split_config.partition_feature_name:
-            raise ValueError("this ExampleGen splits the rows of its input by hash buckets: give "
-                             "output_config.split_config.splits, without partition_feature_name")
+            raise ValueError(
+                "this ExampleGen splits the rows of its input by hash buckets: give "
+                "output_config.split_config.splits, without partition_feature_name"
+            )
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         examples.split_names = artifact_utils.encode_split_names([name for name, _ in splits])
-        result = ingest(files, {name: artifact_utils.get_split_uri([examples], name) for name, _ in splits},
-                        [buckets for _, buckets in splits], rules, label)
+        result = ingest(
+            files,
+            {name: artifact_utils.get_split_uri([examples], name) for name, _ in splits},
+            [buckets for _, buckets in splits],
+            rules,
+            label,
+        )
         record_rows(examples, result)
         examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(examples, "tfrecords_gzip")
-        logging.info("CSV ingested: %d rows from %d file(s); rows per split %s; label classes %s",
-                     result.total_read, len(result.rows_read), result.split_rows, result.label_classes)
+        logging.info(
+            "CSV ingested: %d rows from %d file(s); rows per split %s; label classes %s",
+            result.total_read,
+            len(result.rows_read),
+            result.split_rows,
+            result.label_classes,
+        )
 
 
 def csv_files(data_root: str) -> List[str]:
@@ -675,17 +761,19 @@ def csv_statistics(data_root: str, schema=None):
     files = csv_files(data_root)
     if not files:
         raise InputDataError(f"input data: {data_root}: holds no *.csv file")
-    summary = check_csv_files(files, rules_from_schema(schema) if schema is not None else {},
-                              opener=lambda path: fileio.open(path, "rb"))
+    summary = check_csv_files(
+        files, rules_from_schema(schema) if schema is not None else {}, opener=lambda path: fileio.open(path, "rb")
+    )
     options = drift.stats_options(schema, infer_type_from_schema=schema is not None)
     output = os.path.join(tempfile.mkdtemp(prefix="tfxflow-stats-"), "stats.tfrecord")
     with beam.Pipeline() as pipeline:
-        _ = (pipeline
-             | "ReadData" >> beam.io.textio.ReadFromText(os.path.join(data_root, "*.csv"), skip_header_lines=1)
-             | "DecodeData" >> csv_decoder.DecodeCSV(column_names=list(summary.header),
-                                                     schema=schema)
-             | "GenerateStatistics" >> tfdv.GenerateStatistics(options)
-             | "WriteStatistics" >> tfdv.WriteStatisticsToTFRecord(output))
+        _ = (
+            pipeline
+            | "ReadData" >> beam.io.textio.ReadFromText(os.path.join(data_root, "*.csv"), skip_header_lines=1)
+            | "DecodeData" >> csv_decoder.DecodeCSV(column_names=list(summary.header), schema=schema)
+            | "GenerateStatistics" >> tfdv.GenerateStatistics(options)
+            | "WriteStatistics" >> tfdv.WriteStatisticsToTFRecord(output)
+        )
     try:
         return tfdv.load_statistics(output)
     finally:

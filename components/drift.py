@@ -45,10 +45,12 @@ MEASURES = {  # schema comparator field -> (name in messages, TFDV anomaly type 
 # What `tfxflow infer-schema` drafts (calibrated on the taxi data by `make bench-drift`): JS 0.01 bits is about
 # a population stability index of 0.055, below the 0.1 that the PSI's users call a moderate shift.
 DEFAULT_COMPARATORS = {"numeric": ("jensen_shannon_divergence", 0.01), "categorical": ("infinity_norm", 0.05)}
-HOW = ("each feature is put in common bins (the baseline's deciles for numbers, its values for categories); "
-       "a feature is refused when the schema's distance between the two shares per bin is over its threshold "
-       f"and a chi-squared test on the same bins gives p < {FALSE_REFUSAL_RATE:g} / the number of features "
-       "compared, so that sampling noise in a small batch is not taken for a shift")
+HOW = (
+    "each feature is put in common bins (the baseline's deciles for numbers, its values for categories); "
+    "a feature is refused when the schema's distance between the two shares per bin is over its threshold "
+    f"and a chi-squared test on the same bins gives p < {FALSE_REFUSAL_RATE:g} / the number of features "
+    "compared, so that sampling noise in a small batch is not taken for a shift"
+)
 
 
 def stats_options(schema=None, **kwargs):
@@ -106,10 +108,12 @@ class Comparison:
         return self.over_threshold and self.significant
 
     def __str__(self) -> str:
-        return (f"{self.measure} {self.value:.4f} {'>' if self.over_threshold else '<='} threshold "
-                f"{self.threshold:g} on {self.bins} bins ({self.binning}); chi-squared p = {_p_text(self.p_value)} "
-                f"{'<' if self.significant else '>='} {self.alpha:.2g}; {self.baseline_rows:,} baseline rows vs. "
-                f"{self.current_rows:,} new; largest change: {self.largest_change}")
+        return (
+            f"{self.measure} {self.value:.4f} {'>' if self.over_threshold else '<='} threshold "
+            f"{self.threshold:g} on {self.bins} bins ({self.binning}); chi-squared p = {_p_text(self.p_value)} "
+            f"{'<' if self.significant else '>='} {self.alpha:.2g}; {self.baseline_rows:,} baseline rows vs. "
+            f"{self.current_rows:,} new; largest change: {self.largest_change}"
+        )
 
 
 def _p_text(p: float) -> str:
@@ -161,6 +165,7 @@ def chi_squared_p(baseline: np.ndarray, current: np.ndarray) -> float:
 
 # --- reading TFDV statistics -------------------------------------------------------------------------------
 
+
 def feature_statistics(statistics) -> Tuple[int, Dict[str, object]]:
     """(rows, {feature name: FeatureNameStatistics}) of the first dataset of a DatasetFeatureStatisticsList."""
     dataset = statistics.datasets[0]
@@ -210,14 +215,18 @@ def numeric_bins(baseline, current) -> Optional[Binned]:
     # A value holding more than a tenth of the rows is several deciles at once: each edge counts once.
     edges = sorted({quantile(base, i / NUMERIC_BINS) for i in range(1, NUMERIC_BINS)})
     bounds = ["-inf"] + [_number(e) for e in edges] + ["inf"]
-    labels = [f"({a}, {b}]" for a, b in zip(bounds[:-1], bounds[1:-1])] + [f"({bounds[-2]}, inf)"]
+    labels = [f"({a}, {b}]" for a, b in zip(bounds[:-1], bounds[1:-1], strict=False)] + [f"({bounds[-2]}, inf)"]
 
     def rows(buckets: np.ndarray, non_missing: int) -> np.ndarray:
         cumulative = np.array([0.0] + [cdf(buckets, e) for e in edges] + [1.0])
         return np.diff(cumulative) * non_missing
 
-    return Binned(tuple(labels), rows(base, _common(baseline).num_non_missing),
-                  rows(cur, _common(current).num_non_missing), "the baseline's deciles")
+    return Binned(
+        tuple(labels),
+        rows(base, _common(baseline).num_non_missing),
+        rows(cur, _common(current).num_non_missing),
+        "the baseline's deciles",
+    )
 
 
 def _value_counts(feature) -> Tuple[Dict[str, float], float]:
@@ -242,8 +251,14 @@ def categorical_bins(baseline, current) -> Binned:
         non_missing = _common(feature).num_non_missing
         scale = non_missing / max(sum(listed.values()) + unlisted, 1e-300)
         sides.append(({k: v * scale for k, v in listed.items()}, unlisted * scale, non_missing))
-    kept = sorted({value for listed, _, rows in sides for value, count in listed.items()
-                   if rows and count / rows >= MIN_CATEGORY_SHARE})
+    kept = sorted(
+        {
+            value
+            for listed, _, rows in sides
+            for value, count in listed.items()
+            if rows and count / rows >= MIN_CATEGORY_SHARE
+        }
+    )
     labels = [repr(v) for v in kept]
     vectors = []
     for listed, unlisted, _ in sides:
@@ -265,8 +280,12 @@ def bin_feature(baseline, current, baseline_rows: int, current_rows: int) -> Opt
     if baseline is None or current is None:
         if baseline is None and current is None:
             return None
-        binned = Binned(("(with a value)",), np.array([_non_missing(baseline)], dtype=float),
-                        np.array([_non_missing(current)], dtype=float), "with a value or missing")
+        binned = Binned(
+            ("(with a value)",),
+            np.array([_non_missing(baseline)], dtype=float),
+            np.array([_non_missing(current)], dtype=float),
+            "with a value or missing",
+        )
     elif baseline.WhichOneof("stats") != current.WhichOneof("stats"):
         return None
     elif baseline.WhichOneof("stats") == "num_stats":
@@ -279,8 +298,12 @@ def bin_feature(baseline, current, baseline_rows: int, current_rows: int) -> Opt
         return None
     missing = (baseline_rows - _non_missing(baseline), current_rows - _non_missing(current))
     if max(missing) > 0:
-        binned = Binned(binned.labels + (MISSING,), np.append(binned.baseline, max(0, missing[0])),
-                        np.append(binned.current, max(0, missing[1])), binned.binning)
+        binned = Binned(
+            binned.labels + (MISSING,),
+            np.append(binned.baseline, max(0, missing[0])),
+            np.append(binned.current, max(0, missing[1])),
+            binned.binning,
+        )
     return binned
 
 
@@ -301,10 +324,17 @@ def compare_feature(name: str, binned: Binned, comparator: str, threshold: float
     q = binned.current / max(binned.current.sum(), 1e-300)
     value = jensen_shannon(p, q) if comparator == "jensen_shannon_divergence" else float(np.max(np.abs(p - q)))
     return Comparison(
-        feature=name, comparator=comparator, value=value, threshold=threshold,
+        feature=name,
+        comparator=comparator,
+        value=value,
+        threshold=threshold,
         p_value=chi_squared_p(binned.baseline, binned.current),
-        baseline_rows=int(round(binned.baseline.sum())), current_rows=int(round(binned.current.sum())),
-        bins=len(binned.labels), binning=binned.binning, largest_change=_largest_change(binned, p, q))
+        baseline_rows=int(round(binned.baseline.sum())),
+        current_rows=int(round(binned.current.sum())),
+        bins=len(binned.labels),
+        binning=binned.binning,
+        largest_change=_largest_change(binned, p, q),
+    )
 
 
 def compare_statistics(baseline, current, schema, kind: str) -> Tuple[List[Comparison], List[str]]:
@@ -333,6 +363,8 @@ def summary(comparisons: Sequence[Comparison], what: str) -> str:
     worst = max(comparisons, key=lambda c: (c.shifted, c.value / c.threshold if c.threshold else math.inf))
     features = len({c.feature for c in comparisons})
     noise = ", within sampling noise at these sizes" if worst.over_threshold and not worst.shifted else ""
-    return (f"{what}: {features} feature{'s' if features != 1 else ''} compared ({worst.baseline_rows:,} vs. "
-            f"{worst.current_rows:,} rows), largest {worst.feature} {worst.measure} {worst.value:.4f} "
-            f"(threshold {worst.threshold:g}, p = {_p_text(worst.p_value)}{noise})")
+    return (
+        f"{what}: {features} feature{'s' if features != 1 else ''} compared ({worst.baseline_rows:,} vs. "
+        f"{worst.current_rows:,} rows), largest {worst.feature} {worst.measure} {worst.value:.4f} "
+        f"(threshold {worst.threshold:g}, p = {_p_text(worst.p_value)}{noise})"
+    )

@@ -4,7 +4,8 @@ TFMA costs about 0.3 ms a row on two cores (it runs the model and its transform 
 metrics' histograms), so evaluating every row of a 10-million-row eval split would take longer than
 everything else. With `max_eval_rows`, a larger split (its size as ExampleGen recorded it) is evaluated on
 every k-th row: rows reach the split by a hash of their content, so every k-th of them, in file order, is a
-sample of the data that does not follow the files' order; candidate and baseline are judged on the same rows. The sample's size is recorded on the evaluation artifact and in the run's summary.
+sample of the data that does not follow the files' order; candidate and baseline are judged on the same rows.
+The sample's size is recorded on the evaluation artifact and in the run's summary.
 
 On Kubeflow the baseline model comes from `ServedBaseline` (components/baseline.py), whose output exists in
 every run; with nothing served yet it holds no SavedModel. TFX's Evaluator would try to load it; this executor
@@ -52,8 +53,9 @@ def write_sample(files: Sequence[str], every: int, path: str) -> int:
     return writer.records
 
 
-def sampled_examples(examples: types.Artifact, splits: Sequence[str], max_rows: int,
-                     folder: str) -> Optional[Dict[str, Dict[str, int]]]:
+def sampled_examples(
+    examples: types.Artifact, splits: Sequence[str], max_rows: int, folder: str
+) -> Optional[Dict[str, Dict[str, int]]]:
     """Writes a sample of at most `max_rows` rows of each of `splits` that holds more (their sizes from
     ExampleGen's record) under `folder` as an Examples artifact's splits; returns what was sampled per split
     ({"rows", "every", "sampled"}), or None when no split needs it (or no size was recorded)."""
@@ -85,8 +87,12 @@ class Executor(tfx_evaluator.Executor):
     """TFX's Evaluator on at most `max_eval_rows` rows per split, without a baseline model that holds no
     SavedModel."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         key = standard_component_specs.BASELINE_MODEL_KEY
         baselines = input_dict.get(key) or []
         if baselines and not all(has_saved_model(model) for model in baselines):
@@ -95,7 +101,8 @@ class Executor(tfx_evaluator.Executor):
         exec_properties = dict(exec_properties)
         max_rows = int(exec_properties.pop(MAX_ROWS_KEY, 0) or 0)
         splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or [
-            "eval"]
+            "eval"
+        ]
         examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
         # Beside the evaluation's output, not in a local temp folder: Beam workers elsewhere must read it.
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
@@ -121,8 +128,10 @@ class Executor(tfx_evaluator.Executor):
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
     """TFX's Evaluator contract plus the bound on the rows evaluated per split."""
 
-    PARAMETERS = {**standard_component_specs.EvaluatorSpec.PARAMETERS,
-                  MAX_ROWS_KEY: ExecutionParameter(type=int, optional=True)}
+    PARAMETERS = {
+        **standard_component_specs.EvaluatorSpec.PARAMETERS,
+        MAX_ROWS_KEY: ExecutionParameter(type=int, optional=True),
+    }
 
 
 class Evaluator(base_beam_component.BaseBeamComponent):
@@ -132,10 +141,23 @@ class Evaluator(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel,
-                 baseline_model: Optional[types.BaseChannel], eval_config, max_eval_rows: int = 0):
-        super().__init__(spec=EvaluatorSpec(
-            examples=examples, model=model, baseline_model=baseline_model, eval_config=eval_config,
-            example_splits=json_utils.dumps(None), max_eval_rows=max_eval_rows,
-            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
-            blessing=types.Channel(type=standard_artifacts.ModelBlessing)))
+    def __init__(
+        self,
+        examples: types.BaseChannel,
+        model: types.BaseChannel,
+        baseline_model: Optional[types.BaseChannel],
+        eval_config,
+        max_eval_rows: int = 0,
+    ):
+        super().__init__(
+            spec=EvaluatorSpec(
+                examples=examples,
+                model=model,
+                baseline_model=baseline_model,
+                eval_config=eval_config,
+                example_splits=json_utils.dumps(None),
+                max_eval_rows=max_eval_rows,
+                evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+                blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            )
+        )

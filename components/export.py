@@ -27,8 +27,7 @@ def as_model_inputs(transformed: Dict[str, tf.Tensor], input_names) -> Dict[str,
     return {name: tf.reshape(transformed[name], [-1, 1]) for name in input_names}
 
 
-def serving_raw_feature_spec(tf_transform_output: tft.TFTransformOutput,
-                             config: features_lib.FeatureConfig) -> dict:
+def serving_raw_feature_spec(tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig) -> dict:
     """The raw feature spec minus the columns that exist only to make the label (absent at serving)."""
     spec = tf_transform_output.raw_feature_spec()
     for column in config.label_only_columns:
@@ -36,12 +35,15 @@ def serving_raw_feature_spec(tf_transform_output: tft.TFTransformOutput,
     return spec
 
 
-def raw_input_specs(tf_transform_output: tft.TFTransformOutput,
-                    config: features_lib.FeatureConfig) -> Dict[str, tf.TensorSpec]:
+def raw_input_specs(
+    tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig
+) -> Dict[str, tf.TensorSpec]:
     """One [batch] tensor per feature column, typed as in the raw data (float32, int64 or string)."""
     raw_spec = tf_transform_output.raw_feature_spec()
-    return {column: tf.TensorSpec(shape=[None], dtype=raw_spec[column].dtype, name=column)
-            for column in config.feature_columns}
+    return {
+        column: tf.TensorSpec(shape=[None], dtype=raw_spec[column].dtype, name=column)
+        for column in config.feature_columns
+    }
 
 
 def _as_single_value_sparse(tensor: tf.Tensor) -> tf.SparseTensor:
@@ -52,8 +54,9 @@ def _as_single_value_sparse(tensor: tf.Tensor) -> tf.SparseTensor:
     return tf.SparseTensor(indices=indices, values=tensor, dense_shape=tf.stack([batch, tf.constant(1, tf.int64)]))
 
 
-def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransformOutput,
-                         config: features_lib.FeatureConfig, export_dir: str) -> None:
+def export_serving_model(
+    model: keras.Model, tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig, export_dir: str
+) -> None:
     """Writes `export_dir` with three signatures, float32 in and out whatever the training policy:
     `serving_default` (serialized raw tf.Examples -> probabilities), `serving_raw` (one tensor per raw
     feature column, for TF Serving's JSON REST API -> probabilities) and `transform_features` (serialized
@@ -92,11 +95,15 @@ def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransfor
         raw = tf.io.parse_example(serialized, full_spec)
         return model.tft_layer(raw)
 
-    tf.saved_model.save(model, export_dir, signatures={
-        SERVING_SIGNATURE: serve_examples,
-        RAW_SIGNATURE: serve_raw,
-        TRANSFORM_SIGNATURE: transform_features,
-    })
+    tf.saved_model.save(
+        model,
+        export_dir,
+        signatures={
+            SERVING_SIGNATURE: serve_examples,
+            RAW_SIGNATURE: serve_raw,
+            TRANSFORM_SIGNATURE: transform_features,
+        },
+    )
 
 
 def warmup_rows(file_patterns: Iterable[str], columns: Sequence[str], count: int = max(WARMUP_BATCHES)) -> List[bytes]:
@@ -127,8 +134,12 @@ def _raw_inputs(rows: Sequence[bytes], specs: Dict[str, tf.TensorSpec]) -> Dict[
     return {name: tf.constant(values, dtype=specs[name].dtype) for name, values in columns.items()}
 
 
-def write_warmup_requests(export_dir: str, rows: Sequence[bytes], tf_transform_output: tft.TFTransformOutput,
-                          config: features_lib.FeatureConfig) -> int:
+def write_warmup_requests(
+    export_dir: str,
+    rows: Sequence[bytes],
+    tf_transform_output: tft.TFTransformOutput,
+    config: features_lib.FeatureConfig,
+) -> int:
     """Writes `assets.extra/tf_serving_warmup_requests` into the SavedModel: for each batch size of
     WARMUP_BATCHES, a request through `serving_default` (serialized tf.Examples) and one through `serving_raw`
     (one tensor per column), from `rows` (real examples with every feature column present). Returns how many."""

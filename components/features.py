@@ -90,7 +90,8 @@ class FeatureConfig:
             seen.add(column)
         if self.label.column in seen:
             raise FeatureConfigError(
-                f"{self.source}: label column '{self.label.column}' is also a feature; that would leak the label")
+                f"{self.source}: label column '{self.label.column}' is also a feature; that would leak the label"
+            )
         if self.label.name in seen or any(self.transformed_name(c) == self.label.name for c in features):
             raise FeatureConfigError(f"{self.source}: label name '{self.label.name}' clashes with a feature")
         if self.label.greater_than is not None and self.label.positive_values:
@@ -190,7 +191,8 @@ class FeatureConfig:
         missing = [c for c in self.raw_columns if c not in available]
         if missing:
             raise FeatureConfigError(
-                f"{self.source}: column(s) {missing} not found in {where}; it has {sorted(available)}")
+                f"{self.source}: column(s) {missing} not found in {where}; it has {sorted(available)}"
+            )
 
 
 def as_config(value: "FeatureConfig | Mapping[str, Any]") -> FeatureConfig:

@@ -7,13 +7,11 @@ runs and nothing is pushed.
 No `from __future__ import annotations` here: TFX's function-component parser needs real annotation objects.
 """
 
-
 import dataclasses
 import os
 from typing import List, Optional, Sequence, Tuple, TypedDict
 
 from absl import logging
-
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
@@ -77,7 +75,7 @@ def read_anomalies(anomalies_uri: str) -> List[Anomaly]:
         anomalies = anomalies_pb2.Anomalies()
         with fileio.open(path, "rb") as f:
             anomalies.ParseFromString(f.read())
-        found += anomaly_list(anomalies, entry.rstrip("/")[len("Split-"):])
+        found += anomaly_list(anomalies, entry.rstrip("/")[len("Split-") :])
     return found
 
 
@@ -92,8 +90,10 @@ def _anomalies(count: int) -> str:
 
 
 def report(blockers: Sequence[Anomaly], notes: Sequence[str] = ()) -> str:
-    lines = [f"data gate: {_anomalies(len(blockers))} {'stops' if len(blockers) == 1 else 'stop'} the run "
-             "(nothing was trained or pushed):"]
+    lines = [
+        f"data gate: {_anomalies(len(blockers))} {'stops' if len(blockers) == 1 else 'stop'} the run "
+        "(nothing was trained or pushed):"
+    ]
     lines += [f"  - {a}" for a in blockers]
     lines += [f"  ({note})" for note in notes]
     if any(a.type in DRIFT_TYPES for a in blockers):
@@ -119,9 +119,15 @@ def _compared(baseline, current, schema, kind: str, where: str, what: str) -> Tu
     return found, [drift.summary(comparisons, what)] + [f"{what}: {note}" for note in skipped]
 
 
-def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, serving_stats=None,
-            split: str = "train", baseline_name: str = BLESSED_BASELINE,
-            no_baseline: str = "no blessed model yet, nothing to compare with") -> Tuple[List[Anomaly], List[str]]:
+def compare(
+    statistics_uri: str,
+    schema,
+    baseline_uri: Optional[str] = None,
+    serving_stats=None,
+    split: str = "train",
+    baseline_name: str = BLESSED_BASELINE,
+    no_baseline: str = "no blessed model yet, nothing to compare with",
+) -> Tuple[List[Anomaly], List[str]]:
     """Drift of `split` vs. the baseline's same split (`baseline_name` says what the baseline is), and skew vs.
     serving statistics, with the schema's comparators measured on common bins. Also validates the serving
     statistics against the SERVING environment. Returns the anomalies and one line per check done."""
@@ -132,16 +138,23 @@ def compare(statistics_uri: str, schema, baseline_uri: Optional[str] = None, ser
     if baseline_uri and not fileio.exists(os.path.join(baseline_uri, f"Split-{split}", STATISTICS_FILE)):
         notes.append(f"drift: the baseline {baseline_uri} has no '{split}' split, not compared")
     elif baseline_uri:
-        anomalies, lines = _compared(_load_split(baseline_uri, split), current, schema, "drift",
-                                     f"{split} vs. {baseline_name} {DRIFT}", f"drift vs. {baseline_name}")
+        anomalies, lines = _compared(
+            _load_split(baseline_uri, split),
+            current,
+            schema,
+            "drift",
+            f"{split} vs. {baseline_name} {DRIFT}",
+            f"drift vs. {baseline_name}",
+        )
         found += anomalies
         notes += lines
     else:
         notes.append(f"drift: {no_baseline}")
     if serving_stats is not None:
         found += anomaly_list(tfdv.validate_statistics(serving_stats, schema, environment="SERVING"), "serving")
-        anomalies, lines = _compared(current, serving_stats, schema, "skew", f"{split} vs. serving (skew)",
-                                     "skew vs. serving data")
+        anomalies, lines = _compared(
+            current, serving_stats, schema, "skew", f"{split} vs. serving (skew)", "skew vs. serving data"
+        )
         found += anomalies
         notes += lines
     return found, notes
@@ -156,20 +169,29 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
     counts = csv_input.read_rows(examples_uri)
     if counts is None:
         return None, "row counts: not recorded by this ExampleGen"
-    seen = {split: int(_load_split(statistics_uri, split).datasets[0].num_examples)
-            for split in counts["split_rows"]
-            if fileio.exists(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))}
+    seen = {
+        split: int(_load_split(statistics_uri, split).datasets[0].num_examples)
+        for split in counts["split_rows"]
+        if fileio.exists(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))
+    }
     written = ", ".join(f"{split} {rows:,}" for split, rows in counts["split_rows"].items())
     note = f"row counts: {counts['rows_read']:,} read = {written} written = StatisticsGen's"
-    wrong = {split: (rows, seen[split]) for split, rows in counts["split_rows"].items()
-             if split in seen and seen[split] != rows}
+    wrong = {
+        split: (rows, seen[split])
+        for split, rows in counts["split_rows"].items()
+        if split in seen and seen[split] != rows
+    }
     if not wrong:
         return None, note
-    details = "; ".join(f"split '{split}': ExampleGen wrote {rows:,} rows, StatisticsGen counted {got:,}"
-                        for split, (rows, got) in wrong.items())
-    return (f"row counts differ: {details}. Statistics of part of the data are no basis for the data checks "
-            "(TFDV has lost rows in multi-process Beam: tensorflow/data-validation#247); nothing was trained or "
-            "pushed. Run again; if it recurs, run with --beam-mode in_memory."), note
+    details = "; ".join(
+        f"split '{split}': ExampleGen wrote {rows:,} rows, StatisticsGen counted {got:,}"
+        for split, (rows, got) in wrong.items()
+    )
+    return (
+        f"row counts differ: {details}. Statistics of part of the data are no basis for the data checks "
+        "(TFDV has lost rows in multi-process Beam: tensorflow/data-validation#247); nothing was trained or "
+        "pushed. Run again; if it recurs, run with --beam-mode in_memory."
+    ), note
 
 
 def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
@@ -178,13 +200,22 @@ def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
 
     served = served_info(statistics.uri) if statistics else None
     if served is None:
-        return (statistics.uri if statistics else None, BLESSED_BASELINE if blessing else ACCEPTED_BASELINE,
-                "no blessed model yet, nothing to compare with")
+        return (
+            statistics.uri if statistics else None,
+            BLESSED_BASELINE if blessing else ACCEPTED_BASELINE,
+            "no blessed model yet, nothing to compare with",
+        )
     if not served["version"]:
         return None, "", f"no model served yet under {served['model_base']}, nothing to compare with"
     if not served["statistics"]:
-        return None, "", (f"served version {served['version']} carries no statistics of its data (pushed by an "
-                          "older release), not compared")
+        return (
+            None,
+            "",
+            (
+                f"served version {served['version']} carries no statistics of its data (pushed by an "
+                "older release), not compared"
+            ),
+        )
     return statistics.uri, f"{SERVED_BASELINE} {served['version']}", ""
 
 
@@ -234,8 +265,9 @@ def DataGate(  # pylint: disable=invalid-name
         serving_stats = csv_input.csv_statistics(serving_data_root, schema_proto)
     found = read_anomalies(anomalies.uri)
     baseline_uri, baseline_name, no_baseline = _baseline(baseline_statistics, baseline_blessing)
-    extra, notes = compare(statistics.uri, schema_proto, baseline_uri, serving_stats, baseline_name=baseline_name,
-                           no_baseline=no_baseline)
+    extra, notes = compare(
+        statistics.uri, schema_proto, baseline_uri, serving_stats, baseline_name=baseline_name, no_baseline=no_baseline
+    )
     found += extra
     notes.insert(0, f"schema (ExampleValidator): {_anomalies(len(found) - len(extra))}")
     if rows_note:
@@ -249,8 +281,10 @@ def DataGate(  # pylint: disable=invalid-name
         if drift_types and baseline_name.startswith(SERVED_BASELINE):
             # No metadata store to mark accepted data in (Kubeflow): a run that lets the drift through and
             # pushes makes its data the baseline.
-            message += ("\n  If the new data is right (the world changed, not the feed), run once with "
-                        f"allowed_anomaly_types={','.join(drift_types)}: its model, once pushed, makes this data "
-                        "the drift baseline.")
+            message += (
+                "\n  If the new data is right (the world changed, not the feed), run once with "
+                f"allowed_anomaly_types={','.join(drift_types)}: its model, once pushed, makes this data "
+                "the drift baseline."
+            )
         raise DataGateError(message, drifted=sorted({a.feature for a in blockers if a.split.endswith(DRIFT)}))
     return {"anomalies_found": len(found), "checks": "; ".join(notes)}

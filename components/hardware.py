@@ -76,13 +76,15 @@ def configure_devices(config: HardwareConfig) -> bool:
         for gpu in gpus:
             if config.gpu_memory_limit_mb:
                 tf.config.set_logical_device_configuration(
-                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=config.gpu_memory_limit_mb)])
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=config.gpu_memory_limit_mb)]
+                )
             elif config.memory_growth:
                 tf.config.experimental.set_memory_growth(gpu, True)
         if not gpus and config.cpu_replicas > 1:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(config.cpu_replicas)])
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(config.cpu_replicas)]
+            )
     except RuntimeError as err:  # "... cannot be modified after being initialized"
         logging.info("Device settings left as they are: TensorFlow already initialised its devices (%s)", err)
         return False

@@ -12,7 +12,6 @@ import tf_keras as keras
 from components import features as features_lib
 from components.presets import PRESETS
 
-
 OPTIMIZERS = ("adam", "sgd")
 
 
@@ -41,8 +40,9 @@ class ModelParams:
 
     def embedding_dim(self, num_tokens: int) -> int:
         preset = PRESETS[self.preset]
-        return _round_up(embedding_dim(num_tokens, self.max_embedding_dim or preset.max_embedding_dim),
-                         preset.multiple_of)
+        return _round_up(
+            embedding_dim(num_tokens, self.max_embedding_dim or preset.max_embedding_dim), preset.multiple_of
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelParams":
@@ -59,7 +59,7 @@ def _round_up(value: int, multiple: int) -> int:
 
 def embedding_dim(num_tokens: int, max_dim: int) -> int:
     """The usual rule of thumb, 6 * n^(1/4), capped."""
-    return max(2, min(max_dim, int(math.ceil(6 * num_tokens ** 0.25))))
+    return max(2, min(max_dim, int(math.ceil(6 * num_tokens**0.25))))
 
 
 class AccumulatingModel(keras.Model):
@@ -81,10 +81,11 @@ class AccumulatingModel(keras.Model):
         micro = tf.shape(y)[0] // steps
         variables = self.trainable_variables
         scaled = isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer)
+
         def accumulate(i, totals):
             start = i * micro
-            x_i = {name: value[start:start + micro] for name, value in x.items()}
-            y_i = y[start:start + micro]
+            x_i = {name: value[start : start + micro] for name, value in x.items()}
+            y_i = y[start : start + micro]
             with tf.GradientTape() as tape:
                 y_pred = self(x_i, training=True)
                 loss = self.compute_loss(x_i, y_i, y_pred) / steps
@@ -92,20 +93,26 @@ class AccumulatingModel(keras.Model):
                     loss = self.optimizer.get_scaled_loss(loss)
             grads = tape.gradient(loss, variables)
             self.compiled_metrics.update_state(y_i, y_pred)
-            return i + 1, [t + tf.convert_to_tensor(g) for t, g in zip(totals, grads)]
+            return i + 1, [t + tf.convert_to_tensor(g) for t, g in zip(totals, grads, strict=True)]
 
         # An explicit while_loop (Keras' train function is not AutoGraph-converted, see trainer.py).
-        _, totals = tf.while_loop(lambda i, _: i < steps, accumulate,
-                                  (tf.constant(0), [tf.zeros_like(v) for v in variables]))
+        _, totals = tf.while_loop(
+            lambda i, _: i < steps, accumulate, (tf.constant(0), [tf.zeros_like(v) for v in variables])
+        )
         if scaled:
             totals = self.optimizer.get_unscaled_gradients(totals)
-        self.optimizer.apply_gradients(zip(totals, variables))
+        self.optimizer.apply_gradients(zip(totals, variables, strict=True))
         return {m.name: m.result() for m in self.metrics}
 
 
-def build_model(config: features_lib.FeatureConfig, num_tokens: Mapping[str, int],
-                params: ModelParams = ModelParams(), grad_accum_steps: int = 1, steps_per_execution: int = 1,
-                jit_compile: bool = False) -> keras.Model:
+def build_model(
+    config: features_lib.FeatureConfig,
+    num_tokens: Mapping[str, int],
+    params: ModelParams = ModelParams(),
+    grad_accum_steps: int = 1,
+    steps_per_execution: int = 1,
+    jit_compile: bool = False,
+) -> keras.Model:
     """A compiled wide-and-deep binary classifier, in the current tf-keras dtype policy.
 
     `num_tokens` maps each categorical and bucketized *transformed* feature name to its id range (vocabulary
@@ -124,10 +131,10 @@ def build_model(config: features_lib.FeatureConfig, num_tokens: Mapping[str, int
             raise ValueError(f"no id range for transformed feature '{name}'")
         tokens = int(num_tokens[name])
         inputs[name] = keras.layers.Input(shape=(1,), name=name, dtype="int64")
-        wide.append(keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot",
-                                                  name=f"{name}_onehot")(inputs[name]))
-        emb = keras.layers.Embedding(tokens, params.embedding_dim(tokens),
-                                     name=f"{name}_embedding")(inputs[name])
+        wide.append(
+            keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot", name=f"{name}_onehot")(inputs[name])
+        )
+        emb = keras.layers.Embedding(tokens, params.embedding_dim(tokens), name=f"{name}_embedding")(inputs[name])
         deep.append(keras.layers.Flatten(name=f"{name}_flat")(emb))
 
     x = _concat(deep, "deep_inputs")
@@ -142,8 +149,11 @@ def build_model(config: features_lib.FeatureConfig, num_tokens: Mapping[str, int
         model = AccumulatingModel(inputs=inputs, outputs=output, accum_steps=grad_accum_steps)
     else:
         model = keras.Model(inputs=inputs, outputs=output)
-    optimizer = (keras.optimizers.Adam(learning_rate=params.learning_rate) if params.optimizer == "adam"
-                 else keras.optimizers.SGD(learning_rate=params.learning_rate))
+    optimizer = (
+        keras.optimizers.Adam(learning_rate=params.learning_rate)
+        if params.optimizer == "adam"
+        else keras.optimizers.SGD(learning_rate=params.learning_rate)
+    )
     if keras.mixed_precision.global_policy().name == "mixed_float16":
         # Loss scaling keeps small float16 gradients from flushing to zero.
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)

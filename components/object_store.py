@@ -35,10 +35,13 @@ _SCHEME_FOR_FOLDER = {folder: scheme for scheme, folder in _LOCAL_FOLDERS.items(
 KUBEFLOW_MINIO_ENDPOINT = "http://minio-service.kubeflow:9000"
 KUBEFLOW_CREDENTIALS_SECRET = "mlpipeline-minio-artifact"
 
-_CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (on Kubeflow they come from the "
-                     f"`{KUBEFLOW_CREDENTIALS_SECRET}` secret, keys accesskey / secretkey)")
-_GCS_CREDENTIALS_HINT = ("set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run the step "
-                         "with Workload Identity")
+_CREDENTIALS_HINT = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (on Kubeflow they come from the "
+    f"`{KUBEFLOW_CREDENTIALS_SECRET}` secret, keys accesskey / secretkey)"
+)
+_GCS_CREDENTIALS_HINT = (
+    "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run the step with Workload Identity"
+)
 
 
 class ObjectStoreError(Exception):
@@ -49,6 +52,7 @@ class ObjectStoreError(Exception):
 # ---------------------------------------------------------------------------------------------------------
 # URIs and KFP's local paths
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _scheme_of(uri: str) -> Optional[str]:
     head, sep, _ = uri.partition("://")
@@ -69,9 +73,10 @@ def split(uri: str) -> Tuple[str, str, str]:
     if scheme is None:
         raise ValueError(f"Not an object-store URI: {uri!r} (expected gs://, s3:// or minio://bucket/key)")
     if scheme not in REMOTE_SCHEMES:
-        raise ValueError(f"Unsupported scheme {scheme!r} in {uri!r}: expected one of "
-                         + ", ".join(f"{s}://" for s in REMOTE_SCHEMES))
-    rest = uri[len(scheme) + 3:]
+        raise ValueError(
+            f"Unsupported scheme {scheme!r} in {uri!r}: expected one of " + ", ".join(f"{s}://" for s in REMOTE_SCHEMES)
+        )
+    rest = uri[len(scheme) + 3 :]
     bucket, _, key = rest.partition("/")
     if not bucket:
         raise ValueError(f"No bucket in {uri!r}: expected {scheme}://bucket/key")
@@ -85,9 +90,11 @@ def local_path_for_uri(uri: str, root: str = "/") -> str:
     s3://b/k -> /s3/b/k, minio://b/k -> /minio/b/k), with "/" replaced by `root`."""
     scheme = _scheme_of(uri) if isinstance(uri, str) else None
     if scheme not in REMOTE_SCHEMES:
-        raise ValueError(f"Failed to generate local path for URI {uri!r}: unsupported storage scheme "
-                         f"(expected one of {', '.join(s + '://' for s in REMOTE_SCHEMES)})")
-    return root.rstrip("/") + "/" + _LOCAL_FOLDERS[scheme] + "/" + uri[len(scheme) + 3:]
+        raise ValueError(
+            f"Failed to generate local path for URI {uri!r}: unsupported storage scheme "
+            f"(expected one of {', '.join(s + '://' for s in REMOTE_SCHEMES)})"
+        )
+    return root.rstrip("/") + "/" + _LOCAL_FOLDERS[scheme] + "/" + uri[len(scheme) + 3 :]
 
 
 def uri_for_local_path(path: str, root: str = "/") -> Optional[str]:
@@ -101,7 +108,7 @@ def uri_for_local_path(path: str, root: str = "/") -> Optional[str]:
     if base == "/":
         rel = norm.lstrip("/")
     elif norm.startswith(base + "/"):
-        rel = norm[len(base) + 1:]
+        rel = norm[len(base) + 1 :]
     else:
         return None
     folder, _, rest = rel.partition("/")
@@ -116,8 +123,11 @@ def _local(path: str) -> str:
         raise ValueError(f"Not a path or URI: {path!r}")
     scheme = _scheme_of(path)
     if scheme is not None:
-        raise ValueError(f"Unsupported scheme {scheme!r} in {path!r}: expected one of "
-                         + ", ".join(f"{s}://" for s in REMOTE_SCHEMES) + " or an absolute path")
+        raise ValueError(
+            f"Unsupported scheme {scheme!r} in {path!r}: expected one of "
+            + ", ".join(f"{s}://" for s in REMOTE_SCHEMES)
+            + " or an absolute path"
+        )
     if not os.path.isabs(path):
         raise ValueError(f"{path!r} is neither a gs://, s3:// or minio:// URI nor an absolute path")
     return path
@@ -152,7 +162,8 @@ def _s3_client(scheme: str, uri: str):
     if scheme == "minio" and not endpoint:
         raise ObjectStoreError(
             f"{uri}: a minio:// URI needs the MinIO endpoint; set AWS_ENDPOINT_URL (on Kubeflow: "
-            f"AWS_ENDPOINT_URL={KUBEFLOW_MINIO_ENDPOINT}); also {_CREDENTIALS_HINT}")
+            f"AWS_ENDPOINT_URL={KUBEFLOW_MINIO_ENDPOINT}); also {_CREDENTIALS_HINT}"
+        )
     # The client depends on the AWS_* environment (endpoint, credentials, region, retries): key on it, so
     # a changed environment gets a new client.
     cache_key = (scheme, tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
@@ -175,9 +186,11 @@ def _s3_client(scheme: str, uri: str):
             try:
                 client = session.client("s3", config=Config(**options))
             except Exception as e:  # invalid endpoint URL, unknown profile, ...
-                raise ObjectStoreError(f"{uri}: cannot create an S3 client for endpoint "
-                                       f"{endpoint or 'AWS default'}: {e} (check AWS_ENDPOINT_URL and "
-                                       "the AWS_* variables)") from e
+                raise ObjectStoreError(
+                    f"{uri}: cannot create an S3 client for endpoint "
+                    f"{endpoint or 'AWS default'}: {e} (check AWS_ENDPOINT_URL and "
+                    "the AWS_* variables)"
+                ) from e
             if len(_S3_CLIENTS) >= 8:
                 _S3_CLIENTS.clear()
             _S3_CLIENTS[cache_key] = client
@@ -205,8 +218,15 @@ def _client_error_code(e) -> str:
 
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
 _DENIED_CODES = {"403", "AccessDenied", "Forbidden", "AllAccessDisabled", "AccountProblem"}
-_REJECTED_CREDENTIALS_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
-                               "TokenRefreshRequired", "InvalidSecurity", "AuthorizationHeaderMalformed"}
+_REJECTED_CREDENTIALS_CODES = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "InvalidSecurity",
+    "AuthorizationHeaderMalformed",
+}
 
 
 def _s3_error(e: Exception, uri: str, client, bucket: str) -> Optional[Exception]:
@@ -225,11 +245,22 @@ def _s3_error(e: Exception, uri: str, client, bucket: str) -> Optional[Exception
         return ObjectStoreError(f"{where}: {e}")
     if isinstance(e, (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)):
         return ObjectStoreError(f"{where}: no usable credentials ({e}); {_CREDENTIALS_HINT}")
-    if isinstance(e, (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError,
-                      bce.ConnectionClosedError, bce.ProxyConnectionError, bce.SSLError,
-                      bce.HTTPClientError)):
-        return ObjectStoreError(f"{where}: cannot reach the endpoint ({e}); set AWS_ENDPOINT_URL to the "
-                                f"S3/MinIO endpoint (Kubeflow's MinIO: {KUBEFLOW_MINIO_ENDPOINT})")
+    if isinstance(
+        e,
+        (
+            bce.EndpointConnectionError,
+            bce.ConnectTimeoutError,
+            bce.ReadTimeoutError,
+            bce.ConnectionClosedError,
+            bce.ProxyConnectionError,
+            bce.SSLError,
+            bce.HTTPClientError,
+        ),
+    ):
+        return ObjectStoreError(
+            f"{where}: cannot reach the endpoint ({e}); set AWS_ENDPOINT_URL to the "
+            f"S3/MinIO endpoint (Kubeflow's MinIO: {KUBEFLOW_MINIO_ENDPOINT})"
+        )
     if isinstance(e, bce.ClientError):
         code = _client_error_code(e)
         if code == "NoSuchBucket":
@@ -237,8 +268,9 @@ def _s3_error(e: Exception, uri: str, client, bucket: str) -> Optional[Exception
         if code in _REJECTED_CREDENTIALS_CODES:
             return ObjectStoreError(f"{where}: the credentials were rejected ({code}); {_CREDENTIALS_HINT}")
         if code in _DENIED_CODES:
-            return ObjectStoreError(f"{where}: access denied ({code}); check the credentials "
-                                    f"({_CREDENTIALS_HINT}) and the bucket policy")
+            return ObjectStoreError(
+                f"{where}: access denied ({code}); check the credentials ({_CREDENTIALS_HINT}) and the bucket policy"
+            )
         if code in _NOT_FOUND_CODES:
             return FileNotFoundError(f"No such object: {uri}")
         return ObjectStoreError(f"{where}: {e}")
@@ -261,8 +293,10 @@ def _gcs_error(e: Exception, uri: str, bucket: str) -> Optional[Exception]:
     if isinstance(e, gexc.NotFound):
         return ObjectStoreError(f"{where}: bucket {bucket!r} does not exist or is not visible ({e.message})")
     if isinstance(e, (gexc.Forbidden, gexc.Unauthorized)):
-        return ObjectStoreError(f"{where}: access denied ({e.message}); check the service account's "
-                                f"permissions on bucket {bucket!r}, or {_GCS_CREDENTIALS_HINT}")
+        return ObjectStoreError(
+            f"{where}: access denied ({e.message}); check the service account's "
+            f"permissions on bucket {bucket!r}, or {_GCS_CREDENTIALS_HINT}"
+        )
     if isinstance(e, gexc.GoogleAPIError):
         return ObjectStoreError(f"{where}: {e}")
     if isinstance(e, requests.exceptions.RequestException):
@@ -273,6 +307,7 @@ def _gcs_error(e: Exception, uri: str, bucket: str) -> Optional[Exception]:
 # ---------------------------------------------------------------------------------------------------------
 # Backends: the same few primitives for S3 (and MinIO) and GCS
 # ---------------------------------------------------------------------------------------------------------
+
 
 class _S3:
     def __init__(self, scheme: str, bucket: str, uri: str):
@@ -313,7 +348,8 @@ class _S3:
         """(keys of the objects, prefixes of the "folders") immediately under `prefix`."""
         keys, prefixes = [], []
         for page in self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+            Bucket=self.bucket, Prefix=prefix, Delimiter="/"
+        ):
             keys.extend(item["Key"] for item in page.get("Contents", ()))
             prefixes.extend(item["Prefix"] for item in page.get("CommonPrefixes", ()))
         return keys, prefixes
@@ -350,15 +386,17 @@ class _S3:
 
     def delete_keys(self, keys: List[str]) -> None:
         for start in range(0, len(keys), 1000):
-            batch = keys[start:start + 1000]
+            batch = keys[start : start + 1000]
             response = self.client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+            )
             failed = response.get("Errors") or []
             if failed:
                 first = failed[0]
                 raise ObjectStoreError(
                     f"{self.uri}: could not delete {len(failed)} object(s), e.g. {first.get('Key')!r}: "
-                    f"{first.get('Code')} {first.get('Message', '')}".rstrip())
+                    f"{first.get('Code')} {first.get('Message', '')}".rstrip()
+                )
 
 
 class _GCS:
@@ -438,6 +476,7 @@ def _backend(uri: str):
 # Local files, written atomically
 # ---------------------------------------------------------------------------------------------------------
 
+
 def _temp_sibling(path: str) -> str:
     head, tail = os.path.split(path)
     return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
@@ -501,17 +540,17 @@ def _copy_local(src: str, dst: str) -> int:
 
 def _safe_relative(key: str, prefix: str, uri: str) -> str:
     """The key's path below `prefix` as a local relative path; refuses keys that would escape the folder."""
-    rel = key[len(prefix):]
+    rel = key[len(prefix) :]
     parts = [p for p in rel.split("/") if p]
     if not parts or any(p in (".", "..") for p in parts):
-        raise ObjectStoreError(f"{uri}: refusing to download the object {key!r}: its name is not a safe "
-                               "relative path")
+        raise ObjectStoreError(f"{uri}: refusing to download the object {key!r}: its name is not a safe relative path")
     return os.path.join(*parts)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The API
 # ---------------------------------------------------------------------------------------------------------
+
 
 def download(uri: str, local_path: str) -> int:
     """Copies `uri` to `local_path` and returns the number of files written.
@@ -537,7 +576,7 @@ def download(uri: str, local_path: str) -> int:
         if object_key.endswith("/"):
             continue  # a "folder" marker (kubeflow/pipelines#13476): nothing to write
         target = os.path.join(local_path, _safe_relative(object_key, prefix, uri))
-        with store.errors(_join(uri, object_key[len(prefix):])):
+        with store.errors(_join(uri, object_key[len(prefix) :])):
             _replace_into(target, lambda temp, k=object_key: store.get_file(k, temp))
         count += 1
     return count
@@ -556,8 +595,10 @@ def upload(local_path: str, uri: str) -> int:
     store, key = _backend(uri)
     if os.path.isfile(local_path):
         if not key or uri.endswith("/"):
-            raise ValueError(f"Cannot upload the file {local_path} to {uri}: the URI must name the object "
-                             "(bucket/key, without a trailing /)")
+            raise ValueError(
+                f"Cannot upload the file {local_path} to {uri}: the URI must name the object "
+                "(bucket/key, without a trailing /)"
+            )
         with store.errors():
             store.put_file(local_path, key)
         return 1
@@ -595,7 +636,7 @@ def list_names(uri: str) -> List[str]:
     prefix = key + "/" if key else ""
     with store.errors():
         keys, prefixes = store.children(prefix)
-        names = {k[len(prefix):] for k in keys} | {p[len(prefix):].rstrip("/") for p in prefixes}
+        names = {k[len(prefix) :] for k in keys} | {p[len(prefix) :].rstrip("/") for p in prefixes}
         names.discard("")  # the folder's own marker object, or keys with "//"
         if not names and not keys and not prefixes:
             if key and store.is_object(key):
@@ -608,12 +649,15 @@ def list_files(uri: str) -> List[str]:
     """The paths, relative to `uri`, of every object (file) under it, sorted; empty when there is none."""
     if not is_remote(uri):
         root = _local(uri)
-        return sorted(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
-                      for folder, _, files in os.walk(root) for name in files)
+        return sorted(
+            os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+            for folder, _, files in os.walk(root)
+            for name in files
+        )
     store, key = _backend(uri)
     prefix = key + "/" if key else ""
     with store.errors():
-        return sorted(k[len(prefix):] for k in store.walk(prefix) if not k.endswith("/"))
+        return sorted(k[len(prefix) :] for k in store.walk(prefix) if not k.endswith("/"))
 
 
 def read_bytes(uri: str) -> bytes:

@@ -16,8 +16,7 @@ def _densify(x, default_value):
         x = x.to_sparse()
     if isinstance(x, tf.sparse.SparseTensor):
         default_value = tf.cast(default_value, x.dtype)
-        dense = tf.sparse.to_dense(
-            tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default_value)
+        dense = tf.sparse.to_dense(tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default_value)
         return tf.squeeze(dense, axis=1)
     if x.shape.rank == 2:
         return tf.squeeze(x, axis=1)
@@ -78,9 +77,9 @@ def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> D
             fill_categorical(inputs[column]),
             top_k=config.vocab_top_k,
             num_oov_buckets=config.num_oov_buckets,
-            vocab_filename=column)
+            vocab_filename=column,
+        )
     for column in config.bucketized:
-        outputs[config.transformed_name(column)] = tft.bucketize(
-            fill_numeric(inputs[column]), config.num_buckets)
+        outputs[config.transformed_name(column)] = tft.bucketize(fill_numeric(inputs[column]), config.num_buckets)
     outputs[config.label.name] = make_label(inputs, config.label)
     return outputs

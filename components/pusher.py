@@ -88,6 +88,7 @@ def versions(base: str) -> List[int]:
 
 def served_versions(base: str) -> List[int]:
     """The versions of `base` that hold a whole SavedModel (what TF Serving can load), oldest first."""
+
     def complete(version: int) -> bool:
         path = f"{base.rstrip('/')}/{version}/saved_model.pb"
         return object_store.exists(path) if object_store.is_remote(base) else fileio.exists(path)
@@ -192,14 +193,16 @@ def rolled_back_entry(entries: List[dict], fingerprint: str) -> Optional[dict]:
 
 
 def rolled_back_text(entry: dict) -> str:
-    """"rolled back from version 17 on 2026-11-30T12:00:00+00:00 by ann@host: <reason>"."""
-    return (f"rolled back from version {entry['rolled_back_version']} on {entry['at']} by {entry['by']}: "
-            f"{entry.get('reason') or 'no reason given'}")
+    """ "rolled back from version 17 on 2026-11-30T12:00:00+00:00 by ann@host: <reason>"."""
+    return (
+        f"rolled back from version {entry['rolled_back_version']} on {entry['at']} by {entry['by']}: "
+        f"{entry.get('reason') or 'no reason given'}"
+    )
 
 
 def not_pushed_text(rolled_back: str) -> str:
     """`not_pushed_reason` of a model that was rolled back (`rolled_back`: `rolled_back_text` of its entry)."""
-    return (f"this model is the one {rolled_back}; train a new model (new data or settings) to push again")
+    return f"this model is the one {rolled_back}; train a new model (new data or settings) to push again"
 
 
 def after_rollback_text(entries: List[dict], served: List[int]) -> Optional[str]:
@@ -210,9 +213,11 @@ def after_rollback_text(entries: List[dict], served: List[int]) -> Optional[str]
     last = entries[-1]
     event = [e for e in entries if e.get("new_version") == last["new_version"]]
     rolled = ", ".join(str(e["rolled_back_version"]) for e in event)
-    return (f"version {rolled} had been rolled back to version {last['to_version']} (served as version "
-            f"{last['new_version']}) on {last['at']} by {last['by']}: {last.get('reason') or 'no reason given'}; "
-            "this model was blessed and replaces it")
+    return (
+        f"version {rolled} had been rolled back to version {last['to_version']} (served as version "
+        f"{last['new_version']}) on {last['at']} by {last['by']}: {last.get('reason') or 'no reason given'}; "
+        "this model was blessed and replaces it"
+    )
 
 
 def iso_time(epoch: float) -> str:
@@ -321,8 +326,12 @@ def prune(base: str, keep: int, now: float) -> List[str]:
 class Executor(tfx_pusher.Executor):
     """TFX's Pusher for a file-system destination, with an atomic version folder and retention."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if not self.CheckBlessing(input_dict):
@@ -355,8 +364,9 @@ class Executor(tfx_pusher.Executor):
         after_rollback = after_rollback_text(rollbacks, served_versions(base)) if rollbacks else None
         version = next_version(base, now)
         statistics = input_dict.get(STATISTICS_KEY)
-        serving_path = push_atomically(model_path, base, version,
-                                       artifact_utils.get_single_uri(statistics) if statistics else None)
+        serving_path = push_atomically(
+            model_path, base, version, artifact_utils.get_single_uri(statistics) if statistics else None
+        )
         logging.info("Model written to serving path %s.", serving_path)
         if after_rollback:
             model_push.set_string_custom_property(AFTER_ROLLBACK, after_rollback)
@@ -364,15 +374,18 @@ class Executor(tfx_pusher.Executor):
             logging.info("Removed %s (keeping the newest %d versions).", path, keep)
         io_utils.copy_dir(model_path, model_push.uri)
         # The version of the path: on an object store a concurrent push may have taken `version` first.
-        self._MarkPushed(model_push, pushed_destination=serving_path,
-                         pushed_version=os.path.basename(serving_path.rstrip("/")))
+        self._MarkPushed(
+            model_push, pushed_destination=serving_path, pushed_version=os.path.basename(serving_path.rstrip("/"))
+        )
 
 
 class PusherSpec(standard_component_specs.PusherSpec):
     """TFX's Pusher contract plus the statistics of the model's training data, kept with each pushed version."""
 
-    INPUTS = {**standard_component_specs.PusherSpec.INPUTS,
-              STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True)}
+    INPUTS = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    }
 
 
 class Pusher(base_component.BaseComponent):
@@ -382,13 +395,26 @@ class Pusher(base_component.BaseComponent):
     SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, base_directory: str,
-                 keep_versions: int = DEFAULT_KEEP_VERSIONS, statistics: Optional[types.BaseChannel] = None,
-                 infra_blessing: Optional[types.BaseChannel] = None):
+    def __init__(
+        self,
+        model: types.BaseChannel,
+        model_blessing: types.BaseChannel,
+        base_directory: str,
+        keep_versions: int = DEFAULT_KEEP_VERSIONS,
+        statistics: Optional[types.BaseChannel] = None,
+        infra_blessing: Optional[types.BaseChannel] = None,
+    ):
         destination = pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory))
-        super().__init__(spec=PusherSpec(
-            model=model, model_blessing=model_blessing, infra_blessing=infra_blessing, statistics=statistics,
-            push_destination=destination,
-            custom_config=json_utils.dumps({"keep_versions": keep_versions}),
-            pushed_model=types.Channel(type=standard_artifacts.PushedModel)))
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory)
+        )
+        super().__init__(
+            spec=PusherSpec(
+                model=model,
+                model_blessing=model_blessing,
+                infra_blessing=infra_blessing,
+                statistics=statistics,
+                push_destination=destination,
+                custom_config=json_utils.dumps({"keep_versions": keep_versions}),
+                pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+            )
+        )

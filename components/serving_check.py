@@ -69,12 +69,16 @@ def serving_columns(schema) -> Dict[str, str]:
     """Column -> dtype name of the schema's features present at serving."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    return {f.name: _DTYPES.get(schema_pb2.FeatureType.Name(f.type), "unknown") for f in schema.feature
-            if in_environment(f, schema, SERVING_ENVIRONMENT)}
+    return {
+        f.name: _DTYPES.get(schema_pb2.FeatureType.Name(f.type), "unknown")
+        for f in schema.feature
+        if in_environment(f, schema, SERVING_ENVIRONMENT)
+    }
 
 
-def check_signatures(signatures: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str],
-                     all_columns: Sequence[str]) -> List[str]:
+def check_signatures(
+    signatures: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str], all_columns: Sequence[str]
+) -> List[str]:
     """What is wrong with the probe's signatures against the serving columns (empty: nothing)."""
     problems = []
     for required in SIGNATURES:
@@ -86,17 +90,22 @@ def check_signatures(signatures: Mapping[str, Mapping[str, Any]], columns: Mappi
             continue  # serialized tf.Examples: parsed by the model's own feature spec
         for column, info in sorted(inputs.items()):
             if column not in columns:
-                where = ("absent at serving (schema: not in the SERVING environment)" if column in all_columns
-                         else "not a column of the schema")
+                where = (
+                    "absent at serving (schema: not in the SERVING environment)"
+                    if column in all_columns
+                    else "not a column of the schema"
+                )
                 problems.append(f"signature '{name}' takes '{column}', {where}")
             elif info["dtype"] != columns[column]:
-                problems.append(f"signature '{name}' takes '{column}' as {info['dtype']}; the schema's type is "
-                                f"{columns[column]}")
+                problems.append(
+                    f"signature '{name}' takes '{column}' as {info['dtype']}; the schema's type is {columns[column]}"
+                )
     return problems
 
 
-def golden_rows(example_files: Sequence[str], columns: Sequence[str], keep: Sequence[str],
-                count: int) -> Tuple[List[bytes], List[Dict[str, Any]]]:
+def golden_rows(
+    example_files: Sequence[str], columns: Sequence[str], keep: Sequence[str], count: int
+) -> Tuple[List[bytes], List[Dict[str, Any]]]:
     """Up to `count` eval rows with one value in every one of `columns`: as serialized tf.Examples holding only
     the `keep` columns (what a client sends: no label), and as JSON instances of `columns`."""
     import tensorflow as tf
@@ -147,8 +156,14 @@ def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         try:
-            done = subprocess.run([sys.executable, "-I", probe, request_path, result_path], env=env,
-                                  capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(
+                [sys.executable, "-I", probe, request_path, result_path],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"the model did not load and answer within {timeout:.0f} s"}
         if not os.path.exists(result_path):
@@ -158,8 +173,14 @@ def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict
             return json.load(f)
 
 
-def verdict(result: Dict[str, Any], expected, columns: Mapping[str, str], all_columns: Sequence[str],
-            tolerance: float, max_latency_ms: float) -> List[str]:
+def verdict(
+    result: Dict[str, Any],
+    expected,
+    columns: Mapping[str, str],
+    all_columns: Sequence[str],
+    tolerance: float,
+    max_latency_ms: float,
+) -> List[str]:
     """The reasons not to push (empty: the model serves). Sets `max_abs_difference` per signature in `result`."""
     import numpy as np
 
@@ -167,8 +188,9 @@ def verdict(result: Dict[str, Any], expected, columns: Mapping[str, str], all_co
         return [f"does not serve: {result['error']}"]
     reasons = []
     if result.get("foreign_modules"):
-        reasons.append("loading it needed modules a model server does not have: "
-                       + ", ".join(result["foreign_modules"]))
+        reasons.append(
+            "loading it needed modules a model server does not have: " + ", ".join(result["foreign_modules"])
+        )
     reasons += check_signatures(result["signatures"], columns, all_columns)
     differences = {}
     for name in SIGNATURES:
@@ -186,8 +208,10 @@ def verdict(result: Dict[str, Any], expected, columns: Mapping[str, str], all_co
         differences[name] = float(gap.max()) if gap.size else 0.0
         if differences[name] > tolerance:
             row = int(np.argmax(gap.max(axis=1)))
-            reasons.append(f"'{name}' disagrees with the Evaluator's model by {differences[name]:.3g} on golden row "
-                           f"{row} ({got[row][0]:.6f} vs {expected[row][0]:.6f}; tolerance {tolerance:g})")
+            reasons.append(
+                f"'{name}' disagrees with the Evaluator's model by {differences[name]:.3g} on golden row "
+                f"{row} ({got[row][0]:.6f} vs {expected[row][0]:.6f}; tolerance {tolerance:g})"
+            )
     result["max_abs_difference"] = differences
     p99 = result.get("latency_ms", {}).get("p99")
     if max_latency_ms and p99 is not None and p99 > max_latency_ms:
@@ -203,8 +227,7 @@ def summary_line(result: Mapping[str, Any]) -> str:
     throughput = result.get("throughput", [])
     rates = " / ".join(f"{t['examples_per_s']:,.0f}" for t in throughput)
     batches = " / ".join(str(t["batch"]) for t in throughput)
-    return (f"p50 {latency['p50']:.2f} ms, p99 {latency['p99']:.2f} ms at batch 1; {rates} rows/s at batch "
-            f"{batches}")
+    return f"p50 {latency['p50']:.2f} ms, p99 {latency['p99']:.2f} ms at batch 1; {rates} rows/s at batch {batches}"
 
 
 def figures(result: Mapping[str, Any]) -> Dict[str, float]:
@@ -226,8 +249,12 @@ def figures(result: Mapping[str, Any]) -> Dict[str, float]:
 class Executor(base_executor.BaseExecutor):
     """Runs the serving check and writes its verdict as an InfraBlessing."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         from tensorflow_metadata.proto.v0 import schema_pb2
         from tfx.utils import io_utils
 
@@ -246,18 +273,33 @@ class Executor(base_executor.BaseExecutor):
         files = [os.path.join(split_uri, "*")]
         count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
         examples_bytes, instances = golden_rows(files, config.feature_columns, list(columns), count)
-        result: Dict[str, Any] = {"model": model_dir, "golden_rows": len(examples_bytes), "tolerance": tolerance,
-                                  "max_latency_ms": max_latency_ms}
+        result: Dict[str, Any] = {
+            "model": model_dir,
+            "golden_rows": len(examples_bytes),
+            "tolerance": tolerance,
+            "max_latency_ms": max_latency_ms,
+        }
         if not examples_bytes:
-            reasons = [f"no eval row has a value in every feature column ({', '.join(config.feature_columns)}) "
-                       "to build golden requests from"]
+            reasons = [
+                f"no eval row has a value in every feature column ({', '.join(config.feature_columns)}) "
+                "to build golden requests from"
+            ]
         else:
             expected = evaluator_predictions(model_dir, exec_properties["eval_config"], examples_bytes)
-            result.update(run_probe({
-                "model_dir": model_dir, "signatures": list(SIGNATURES), "output": OUTPUT_KEY,
-                "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
-                "instances": instances, "latency_calls": LATENCY_CALLS, "seconds": SECONDS_PER_BATCH,
-                "batch_sizes": list(BATCH_SIZES)}))
+            result.update(
+                run_probe(
+                    {
+                        "model_dir": model_dir,
+                        "signatures": list(SIGNATURES),
+                        "output": OUTPUT_KEY,
+                        "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
+                        "instances": instances,
+                        "latency_calls": LATENCY_CALLS,
+                        "seconds": SECONDS_PER_BATCH,
+                        "batch_sizes": list(BATCH_SIZES),
+                    }
+                )
+            )
             reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms)
             result["expected"] = expected.tolist()
         if not reasons:
@@ -314,13 +356,29 @@ class ServingCheck(base_component.BaseComponent):
     SPEC_CLASS = ServingCheckSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, model: types.BaseChannel, examples: types.BaseChannel, schema: types.BaseChannel,
-                 features: Mapping[str, Any], eval_config, max_latency_ms: float = 0.0,
-                 tolerance: float = DEFAULT_TOLERANCE, golden_rows: int = DEFAULT_GOLDEN_ROWS):
+    def __init__(
+        self,
+        model: types.BaseChannel,
+        examples: types.BaseChannel,
+        schema: types.BaseChannel,
+        features: Mapping[str, Any],
+        eval_config,
+        max_latency_ms: float = 0.0,
+        tolerance: float = DEFAULT_TOLERANCE,
+        golden_rows: int = DEFAULT_GOLDEN_ROWS,
+    ):
         from google.protobuf import json_format
 
-        super().__init__(spec=ServingCheckSpec(
-            model=model, examples=examples, schema=schema, features=json_utils.dumps(dict(features)),
-            eval_config=json_format.MessageToJson(eval_config, sort_keys=True),
-            tolerance=float(tolerance), max_latency_ms=float(max_latency_ms), golden_rows=int(golden_rows),
-            blessing=types.Channel(type=standard_artifacts.InfraBlessing)))
+        super().__init__(
+            spec=ServingCheckSpec(
+                model=model,
+                examples=examples,
+                schema=schema,
+                features=json_utils.dumps(dict(features)),
+                eval_config=json_format.MessageToJson(eval_config, sort_keys=True),
+                tolerance=float(tolerance),
+                max_latency_ms=float(max_latency_ms),
+                golden_rows=int(golden_rows),
+                blessing=types.Channel(type=standard_artifacts.InfraBlessing),
+            )
+        )

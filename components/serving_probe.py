@@ -23,8 +23,19 @@ import traceback
 
 # Top-level packages a model server does not have; the result names any that loading and serving the model
 # pulled in beyond what `import tensorflow` imports itself.
-FOREIGN = ("pipeline", "components", "schemas", "tfx", "tfx_bsl", "tensorflow_transform",
-           "tensorflow_model_analysis", "tensorflow_data_validation", "apache_beam", "tf_keras", "keras")
+FOREIGN = (
+    "pipeline",
+    "components",
+    "schemas",
+    "tfx",
+    "tfx_bsl",
+    "tensorflow_transform",
+    "tensorflow_model_analysis",
+    "tensorflow_data_validation",
+    "apache_beam",
+    "tf_keras",
+    "keras",
+)
 EXAMPLES_INPUT = "examples"
 
 
@@ -41,12 +52,20 @@ def _signature(meta_graph, name):
     signature = meta_graph.signature_def[name]
 
     def describe(tensors):
-        return {key: {"dtype": _dtype_name(info.dtype), "tensor": info.name,
-                      "shape": [-1 if d.size < 0 else d.size for d in info.tensor_shape.dim]}
-                for key, info in sorted(tensors.items())}
+        return {
+            key: {
+                "dtype": _dtype_name(info.dtype),
+                "tensor": info.name,
+                "shape": [-1 if d.size < 0 else d.size for d in info.tensor_shape.dim],
+            }
+            for key, info in sorted(tensors.items())
+        }
 
-    return {"method": signature.method_name, "inputs": describe(signature.inputs),
-            "outputs": describe(signature.outputs)}
+    return {
+        "method": signature.method_name,
+        "inputs": describe(signature.inputs),
+        "outputs": describe(signature.outputs),
+    }
 
 
 def _dtype_name(enum_value):
@@ -92,8 +111,9 @@ def probe(request):
     with graph.as_default():
         meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], request["model_dir"])
     result["load_s"] = round(time.perf_counter() - started, 3)
-    signatures = {name: _signature(meta_graph, name) for name in sorted(meta_graph.signature_def)
-                  if not name.startswith("__")}
+    signatures = {
+        name: _signature(meta_graph, name) for name in sorted(meta_graph.signature_def) if not name.startswith("__")
+    }
     result["signatures"] = signatures
     predictions = {}
     for name in request["signatures"]:
@@ -125,8 +145,11 @@ def probe(request):
         started = time.perf_counter()
         session.run(output, feed_dict=single)
         latencies.append(time.perf_counter() - started)
-    result["latency_ms"] = {"calls": len(latencies), "p50": round(_percentile(latencies, 0.5) * 1e3, 3),
-                            "p99": round(_percentile(latencies, 0.99) * 1e3, 3)}
+    result["latency_ms"] = {
+        "calls": len(latencies),
+        "p50": round(_percentile(latencies, 0.5) * 1e3, 3),
+        "p99": round(_percentile(latencies, 0.99) * 1e3, 3),
+    }
     throughput = []
     for batch in request["batch_sizes"]:
         feeds = _feeds(timed, examples, instances, batch)

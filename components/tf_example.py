@@ -64,8 +64,9 @@ def varints(values: np.ndarray) -> pa.BinaryArray:
 def _binary(lengths: np.ndarray, data: np.ndarray) -> pa.BinaryArray:
     offsets = np.zeros(len(lengths) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    return pa.BinaryArray.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets),
-                                                                     pa.py_buffer(np.ascontiguousarray(data))])
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))]
+    )
 
 
 def _varint_length(values: np.ndarray) -> np.ndarray:
@@ -85,8 +86,9 @@ def _feature(column: pa.Array, kind: str):
     """(the Feature bytes of each row, their lengths) for the rows' values, nulls as zero/empty values."""
     if kind == FLOAT:
         values = np.asarray(column.cast(pa.float32()).fill_null(0.0)).astype("<f4")
-        return _join(b"\x12\x06\x0a\x04", _binary(np.full(len(values), 4, np.int32), values.view(np.uint8))), \
-            np.full(len(values), 8, np.int64)
+        return _join(b"\x12\x06\x0a\x04", _binary(np.full(len(values), 4, np.int32), values.view(np.uint8))), np.full(
+            len(values), 8, np.int64
+        )
     if kind == INT:
         values = np.asarray(column.fill_null(0), np.int64)
         encoded = varints(values)
@@ -110,8 +112,7 @@ def _entry(key: str, column: pa.Array, kind: str):
     empty_entry = b"\x0a" + _varint_bytes(len(empty)) + empty
     if column.null_count:
         entries = pc.if_else(column.is_valid(), entries, pa.scalar(empty_entry, pa.binary()))
-        entry_len = np.where(np.asarray(column.is_valid()), entry_len + 1 + _varint_length(entry_len),
-                             len(empty_entry))
+        entry_len = np.where(np.asarray(column.is_valid()), entry_len + 1 + _varint_length(entry_len), len(empty_entry))
     else:
         entry_len = entry_len + 1 + _varint_length(entry_len)
     return entries, entry_len
@@ -134,8 +135,11 @@ def split_buckets(examples: pa.BinaryArray, buckets: Sequence[int]) -> np.ndarra
     """The split index of each serialized example as TFX's ExampleGen partitions (`_PartitionFn`): SHA-256 of
     the deterministic bytes, as an integer modulo the last bucket, then the first bucket boundary above it."""
     modulus = buckets[-1]
-    values = np.fromiter((int.from_bytes(hashlib.sha256(record).digest(), "big") % modulus
-                          for record in examples.to_pylist()), np.int64, count=len(examples))
+    values = np.fromiter(
+        (int.from_bytes(hashlib.sha256(record).digest(), "big") % modulus for record in examples.to_pylist()),
+        np.int64,
+        count=len(examples),
+    )
     return np.searchsorted(np.asarray(buckets), values, side="right")
 
 
@@ -161,11 +165,12 @@ class TFRecordGzipWriter:
         lengths = np.fromiter((len(v) for v in values), np.int64, count=len(values))
         heads = lengths.astype("<u8").tobytes()
         pack = struct.Struct("<I").pack
-        frames = [head + pack(_masked_crc(head)) + value + pack(_masked_crc(value))
-                  for head, value in zip((heads[i:i + 8] for i in range(0, len(heads), 8)), values)]
+        frames = [
+            head + pack(_masked_crc(head)) + value + pack(_masked_crc(value))
+            for head, value in zip((heads[i : i + 8] for i in range(0, len(heads), 8)), values, strict=True)
+        ]
         self._stream.write(self._compressor.compress(b"".join(frames)))
         self.records += len(values)
 
     def close(self) -> None:
         self._stream.write(self._compressor.flush())
-

@@ -61,8 +61,10 @@ def resolve_uri(uri: str) -> str:
     come from the pod's environment, never from the compiled pipeline)."""
     uri = uri or os.environ.get(TRACKING_URI_ENV, "")
     if not uri:
-        raise ValueError(f"no MLflow tracking URI: the tracking_uri parameter is empty and ${TRACKING_URI_ENV} "
-                         "is not set in this container")
+        raise ValueError(
+            f"no MLflow tracking URI: the tracking_uri parameter is empty and ${TRACKING_URI_ENV} "
+            "is not set in this container"
+        )
     return uri
 
 
@@ -79,8 +81,9 @@ def find_run(mlflow_client, experiment: str, run_key: str):
     found = mlflow_client.get_experiment_by_name(experiment)
     if found is None:
         return None
-    runs = mlflow_client.search_runs([found.experiment_id], filter_string=f"tags.`{RUN_KEY_TAG}` = '{run_key}'",
-                                     max_results=1)
+    runs = mlflow_client.search_runs(
+        [found.experiment_id], filter_string=f"tags.`{RUN_KEY_TAG}` = '{run_key}'", max_results=1
+    )
     return runs[0] if runs else None
 
 
@@ -90,7 +93,7 @@ def artifact_location(uri: str) -> Optional[str]:
     uri = resolve_uri(uri)
     if not uri.startswith("sqlite:///"):
         return None
-    return "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///"):]), "artifacts")
+    return "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///") :]), "artifacts")
 
 
 def start_run(settings: TrackingSettings, pipeline_name: str) -> str:
@@ -102,13 +105,17 @@ def start_run(settings: TrackingSettings, pipeline_name: str) -> str:
     if existing is not None:
         return existing.info.run_id
     experiment = mlflow_client.get_experiment_by_name(settings.experiment)
-    experiment_id = experiment.experiment_id if experiment else mlflow_client.create_experiment(
-        settings.experiment, artifact_location=artifact_location(settings.uri))
-    run = mlflow_client.create_run(experiment_id, run_name=settings.run_key,
-                                   tags={RUN_KEY_TAG: settings.run_key, PIPELINE_TAG: pipeline_name})
+    experiment_id = (
+        experiment.experiment_id
+        if experiment
+        else mlflow_client.create_experiment(settings.experiment, artifact_location=artifact_location(settings.uri))
+    )
+    run = mlflow_client.create_run(
+        experiment_id, run_name=settings.run_key, tags={RUN_KEY_TAG: settings.run_key, PIPELINE_TAG: pipeline_name}
+    )
     params = [Param(k, v[:6000]) for k, v in sorted(flatten(settings.params).items())]
     for i in range(0, len(params), 100):
-        mlflow_client.log_batch(run.info.run_id, params=params[i:i + 100])
+        mlflow_client.log_batch(run.info.run_id, params=params[i : i + 100])
     return run.info.run_id
 
 
@@ -159,7 +166,7 @@ def split_rows(statistics_uri: str) -> Dict[str, int]:
         name = entry.rstrip("/")
         path = os.path.join(statistics_uri, name, "FeatureStats.pb")
         if name.startswith("Split-") and fileio.exists(path):
-            rows[name[len("Split-"):]] = int(tfdv.load_stats_binary(path).datasets[0].num_examples)
+            rows[name[len("Split-") :]] = int(tfdv.load_stats_binary(path).datasets[0].num_examples)
     return rows
 
 
@@ -170,9 +177,14 @@ def evaluation_metrics(evaluation_uri: str) -> Dict[str, Dict[str, float]]:
     result: Dict[str, Dict[str, float]] = {}
     for metrics in tfma.load_metrics(evaluation_uri):
         keys = metrics.slice_key.single_slice_keys
-        name = "overall" if not keys else ",".join(
-            f"{k.column}={k.bytes_value.decode() if k.HasField('bytes_value') else k.int64_value or k.float_value}"
-            for k in keys)
+        name = (
+            "overall"
+            if not keys
+            else ",".join(
+                f"{k.column}={k.bytes_value.decode() if k.HasField('bytes_value') else k.int64_value or k.float_value}"
+                for k in keys
+            )
+        )
         for kv in metrics.metric_keys_and_values:
             if kv.key.is_diff or kv.key.model_name == "baseline" or not kv.value.HasField("double_value"):
                 continue
@@ -214,16 +226,23 @@ def blessing_failures(evaluation_uri: str, overall=None) -> List[str]:
             threshold = failure.metric_threshold
             if failure.metric_key.is_diff and threshold.HasField("change_threshold"):
                 allowed = threshold.change_threshold.absolute.value
-                compared = (f"{metrics[name]:.4f} vs. {baseline[name]:.4f} for the last blessed model"
-                            if name in metrics and name in baseline else "vs. the last blessed model")
-                reasons.append(f"{name} {compared}: a change of {value:+.4f}, beyond the allowed "
-                               f"{min(allowed, 0.0):+.4f} (--max-regression)")
+                compared = (
+                    f"{metrics[name]:.4f} vs. {baseline[name]:.4f} for the last blessed model"
+                    if name in metrics and name in baseline
+                    else "vs. the last blessed model"
+                )
+                reasons.append(
+                    f"{name} {compared}: a change of {value:+.4f}, beyond the allowed "
+                    f"{min(allowed, 0.0):+.4f} (--max-regression)"
+                )
             elif threshold.value_threshold.HasField("lower_bound"):
-                reasons.append(f"{name} {value:.4f} is below the minimum "
-                               f"{threshold.value_threshold.lower_bound.value:.4f}")
+                reasons.append(
+                    f"{name} {value:.4f} is below the minimum {threshold.value_threshold.lower_bound.value:.4f}"
+                )
             elif threshold.value_threshold.HasField("upper_bound"):
-                reasons.append(f"{name} {value:.4f} is above the maximum "
-                               f"{threshold.value_threshold.upper_bound.value:.4f}")
+                reasons.append(
+                    f"{name} {value:.4f} is above the maximum {threshold.value_threshold.upper_bound.value:.4f}"
+                )
             else:
                 reasons.append(f"{name} {value:.4f} failed its threshold")
     if not reasons and result.missing_thresholds:
@@ -270,39 +289,57 @@ def MlflowRecord(  # pylint: disable=invalid-name
         metrics += [Metric(f"{prefix}.{name}", value, 0, 0) for name, value in values.items()]
     if evaluation.has_custom_property("eval_sample"):  # the Evaluator judged a sample of a large split
         for split, sample in json.loads(evaluation.get_string_custom_property("eval_sample")).items():
-            metrics += [Metric(f"eval_sample.{split}.rows", sample["rows"], 0, 0),
-                        Metric(f"eval_sample.{split}.sampled", sample["sampled"], 0, 0)]
+            metrics += [
+                Metric(f"eval_sample.{split}.rows", sample["rows"], 0, 0),
+                Metric(f"eval_sample.{split}.sampled", sample["sampled"], 0, 0),
+            ]
     from components import serving_check as serving_check_lib
 
     served = serving_check_lib.read_result(serving_check.uri) or {}
     metrics += [Metric(f"serving.{name}", value, 0, 0) for name, value in serving_check_lib.figures(served).items()]
     blessed = int(blessing.get_int_custom_property("blessed") == 1)
-    params = [Param(f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
-              for k, v in sorted(info.items()) if k != "backup_dir"]
+    params = [
+        Param(f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+        for k, v in sorted(info.items())
+        if k != "backup_dir"
+    ]
     for i in range(0, len(metrics), 500):
-        mlflow_client.log_batch(run_id, metrics=metrics[i:i + 500], params=params if i == 0 else [])
-    tags = {"tfxflow.blessed": "yes" if blessed else "no", "tfxflow.model_uri": model.uri,
-            "tfxflow.model_mlmd_id": str(model.id), "tfxflow.evaluation_uri": evaluation.uri,
-            "tfxflow.statistics_uri": statistics.uri, "tfxflow.schema_uri": schema.uri}
+        mlflow_client.log_batch(run_id, metrics=metrics[i : i + 500], params=params if i == 0 else [])
+    tags = {
+        "tfxflow.blessed": "yes" if blessed else "no",
+        "tfxflow.model_uri": model.uri,
+        "tfxflow.model_mlmd_id": str(model.id),
+        "tfxflow.evaluation_uri": evaluation.uri,
+        "tfxflow.statistics_uri": statistics.uri,
+        "tfxflow.schema_uri": schema.uri,
+    }
     if not blessed:
         from components.pusher import ROLLED_BACK
 
         revoked = blessing.get_string_custom_property(ROLLED_BACK) if blessing.has_custom_property(ROLLED_BACK) else ""
-        tags["tfxflow.not_blessed_because"] = (f"blessing revoked: this model was {revoked}" if revoked else
-                                               "; ".join(blessing_failures(evaluation.uri)) or "unknown")
+        tags["tfxflow.not_blessed_because"] = (
+            f"blessing revoked: this model was {revoked}"
+            if revoked
+            else "; ".join(blessing_failures(evaluation.uri)) or "unknown"
+        )
     tags["tfxflow.serving_check"] = "passed" if served.get("blessed") else "failed"
     if served.get("reasons"):
         tags["tfxflow.serving_check_failed_because"] = "; ".join(served["reasons"])[:5000]
     for key, value in tags.items():
         mlflow_client.set_tag(run_id, key, value)
     with tempfile.TemporaryDirectory() as folder:
-        for name, content in (("evaluation.json", evaluation_by_slice), ("training_info.json", info),
-                              (serving_check_lib.RESULT_FILE, served)):
+        for name, content in (
+            ("evaluation.json", evaluation_by_slice),
+            ("training_info.json", info),
+            (serving_check_lib.RESULT_FILE, served),
+        ):
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
                 json.dump(content, f, indent=2)
             mlflow_client.log_artifact(run_id, os.path.join(folder, name), "summaries")
-        with fileio.open(os.path.join(schema.uri, "schema.pbtxt"), "r") as src, \
-                open(os.path.join(folder, "schema.pbtxt"), "w", encoding="utf-8") as dst:
+        with (
+            fileio.open(os.path.join(schema.uri, "schema.pbtxt"), "r") as src,
+            open(os.path.join(folder, "schema.pbtxt"), "w", encoding="utf-8") as dst,
+        ):
             dst.write(src.read())
         mlflow_client.log_artifact(run_id, os.path.join(folder, "schema.pbtxt"), "data")
         from components import gate
@@ -339,8 +376,10 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
             return self.saved_model.signatures["serving_default"](examples=examples)["probabilities"]
 
     # Unnamed tensors: MLflow's TF pyfunc hands the module a plain array of serialized tf.Examples.
-    signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(object), (-1,))]),
-                               outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, 1))]))
+    signature = ModelSignature(
+        inputs=Schema([TensorSpec(np.dtype(object), (-1,))]),
+        outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, 1))]),
+    )
     # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
     requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in ("tensorflow", "tensorflow-transform")]
     previous = mlflow.get_tracking_uri()
@@ -349,9 +388,13 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     mlflow.set_registry_uri(uri)
     try:
         with mlflow.start_run(run_id=run_id):
-            return mlflow.tensorflow.log_model(ServingModule(saved_model_dir), name="model", signature=signature,
-                                               registered_model_name=registered_name,
-                                               pip_requirements=requirements)
+            return mlflow.tensorflow.log_model(
+                ServingModule(saved_model_dir),
+                name="model",
+                signature=signature,
+                registered_model_name=registered_name,
+                pip_requirements=requirements,
+            )
     finally:
         mlflow.set_tracking_uri(previous)
 

@@ -21,8 +21,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from components import export
-from components import object_store
+from components import export, object_store
 from components import features as features_lib
 from components import hardware as hardware_lib
 from components import model as model_lib
@@ -85,9 +84,17 @@ def list_files(file_patterns: Iterable[str]) -> List[str]:
     return files
 
 
-def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], label_key: str,
-                 input_names: Iterable[str], params: TrainParams, training: bool,
-                 batch_size: int, num_workers: int = 1, transform=None) -> tf.data.Dataset:
+def make_dataset(
+    file_patterns: Iterable[str],
+    feature_spec: Mapping[str, Any],
+    label_key: str,
+    input_names: Iterable[str],
+    params: TrainParams,
+    training: bool,
+    batch_size: int,
+    num_workers: int = 1,
+    transform=None,
+) -> tf.data.Dataset:
     """Batches of `batch_size` (features, label) from gzipped TFRecords of tf.Examples (for training, the
     effective batch: `TrainParams.effective_batch`): Transform's output, or with `transform` (the Transform
     graph's layer) raw examples that are transformed batch by batch as they are read.
@@ -115,8 +122,10 @@ def make_dataset(file_patterns: Iterable[str], feature_spec: Mapping[str, Any], 
 
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.FILE if len(files) >= num_workers
-        else tf.data.experimental.AutoShardPolicy.DATA)
+        tf.data.experimental.AutoShardPolicy.FILE
+        if len(files) >= num_workers
+        else tf.data.experimental.AutoShardPolicy.DATA
+    )
     ds = ds.with_options(options)
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
@@ -136,13 +145,15 @@ def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
     return {"epochs": epochs, "steps_per_epoch": max(1, math.ceil(train_steps / epochs))}
 
 
-def make_callbacks(log_dir: str, backup_dir: Optional[str], patience: int,
-                   extra: Sequence[keras.callbacks.Callback] = ()) -> List[keras.callbacks.Callback]:
+def make_callbacks(
+    log_dir: str, backup_dir: Optional[str], patience: int, extra: Sequence[keras.callbacks.Callback] = ()
+) -> List[keras.callbacks.Callback]:
     """TensorBoard in the run directory, early stopping on the eval split, and backup for resumption."""
     callbacks: List[keras.callbacks.Callback] = [keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch")]
     if patience > 0:
-        callbacks.append(keras.callbacks.EarlyStopping(
-            monitor="val_loss", patience=patience, restore_best_weights=True, verbose=0))
+        callbacks.append(
+            keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience, restore_best_weights=True, verbose=0)
+        )
     if backup_dir:
         # Saves after every epoch and deletes the backup once training completes.
         callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=backup_dir))
@@ -195,25 +206,45 @@ def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str]
     return local, [BackupMirror(local, backup_dir)]
 
 
-def build(strategy: tf.distribute.Strategy, config: features_lib.FeatureConfig, num_tokens: Mapping[str, int],
-          model_params: model_lib.ModelParams, train_params: TrainParams,
-          hardware: hardware_lib.HardwareConfig) -> keras.Model:
+def build(
+    strategy: tf.distribute.Strategy,
+    config: features_lib.FeatureConfig,
+    num_tokens: Mapping[str, int],
+    model_params: model_lib.ModelParams,
+    train_params: TrainParams,
+    hardware: hardware_lib.HardwareConfig,
+) -> keras.Model:
     """The compiled model, its variables placed by `strategy`, in the current dtype policy."""
     skip_autograph_for_tf_keras()
     keras.utils.set_random_seed(train_params.seed)
     with strategy.scope():
         return model_lib.build_model(
-            config, num_tokens, model_params, grad_accum_steps=train_params.grad_accum_steps,
-            steps_per_execution=hardware.steps_per_execution, jit_compile=hardware.xla)
+            config,
+            num_tokens,
+            model_params,
+            grad_accum_steps=train_params.grad_accum_steps,
+            steps_per_execution=hardware.steps_per_execution,
+            jit_compile=hardware.xla,
+        )
 
 
-def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransformOutput,
-          train_files: Iterable[str], eval_files: Iterable[str], train_steps: int, eval_steps: int,
-          model_params: model_lib.ModelParams, train_params: TrainParams, log_dir: str,
-          hardware: hardware_lib.HardwareConfig = hardware_lib.HardwareConfig(),
-          strategy: Optional[tf.distribute.Strategy] = None, backup_dir: Optional[str] = None,
-          extra_callbacks: Sequence[keras.callbacks.Callback] = (), raw_examples: bool = False,
-          eval_rows: Optional[int] = None):
+def train(
+    config: features_lib.FeatureConfig,
+    tf_transform_output: tft.TFTransformOutput,
+    train_files: Iterable[str],
+    eval_files: Iterable[str],
+    train_steps: int,
+    eval_steps: int,
+    model_params: model_lib.ModelParams,
+    train_params: TrainParams,
+    log_dir: str,
+    hardware: hardware_lib.HardwareConfig = hardware_lib.HardwareConfig(),
+    strategy: Optional[tf.distribute.Strategy] = None,
+    backup_dir: Optional[str] = None,
+    extra_callbacks: Sequence[keras.callbacks.Callback] = (),
+    raw_examples: bool = False,
+    eval_rows: Optional[int] = None,
+):
     """Builds and fits the model, in the current dtype policy; returns (model, history, info).
 
     The files hold Transform's output, or with `raw_examples` ExampleGen's examples, transformed as they are
@@ -232,10 +263,12 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
     else:
         spec = tf_transform_output.transformed_feature_spec()
     workers = hardware_lib.worker_count(os.environ)
-    train_ds = make_dataset(train_files, spec, config.label.name, model.input_names, train_params, True,
-                            batch, workers, transform)
-    eval_ds = make_dataset(eval_files, spec, config.label.name, model.input_names, train_params, False,
-                           batch, workers, transform)
+    train_ds = make_dataset(
+        train_files, spec, config.label.name, model.input_names, train_params, True, batch, workers, transform
+    )
+    eval_ds = make_dataset(
+        eval_files, spec, config.label.name, model.input_names, train_params, False, batch, workers, transform
+    )
     if not eval_steps and eval_rows is not None:
         eval_steps = max(1, min(train_params.max_eval_batches, math.ceil(eval_rows / batch)))
     if not eval_steps:
@@ -245,9 +278,15 @@ def train(config: features_lib.FeatureConfig, tf_transform_output: tft.TFTransfo
     plan = schedule(train_steps, train_params.eval_every_steps)
     replicas = strategy.num_replicas_in_sync
     info = hardware_lib.describe(strategy, hardware)
-    info.update(per_replica_batch=train_params.batch_size, gradient_accumulation_steps=train_params.grad_accum_steps,
-                global_batch=train_params.global_batch(replicas), effective_batch=batch,
-                train_steps=plan["epochs"] * plan["steps_per_epoch"], **plan, backup_dir=backup_dir)
+    info.update(
+        per_replica_batch=train_params.batch_size,
+        gradient_accumulation_steps=train_params.grad_accum_steps,
+        global_batch=train_params.global_batch(replicas),
+        effective_batch=batch,
+        train_steps=plan["epochs"] * plan["steps_per_epoch"],
+        **plan,
+        backup_dir=backup_dir,
+    )
     logging.info("Trainer: %s", json.dumps(info))
     history = model.fit(
         train_ds,
@@ -286,29 +325,46 @@ def run_fn(fn_args) -> None:
     strategy = hardware_lib.make_strategy()
     policy = hardware_lib.resolve_precision(hardware.precision)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    backup_dir = backup_dir_for(train_params.backup_root, {
-        "train_files": list(fn_args.train_files), "transform": fn_args.transform_graph_path,
-        "train_steps": fn_args.train_steps, "custom_config": custom})
+    backup_dir = backup_dir_for(
+        train_params.backup_root,
+        {
+            "train_files": list(fn_args.train_files),
+            "transform": fn_args.transform_graph_path,
+            "train_steps": fn_args.train_steps,
+            "custom_config": custom,
+        },
+    )
     scratch = tempfile.mkdtemp(prefix="tfxflow-trainer-")
     try:
         fit_backup_dir, mirror = local_backup(backup_dir, scratch)
         # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
         with hardware_lib.precision_policy(policy):
             model, history, info = train(
-                config, tf_transform_output, fn_args.train_files, fn_args.eval_files,
-                train_steps=fn_args.train_steps, eval_steps=fn_args.eval_steps,
+                config,
+                tf_transform_output,
+                fn_args.train_files,
+                fn_args.eval_files,
+                train_steps=fn_args.train_steps,
+                eval_steps=fn_args.eval_steps,
                 model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
-                train_params=train_params, log_dir=fn_args.model_run_dir, hardware=hardware,
-                strategy=strategy, backup_dir=fit_backup_dir, extra_callbacks=mirror,
-                raw_examples=bool(custom.get("raw_examples")), eval_rows=recorded_rows(fn_args.eval_files, "eval"))
+                train_params=train_params,
+                log_dir=fn_args.model_run_dir,
+                hardware=hardware,
+                strategy=strategy,
+                backup_dir=fit_backup_dir,
+                extra_callbacks=mirror,
+                raw_examples=bool(custom.get("raw_examples")),
+                eval_rows=recorded_rows(fn_args.eval_files, "eval"),
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
     export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
     if custom.get("raw_examples"):  # real rows for TF Serving's warmup (transformed ones are not requests)
         rows = export.warmup_rows(fn_args.eval_files, config.feature_columns)
-        info["warmup_requests"] = export.write_warmup_requests(fn_args.serving_model_dir, rows, tf_transform_output,
-                                                               config)
+        info["warmup_requests"] = export.write_warmup_requests(
+            fn_args.serving_model_dir, rows, tf_transform_output, config
+        )
     # The model is exported: nothing is left to resume.
     if _mirrored(backup_dir):
         object_store.delete(backup_dir)

@@ -34,19 +34,28 @@ class Accepted:
     at: str
 
 
-def accept(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None, reason: str = "",
-           by: Optional[str] = None, clock: Callable[[], float] = time.time) -> Accepted:
+def accept(
+    metadata_path: str,
+    pipeline_name: str,
+    run_id: Optional[str] = None,
+    reason: str = "",
+    by: Optional[str] = None,
+    clock: Callable[[], float] = time.time,
+) -> Accepted:
     """Marks the statistics of `run_id` (default: the latest run) as the drift baseline of `pipeline_name`.
     Raises ConfigError naming what is missing."""
     run = report_lib.read_run(metadata_path, pipeline_name, run_id)
     if run is None:
         what = f"run '{run_id}' of" if run_id else "run of"
-        raise ConfigError(f"no {what} {pipeline_name} in {metadata_path}: nothing to accept (--home, "
-                          "--metadata-path and --pipeline-name must name the store and pipeline the run used)")
+        raise ConfigError(
+            f"no {what} {pipeline_name} in {metadata_path}: nothing to accept (--home, "
+            "--metadata-path and --pipeline-name must name the store and pipeline the run used)"
+        )
     statistics = report_lib.first_output(run.component("StatisticsGen"), "statistics")
     if statistics is None:
-        raise ConfigError(f"run {run.run_id} has no statistics (it stopped before StatisticsGen finished): "
-                          "nothing to accept")
+        raise ConfigError(
+            f"run {run.run_id} has no statistics (it stopped before StatisticsGen finished): nothing to accept"
+        )
     by = by or f"{getpass.getuser()}@{socket.gethostname()}"
     now = clock()
     store = report_lib.open_store(metadata_path, readonly=False)
@@ -56,9 +65,15 @@ def accept(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None,
     artifact.custom_properties[ACCEPTED_REASON].string_value = reason
     store.put_artifacts([artifact])
     gate = run.component("DataGate")
-    return Accepted(run_id=run.run_id, artifact_id=artifact.id, uri=artifact.uri, rows=run.rows,
-                    gate_state=gate.state if gate else None, by=by,
-                    at=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)))
+    return Accepted(
+        run_id=run.run_id,
+        artifact_id=artifact.id,
+        uri=artifact.uri,
+        rows=run.rows,
+        gate_state=gate.state if gate else None,
+        by=by,
+        at=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)),
+    )
 
 
 def accept_command(home: str, metadata_path: str, pipeline_name: str, default_pipeline_name: str) -> str:

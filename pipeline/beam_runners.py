@@ -46,8 +46,12 @@ RUNNERS = ("direct", "portable", "flink", "spark", "dataflow")
 DIRECT_MODES = BEAM_MODES
 ENVIRONMENT_TYPES = ("LOOPBACK", "DOCKER", "EXTERNAL", "PROCESS")
 EMBEDDED_JOB_SERVICE = "embed"
-RUNNER_CLASSES = {"portable": "PortableRunner", "flink": "FlinkRunner", "spark": "SparkRunner",
-                  "dataflow": "DataflowRunner"}
+RUNNER_CLASSES = {
+    "portable": "PortableRunner",
+    "flink": "FlinkRunner",
+    "spark": "SparkRunner",
+    "dataflow": "DataflowRunner",
+}
 
 _HOST_PORT = r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}"
 # Google Cloud's rules for project ids, region names and machine types.
@@ -123,10 +127,14 @@ def _pinned(image: str) -> bool:
 
 def _check_image(image: str, flag: str) -> None:
     if not image or re.search(r"\s", image):
-        raise ConfigError(f"{flag} '{image}': expected an image reference such as registry.example.com/ml/tfxflow:0.1.0")
+        raise ConfigError(
+            f"{flag} '{image}': expected an image reference such as registry.example.com/ml/tfxflow:0.1.0"
+        )
     if not _pinned(image):
-        raise ConfigError(f"{flag} '{image}': give a pinned tag or digest (repo/name:tag); with a moving tag the "
-                          "workers of one job may run different code")
+        raise ConfigError(
+            f"{flag} '{image}': give a pinned tag or digest (repo/name:tag); with a moving tag the "
+            "workers of one job may run different code"
+        )
 
 
 def check(runner: BeamRunner) -> BeamRunner:
@@ -143,14 +151,20 @@ def check(runner: BeamRunner) -> BeamRunner:
     for arg in runner.extra_args:
         if not arg.startswith("--"):
             raise ConfigError(f"--beam-arg '{arg}': expected a Beam option such as --beam-arg=--max_num_workers=8")
-    checker = {"direct": _check_direct, "portable": _check_portable, "flink": _check_cluster,
-               "spark": _check_cluster, "dataflow": _check_dataflow}[name]
+    checker = {
+        "direct": _check_direct,
+        "portable": _check_portable,
+        "flink": _check_cluster,
+        "spark": _check_cluster,
+        "dataflow": _check_dataflow,
+    }[name]
     resolved = checker(runner)
     managed = {_option_name(arg) for arg in _preset_args(resolved)}
     for arg in runner.extra_args:
         if _option_name(arg) in managed:
-            raise ConfigError(f"--beam-arg '{arg}': --beam-runner {name} sets {_option_name(arg)} itself; use its "
-                              "flag instead")
+            raise ConfigError(
+                f"--beam-arg '{arg}': --beam-runner {name} sets {_option_name(arg)} itself; use its flag instead"
+            )
     return resolved
 
 
@@ -168,10 +182,13 @@ def _check_environment(runner: BeamRunner) -> BeamRunner:
     name = runner.runner
     allowed = ENVIRONMENT_TYPES if name == "portable" else ENVIRONMENT_TYPES[1:]
     if env not in allowed:
-        why = (" (a cluster's workers cannot call back into this process reliably; use --beam-runner portable "
-               "for LOOPBACK)" if env == "LOOPBACK" else "")
-        raise ConfigError(f"--environment-type must be one of {allowed} with --beam-runner {name}, got "
-                          f"'{env}'{why}")
+        why = (
+            " (a cluster's workers cannot call back into this process reliably; use --beam-runner portable "
+            "for LOOPBACK)"
+            if env == "LOOPBACK"
+            else ""
+        )
+        raise ConfigError(f"--environment-type must be one of {allowed} with --beam-runner {name}, got '{env}'{why}")
     config, image = runner.environment_config, runner.image
     if env == "LOOPBACK":
         if config:
@@ -181,28 +198,37 @@ def _check_environment(runner: BeamRunner) -> BeamRunner:
         return dataclasses.replace(runner, environment_type=env)
     if env == "DOCKER":
         if config and image and config != image:
-            raise ConfigError(f"--environment-config '{config}' and --beam-image '{image}' name different images; "
-                              "a DOCKER environment runs one: give --beam-image")
+            raise ConfigError(
+                f"--environment-config '{config}' and --beam-image '{image}' name different images; "
+                "a DOCKER environment runs one: give --beam-image"
+            )
         image = image or config
         if not image:
-            raise ConfigError(f"--beam-runner {name} with DOCKER workers needs --beam-image: the project image "
-                              "(kubeflow/Dockerfile), which has this package installed")
+            raise ConfigError(
+                f"--beam-runner {name} with DOCKER workers needs --beam-image: the project image "
+                "(kubeflow/Dockerfile), which has this package installed"
+            )
         _check_image(image, "--beam-image")
         return dataclasses.replace(runner, environment_type=env, environment_config=image, image=image)
     if env == "EXTERNAL" and not re.fullmatch(_HOST_PORT, config):
-        raise ConfigError(f"--environment-type EXTERNAL needs --environment-config host:port (a Beam worker "
-                          f"pool), got '{config}'")
+        raise ConfigError(
+            f"--environment-type EXTERNAL needs --environment-config host:port (a Beam worker pool), got '{config}'"
+        )
     if env == "PROCESS":
         try:
             command = json.loads(config).get("command") if config else None
         except (ValueError, AttributeError):
             command = None
         if not command:
-            raise ConfigError("--environment-type PROCESS needs --environment-config '{\"command\": \"...\"}' (the "
-                              f"worker command on each node), got '{config}'")
+            raise ConfigError(
+                '--environment-type PROCESS needs --environment-config \'{"command": "..."}\' (the '
+                f"worker command on each node), got '{config}'"
+            )
     if not image:
-        raise ConfigError(f"--environment-type {env} needs --beam-image: the image the workers run, with this "
-                          "package installed (without it TFX stages an sdist of itself for the workers to install)")
+        raise ConfigError(
+            f"--environment-type {env} needs --beam-image: the image the workers run, with this "
+            "package installed (without it TFX stages an sdist of itself for the workers to install)"
+        )
     _check_image(image, "--beam-image")
     return dataclasses.replace(runner, environment_type=env)
 
@@ -210,8 +236,10 @@ def _check_environment(runner: BeamRunner) -> BeamRunner:
 def _check_portable(runner: BeamRunner) -> BeamRunner:
     endpoint = runner.job_endpoint or EMBEDDED_JOB_SERVICE
     if endpoint != EMBEDDED_JOB_SERVICE and not re.fullmatch(_HOST_PORT, endpoint):
-        raise ConfigError(f"--job-endpoint '{endpoint}': expected '{EMBEDDED_JOB_SERVICE}' (Beam's in-process job "
-                          "service) or host:port of a Beam job server")
+        raise ConfigError(
+            f"--job-endpoint '{endpoint}': expected '{EMBEDDED_JOB_SERVICE}' (Beam's in-process job "
+            "service) or host:port of a Beam job server"
+        )
     return _check_environment(dataclasses.replace(runner, job_endpoint=endpoint))
 
 
@@ -219,35 +247,48 @@ def _check_cluster(runner: BeamRunner) -> BeamRunner:
     if runner.runner == "flink":
         master = runner.flink_master
         if not re.fullmatch(rf"(https?://)?{_HOST_PORT}", master):
-            raise ConfigError("--beam-runner flink needs --flink-master host:port (the JobManager's REST "
-                              f"endpoint, e.g. flink-jobmanager:8081)" + (f", got '{master}'" if master else ""))
+            raise ConfigError(
+                "--beam-runner flink needs --flink-master host:port (the JobManager's REST "
+                "endpoint, e.g. flink-jobmanager:8081)" + (f", got '{master}'" if master else "")
+            )
         if runner.parallelism < 0:
             raise ConfigError("--flink-parallelism must be >= 1 (0: the cluster's default)")
     else:
         url = runner.spark_master_url
         if not re.fullmatch(rf"spark://{_HOST_PORT}", url):
-            raise ConfigError("--beam-runner spark needs --spark-master-url spark://host:port (e.g. "
-                              "spark://spark-master:7077)" + (f", got '{url}'" if url else ""))
+            raise ConfigError(
+                "--beam-runner spark needs --spark-master-url spark://host:port (e.g. "
+                "spark://spark-master:7077)" + (f", got '{url}'" if url else "")
+            )
     return _check_environment(runner)
 
 
 def _check_dataflow(runner: BeamRunner) -> BeamRunner:
     if not re.fullmatch(_GCP_PROJECT, runner.project):
-        raise ConfigError("--beam-runner dataflow needs --dataflow-project PROJECT_ID (6 to 30 lowercase letters, "
-                          "digits or hyphens)" + (f", got '{runner.project}'" if runner.project else ""))
+        raise ConfigError(
+            "--beam-runner dataflow needs --dataflow-project PROJECT_ID (6 to 30 lowercase letters, "
+            "digits or hyphens)" + (f", got '{runner.project}'" if runner.project else "")
+        )
     if not re.fullmatch(_GCP_REGION, runner.region):
-        raise ConfigError("--beam-runner dataflow needs --dataflow-region REGION (e.g. us-central1)"
-                          + (f", got '{runner.region}'" if runner.region else ""))
+        raise ConfigError(
+            "--beam-runner dataflow needs --dataflow-region REGION (e.g. us-central1)"
+            + (f", got '{runner.region}'" if runner.region else "")
+        )
     if not re.fullmatch(r"gs://[a-z0-9][-a-z0-9_.]{1,221}[a-z0-9](/.*)?", runner.temp_location):
-        raise ConfigError("--beam-runner dataflow needs --dataflow-temp-location gs://bucket/path (where Dataflow "
-                          "stages and writes temporary files)"
-                          + (f", got '{runner.temp_location}'" if runner.temp_location else ""))
+        raise ConfigError(
+            "--beam-runner dataflow needs --dataflow-temp-location gs://bucket/path (where Dataflow "
+            "stages and writes temporary files)" + (f", got '{runner.temp_location}'" if runner.temp_location else "")
+        )
     if runner.machine_type and not re.fullmatch(_MACHINE_TYPE, runner.machine_type):
-        raise ConfigError(f"--dataflow-machine-type '{runner.machine_type}': expected a Compute Engine machine "
-                          "type such as n2-standard-8")
+        raise ConfigError(
+            f"--dataflow-machine-type '{runner.machine_type}': expected a Compute Engine machine "
+            "type such as n2-standard-8"
+        )
     if not runner.image:
-        raise ConfigError("--beam-runner dataflow needs --beam-image: the project image (kubeflow/Dockerfile), "
-                          "which Dataflow runs as its workers' container")
+        raise ConfigError(
+            "--beam-runner dataflow needs --beam-image: the project image (kubeflow/Dockerfile), "
+            "which Dataflow runs as its workers' container"
+        )
     _check_image(runner.image, "--beam-image")
     return runner
 
@@ -322,9 +363,15 @@ def describe(runner: BeamRunner) -> str:
         workers = 1 if resolved.direct_workers is None else resolved.direct_workers
         count = "one worker per core" if workers == 0 else f"{workers} worker" + ("s" if workers > 1 else "")
         return f"direct ({resolved.direct_mode or 'in_memory'}, {count})"
-    where = {"portable": f"job service {resolved.job_endpoint}", "flink": f"Flink at {resolved.flink_master}",
-             "spark": f"Spark at {resolved.spark_master_url}",
-             "dataflow": f"Dataflow, {resolved.project} in {resolved.region}"}[name]
-    env = "workers in this process (LOOPBACK)" if resolved.environment_type == "LOOPBACK" else \
-        f"workers run {resolved.image}"
+    where = {
+        "portable": f"job service {resolved.job_endpoint}",
+        "flink": f"Flink at {resolved.flink_master}",
+        "spark": f"Spark at {resolved.spark_master_url}",
+        "dataflow": f"Dataflow, {resolved.project} in {resolved.region}",
+    }[name]
+    env = (
+        "workers in this process (LOOPBACK)"
+        if resolved.environment_type == "LOOPBACK"
+        else f"workers run {resolved.image}"
+    )
     return f"{name} ({where}; {env})"

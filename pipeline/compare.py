@@ -9,8 +9,16 @@ import io
 import math
 from typing import Dict, List, Optional, Sequence
 
-KEY_METRICS = ("eval.binary_accuracy", "eval.auc", "eval.precision", "eval.recall", "val.loss",
-               "data.rows.train", "data.anomalies", "duration.pipeline")
+KEY_METRICS = (
+    "eval.binary_accuracy",
+    "eval.auc",
+    "eval.precision",
+    "eval.recall",
+    "val.loss",
+    "data.rows.train",
+    "data.anomalies",
+    "duration.pipeline",
+)
 VOLATILE_PARAMS = ("data.serving_data",)  # never worth a column on their own
 
 
@@ -38,8 +46,12 @@ class Comparison:
     def rows(self) -> List[List[str]]:
         out = []
         for run in self.runs:
-            values = [run.run_id[:8], run.status, run.tags.get("tfxflow.blessed", ""),
-                      run.tags.get("tfxflow.pushed_version", "")]
+            values = [
+                run.run_id[:8],
+                run.status,
+                run.tags.get("tfxflow.blessed", ""),
+                run.tags.get("tfxflow.pushed_version", ""),
+            ]
             values += [run.params.get(p, "") for p in self.params]
             values += [_format(run.metrics.get(m)) for m in self.metrics]
             values.append("*" if run.run_id == self.best_run else "")
@@ -63,21 +75,35 @@ def load_runs(mlflow_client, experiment: str, last: int = 5, run_ids: Sequence[s
         found = mlflow_client.get_experiment_by_name(experiment)
         if found is None:
             raise ValueError(f"--experiment {experiment}: no such MLflow experiment")
-        runs = mlflow_client.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"],
-                                         max_results=last)[::-1]
-    return [RunRow(r.info.run_id, r.info.run_name or "", r.info.status, dict(r.data.params),
-                   dict(r.data.metrics), dict(r.data.tags)) for r in runs]
+        runs = mlflow_client.search_runs(
+            [found.experiment_id], order_by=["attributes.start_time DESC"], max_results=last
+        )[::-1]
+    return [
+        RunRow(
+            r.info.run_id,
+            r.info.run_name or "",
+            r.info.status,
+            dict(r.data.params),
+            dict(r.data.metrics),
+            dict(r.data.tags),
+        )
+        for r in runs
+    ]
 
 
-def compare(runs: List[RunRow], best_metric: str = "eval.binary_accuracy",
-            metrics: Sequence[str] = KEY_METRICS) -> Comparison:
+def compare(
+    runs: List[RunRow], best_metric: str = "eval.binary_accuracy", metrics: Sequence[str] = KEY_METRICS
+) -> Comparison:
     """The params whose values differ between `runs`, the metrics any run has, and the best run by
     `best_metric` (highest, or lowest for losses and durations)."""
     names = sorted({p for run in runs for p in run.params} - set(VOLATILE_PARAMS))
     differing = [p for p in names if len({run.params.get(p) for run in runs}) > 1]
     shown = [m for m in dict.fromkeys([best_metric, *metrics]) if any(m in run.metrics for run in runs)]
-    scored = [(run.metrics[best_metric], run.run_id) for run in runs
-              if best_metric in run.metrics and not math.isnan(run.metrics[best_metric])]
+    scored = [
+        (run.metrics[best_metric], run.run_id)
+        for run in runs
+        if best_metric in run.metrics and not math.isnan(run.metrics[best_metric])
+    ]
     best = None
     if scored:
         best = (min(scored) if _lower_is_better(best_metric) else max(scored))[1]
@@ -91,12 +117,14 @@ def _lower_is_better(metric: str) -> bool:
 def as_text(comparison: Comparison) -> str:
     table = [comparison.header()] + comparison.rows()
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * width for width in widths))
     if not comparison.params:
         lines.append("(no param differs between these runs)")
-    lines.append(f"best by {comparison.best_metric}: "
-                 f"{comparison.best_run[:8] if comparison.best_run else 'none (no run has it)'}")
+    lines.append(
+        f"best by {comparison.best_metric}: "
+        f"{comparison.best_run[:8] if comparison.best_run else 'none (no run has it)'}"
+    )
     return "\n".join(lines)
 
 

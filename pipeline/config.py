@@ -45,13 +45,21 @@ class TrainingConfig:
     def custom_config(self, backup_root: Optional[str] = None) -> dict:
         """The Trainer's `custom_config` entries (plain JSON-able values)."""
         return {
-            "model": {"preset": self.model_preset,
-                      "hidden_units": None if self.hidden_units is None else list(self.hidden_units),
-                      "max_embedding_dim": self.max_embedding_dim,
-                      "learning_rate": self.learning_rate, "dropout": self.dropout},
-            "training": {"batch_size": self.batch_size, "eval_every_steps": self.eval_every_steps,
-                         "seed": self.seed, "grad_accum_steps": self.grad_accum_steps,
-                         "early_stopping_patience": self.early_stopping_patience, "backup_root": backup_root},
+            "model": {
+                "preset": self.model_preset,
+                "hidden_units": None if self.hidden_units is None else list(self.hidden_units),
+                "max_embedding_dim": self.max_embedding_dim,
+                "learning_rate": self.learning_rate,
+                "dropout": self.dropout,
+            },
+            "training": {
+                "batch_size": self.batch_size,
+                "eval_every_steps": self.eval_every_steps,
+                "seed": self.seed,
+                "grad_accum_steps": self.grad_accum_steps,
+                "early_stopping_patience": self.early_stopping_patience,
+                "backup_root": backup_root,
+            },
             "hardware": self.hardware.to_dict(),
         }
 
@@ -117,8 +125,13 @@ class Paths:
     trainer_backup_dir: str
 
     @classmethod
-    def under(cls, home: str, pipeline_root: Optional[str] = None, metadata_path: Optional[str] = None,
-              serving_dir: Optional[str] = None) -> "Paths":
+    def under(
+        cls,
+        home: str,
+        pipeline_root: Optional[str] = None,
+        metadata_path: Optional[str] = None,
+        serving_dir: Optional[str] = None,
+    ) -> "Paths":
         home = os.path.abspath(home)
         return cls(
             home=home,
@@ -246,9 +259,11 @@ def build_run_config(
     beam, beam_mode, beam_workers = split_beam_runner(beam, beam_mode, beam_workers)
     if beam is not None and beam.runner == "dataflow":
         # Every path of a local run is on this machine (Paths.under); Dataflow's workers read only GCS.
-        raise ConfigError("--beam-runner dataflow: Dataflow's workers cannot read this machine's files, and a "
-                          "local run keeps its data and artifacts here; run it from Kubeflow: tfxflow kubeflow "
-                          "compile --pipeline-root gs://... --data-root gs://... --beam-runner dataflow ...")
+        raise ConfigError(
+            "--beam-runner dataflow: Dataflow's workers cannot read this machine's files, and a "
+            "local run keeps its data and artifacts here; run it from Kubeflow: tfxflow kubeflow "
+            "compile --pipeline-root gs://... --data-root gs://... --beam-runner dataflow ..."
+        )
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
     evaluation.check()
@@ -286,8 +301,9 @@ def build_run_config(
     )
 
 
-def load_schema_and_features(dataset: str, schema_path: Optional[str],
-                             feature_config_path: Optional[str]) -> Tuple[str, FeatureConfig]:
+def load_schema_and_features(
+    dataset: str, schema_path: Optional[str], feature_config_path: Optional[str]
+) -> Tuple[str, FeatureConfig]:
     """(absolute schema path, feature config): `schemas/<dataset>/` unless given; checks that the schema exists
     and parses and that the feature config names only its columns."""
     dataset_dir = bundled_dataset_dir(dataset)

@@ -33,8 +33,15 @@ import yaml
 SCHEMA_VERSION = "2.1.0"  # apiserver/template/template.go SCHEMA_VERSION_2_1_0, the only one accepted
 
 # PipelineSpec fields (api/v2alpha1/pipeline_spec.proto); protojson refuses others at upload.
-SPEC_FIELDS = ("pipelineInfo", "deploymentSpec", "sdkVersion", "schemaVersion", "components", "root",
-               "defaultPipelineRoot")
+SPEC_FIELDS = (
+    "pipelineInfo",
+    "deploymentSpec",
+    "sdkVersion",
+    "schemaVersion",
+    "components",
+    "root",
+    "defaultPipelineRoot",
+)
 
 # Task-input constants the driver swaps for run facts, whole value only (v2/driver/resolve.go
 # resolveInputParameter). Value: the first backend release that resolves it (git tags holding the commit).
@@ -58,11 +65,25 @@ STORAGE_SCHEMES = ("gs://", "s3://", "minio://")
 # addContainerExecutorTemplate; v2/component/constants.go); a user mount or volume reusing one is refused by
 # Kubernetes ("must be unique").
 RESERVED_MOUNTS = ("/kfp-launcher", "/gcs", "/s3", "/minio", "/.local", "/.cache", "/.config", "/kfp-workspace")
-RESERVED_VOLUMES = ("kfp-launcher", "gcs-scratch", "s3-scratch", "minio-scratch", "dot-local-scratch",
-                    "dot-cache-scratch", "dot-config-scratch", "kfp-workspace")
+RESERVED_VOLUMES = (
+    "kfp-launcher",
+    "gcs-scratch",
+    "s3-scratch",
+    "minio-scratch",
+    "dot-local-scratch",
+    "dot-cache-scratch",
+    "dot-config-scratch",
+    "kfp-workspace",
+)
 
-PARAMETER_KINDS = {"STRING": str, "NUMBER_INTEGER": int, "NUMBER_DOUBLE": float, "BOOLEAN": bool, "LIST": list,
-                   "STRUCT": dict}
+PARAMETER_KINDS = {
+    "STRING": str,
+    "NUMBER_INTEGER": int,
+    "NUMBER_DOUBLE": float,
+    "BOOLEAN": bool,
+    "LIST": list,
+    "STRUCT": dict,
+}
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -72,9 +93,24 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ARGO_TASK = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")  # Argo validate.go workflowFieldNameFmt
 _ARGO_PARAM = re.compile(r"^[-a-zA-Z0-9_]+$")  # Argo validate.go paramOrArtifactNameRegex
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
-_QUANTITY_SCALE = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-                   "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-                   "E": 1e18}
+_QUANTITY_SCALE = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "": 1,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+}
 _PLACEHOLDER = re.compile(r"\{\{\$[^{}]*\}\}")
 _IN_PARAM = re.compile(r"^\{\{\$\.inputs\.parameters\['(.+?)'\]\}\}$")
 _IN_PARAM_ANY = re.compile(r"\{\{\$\.inputs\.parameters\['(.+?)'\]\}\}")
@@ -86,49 +122,117 @@ _OUT_PARAM = re.compile(r"^\{\{\$\.outputs\.parameters\['(.+?)'\]\.output_file\}
 # (v2/compiler/argocompiler/spec_patch.go) unmarshals with protojson, which refuses unknown fields.
 _K8S_MESSAGES: Dict[str, Dict[str, Optional[str]]] = {
     "KubernetesExecutorConfig": {
-        "secretAsVolume": "SecretAsVolume", "secretAsEnv": "SecretAsEnv", "pvcMount": "PvcMount",
-        "nodeSelector": "NodeSelector", "podMetadata": "PodMetadata", "imagePullSecret": "ImagePullSecret",
-        "imagePullPolicy": None, "configMapAsVolume": "ConfigMapAsVolume", "configMapAsEnv": "ConfigMapAsEnv",
-        "activeDeadlineSeconds": None, "fieldPathAsEnv": "FieldPathAsEnv", "tolerations": "Toleration",
-        "genericEphemeralVolume": "GenericEphemeralVolume", "nodeAffinity": "NodeAffinityTerm",
-        "podAffinity": "PodAffinityTerm", "enabledSharedMemory": "EnabledSharedMemory",
-        "emptyDirMounts": "EmptyDirMount", "securityContext": "SecurityContext", "initContainers": "InitContainer"},
+        "secretAsVolume": "SecretAsVolume",
+        "secretAsEnv": "SecretAsEnv",
+        "pvcMount": "PvcMount",
+        "nodeSelector": "NodeSelector",
+        "podMetadata": "PodMetadata",
+        "imagePullSecret": "ImagePullSecret",
+        "imagePullPolicy": None,
+        "configMapAsVolume": "ConfigMapAsVolume",
+        "configMapAsEnv": "ConfigMapAsEnv",
+        "activeDeadlineSeconds": None,
+        "fieldPathAsEnv": "FieldPathAsEnv",
+        "tolerations": "Toleration",
+        "genericEphemeralVolume": "GenericEphemeralVolume",
+        "nodeAffinity": "NodeAffinityTerm",
+        "podAffinity": "PodAffinityTerm",
+        "enabledSharedMemory": "EnabledSharedMemory",
+        "emptyDirMounts": "EmptyDirMount",
+        "securityContext": "SecurityContext",
+        "initContainers": "InitContainer",
+    },
     "SecretAsVolume": {"secretName": None, "mountPath": None, "optional": None, "secretNameParameter": "Input"},
-    "SecretAsEnv": {"secretName": None, "keyToEnv": "SecretKeyToEnvMap", "optional": None,
-                    "secretNameParameter": "Input"},
+    "SecretAsEnv": {
+        "secretName": None,
+        "keyToEnv": "SecretKeyToEnvMap",
+        "optional": None,
+        "secretNameParameter": "Input",
+    },
     "SecretKeyToEnvMap": {"secretKey": None, "envVar": None},
-    "PvcMount": {"taskOutputParameter": "TaskOutput", "constant": None, "componentInputParameter": None,
-                 "mountPath": None, "pvcNameParameter": "Input", "subPath": None},
+    "PvcMount": {
+        "taskOutputParameter": "TaskOutput",
+        "constant": None,
+        "componentInputParameter": None,
+        "mountPath": None,
+        "pvcNameParameter": "Input",
+        "subPath": None,
+    },
     "NodeSelector": {"labels": None, "nodeSelectorJson": "Input"},
     "PodMetadata": {"labels": None, "annotations": None},
     "ImagePullSecret": {"secretName": None, "secretNameParameter": "Input"},
-    "ConfigMapAsVolume": {"configMapName": None, "mountPath": None, "optional": None,
-                          "configMapNameParameter": "Input"},
-    "ConfigMapAsEnv": {"configMapName": None, "keyToEnv": "ConfigMapKeyToEnvMap", "configMapNameParameter": "Input",
-                       "optional": None},
+    "ConfigMapAsVolume": {
+        "configMapName": None,
+        "mountPath": None,
+        "optional": None,
+        "configMapNameParameter": "Input",
+    },
+    "ConfigMapAsEnv": {
+        "configMapName": None,
+        "keyToEnv": "ConfigMapKeyToEnvMap",
+        "configMapNameParameter": "Input",
+        "optional": None,
+    },
     "ConfigMapKeyToEnvMap": {"configMapKey": None, "envVar": None},
     "FieldPathAsEnv": {"name": None, "fieldPath": None},
-    "Toleration": {"key": None, "operator": None, "value": None, "effect": None, "tolerationSeconds": None,
-                   "tolerationJson": "Input"},
-    "GenericEphemeralVolume": {"volumeName": None, "mountPath": None, "accessModes": None, "size": None,
-                               "defaultStorageClass": None, "storageClassName": None, "metadata": "PodMetadata"},
+    "Toleration": {
+        "key": None,
+        "operator": None,
+        "value": None,
+        "effect": None,
+        "tolerationSeconds": None,
+        "tolerationJson": "Input",
+    },
+    "GenericEphemeralVolume": {
+        "volumeName": None,
+        "mountPath": None,
+        "accessModes": None,
+        "size": None,
+        "defaultStorageClass": None,
+        "storageClassName": None,
+        "metadata": "PodMetadata",
+    },
     "SelectorRequirement": {"key": None, "operator": None, "values": None},
-    "NodeAffinityTerm": {"matchExpressions": "SelectorRequirement", "matchFields": "SelectorRequirement",
-                         "weight": None, "nodeAffinityJson": "Input"},
-    "PodAffinityTerm": {"matchPodExpressions": "SelectorRequirement", "matchPodLabels": None, "topologyKey": None,
-                        "namespaces": None, "matchNamespaceExpressions": "SelectorRequirement",
-                        "matchNamespaceLabels": None, "weight": None, "anti": None},
+    "NodeAffinityTerm": {
+        "matchExpressions": "SelectorRequirement",
+        "matchFields": "SelectorRequirement",
+        "weight": None,
+        "nodeAffinityJson": "Input",
+    },
+    "PodAffinityTerm": {
+        "matchPodExpressions": "SelectorRequirement",
+        "matchPodLabels": None,
+        "topologyKey": None,
+        "namespaces": None,
+        "matchNamespaceExpressions": "SelectorRequirement",
+        "matchNamespaceLabels": None,
+        "weight": None,
+        "anti": None,
+    },
     "EnabledSharedMemory": {"volumeName": None, "size": None},
     "SecurityContext": {"runAsUser": None, "runAsGroup": None, "runAsNonRoot": None},
     "EmptyDirMount": {"volumeName": None, "mountPath": None, "medium": None, "sizeLimit": None},
-    "InitContainer": {"name": None, "image": None, "command": None, "args": None, "env": "InitEnvVar",
-                      "volumeMounts": "InitVolumeMount", "restartPolicy": None, "resources": "InitResources"},
+    "InitContainer": {
+        "name": None,
+        "image": None,
+        "command": None,
+        "args": None,
+        "env": "InitEnvVar",
+        "volumeMounts": "InitVolumeMount",
+        "restartPolicy": None,
+        "resources": "InitResources",
+    },
     "InitEnvVar": {"name": None, "value": None},
     "InitVolumeMount": {"volumeName": None, "mountPath": None},
     "InitResources": {"requests": None, "limits": None},
     # ml_pipelines.TaskInputsSpec.InputParameterSpec and its TaskOutputParameterSpec (pipeline_spec.proto)
-    "Input": {"componentInputParameter": None, "taskOutputParameter": "TaskOutput", "runtimeValue": None,
-              "taskFinalStatus": None, "parameterExpressionSelector": None},
+    "Input": {
+        "componentInputParameter": None,
+        "taskOutputParameter": "TaskOutput",
+        "runtimeValue": None,
+        "taskFinalStatus": None,
+        "parameterExpressionSelector": None,
+    },
     "TaskOutput": {"producerTask": None, "outputParameterKey": None},
 }
 
@@ -165,14 +269,21 @@ def check_spec(documents: Sequence[dict]) -> List[Problem]:
     empty when the backend admits and runs it as written. ValueError when no document is a pipeline spec."""
     specs = [d for d in documents if isinstance(d, dict) and "root" in d]
     if not specs:
-        raise ValueError("not a KFP pipeline spec: no YAML document has a 'root' component "
-                         "(expected the output of `tfxflow kubeflow compile`)")
+        raise ValueError(
+            "not a KFP pipeline spec: no YAML document has a 'root' component "
+            "(expected the output of `tfxflow kubeflow compile`)"
+        )
     problems = []
     if len(specs) > 1:
-        problems.append(Problem("pipeline", "spec-format",
-                                "more than one pipeline spec in the file; upload refuses it with 'multiple pipeline "
-                                "specs provided' (apiserver/template/v2_template.go NewV2SpecTemplate). Fix: keep "
-                                "one."))
+        problems.append(
+            Problem(
+                "pipeline",
+                "spec-format",
+                "more than one pipeline spec in the file; upload refuses it with 'multiple pipeline "
+                "specs provided' (apiserver/template/v2_template.go NewV2SpecTemplate). Fix: keep "
+                "one.",
+            )
+        )
     platforms = [d for d in documents if isinstance(d, dict) and "platforms" in d]
     checker = _Checker(specs[0], platforms)
     checker.run()
@@ -186,8 +297,16 @@ def format_problems(path: str, problems: Sequence[Problem]) -> str:
     lines = [f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''} for the KFP backend:"]
     for problem in problems:
         lines.append(f"  [{problem.rule}] {problem.where}")
-        lines.append(textwrap.fill(problem.message, width=110, initial_indent=" " * 6, subsequent_indent=" " * 6,
-                                   break_long_words=False, break_on_hyphens=False))
+        lines.append(
+            textwrap.fill(
+                problem.message,
+                width=110,
+                initial_indent=" " * 6,
+                subsequent_indent=" " * 6,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
     return "\n".join(lines)
 
 
@@ -248,38 +367,53 @@ class _Checker:
     def check_document(self) -> None:
         unknown = [k for k in self.spec if k not in SPEC_FIELDS and _camel(k) not in SPEC_FIELDS]
         if unknown:
-            self.add("pipeline", "spec-format",
-                     f"unknown PipelineSpec field(s) {unknown}; upload refuses it with 'invalid v2 pipeline spec: "
-                     "unknown field' (protojson in apiserver/template/v2_template.go NewV2SpecTemplate). Fix: drop "
-                     "them.")
+            self.add(
+                "pipeline",
+                "spec-format",
+                f"unknown PipelineSpec field(s) {unknown}; upload refuses it with 'invalid v2 pipeline spec: "
+                "unknown field' (protojson in apiserver/template/v2_template.go NewV2SpecTemplate). Fix: drop "
+                "them.",
+            )
         version = self.spec.get("schemaVersion")
         if version != SCHEMA_VERSION:
-            self.add("pipeline", "schema-version",
-                     f"schemaVersion is {version!r}; upload refuses it: 'KFP only supports schema version "
-                     f"{SCHEMA_VERSION}' (apiserver/template/v2_template.go NewV2SpecTemplate). Fix: compile with a "
-                     f"KFP SDK/TFX that emits {SCHEMA_VERSION}.")
+            self.add(
+                "pipeline",
+                "schema-version",
+                f"schemaVersion is {version!r}; upload refuses it: 'KFP only supports schema version "
+                f"{SCHEMA_VERSION}' (apiserver/template/v2_template.go NewV2SpecTemplate). Fix: compile with a "
+                f"KFP SDK/TFX that emits {SCHEMA_VERSION}.",
+            )
         name = _mapping(self.spec.get("pipelineInfo")).get("name")
         if not name or not isinstance(name, str):
-            self.add("pipeline", "pipeline-name",
-                     "pipelineInfo.name is empty; upload answers 'no pipeline spec is provided' / 'name is empty' "
-                     "(apiserver/template/template.go isPipelineSpec, v2_template.go NewV2SpecTemplate). Fix: name "
-                     "the pipeline.")
+            self.add(
+                "pipeline",
+                "pipeline-name",
+                "pipelineInfo.name is empty; upload answers 'no pipeline spec is provided' / 'name is empty' "
+                "(apiserver/template/template.go isPipelineSpec, v2_template.go NewV2SpecTemplate). Fix: name "
+                "the pipeline.",
+            )
             return
         if not re.search(r"[a-z0-9]", name):
-            self.add("pipeline", "pipeline-name",
-                     f"pipelineInfo.name {name!r} has no lower-case letter or digit; upload refuses it: 'name "
-                     "should consist of lower case alphanumeric characters' (v2_template.go NewV2SpecTemplate). Fix: "
-                     "use a lower-case DNS name such as 'tfxflow-taxi'.")
+            self.add(
+                "pipeline",
+                "pipeline-name",
+                f"pipelineInfo.name {name!r} has no lower-case letter or digit; upload refuses it: 'name "
+                "should consist of lower case alphanumeric characters' (v2_template.go NewV2SpecTemplate). Fix: "
+                "use a lower-case DNS name such as 'tfxflow-taxi'.",
+            )
             return
         # The workflow's generateName is the name's last '/' segment plus '-' (argocompiler/argo.go Compile);
         # Kubernetes validates it as a DNS-1123 subdomain prefix (its trailing '-' aside) when the run is created.
         base = name.split("/")[-1]
         if not _dns_subdomain(base + "-x") or len(base) > 252:
-            self.add("pipeline", "pipeline-name",
-                     f"pipelineInfo.name {name!r} does not make a valid Workflow generateName {base + '-'!r}: run "
-                     "creation fails with 'metadata.generateName: Invalid value' (argocompiler/argo.go Compile "
-                     "sets it; Kubernetes refuses upper case, '_' and leading/trailing punctuation). Fix: use lower "
-                     "case letters, digits, '-' and '.'.")
+            self.add(
+                "pipeline",
+                "pipeline-name",
+                f"pipelineInfo.name {name!r} does not make a valid Workflow generateName {base + '-'!r}: run "
+                "creation fails with 'metadata.generateName: Invalid value' (argocompiler/argo.go Compile "
+                "sets it; Kubernetes refuses upper case, '_' and leading/trailing punctuation). Fix: use lower "
+                "case letters, digits, '-' and '.'.",
+            )
 
     # run creation: v2/compiler/visitor.go Accept/dfs and argocompiler/dag.go task
 
@@ -290,14 +424,20 @@ class _Checker:
             task = _mapping(task)
             ref = _mapping(task.get("componentRef")).get("name")
             if not ref:
-                self.add(f"task {task_name}", "component-ref",
-                         "componentRef.name is empty; run creation fails: 'component ref name is empty' "
-                         "(v2/compiler/visitor.go dfs). Fix: name the component the task runs.")
+                self.add(
+                    f"task {task_name}",
+                    "component-ref",
+                    "componentRef.name is empty; run creation fails: 'component ref name is empty' "
+                    "(v2/compiler/visitor.go dfs). Fix: name the component the task runs.",
+                )
                 continue
             if ref not in self.components:
-                self.add(f"task {task_name}", "component-ref",
-                         f"componentRef {ref!r} is not in components; run creation fails: 'cannot find component "
-                         f"ref name={_q(ref)}' (v2/compiler/visitor.go dfs). Fix: add the component or fix the name.")
+                self.add(
+                    f"task {task_name}",
+                    "component-ref",
+                    f"componentRef {ref!r} is not in components; run creation fails: 'cannot find component "
+                    f"ref name={_q(ref)}' (v2/compiler/visitor.go dfs). Fix: add the component or fix the name.",
+                )
                 continue
             self.users.setdefault(ref, []).append((task_name, task))
             if ref in seen:
@@ -312,37 +452,47 @@ class _Checker:
                 self.walk(ref, sub, seen)
             else:
                 self.refused.add(ref)
-                self.add(f"component {ref}", "executor-label",
-                         "the component has neither executorLabel nor dag; run creation fails: 'unknown component "
-                         "implementation' (v2/compiler/visitor.go dfs). Fix: give it an executor.")
+                self.add(
+                    f"component {ref}",
+                    "executor-label",
+                    "the component has neither executorLabel nor dag; run creation fails: 'unknown component "
+                    "implementation' (v2/compiler/visitor.go dfs). Fix: give it an executor.",
+                )
 
     def check_executor_kind(self, component: str, label: str) -> None:
         executor = self.executors.get(label)
         if executor is None:
             self.refused.add(component)
-            self.add(f"component {component}", "executor-label",
-                     f"executorLabel {label!r} is not in deploymentSpec.executors; run creation fails: "
-                     f"'executor(label={_q(label)}) not found in deployment config' (v2/compiler/visitor.go dfs). "
-                     "Fix: add the executor or fix the label.")
+            self.add(
+                f"component {component}",
+                "executor-label",
+                f"executorLabel {label!r} is not in deploymentSpec.executors; run creation fails: "
+                f"'executor(label={_q(label)}) not found in deployment config' (v2/compiler/visitor.go dfs). "
+                "Fix: add the executor or fix the label.",
+            )
             return
         if "container" in executor or "importer" in executor:
             return
         self.refused.add(component)
         kind = next(iter(executor), "none") if isinstance(executor, dict) else type(executor).__name__
-        self.add(f"executor {label}", "executor-kind",
-                 f"a {kind!r} executor (component {component}); open-source KFP runs only container and importer "
-                 f"executors: run creation fails with 'executor(label={_q(label)}): non-container and non-importer "
-                 "executor not implemented' (v2/compiler/visitor.go dfs; argocompiler/argo.go Resolver and "
-                 "dag.go task: 'resolver executors not implemented', 'custom job executors is Google Cloud only'). "
-                 "Fix: drop the task or replace it with a container component (for a TFX Resolver, e.g. a "
-                 "container step that queries MLMD itself).")
+        self.add(
+            f"executor {label}",
+            "executor-kind",
+            f"a {kind!r} executor (component {component}); open-source KFP runs only container and importer "
+            f"executors: run creation fails with 'executor(label={_q(label)}): non-container and non-importer "
+            "executor not implemented' (v2/compiler/visitor.go dfs; argocompiler/argo.go Resolver and "
+            "dag.go task: 'resolver executors not implemented', 'custom job executors is Google Cloud only'). "
+            "Fix: drop the task or replace it with a container component (for a TFX Resolver, e.g. a "
+            "container step that queries MLMD itself).",
+        )
 
     # per component: executors (container.go, importer.go), driver.go initPodSpecPatch, launcher_v2.go
 
     def check_component(self, name: str, component: dict) -> None:
         for key, spec in sorted(_mapping(_mapping(component.get("outputDefinitions")).get("artifacts")).items()):
-            self.check_artifact_type(f"component {name}", f"output artifact {key!r}",
-                                     _mapping(_mapping(spec).get("artifactType")))
+            self.check_artifact_type(
+                f"component {name}", f"output artifact {key!r}", _mapping(_mapping(spec).get("artifactType"))
+            )
         label = component.get("executorLabel")
         if not label:
             return
@@ -354,31 +504,43 @@ class _Checker:
 
     def check_artifact_type(self, where: str, what: str, artifact_type: Mapping) -> None:
         if "schemaUri" in artifact_type and not _artifact_title(artifact_type):
-            self.add(where, "artifact-type",
-                     f"{what} is typed by schemaUri; the launcher fails: 'SchemaUri is unsupported' "
-                     "(v2/component/launcher_v2.go getArtifactSchema). Fix: use schemaTitle or instanceSchema.")
+            self.add(
+                where,
+                "artifact-type",
+                f"{what} is typed by schemaUri; the launcher fails: 'SchemaUri is unsupported' "
+                "(v2/component/launcher_v2.go getArtifactSchema). Fix: use schemaTitle or instanceSchema.",
+            )
         elif not _artifact_title(artifact_type):
-            self.add(where, "artifact-type",
-                     f"{what} has no type title (schemaTitle, or 'title:' in instanceSchema); recording it crashes "
-                     "the launcher: 'No title specified' (v2/metadata/client.go SchemaToArtifactType). Fix: give "
-                     "the artifact type a title such as tfx.Examples.")
+            self.add(
+                where,
+                "artifact-type",
+                f"{what} has no type title (schemaTitle, or 'title:' in instanceSchema); recording it crashes "
+                "the launcher: 'No title specified' (v2/metadata/client.go SchemaToArtifactType). Fix: give "
+                "the artifact type a title such as tfx.Examples.",
+            )
 
     def check_container(self, name: str, component: dict, label: str, container: dict) -> None:
         where = f"executor {label}"
         image = container.get("image")
         if not image or not isinstance(image, str):
-            self.add(where, "image-pinned",
-                     "the container has no image; Kubernetes refuses the pod: 'spec.containers[0].image: Required "
-                     "value' (v2/driver/driver.go initPodSpecPatch copies it). Fix: set the project image.")
+            self.add(
+                where,
+                "image-pinned",
+                "the container has no image; Kubernetes refuses the pod: 'spec.containers[0].image: Required "
+                "value' (v2/driver/driver.go initPodSpecPatch copies it). Fix: set the project image.",
+            )
         elif not self.check_parameter_ref(where, "image", image, self.input_parameters(component)):
             digest = "@" in image
             tag = image.rsplit("/", 1)[-1].partition(":")[2] if not digest else ""
             if not digest and tag in ("", "latest"):
-                self.add(where, "image-pinned",
-                         f"image {image!r} is not pinned (no tag, or ':latest'); the backend runs it, but its cache "
-                         "key holds the image string, not its content (v2/driver/cache.go getFingerPrint), so a "
-                         "cached step keeps the results of whatever ':latest' was, and each pod may pull a different "
-                         "build. Fix: use repo/name:version or repo/name@sha256:digest.")
+                self.add(
+                    where,
+                    "image-pinned",
+                    f"image {image!r} is not pinned (no tag, or ':latest'); the backend runs it, but its cache "
+                    "key holds the image string, not its content (v2/driver/cache.go getFingerPrint), so a "
+                    "cached step keeps the results of whatever ':latest' was, and each pod may pull a different "
+                    "build. Fix: use repo/name:version or repo/name@sha256:digest.",
+                )
         self.check_placeholders(name, component, label, container)
         self.check_resources(component, label, _mapping(container.get("resources")))
 
@@ -408,18 +570,24 @@ class _Checker:
         for env in container.get("env") or []:
             value = str(_mapping(env).get("value", ""))
             for placeholder in _PLACEHOLDER.findall(value):
-                self.add(where, "placeholder",
-                         f"env {_mapping(env).get('name')!r} holds {placeholder!r}, which nothing resolves: the "
-                         "driver copies env values as they are (v2/driver/driver.go initPodSpecPatch). Fix: pass "
-                         "the value as a task input parameter and read it from the executor input.")
+                self.add(
+                    where,
+                    "placeholder",
+                    f"env {_mapping(env).get('name')!r} holds {placeholder!r}, which nothing resolves: the "
+                    "driver copies env values as they are (v2/driver/driver.go initPodSpecPatch). Fix: pass "
+                    "the value as a task input parameter and read it from the executor input.",
+                )
         for param in sorted(needed & declared[("inputs", "parameters")]):
             for task_name, task in self.users.get(name, []):
                 if param not in _mapping(_mapping(task.get("inputs")).get("parameters")):
-                    self.add(f"task {task_name}", "placeholder",
-                             f"the container reads {{{{$.inputs.parameters['{param}']}}}} but the task does not "
-                             f"supply '{param}'; the driver fails: 'parameter \"{param}\" not found in executor "
-                             "input' (v2/driver/util.go resolveInputParameterPlaceholders; component defaults are "
-                             "added later, by the launcher). Fix: give the task that input.")
+                    self.add(
+                        f"task {task_name}",
+                        "placeholder",
+                        f"the container reads {{{{$.inputs.parameters['{param}']}}}} but the task does not "
+                        f"supply '{param}'; the driver fails: 'parameter \"{param}\" not found in executor "
+                        "input' (v2/driver/util.go resolveInputParameterPlaceholders; component defaults are "
+                        "added later, by the launcher). Fix: give the task that input.",
+                    )
 
     def check_resources(self, component: dict, label: str, resources: dict) -> None:
         """CPU, memory and accelerator, as v2/driver/driver.go initPodSpecPatch and getPodResource turn them into
@@ -427,9 +595,12 @@ class _Checker:
         where = f"executor {label}"
         params = self.input_parameters(component)
         values: Dict[str, float] = {}
-        for new, old, unit in (("resourceCpuLimit", "cpuLimit", ""), ("resourceCpuRequest", "cpuRequest", ""),
-                               ("resourceMemoryLimit", "memoryLimit", "G"),
-                               ("resourceMemoryRequest", "memoryRequest", "G")):
+        for new, old, unit in (
+            ("resourceCpuLimit", "cpuLimit", ""),
+            ("resourceCpuRequest", "cpuRequest", ""),
+            ("resourceMemoryLimit", "memoryLimit", "G"),
+            ("resourceMemoryRequest", "memoryRequest", "G"),
+        ):
             if resources.get(new):
                 text = str(resources[new])
             elif resources.get(old):
@@ -440,22 +611,31 @@ class _Checker:
                 continue
             quantity = _quantity(text)
             if quantity is None:
-                self.add(where, "resources",
-                         f"resources {new}/{old} gives {text!r}, not a Kubernetes quantity; the driver fails: "
-                         "'failed to init podSpecPatch' (v2/driver/driver.go getPodResource, ParseQuantity). Fix: "
-                         "use e.g. '8', '500m', '32G', '16Gi'.")
+                self.add(
+                    where,
+                    "resources",
+                    f"resources {new}/{old} gives {text!r}, not a Kubernetes quantity; the driver fails: "
+                    "'failed to init podSpecPatch' (v2/driver/driver.go getPodResource, ParseQuantity). Fix: "
+                    "use e.g. '8', '500m', '32G', '16Gi'.",
+                )
             elif quantity <= 0:
-                self.add(where, "resources",
-                         f"resources {new}/{old} is {text!r}; Kubernetes refuses non-positive limits and requests "
-                         "when the pod is created. Fix: drop it or make it positive.")
+                self.add(
+                    where,
+                    "resources",
+                    f"resources {new}/{old} is {text!r}; Kubernetes refuses non-positive limits and requests "
+                    "when the pod is created. Fix: drop it or make it positive.",
+                )
             else:
                 values[new] = quantity
         for kind in ("Cpu", "Memory"):
             request, limit = values.get(f"resource{kind}Request"), values.get(f"resource{kind}Limit")
             if request is not None and limit is not None and request > limit:
-                self.add(where, "resources",
-                         f"the {kind.lower()} request is above its limit; Kubernetes refuses the pod: 'must be less "
-                         "than or equal to the limit'. Fix: raise the limit or lower the request.")
+                self.add(
+                    where,
+                    "resources",
+                    f"the {kind.lower()} request is above its limit; Kubernetes refuses the pod: 'must be less "
+                    "than or equal to the limit'. Fix: raise the limit or lower the request.",
+                )
         accelerator = _mapping(resources.get("accelerator"))
         if accelerator:
             self.check_accelerator(where, accelerator, params)
@@ -468,34 +648,46 @@ class _Checker:
         if not count:
             legacy = _integer(accelerator.get("count", 0))
             if legacy is None:
-                self.add(where, "accelerator",
-                         f"accelerator.count {accelerator.get('count')!r} is not an integer; run creation fails "
-                         "unmarshalling the deployment spec (v2/compiler/visitor.go GetDeploymentConfig). Fix: "
-                         "an integer such as 1.")
+                self.add(
+                    where,
+                    "accelerator",
+                    f"accelerator.count {accelerator.get('count')!r} is not an integer; run creation fails "
+                    "unmarshalling the deployment spec (v2/compiler/visitor.go GetDeploymentConfig). Fix: "
+                    "an integer such as 1.",
+                )
                 return
             count = str(legacy) if legacy > 0 else ""
         if not kind or not count:
-            self.add(where, "accelerator",
-                     f"accelerator {accelerator!r} lacks a {'type' if not kind else 'count >= 1'}: the driver "
-                     "then requests no accelerator at all, silently (v2/driver/driver.go initPodSpecPatch). Fix: "
-                     "set both, e.g. type 'nvidia.com/gpu' and count 1.")
+            self.add(
+                where,
+                "accelerator",
+                f"accelerator {accelerator!r} lacks a {'type' if not kind else 'count >= 1'}: the driver "
+                "then requests no accelerator at all, silently (v2/driver/driver.go initPodSpecPatch). Fix: "
+                "set both, e.g. type 'nvidia.com/gpu' and count 1.",
+            )
             return
         if not self.check_parameter_ref(where, "accelerator type", str(kind), params):
             problem = _extended_resource_problem(str(kind))
             if problem:
-                self.add(where, "accelerator",
-                         f"accelerator type {kind!r} {problem}. The driver uses it verbatim as the Kubernetes "
-                         "resource name of the limit (v2/driver/driver.go initPodSpecPatch), so Kubernetes refuses "
-                         "the pod and the task fails when it starts. Fix: a device plugin's resource name such as "
-                         "'nvidia.com/gpu' or 'amd.com/gpu' (GPU models go in a node selector, e.g. "
-                         "nvidia.com/gpu.product).")
+                self.add(
+                    where,
+                    "accelerator",
+                    f"accelerator type {kind!r} {problem}. The driver uses it verbatim as the Kubernetes "
+                    "resource name of the limit (v2/driver/driver.go initPodSpecPatch), so Kubernetes refuses "
+                    "the pod and the task fails when it starts. Fix: a device plugin's resource name such as "
+                    "'nvidia.com/gpu' or 'amd.com/gpu' (GPU models go in a node selector, e.g. "
+                    "nvidia.com/gpu.product).",
+                )
         if not self.check_parameter_ref(where, "accelerator count", str(count), params):
             value = _quantity(str(count))
             if value is None or value < 1 or value != int(value):
-                self.add(where, "accelerator",
-                         f"accelerator count {count!r} is not a whole number >= 1; extended resources take whole "
-                         "numbers: the driver fails parsing it or Kubernetes refuses the pod (v2/driver/driver.go "
-                         "initPodSpecPatch). Fix: an integer such as 1.")
+                self.add(
+                    where,
+                    "accelerator",
+                    f"accelerator count {count!r} is not a whole number >= 1; extended resources take whole "
+                    "numbers: the driver fails parsing it or Kubernetes refuses the pod (v2/driver/driver.go "
+                    "initPodSpecPatch). Fix: an integer such as 1.",
+                )
 
     @staticmethod
     def input_parameters(component: dict) -> Set[str]:
@@ -508,10 +700,13 @@ class _Checker:
         if not match:
             return False
         if match.group(1) not in params:
-            self.add(where, "placeholder",
-                     f"{what} reads input parameter {match.group(1)!r}, which the component does not declare; the "
-                     "driver fails: 'executorInput did not contain container Image input parameter' "
-                     "(v2/driver/resolve.go resolvePodSpecInputRuntimeParameter). Fix: declare and supply it.")
+            self.add(
+                where,
+                "placeholder",
+                f"{what} reads input parameter {match.group(1)!r}, which the component does not declare; the "
+                "driver fails: 'executorInput did not contain container Image input parameter' "
+                "(v2/driver/resolve.go resolvePodSpecInputRuntimeParameter). Fix: declare and supply it.",
+            )
         return True
 
     def check_importer(self, name: str, component: dict, label: str, importer: dict) -> None:
@@ -519,10 +714,13 @@ class _Checker:
         where = f"executor {label}"
         outputs = _mapping(_mapping(component.get("outputDefinitions")).get("artifacts"))
         if len(outputs) != 1:
-            self.add(where, "importer",
-                     f"the importer's component has {len(outputs)} output artifacts; the importer fails: 'failed to "
-                     "extract output artifact name from componentOutputSpec' (v2/component/importer_launcher.go "
-                     "getOutPutArtifactName). Fix: exactly one output artifact.")
+            self.add(
+                where,
+                "importer",
+                f"the importer's component has {len(outputs)} output artifacts; the importer fails: 'failed to "
+                "extract output artifact name from componentOutputSpec' (v2/component/importer_launcher.go "
+                "getOutPutArtifactName). Fix: exactly one output artifact.",
+            )
         self.check_artifact_type(where, "importer typeSchema", _mapping(importer.get("typeSchema")))
         uri_spec = _mapping(importer.get("artifactUri"))
         if "constant" in uri_spec:
@@ -531,16 +729,22 @@ class _Checker:
             if not isinstance(uri, str) or not uri:
                 problem = "is empty: 'empty Artifact URI constant value'"
             elif uri.startswith("oci://"):
-                problem = (None if title == "system.Model" else
-                           f"is an oci:// URI for a {title} artifact: 'the {title} artifact type does not support "
-                           "OCI registries'")
+                problem = (
+                    None
+                    if title == "system.Model"
+                    else f"is an oci:// URI for a {title} artifact: 'the {title} artifact type does not support "
+                    "OCI registries'"
+                )
             else:
                 problem = _bucket_problem(uri)
             if problem:
-                self.add(where, "importer",
-                         f"artifactUri {uri!r} {problem} (v2/component/importer_launcher.go "
-                         "ImportSpecToMLMDArtifact, v2/objectstore/config.go ParseProviderFromPath). Fix: a "
-                         f"{', '.join(STORAGE_SCHEMES)} URI.")
+                self.add(
+                    where,
+                    "importer",
+                    f"artifactUri {uri!r} {problem} (v2/component/importer_launcher.go "
+                    "ImportSpecToMLMDArtifact, v2/objectstore/config.go ParseProviderFromPath). Fix: a "
+                    f"{', '.join(STORAGE_SCHEMES)} URI.",
+                )
         elif uri_spec.get("runtimeParameter"):
             param = uri_spec["runtimeParameter"]
             for task_name, task in self.users.get(name, []):
@@ -551,16 +755,22 @@ class _Checker:
                     answer = "error resolving artifact URI: parent DAG does not have input parameter"
                 else:
                     continue
-                self.add(f"task {task_name}", "importer",
-                         f"the importer takes its URI from input parameter {param!r}, which it reads only as a "
-                         f"componentInputParameter of the task; the importer fails: '{answer}' "
-                         "(v2/component/importer_launcher.go ImportSpecToMLMDArtifact). Fix: wire it to a pipeline "
-                         "parameter, or use artifactUri.constant.")
+                self.add(
+                    f"task {task_name}",
+                    "importer",
+                    f"the importer takes its URI from input parameter {param!r}, which it reads only as a "
+                    f"componentInputParameter of the task; the importer fails: '{answer}' "
+                    "(v2/component/importer_launcher.go ImportSpecToMLMDArtifact). Fix: wire it to a pipeline "
+                    "parameter, or use artifactUri.constant.",
+                )
         else:
-            self.add(where, "importer",
-                     "artifactUri has neither 'constant' nor 'runtimeParameter' (the deprecated constantValue is "
-                     "not read); the importer fails: 'artifact uri not provided' (v2/component/importer_launcher.go "
-                     "ImportSpecToMLMDArtifact). Fix: artifactUri.constant.")
+            self.add(
+                where,
+                "importer",
+                "artifactUri has neither 'constant' nor 'runtimeParameter' (the deprecated constantValue is "
+                "not read); the importer fails: 'artifact uri not provided' (v2/component/importer_launcher.go "
+                "ImportSpecToMLMDArtifact). Fix: artifactUri.constant.",
+            )
 
     # per DAG: argocompiler/dag.go, Argo validate.go validateDAG, v2/driver/resolve.go resolveInputs
 
@@ -568,9 +778,12 @@ class _Checker:
         tasks = {k: _mapping(v) for k, v in _mapping(_mapping(component.get("dag")).get("tasks")).items()}
         where_dag = "root DAG" if name == "root" else f"component {name}"
         if not tasks:
-            self.add(where_dag, "dag",
-                     "the DAG has no tasks; run creation fails: 'DAG ... must contain one or more non-exit tasks' "
-                     "(argocompiler/dag.go DAG). Fix: add tasks.")
+            self.add(
+                where_dag,
+                "dag",
+                "the DAG has no tasks; run creation fails: 'DAG ... must contain one or more non-exit tasks' "
+                "(argocompiler/dag.go DAG). Fix: add tasks.",
+            )
             return
         inputs = _mapping(component.get("inputDefinitions"))
         for task_name, task in sorted(tasks.items()):
@@ -585,8 +798,9 @@ class _Checker:
         # Argo names the DAG tasks '<task>' and '<task>-driver' and validates them (validate.go validateDAG):
         # alphanumerics and '-', at most 128 characters, no leading digit once 'depends' is used (always, here).
         if not _ARGO_TASK.match(name):
-            answer = "name must consist of alpha-numeric characters or '-', and must start with an alpha-numeric " \
-                     "character"
+            answer = (
+                "name must consist of alpha-numeric characters or '-', and must start with an alpha-numeric character"
+            )
         elif name[0].isdigit():
             answer = "name cannot begin with a digit when using either 'depends' or 'dependencies'"
         elif len(name) + len("-driver") > 128:
@@ -594,105 +808,148 @@ class _Checker:
         else:
             answer = ""
         if answer:
-            self.add(where, "task-name",
-                     f"task name {name!r} is not a valid Argo DAG task name; run creation fails: 'templates.root."
-                     f"tasks ... {answer}' (Argo workflow/validate/validate.go validateDAG, on the tasks "
-                     "argocompiler/dag.go names '<task>' and '<task>-driver'). Fix: letters, digits and '-', "
-                     "starting with a letter, at most 121 characters (for TFX: the component id).")
+            self.add(
+                where,
+                "task-name",
+                f"task name {name!r} is not a valid Argo DAG task name; run creation fails: 'templates.root."
+                f"tasks ... {answer}' (Argo workflow/validate/validate.go validateDAG, on the tasks "
+                "argocompiler/dag.go names '<task>' and '<task>-driver'). Fix: letters, digits and '-', "
+                "starting with a letter, at most 121 characters (for TFX: the component id).",
+            )
         label = component.get("executorLabel")
         executor = _mapping(self.executors.get(label)) if label else {}
         if "artifactIterator" in task:
-            self.add(where, "task-kind",
-                     "artifactIterator is not supported; run creation fails: 'artifact iterator not implemented "
-                     "yet' (argocompiler/dag.go DAG). Fix: iterate over parameters or drop the loop.")
+            self.add(
+                where,
+                "task-kind",
+                "artifactIterator is not supported; run creation fails: 'artifact iterator not implemented "
+                "yet' (argocompiler/dag.go DAG). Fix: iterate over parameters or drop the loop.",
+            )
         if "importer" in executor and _mapping(task.get("triggerPolicy")).get("condition"):
-            self.add(where, "task-kind",
-                     "an importer task with triggerPolicy.condition; run creation fails: 'triggerPolicy.condition "
-                     "on importer task is not supported' (argocompiler/dag.go task). Fix: drop the condition.")
-        if _mapping(_mapping(executor.get("container")).get("lifecycle")).get("preCacheCheck") and \
-                _mapping(task.get("cachingOptions")).get("enableCache"):
-            self.add(where, "pre-cache-check",
-                     "the executor has a lifecycle.preCacheCheck (TFX's ExampleGen driver, which fingerprints the "
-                     "input files) and the task is cached; open-source KFP never runs preCacheCheck (nothing in "
-                     "backend/src reads it) and keys the cache on parameters and image only (v2/driver/cache.go "
-                     "getFingerPrint), so new files under the same path reuse the old output. Fix: "
-                     "cachingOptions.enableCache false for this task.")
+            self.add(
+                where,
+                "task-kind",
+                "an importer task with triggerPolicy.condition; run creation fails: 'triggerPolicy.condition "
+                "on importer task is not supported' (argocompiler/dag.go task). Fix: drop the condition.",
+            )
+        if _mapping(_mapping(executor.get("container")).get("lifecycle")).get("preCacheCheck") and _mapping(
+            task.get("cachingOptions")
+        ).get("enableCache"):
+            self.add(
+                where,
+                "pre-cache-check",
+                "the executor has a lifecycle.preCacheCheck (TFX's ExampleGen driver, which fingerprints the "
+                "input files) and the task is cached; open-source KFP never runs preCacheCheck (nothing in "
+                "backend/src reads it) and keys the cache on parameters and image only (v2/driver/cache.go "
+                "getFingerPrint), so new files under the same path reuse the old output. Fix: "
+                "cachingOptions.enableCache false for this task.",
+            )
         for dep in task.get("dependentTasks") or []:
             if dep not in tasks:
-                self.add(where, "dag-edge",
-                         f"dependentTasks names {dep!r}, which is not a task of this DAG; run creation fails: "
-                         f"'templates.root.tasks.{name}-driver dependency {dep!r} not defined' (Argo "
-                         "validate.go validateDAG on argocompiler/dag.go depends). Fix: name an existing task.")
+                self.add(
+                    where,
+                    "dag-edge",
+                    f"dependentTasks names {dep!r}, which is not a task of this DAG; run creation fails: "
+                    f"'templates.root.tasks.{name}-driver dependency {dep!r} not defined' (Argo "
+                    "validate.go validateDAG on argocompiler/dag.go depends). Fix: name an existing task.",
+                )
         task_inputs = _mapping(task.get("inputs"))
         self.check_parameter_inputs(where, _mapping(task_inputs.get("parameters")), component, tasks, parent)
         self.check_artifact_inputs(where, _mapping(task_inputs.get("artifacts")), component, tasks, parent)
 
-    def check_parameter_inputs(self, where: str, given: dict, component: dict, tasks: Dict[str, dict],
-                               parent: dict) -> None:
+    def check_parameter_inputs(
+        self, where: str, given: dict, component: dict, tasks: Dict[str, dict], parent: dict
+    ) -> None:
         declared = _mapping(_mapping(component.get("inputDefinitions")).get("parameters"))
         parent_params = _mapping(parent.get("parameters"))
         for key, spec in sorted(declared.items()):
             spec = _mapping(spec)
             if key not in given and not spec.get("isOptional") and "defaultValue" not in spec:
-                self.add(where, "parameter-input",
-                         f"input parameter {key!r} is required by the component but the task does not supply it; "
-                         f"the driver fails: 'neither value nor default value provided for non-optional parameter "
-                         f"\"{key}\"' (v2/driver/resolve.go resolveInputs). Fix: supply it or give it a default.")
+                self.add(
+                    where,
+                    "parameter-input",
+                    f"input parameter {key!r} is required by the component but the task does not supply it; "
+                    f"the driver fails: 'neither value nor default value provided for non-optional parameter "
+                    f'"{key}"\' (v2/driver/resolve.go resolveInputs). Fix: supply it or give it a default.',
+                )
         for key, source in sorted(given.items()):
             source = _mapping(source)
             target = _mapping(declared.get(key))
             want = target.get("parameterType")
             if key not in declared:
-                self.add(where, "parameter-input",
-                         f"input parameter {key!r} is not declared by the component; the driver passes it "
-                         "unchecked (v2/driver/resolve.go resolveInputs) but the executor's inputDefinitions do not "
-                         "list it, which no KFP compiler emits. Fix: declare it or drop it.")
+                self.add(
+                    where,
+                    "parameter-input",
+                    f"input parameter {key!r} is not declared by the component; the driver passes it "
+                    "unchecked (v2/driver/resolve.go resolveInputs) but the executor's inputDefinitions do not "
+                    "list it, which no KFP compiler emits. Fix: declare it or drop it.",
+                )
             if "componentInputParameter" in source:
                 ref = source["componentInputParameter"]
                 if ref not in parent_params:
-                    self.add(where, "parameter-input",
-                             f"input parameter {key!r} reads {ref!r}, which the pipeline (parent DAG) does not "
-                             f"declare; the driver fails: 'parent DAG does not have input parameter {ref}' "
-                             "(v2/driver/resolve.go resolveInputParameter). Fix: declare it in "
-                             "root.inputDefinitions.parameters.")
+                    self.add(
+                        where,
+                        "parameter-input",
+                        f"input parameter {key!r} reads {ref!r}, which the pipeline (parent DAG) does not "
+                        f"declare; the driver fails: 'parent DAG does not have input parameter {ref}' "
+                        "(v2/driver/resolve.go resolveInputParameter). Fix: declare it in "
+                        "root.inputDefinitions.parameters.",
+                    )
                     continue
                 origin = _mapping(parent_params[ref])
-                if origin.get("isOptional") and origin.get("defaultValue") is None and \
-                        not target.get("isOptional"):
-                    self.add(where, "parameter-input",
-                             f"input parameter {key!r} reads optional pipeline parameter {ref!r}, which has no "
-                             "default; a run that leaves it out gives the task null and the driver fails: 'the "
-                             "resolved input parameter is null' (argocompiler/argo.go Compile, v2/driver/resolve.go "
-                             "resolveInputs). Fix: give the pipeline parameter a defaultValue.")
-                self.check_kind(where, key, _type_kind(origin.get("parameterType")), want,
-                                f"pipeline parameter {ref!r}")
+                if origin.get("isOptional") and origin.get("defaultValue") is None and not target.get("isOptional"):
+                    self.add(
+                        where,
+                        "parameter-input",
+                        f"input parameter {key!r} reads optional pipeline parameter {ref!r}, which has no "
+                        "default; a run that leaves it out gives the task null and the driver fails: 'the "
+                        "resolved input parameter is null' (argocompiler/argo.go Compile, v2/driver/resolve.go "
+                        "resolveInputs). Fix: give the pipeline parameter a defaultValue.",
+                    )
+                self.check_kind(
+                    where, key, _type_kind(origin.get("parameterType")), want, f"pipeline parameter {ref!r}"
+                )
             elif "taskOutputParameter" in source:
                 output = _mapping(source["taskOutputParameter"])
                 producer, out_key = output.get("producerTask"), output.get("outputParameterKey")
                 if producer not in tasks:
-                    self.add(where, "dag-edge",
-                             f"input parameter {key!r} comes from task {producer!r}, which is not in this DAG; run "
-                             f"creation fails: 'unknown producer task {_q(producer)} in DAG' (argocompiler/dag.go "
-                             "addImplicitDependencies). Fix: name an existing task.")
+                    self.add(
+                        where,
+                        "dag-edge",
+                        f"input parameter {key!r} comes from task {producer!r}, which is not in this DAG; run "
+                        f"creation fails: 'unknown producer task {_q(producer)} in DAG' (argocompiler/dag.go "
+                        "addImplicitDependencies). Fix: name an existing task.",
+                    )
                     continue
                 produced = self.declared_outputs(tasks[producer], "parameters")
                 if out_key not in produced:
-                    self.add(where, "dag-edge",
-                             f"input parameter {key!r} reads output parameter {out_key!r} of task {producer!r}, "
-                             "which its component does not declare; the driver resolves it to nothing and the "
-                             "task fails (v2/driver/resolve.go resolveUpstreamParameters). Fix: use a declared "
-                             "output parameter.")
+                    self.add(
+                        where,
+                        "dag-edge",
+                        f"input parameter {key!r} reads output parameter {out_key!r} of task {producer!r}, "
+                        "which its component does not declare; the driver resolves it to nothing and the "
+                        "task fails (v2/driver/resolve.go resolveUpstreamParameters). Fix: use a declared "
+                        "output parameter.",
+                    )
                     continue
-                self.check_kind(where, key, _type_kind(_mapping(produced[out_key]).get("parameterType")), want,
-                                f"output {out_key!r} of task {producer!r}")
+                self.check_kind(
+                    where,
+                    key,
+                    _type_kind(_mapping(produced[out_key]).get("parameterType")),
+                    want,
+                    f"output {out_key!r} of task {producer!r}",
+                )
             elif "runtimeValue" in source:
                 runtime = _mapping(source["runtimeValue"])
                 if "constant" not in runtime:
-                    self.add(where, "parameter-input",
-                             f"input parameter {key!r} has runtimeValue {sorted(runtime)} but no 'constant' (the "
-                             "deprecated constantValue is not read); the driver fails: 'param runtime value spec "
-                             "of type ... not implemented' (v2/driver/resolve.go resolveInputParameter). Fix: "
-                             "runtimeValue.constant.")
+                    self.add(
+                        where,
+                        "parameter-input",
+                        f"input parameter {key!r} has runtimeValue {sorted(runtime)} but no 'constant' (the "
+                        "deprecated constantValue is not read); the driver fails: 'param runtime value spec "
+                        "of type ... not implemented' (v2/driver/resolve.go resolveInputParameter). Fix: "
+                        "runtimeValue.constant.",
+                    )
                     continue
                 value = runtime["constant"]
                 if isinstance(value, str):
@@ -701,96 +958,141 @@ class _Checker:
             elif "taskFinalStatus" in source:
                 continue
             else:
-                self.add(where, "parameter-input",
-                         f"input parameter {key!r} has no known source {sorted(source)}; the driver fails: "
-                         "'parameter spec of type ... not implemented yet' (v2/driver/resolve.go "
-                         "resolveInputParameter). Fix: componentInputParameter, taskOutputParameter or "
-                         "runtimeValue.constant.")
+                self.add(
+                    where,
+                    "parameter-input",
+                    f"input parameter {key!r} has no known source {sorted(source)}; the driver fails: "
+                    "'parameter spec of type ... not implemented yet' (v2/driver/resolve.go "
+                    "resolveInputParameter). Fix: componentInputParameter, taskOutputParameter or "
+                    "runtimeValue.constant.",
+                )
 
     def check_kind(self, where: str, key: str, have: Optional[str], want: Optional[str], origin: str) -> None:
         """The driver's type check on a resolved input (v2/driver/resolve.go resolveInputs,
         handleParamTypeValidationAndConversion): STRING takes anything (turned into text), others need their kind."""
         if not want or want == "STRING" or have is None:
             return
-        accepted = {"NUMBER_INTEGER": "number", "NUMBER_DOUBLE": "number", "BOOLEAN": "bool", "LIST": "list",
-                    "STRUCT": "struct", "TASK_FINAL_STATUS": "struct", "TASK_CONFIG": "struct"}.get(want)
+        accepted = {
+            "NUMBER_INTEGER": "number",
+            "NUMBER_DOUBLE": "number",
+            "BOOLEAN": "bool",
+            "LIST": "list",
+            "STRUCT": "struct",
+            "TASK_FINAL_STATUS": "struct",
+            "TASK_CONFIG": "struct",
+        }.get(want)
         if have == "null":
-            self.add(where, "parameter-type",
-                     f"input parameter {key!r} ({want}) gets null from {origin}; the driver fails: 'got null for "
-                     f"input parameter \"{key}\"' (v2/driver/resolve.go resolveInputs). Fix: a {want} value.")
+            self.add(
+                where,
+                "parameter-type",
+                f"input parameter {key!r} ({want}) gets null from {origin}; the driver fails: 'got null for "
+                f'input parameter "{key}"\' (v2/driver/resolve.go resolveInputs). Fix: a {want} value.',
+            )
         elif accepted and have != accepted:
-            self.add(where, "parameter-type",
-                     f"input parameter {key!r} is {want} but {origin} is a {have}; the driver fails: 'input "
-                     f"parameter \"{key}\" type mismatch: expect {want}, got {have}' (v2/driver/resolve.go "
-                     f"resolveInputs; strings are not parsed). Fix: a {accepted} value, or make the input STRING.")
+            self.add(
+                where,
+                "parameter-type",
+                f"input parameter {key!r} is {want} but {origin} is a {have}; the driver fails: 'input "
+                f'parameter "{key}" type mismatch: expect {want}, got {have}\' (v2/driver/resolve.go '
+                f"resolveInputs; strings are not parsed). Fix: a {accepted} value, or make the input STRING.",
+            )
 
     def check_constant_placeholders(self, where: str, key: str, value: str) -> None:
         for placeholder in _PLACEHOLDER.findall(value.replace(WORKSPACE_PLACEHOLDER, "")):
             if placeholder in RUN_PLACEHOLDERS and placeholder != value:
-                problem = ("is resolved only when it is the whole value (the driver compares the constant with "
-                           "it, v2/driver/resolve.go resolveInputParameter)")
+                problem = (
+                    "is resolved only when it is the whole value (the driver compares the constant with "
+                    "it, v2/driver/resolve.go resolveInputParameter)"
+                )
             elif placeholder in RUN_PLACEHOLDERS:
                 continue
             else:
-                problem = (f"is not one the driver resolves in a task input (v2/driver/resolve.go "
-                           f"resolveInputParameter knows {sorted(RUN_PLACEHOLDERS)} and {WORKSPACE_PLACEHOLDER})")
-            self.add(where, "placeholder",
-                     f"input parameter {key!r} holds {placeholder!r}, which {problem}; the task receives the text "
-                     "as it is. Fix: use a supported placeholder as the whole constant.")
+                problem = (
+                    f"is not one the driver resolves in a task input (v2/driver/resolve.go "
+                    f"resolveInputParameter knows {sorted(RUN_PLACEHOLDERS)} and {WORKSPACE_PLACEHOLDER})"
+                )
+            self.add(
+                where,
+                "placeholder",
+                f"input parameter {key!r} holds {placeholder!r}, which {problem}; the task receives the text "
+                "as it is. Fix: use a supported placeholder as the whole constant.",
+            )
 
-    def check_artifact_inputs(self, where: str, given: dict, component: dict, tasks: Dict[str, dict],
-                              parent: dict) -> None:
+    def check_artifact_inputs(
+        self, where: str, given: dict, component: dict, tasks: Dict[str, dict], parent: dict
+    ) -> None:
         declared = _mapping(_mapping(component.get("inputDefinitions")).get("artifacts"))
         for key, spec in sorted(declared.items()):
             if key not in given and not _mapping(spec).get("isOptional"):
-                self.add(where, "artifact-input",
-                         f"input artifact {key!r} is required by the component but the task does not supply it; "
-                         "the driver passes no artifact (v2/driver/resolve.go resolveInputs) and the executor "
-                         "finds none. Fix: wire it to a producer or mark it isOptional.")
+                self.add(
+                    where,
+                    "artifact-input",
+                    f"input artifact {key!r} is required by the component but the task does not supply it; "
+                    "the driver passes no artifact (v2/driver/resolve.go resolveInputs) and the executor "
+                    "finds none. Fix: wire it to a producer or mark it isOptional.",
+                )
         for key, source in sorted(given.items()):
             source = _mapping(source)
             if key not in declared:
-                self.add(where, "artifact-input",
-                         f"input artifact {key!r} is not declared by the component; the driver resolves and the "
-                         "launcher downloads it (v2/driver/resolve.go resolveInputs) but the executor's "
-                         "inputDefinitions do not list it. Fix: declare it or drop it.")
+                self.add(
+                    where,
+                    "artifact-input",
+                    f"input artifact {key!r} is not declared by the component; the driver resolves and the "
+                    "launcher downloads it (v2/driver/resolve.go resolveInputs) but the executor's "
+                    "inputDefinitions do not list it. Fix: declare it or drop it.",
+                )
             if "taskOutputArtifact" in source:
                 output = _mapping(source["taskOutputArtifact"])
                 producer, out_key = output.get("producerTask"), output.get("outputArtifactKey")
                 if producer not in tasks:
-                    self.add(where, "dag-edge",
-                             f"input artifact {key!r} comes from task {producer!r}, which is not in this DAG; run "
-                             f"creation fails: 'unknown producer task {_q(producer)} in DAG' (argocompiler/dag.go "
-                             "addImplicitDependencies). Fix: name an existing task.")
+                    self.add(
+                        where,
+                        "dag-edge",
+                        f"input artifact {key!r} comes from task {producer!r}, which is not in this DAG; run "
+                        f"creation fails: 'unknown producer task {_q(producer)} in DAG' (argocompiler/dag.go "
+                        "addImplicitDependencies). Fix: name an existing task.",
+                    )
                     continue
                 produced = self.declared_outputs(tasks[producer], "artifacts")
                 if out_key not in produced:
-                    self.add(where, "dag-edge",
-                             f"input artifact {key!r} reads output {out_key!r} of task {producer!r}, which its "
-                             f"component does not declare; the driver fails: 'cannot find output artifact key "
-                             f"{out_key!r} in producer task' (v2/driver/resolve.go resolveUpstreamArtifacts). Fix: "
-                             "use a declared output.")
+                    self.add(
+                        where,
+                        "dag-edge",
+                        f"input artifact {key!r} reads output {out_key!r} of task {producer!r}, which its "
+                        f"component does not declare; the driver fails: 'cannot find output artifact key "
+                        f"{out_key!r} in producer task' (v2/driver/resolve.go resolveUpstreamArtifacts). Fix: "
+                        "use a declared output.",
+                    )
                     continue
                 have = _artifact_title(_mapping(_mapping(produced[out_key]).get("artifactType")))
                 want = _artifact_title(_mapping(_mapping(declared.get(key)).get("artifactType")))
                 if have and want and have != want and "system.Artifact" not in (have, want):
-                    self.add(where, "artifact-type",
-                             f"input artifact {key!r} is {want} but task {producer!r} output {out_key!r} is "
-                             f"{have}; the backend does not compare types (v2/driver/resolve.go "
-                             f"resolveUpstreamArtifacts passes the producer's artifact as it is), so the executor "
-                             f"gets a {have} where it expects a {want}. Fix: wire the right output.")
+                    self.add(
+                        where,
+                        "artifact-type",
+                        f"input artifact {key!r} is {want} but task {producer!r} output {out_key!r} is "
+                        f"{have}; the backend does not compare types (v2/driver/resolve.go "
+                        f"resolveUpstreamArtifacts passes the producer's artifact as it is), so the executor "
+                        f"gets a {have} where it expects a {want}. Fix: wire the right output.",
+                    )
             elif "componentInputArtifact" in source:
                 ref = source["componentInputArtifact"]
                 if ref not in _mapping(parent.get("artifacts")):
-                    self.add(where, "artifact-input",
-                             f"input artifact {key!r} reads DAG input artifact {ref!r}, which the DAG does not "
-                             f"declare; the driver fails: 'parent DAG does not have input artifact {ref}' "
-                             "(v2/driver/resolve.go resolveInputArtifact). Fix: wire it to a producer task.")
+                    self.add(
+                        where,
+                        "artifact-input",
+                        f"input artifact {key!r} reads DAG input artifact {ref!r}, which the DAG does not "
+                        f"declare; the driver fails: 'parent DAG does not have input artifact {ref}' "
+                        "(v2/driver/resolve.go resolveInputArtifact). Fix: wire it to a producer task.",
+                    )
             else:
-                self.add(where, "artifact-input",
-                         f"input artifact {key!r} has no known source {sorted(source)}; the driver fails: "
-                         "'artifact spec of type ... not implemented yet' (v2/driver/resolve.go "
-                         "resolveInputArtifact). Fix: taskOutputArtifact or componentInputArtifact.")
+                self.add(
+                    where,
+                    "artifact-input",
+                    f"input artifact {key!r} has no known source {sorted(source)}; the driver fails: "
+                    "'artifact spec of type ... not implemented yet' (v2/driver/resolve.go "
+                    "resolveInputArtifact). Fix: taskOutputArtifact or componentInputArtifact.",
+                )
 
     def check_cycles(self, tasks: Dict[str, dict]) -> None:
         """Argo's verifyNoCycles (validate.go) on dependentTasks plus the producers the compiler adds
@@ -803,13 +1105,16 @@ class _Checker:
             state[name] = 1
             for dep in graph[name]:
                 if state.get(dep) == 1:
-                    cycle = path[path.index(dep):] + [dep]
+                    cycle = path[path.index(dep) :] + [dep]
                     if frozenset(cycle) not in reported:
                         reported.add(frozenset(cycle))
-                        self.add(f"task {dep}", "dag-cycle",
-                                 f"dependency cycle {' -> '.join(cycle)}; run creation fails: 'templates.root.tasks "
-                                 "dependency cycle detected' (Argo validate.go verifyNoCycles). Fix: break the "
-                                 "cycle.")
+                        self.add(
+                            f"task {dep}",
+                            "dag-cycle",
+                            f"dependency cycle {' -> '.join(cycle)}; run creation fails: 'templates.root.tasks "
+                            "dependency cycle detected' (Argo validate.go verifyNoCycles). Fix: break the "
+                            "cycle.",
+                        )
                 elif dep not in state:
                     visit(dep, path + [dep])
             state[name] = 2
@@ -826,23 +1131,32 @@ class _Checker:
             where = f"root parameter {name}"
             kind = spec.get("parameterType")
             if kind not in PARAMETER_KINDS:
-                answer = ("requires type TASK_FINAL_STATUS, which is invalid for root component"
-                          if kind == "TASK_FINAL_STATUS" else "has unspecified type")
-                self.add(where, "root-parameter",
-                         f"parameterType is {kind!r}; a run that sets it is refused: 'input parameter {name} "
-                         f"{answer}' (apiserver/template/v2_template.go validatePipelineJobInputs). Fix: one of "
-                         f"{sorted(PARAMETER_KINDS)}.")
+                answer = (
+                    "requires type TASK_FINAL_STATUS, which is invalid for root component"
+                    if kind == "TASK_FINAL_STATUS"
+                    else "has unspecified type"
+                )
+                self.add(
+                    where,
+                    "root-parameter",
+                    f"parameterType is {kind!r}; a run that sets it is refused: 'input parameter {name} "
+                    f"{answer}' (apiserver/template/v2_template.go validatePipelineJobInputs). Fix: one of "
+                    f"{sorted(PARAMETER_KINDS)}.",
+                )
                 continue
             if "defaultValue" not in spec:
                 continue
             value = spec["defaultValue"]
             if not _matches_type(value, kind):
-                self.add(where, "root-parameter",
-                         f"defaultValue {_short(value)} is not a {kind}; the API server checks only values a run "
-                         "passes (apiserver/template/v2_template.go validatePipelineJobInputs), so a run that relies "
-                         "on the default hands the tasks a value of the wrong type (argocompiler/argo.go Compile "
-                         "copies it as it is; v2/driver/resolve.go then refuses it for non-STRING inputs). Fix: a "
-                         f"{kind} default.")
+                self.add(
+                    where,
+                    "root-parameter",
+                    f"defaultValue {_short(value)} is not a {kind}; the API server checks only values a run "
+                    "passes (apiserver/template/v2_template.go validatePipelineJobInputs), so a run that relies "
+                    "on the default hands the tasks a value of the wrong type (argocompiler/argo.go Compile "
+                    "copies it as it is; v2/driver/resolve.go then refuses it for non-STRING inputs). Fix: a "
+                    f"{kind} default.",
+                )
 
     def check_pipeline_root(self) -> None:
         root = self.spec.get("defaultPipelineRoot")
@@ -850,44 +1164,59 @@ class _Checker:
             return
         problem = _bucket_problem(root) if isinstance(root, str) and root else "is empty"
         if problem:
-            self.add("pipeline", "pipeline-root",
-                     f"defaultPipelineRoot {root!r} {problem}: outputs could not be uploaded (v2/objectstore/"
-                     "config.go ParseBucketPathToConfig, v2/config/env.go GetStoreSessionInfo, "
-                     "v2/component/launcher_v2.go LocalPathForURI); the root DAG driver fails when a run uses it. "
-                     f"Fix: a {', '.join(STORAGE_SCHEMES)} URI with a bucket. Note the backend never reads this "
-                     "field: pass it as the run's pipeline_root (v2/driver/root_dag.go).")
+            self.add(
+                "pipeline",
+                "pipeline-root",
+                f"defaultPipelineRoot {root!r} {problem}: outputs could not be uploaded (v2/objectstore/"
+                "config.go ParseBucketPathToConfig, v2/config/env.go GetStoreSessionInfo, "
+                "v2/component/launcher_v2.go LocalPathForURI); the root DAG driver fails when a run uses it. "
+                f"Fix: a {', '.join(STORAGE_SCHEMES)} URI with a bucket. Note the backend never reads this "
+                "field: pass it as the run's pipeline_root (v2/driver/root_dag.go).",
+            )
 
     # platform spec: v2_template.go IsPlatformSpecWithKubernetesConfig, argocompiler/spec_patch.go
     # AddKubernetesSpec, v2/driver/k8s.go extendPodSpecPatch
 
     def check_platform(self) -> None:
         if len(self.platforms) > 1:
-            self.add("platform spec", "platform-spec",
-                     "more than one platform spec document; upload refuses it: 'multiple platform specs provided' "
-                     "(apiserver/template/v2_template.go NewV2SpecTemplate). Fix: merge them.")
+            self.add(
+                "platform spec",
+                "platform-spec",
+                "more than one platform spec document; upload refuses it: 'multiple platform specs provided' "
+                "(apiserver/template/v2_template.go NewV2SpecTemplate). Fix: merge them.",
+            )
         label_users = {c.get("executorLabel"): n for n, c in self.reached.items() if c.get("executorLabel")}
         for document in self.platforms:
             platforms = _mapping(document.get("platforms"))
             unknown = [k for k in document if k != "platforms"]
             kubernetes = _mapping(platforms.get("kubernetes"))
-            unknown += [f"platforms.kubernetes.{k}" for k in kubernetes
-                        if _camel(k) not in ("deploymentSpec", "platform", "config", "pipelineConfig")]
+            unknown += [
+                f"platforms.kubernetes.{k}"
+                for k in kubernetes
+                if _camel(k) not in ("deploymentSpec", "platform", "config", "pipelineConfig")
+            ]
             deployment = _mapping(kubernetes.get("deploymentSpec") or kubernetes.get("deployment_spec"))
             unknown += [f"platforms.kubernetes.deploymentSpec.{k}" for k in deployment if k != "executors"]
             if unknown or "kubernetes" not in platforms:
                 what = f"has unknown field(s) {unknown}" if unknown else "has no platforms.kubernetes"
-                self.add("platform spec", "platform-spec",
-                         f"the platform spec {what}; the API server then does not take it for a Kubernetes "
-                         "platform spec and drops it without a word, with every secret, mount and node setting in "
-                         "it (apiserver/template/v2_template.go IsPlatformSpecWithKubernetesConfig). Fix: "
-                         "{'platforms': {'kubernetes': {'deploymentSpec': {'executors': {label: {...}}}}}}.")
+                self.add(
+                    "platform spec",
+                    "platform-spec",
+                    f"the platform spec {what}; the API server then does not take it for a Kubernetes "
+                    "platform spec and drops it without a word, with every secret, mount and node setting in "
+                    "it (apiserver/template/v2_template.go IsPlatformSpecWithKubernetesConfig). Fix: "
+                    "{'platforms': {'kubernetes': {'deploymentSpec': {'executors': {label: {...}}}}}}.",
+                )
             for label, config in sorted(_mapping(deployment.get("executors")).items()):
                 where = f"platform executor {label}"
                 if label not in self.executors:
-                    self.add(where, "platform-spec",
-                             f"executor {label!r} is not in deploymentSpec.executors; the compiler only looks up the "
-                             "labels components use (v2/compiler/visitor.go dfs), so this config is ignored "
-                             "silently. Fix: use the executor label of the component it is for.")
+                    self.add(
+                        where,
+                        "platform-spec",
+                        f"executor {label!r} is not in deploymentSpec.executors; the compiler only looks up the "
+                        "labels components use (v2/compiler/visitor.go dfs), so this config is ignored "
+                        "silently. Fix: use the executor label of the component it is for.",
+                    )
                     continue
                 if label not in label_users:
                     continue  # no task runs it: the backend never reads it
@@ -896,34 +1225,46 @@ class _Checker:
     def check_executor_config(self, where: str, component: str, config: dict) -> None:
         unknown = list(_unknown_fields(config, "KubernetesExecutorConfig", ""))
         if unknown:
-            self.add(where, "platform-spec",
-                     f"unknown field(s) {unknown}; run creation fails: 'failed to unmarshal kubernetes spec for "
-                     f"component {_q(component)}' (argocompiler/spec_patch.go AddKubernetesSpec, strict protojson). "
-                     "Fix: use the KubernetesExecutorConfig fields (kfp-kubernetes).")
+            self.add(
+                where,
+                "platform-spec",
+                f"unknown field(s) {unknown}; run creation fails: 'failed to unmarshal kubernetes spec for "
+                f"component {_q(component)}' (argocompiler/spec_patch.go AddKubernetesSpec, strict protojson). "
+                "Fix: use the KubernetesExecutorConfig fields (kfp-kubernetes).",
+            )
         if not _ARGO_PARAM.match(component):
-            self.add(where, "component-name",
-                     f"component {component!r} has a Kubernetes config, stored as workflow argument "
-                     f"'kubernetes-{component}'; run creation fails: 'spec.arguments.parameters[..].name ... "
-                     "Parameter/Artifact name must consist of alpha-numeric characters, '_' or '-'' "
-                     "(argocompiler/argo.go saveKubernetesSpec, Argo validate.go validateArguments). Fix: rename "
-                     "the component.")
+            self.add(
+                where,
+                "component-name",
+                f"component {component!r} has a Kubernetes config, stored as workflow argument "
+                f"'kubernetes-{component}'; run creation fails: 'spec.arguments.parameters[..].name ... "
+                "Parameter/Artifact name must consist of alpha-numeric characters, '_' or '-'' "
+                "(argocompiler/argo.go saveKubernetesSpec, Argo validate.go validateArguments). Fix: rename "
+                "the component.",
+            )
         params = set(_mapping(_mapping(self.spec.get("root")).get("inputDefinitions")).get("parameters") or {})
         volumes: List[Tuple[str, str, str]] = []  # (rule, volume name, mount path) the config adds to the pod
         policy = config.get("imagePullPolicy")
         if policy and policy not in ("Always", "Never", "IfNotPresent"):
-            self.add(where, "platform-spec",
-                     f"imagePullPolicy {policy!r}; the driver fails: 'unsupported value ... should be one of "
-                     "'Always', 'Never' or 'IfNotPresent'' (v2/driver/k8s.go extendPodSpecPatch). Fix: one of those.")
+            self.add(
+                where,
+                "platform-spec",
+                f"imagePullPolicy {policy!r}; the driver fails: 'unsupported value ... should be one of "
+                "'Always', 'Never' or 'IfNotPresent'' (v2/driver/k8s.go extendPodSpecPatch). Fix: one of those.",
+            )
         for entry in _list(config.get("secretAsEnv")):
             self.check_secret_env(where, _mapping(entry), params)
         for entry in _list(config.get("secretAsVolume")):
             entry = _mapping(entry)
             name = entry.get("secretName")
             if not name and not entry.get("secretNameParameter"):
-                self.add(where, "secret-volume",
-                         "secretAsVolume has no secretName; the driver fails: 'missing either SecretName or "
-                         "SecretNameParameter for secret volume' (v2/driver/k8s.go extendPodSpecPatch). Fix: name "
-                         "the secret.")
+                self.add(
+                    where,
+                    "secret-volume",
+                    "secretAsVolume has no secretName; the driver fails: 'missing either SecretName or "
+                    "SecretNameParameter for secret volume' (v2/driver/k8s.go extendPodSpecPatch). Fix: name "
+                    "the secret.",
+                )
             elif name:
                 volumes.append(("secret-volume", str(name), str(entry.get("mountPath", ""))))
         for entry in _list(config.get("pvcMount")):
@@ -932,67 +1273,97 @@ class _Checker:
         for key, value in sorted(_mapping(selector.get("labels")).items()):
             problem = _qualified_name_problem(str(key)) or _label_value_problem(value)
             if problem:
-                self.add(where, "node-selector",
-                         f"nodeSelector {key}={value!r}: {problem}; Kubernetes refuses the pod when the task starts "
-                         "(v2/driver/k8s.go extendPodSpecPatch copies the labels). Fix: a valid label key and "
-                         "value.")
+                self.add(
+                    where,
+                    "node-selector",
+                    f"nodeSelector {key}={value!r}: {problem}; Kubernetes refuses the pod when the task starts "
+                    "(v2/driver/k8s.go extendPodSpecPatch copies the labels). Fix: a valid label key and "
+                    "value.",
+                )
         for entry in _list(config.get("tolerations")):
             problem = _toleration_problem(_mapping(entry))
             if problem:
-                self.add(where, "toleration",
-                         f"toleration {entry!r}: {problem}; Kubernetes refuses the pod when the task starts "
-                         "(v2/driver/k8s.go extendPodSpecPatch copies it). Fix: key[=value]:effect with operator "
-                         "Exists or Equal and effect NoSchedule, PreferNoSchedule or NoExecute.")
+                self.add(
+                    where,
+                    "toleration",
+                    f"toleration {entry!r}: {problem}; Kubernetes refuses the pod when the task starts "
+                    "(v2/driver/k8s.go extendPodSpecPatch copies it). Fix: key[=value]:effect with operator "
+                    "Exists or Equal and effect NoSchedule, PreferNoSchedule or NoExecute.",
+                )
         seen: Set[str] = set()
         for rule, volume, mount in volumes:
             # v2/driver/k8s.go names the pod volume after the claim or secret, and volume names are DNS-1123 labels.
             if not _DNS_LABEL.match(volume) or len(volume) > 63:
-                self.add(where, rule,
-                         f"{'claim' if rule == 'pvc-mount' else 'secret'} name {volume!r} is not a DNS-1123 label "
-                         "(lower case, digits, '-', at most 63); the driver also uses it as the pod volume's name "
-                         "(v2/driver/k8s.go extendPodSpecPatch, makeVolumeMountPatch), so Kubernetes refuses the "
-                         "pod. Fix: rename it.")
+                self.add(
+                    where,
+                    rule,
+                    f"{'claim' if rule == 'pvc-mount' else 'secret'} name {volume!r} is not a DNS-1123 label "
+                    "(lower case, digits, '-', at most 63); the driver also uses it as the pod volume's name "
+                    "(v2/driver/k8s.go extendPodSpecPatch, makeVolumeMountPatch), so Kubernetes refuses the "
+                    "pod. Fix: rename it.",
+                )
             elif volume in RESERVED_VOLUMES or volume in seen:
-                self.add(where, rule,
-                         f"volume name {volume!r} (the claim or secret name) is already a volume of the pod; "
-                         "Kubernetes refuses it: 'spec.volumes[..].name: Duplicate value' (argocompiler/container.go "
-                         "adds its own volumes, v2/driver/k8s.go names volumes after the claim). Fix: mount each "
-                         "one once and avoid the names " + ", ".join(RESERVED_VOLUMES) + ".")
+                self.add(
+                    where,
+                    rule,
+                    f"volume name {volume!r} (the claim or secret name) is already a volume of the pod; "
+                    "Kubernetes refuses it: 'spec.volumes[..].name: Duplicate value' (argocompiler/container.go "
+                    "adds its own volumes, v2/driver/k8s.go names volumes after the claim). Fix: mount each "
+                    "one once and avoid the names " + ", ".join(RESERVED_VOLUMES) + ".",
+                )
             seen.add(volume)
             if mount.rstrip("/") in RESERVED_MOUNTS:
-                self.add(where, rule,
-                         f"mountPath {mount!r} is a path KFP already mounts in every executor pod; Kubernetes "
-                         "refuses it: 'mountPath: Invalid value: must be unique' (argocompiler/container.go "
-                         "addContainerExecutorTemplate). Fix: another path, e.g. /serving.")
+                self.add(
+                    where,
+                    rule,
+                    f"mountPath {mount!r} is a path KFP already mounts in every executor pod; Kubernetes "
+                    "refuses it: 'mountPath: Invalid value: must be unique' (argocompiler/container.go "
+                    "addContainerExecutorTemplate). Fix: another path, e.g. /serving.",
+                )
 
     def check_secret_env(self, where: str, entry: dict, params: Set[str]) -> None:
         name = entry.get("secretName")
         if not name and not entry.get("secretNameParameter"):
-            self.add(where, "secret-env",
-                     "secretAsEnv has no secretName; the driver fails: 'missing either SecretName or "
-                     "SecretNameParameter for secret environment variable' (v2/driver/k8s.go extendPodSpecPatch). "
-                     "Fix: name the secret.")
+            self.add(
+                where,
+                "secret-env",
+                "secretAsEnv has no secretName; the driver fails: 'missing either SecretName or "
+                "SecretNameParameter for secret environment variable' (v2/driver/k8s.go extendPodSpecPatch). "
+                "Fix: name the secret.",
+            )
         elif name and not _dns_subdomain(str(name)):
-            self.add(where, "secret-env",
-                     f"secretName {name!r} is not a valid Secret name (DNS-1123 subdomain: lower case, digits, '-', "
-                     "'.'); Kubernetes refuses the pod's secretKeyRef. Fix: the Secret's real name.")
+            self.add(
+                where,
+                "secret-env",
+                f"secretName {name!r} is not a valid Secret name (DNS-1123 subdomain: lower case, digits, '-', "
+                "'.'); Kubernetes refuses the pod's secretKeyRef. Fix: the Secret's real name.",
+            )
         mappings = _list(entry.get("keyToEnv"))
         if not mappings:
-            self.add(where, "secret-env",
-                     "secretAsEnv has no keyToEnv entries, so the driver adds no variable at all (v2/driver/k8s.go "
-                     "extendPodSpecPatch loops over keyToEnv). Fix: list {secretKey, envVar} pairs.")
+            self.add(
+                where,
+                "secret-env",
+                "secretAsEnv has no keyToEnv entries, so the driver adds no variable at all (v2/driver/k8s.go "
+                "extendPodSpecPatch loops over keyToEnv). Fix: list {secretKey, envVar} pairs.",
+            )
         for mapping in mappings:
             mapping = _mapping(mapping)
             key, env = mapping.get("secretKey"), mapping.get("envVar")
             if not key or not _SECRET_KEY.match(str(key)):
-                self.add(where, "secret-env",
-                         f"keyToEnv secretKey {key!r} is not a valid Secret key ([-._a-zA-Z0-9]+); Kubernetes "
-                         "refuses the pod (v2/driver/k8s.go extendPodSpecPatch copies it). Fix: the key in the "
-                         "Secret's data.")
+                self.add(
+                    where,
+                    "secret-env",
+                    f"keyToEnv secretKey {key!r} is not a valid Secret key ([-._a-zA-Z0-9]+); Kubernetes "
+                    "refuses the pod (v2/driver/k8s.go extendPodSpecPatch copies it). Fix: the key in the "
+                    "Secret's data.",
+                )
             if not env or not _ENV_NAME.match(str(env)):
-                self.add(where, "secret-env",
-                         f"keyToEnv envVar {env!r} is not a valid environment variable name; Kubernetes refuses the "
-                         "pod (v2/driver/k8s.go extendPodSpecPatch copies it). Fix: e.g. MLFLOW_TRACKING_URI.")
+                self.add(
+                    where,
+                    "secret-env",
+                    f"keyToEnv envVar {env!r} is not a valid environment variable name; Kubernetes refuses the "
+                    "pod (v2/driver/k8s.go extendPodSpecPatch copies it). Fix: e.g. MLFLOW_TRACKING_URI.",
+                )
         self.check_name_parameter(where, "secretNameParameter", entry.get("secretNameParameter"), params)
 
     def check_pvc_mount(self, where: str, entry: dict, params: Set[str]) -> List[Tuple[str, str, str]]:
@@ -1000,26 +1371,36 @@ class _Checker:
         constant, taskOutputParameter or componentInputParameter; it also names the pod volume."""
         mount = entry.get("mountPath")
         if not mount:
-            self.add(where, "pvc-mount",
-                     "pvcMount has no mountPath; the driver fails: 'failed to mount volume, missing mountpath or pvc "
-                     "name' (v2/driver/k8s.go makeVolumeMountPatch). Fix: set mountPath.")
+            self.add(
+                where,
+                "pvc-mount",
+                "pvcMount has no mountPath; the driver fails: 'failed to mount volume, missing mountpath or pvc "
+                "name' (v2/driver/k8s.go makeVolumeMountPatch). Fix: set mountPath.",
+            )
         elif not str(mount).startswith("/"):
-            self.add(where, "pvc-mount",
-                     f"mountPath {mount!r} is relative; the container runtime refuses non-absolute mount "
-                     "destinations, so the pod does not start. Fix: an absolute path, e.g. /serving.")
+            self.add(
+                where,
+                "pvc-mount",
+                f"mountPath {mount!r} is relative; the container runtime refuses non-absolute mount "
+                "destinations, so the pod does not start. Fix: an absolute path, e.g. /serving.",
+            )
         name_parameter = _mapping(entry.get("pvcNameParameter"))
         constant = entry.get("constant")
         if name_parameter:
             constant = _mapping(name_parameter.get("runtimeValue")).get("constant")
             self.check_name_parameter(where, "pvcNameParameter", name_parameter, params)
         elif entry.get("componentInputParameter"):
-            self.check_name_parameter(where, "componentInputParameter",
-                                      {"componentInputParameter": entry["componentInputParameter"]}, params)
+            self.check_name_parameter(
+                where, "componentInputParameter", {"componentInputParameter": entry["componentInputParameter"]}, params
+            )
         elif not constant and not entry.get("taskOutputParameter"):
-            self.add(where, "pvc-mount",
-                     "pvcMount names no claim (pvcNameParameter, constant, componentInputParameter or "
-                     "taskOutputParameter); the driver fails: 'volume mount: volume name not provided' "
-                     "(v2/driver/k8s.go makeVolumeMountPatch). Fix: name the PersistentVolumeClaim.")
+            self.add(
+                where,
+                "pvc-mount",
+                "pvcMount names no claim (pvcNameParameter, constant, componentInputParameter or "
+                "taskOutputParameter); the driver fails: 'volume mount: volume name not provided' "
+                "(v2/driver/k8s.go makeVolumeMountPatch). Fix: name the PersistentVolumeClaim.",
+            )
             return []
         if constant is None:
             return []  # resolved at run time
@@ -1028,10 +1409,13 @@ class _Checker:
     def check_name_parameter(self, where: str, field: str, spec, params: Set[str]) -> None:
         ref = _mapping(spec).get("componentInputParameter")
         if ref and ref not in params:
-            self.add(where, "platform-spec",
-                     f"{field} reads pipeline parameter {ref!r}, which the pipeline does not declare; the driver "
-                     f"fails: 'parent DAG does not have input parameter {ref}' (v2/driver/resolve.go "
-                     "resolveInputParameter via k8s.go). Fix: declare it in root.inputDefinitions.parameters.")
+            self.add(
+                where,
+                "platform-spec",
+                f"{field} reads pipeline parameter {ref!r}, which the pipeline does not declare; the driver "
+                f"fails: 'parent DAG does not have input parameter {ref}' (v2/driver/resolve.go "
+                "resolveInputParameter via k8s.go). Fix: declare it in root.inputDefinitions.parameters.",
+            )
 
 
 # helpers
@@ -1060,7 +1444,7 @@ def _unknown_fields(value, message: str, path: str) -> Iterator[str]:
             continue
         child = fields[name]
         if child:
-            for element in (item if isinstance(item, list) else [item]):
+            for element in item if isinstance(item, list) else [item]:
                 yield from _unknown_fields(element, child, f"{path}{key}.")
 
 
@@ -1120,8 +1504,14 @@ def _value_kind(value) -> str:
 
 def _type_kind(parameter_type: Optional[str]) -> Optional[str]:
     """The Value kind a parameter of this type holds; None when unknown."""
-    return {"STRING": "string", "NUMBER_INTEGER": "number", "NUMBER_DOUBLE": "number", "BOOLEAN": "bool",
-            "LIST": "list", "STRUCT": "struct"}.get(parameter_type or "")
+    return {
+        "STRING": "string",
+        "NUMBER_INTEGER": "number",
+        "NUMBER_DOUBLE": "number",
+        "BOOLEAN": "bool",
+        "LIST": "list",
+        "STRUCT": "struct",
+    }.get(parameter_type or "")
 
 
 def _matches_type(value, kind: str) -> bool:
@@ -1158,18 +1548,28 @@ def _container_placeholder(placeholder: str, declared: Mapping[Tuple[str, str], 
     elif _OUT_PARAM.match(placeholder):
         side, kind, name = "outputs", "parameters", _OUT_PARAM.match(placeholder).group(1)
     else:
-        hint = (" (it is resolved only as a whole task-input constant: pass it through an input parameter)"
-                if placeholder in RUN_PLACEHOLDERS else "")
-        return (f"is not one the launcher resolves{hint}; the container gets the text as it is "
-                "(v2/component/launcher_v2.go getPlaceholders). Fix: use {{$}}, {{$.inputs.parameters['x']}}, "
-                "{{$.inputs|outputs.artifacts['x'].uri|path}} or {{$.outputs.parameters['x'].output_file}}.")
+        hint = (
+            " (it is resolved only as a whole task-input constant: pass it through an input parameter)"
+            if placeholder in RUN_PLACEHOLDERS
+            else ""
+        )
+        return (
+            f"is not one the launcher resolves{hint}; the container gets the text as it is "
+            "(v2/component/launcher_v2.go getPlaceholders). Fix: use {{$}}, {{$.inputs.parameters['x']}}, "
+            "{{$.inputs|outputs.artifacts['x'].uri|path}} or {{$.outputs.parameters['x'].output_file}}."
+        )
     if name in declared[(side, kind)]:
         return None
-    failure = ("the driver fails: 'parameter not found in executor input' (v2/driver/util.go "
-               "resolveInputParameterPlaceholders)" if (side, kind) == ("inputs", "parameters") else
-               "the container gets the text as it is (v2/component/launcher_v2.go getPlaceholders)")
-    return (f"names {side[:-1]} {kind[:-1]} {name!r}, which the component does not declare; {failure}. Fix: declare "
-            "it in the component's " + ("inputDefinitions." if side == "inputs" else "outputDefinitions.") + kind)
+    failure = (
+        "the driver fails: 'parameter not found in executor input' (v2/driver/util.go "
+        "resolveInputParameterPlaceholders)"
+        if (side, kind) == ("inputs", "parameters")
+        else "the container gets the text as it is (v2/component/launcher_v2.go getPlaceholders)"
+    )
+    return (
+        f"names {side[:-1]} {kind[:-1]} {name!r}, which the component does not declare; {failure}. Fix: declare "
+        "it in the component's " + ("inputDefinitions." if side == "inputs" else "outputDefinitions.") + kind
+    )
 
 
 def _bucket_problem(uri: str) -> Optional[str]:
@@ -1206,8 +1606,10 @@ def _label_value_problem(value) -> Optional[str]:
 def _extended_resource_problem(name: str) -> Optional[str]:
     """Kubernetes validateContainerResourceName / IsExtendedResourceName for a limit's resource name."""
     if "/" not in name:
-        return ("has no domain, so Kubernetes takes it for a standard resource and refuses it: 'must be a standard "
-                "resource for containers' (NVIDIA_TESLA_T4-style names are Vertex AI's, not Kubernetes')")
+        return (
+            "has no domain, so Kubernetes takes it for a standard resource and refuses it: 'must be a standard "
+            "resource for containers' (NVIDIA_TESLA_T4-style names are Vertex AI's, not Kubernetes')"
+        )
     problem = _qualified_name_problem(name)
     if problem:
         return f"is not a valid resource name: {problem}"
@@ -1237,4 +1639,3 @@ def _toleration_problem(toleration: dict) -> Optional[str]:
     if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
         return "tolerationSeconds needs effect NoExecute"
     return None
-

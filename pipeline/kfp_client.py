@@ -31,15 +31,18 @@ class Connection:
     token: Optional[str] = dataclasses.field(default=None, repr=False)
 
 
-def connection_from(host: Optional[str], namespace: Optional[str], token_file: Optional[str],
-                    environ: Mapping[str, str]) -> Connection:
+def connection_from(
+    host: Optional[str], namespace: Optional[str], token_file: Optional[str], environ: Mapping[str, str]
+) -> Connection:
     """--host, else $KFP_HOST; the token from --token-file, else $KFP_TOKEN; --namespace, else $KFP_NAMESPACE."""
     from pipeline.config import ConfigError
 
     host = host or environ.get(HOST_ENV, "")
     if not host:
-        raise ConfigError(f"no KFP endpoint: pass --host or set ${HOST_ENV} (e.g. http://127.0.0.1:8888 after "
-                          "`kubectl port-forward -n kubeflow svc/ml-pipeline 8888:8888`)")
+        raise ConfigError(
+            f"no KFP endpoint: pass --host or set ${HOST_ENV} (e.g. http://127.0.0.1:8888 after "
+            "`kubectl port-forward -n kubeflow svc/ml-pipeline 8888:8888`)"
+        )
     token = None
     if token_file:
         try:
@@ -60,8 +63,13 @@ def make_client(connection: Connection):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         # The client asks the API's health endpoint when it starts.
-        return _quiet(kfp.Client, f"connecting to {connection.host}", host=connection.host,
-                      existing_token=connection.token, namespace=connection.namespace or "kubeflow")
+        return _quiet(
+            kfp.Client,
+            f"connecting to {connection.host}",
+            host=connection.host,
+            existing_token=connection.token,
+            namespace=connection.namespace or "kubeflow",
+        )
 
 
 def _quiet(call, what: str, *args, **kwargs):
@@ -107,19 +115,37 @@ def upload(client, spec_path: str, pipeline_name: str, namespace: Optional[str] 
     first_version_note = f"first version: {version_name}"
     pipeline_id = _quiet(client.get_pipeline_id, f"pipeline '{pipeline_name}'", pipeline_name)
     if pipeline_id is None:
-        pipeline = _quiet(client.upload_pipeline, f"upload of {spec_path}", pipeline_package_path=spec_path,
-                          pipeline_name=pipeline_name, description=f"tfxflow pipeline; {first_version_note}",
-                          namespace=namespace)
+        pipeline = _quiet(
+            client.upload_pipeline,
+            f"upload of {spec_path}",
+            pipeline_package_path=spec_path,
+            pipeline_name=pipeline_name,
+            description=f"tfxflow pipeline; {first_version_note}",
+            namespace=namespace,
+        )
         pipeline_id, wanted = pipeline.pipeline_id, pipeline_name
     else:
         description = _quiet(client.get_pipeline, f"pipeline '{pipeline_name}'", pipeline_id).description or ""
         wanted = pipeline_name if description.endswith(first_version_note) else version_name
-    versions = _quiet(client.list_pipeline_versions, f"versions of '{pipeline_name}'", pipeline_id=pipeline_id,
-                      page_size=10, filter=_name_filter("display_name", wanted)).pipeline_versions or []
+    versions = (
+        _quiet(
+            client.list_pipeline_versions,
+            f"versions of '{pipeline_name}'",
+            pipeline_id=pipeline_id,
+            page_size=10,
+            filter=_name_filter("display_name", wanted),
+        ).pipeline_versions
+        or []
+    )
     if versions:
         return pipeline_id, versions[0].pipeline_version_id
-    version = _quiet(client.upload_pipeline_version, f"upload of {spec_path} as version {version_name}",
-                     pipeline_package_path=spec_path, pipeline_version_name=version_name, pipeline_id=pipeline_id)
+    version = _quiet(
+        client.upload_pipeline_version,
+        f"upload of {spec_path} as version {version_name}",
+        pipeline_package_path=spec_path,
+        pipeline_version_name=version_name,
+        pipeline_id=pipeline_id,
+    )
     return pipeline_id, version.pipeline_version_id
 
 
@@ -131,15 +157,30 @@ class Submitted:
     version_id: str
 
 
-def submit(client, spec_path: str, pipeline_name: str, experiment: str, run_name: str,
-           params: Mapping[str, str], namespace: Optional[str] = None,
-           pipeline_root: Optional[str] = None) -> Submitted:
+def submit(
+    client,
+    spec_path: str,
+    pipeline_name: str,
+    experiment: str,
+    run_name: str,
+    params: Mapping[str, str],
+    namespace: Optional[str] = None,
+    pipeline_root: Optional[str] = None,
+) -> Submitted:
     """Starts one run of the compiled pipeline, its artifacts under `pipeline_root` (KFP's driver takes the
     run's root, else the namespace's `kfp-launcher` default; never the spec's `defaultPipelineRoot`)."""
     exp_id = experiment_id(client, experiment, namespace)
     pipeline_id, version_id = upload(client, spec_path, pipeline_name, namespace)
-    run = _quiet(client.run_pipeline, f"run '{run_name}'", experiment_id=exp_id, job_name=run_name,
-                 params=dict(params), pipeline_id=pipeline_id, version_id=version_id, pipeline_root=pipeline_root)
+    run = _quiet(
+        client.run_pipeline,
+        f"run '{run_name}'",
+        experiment_id=exp_id,
+        job_name=run_name,
+        params=dict(params),
+        pipeline_id=pipeline_id,
+        version_id=version_id,
+        pipeline_root=pipeline_root,
+    )
     return Submitted(run.run_id, exp_id, pipeline_id, version_id)
 
 
@@ -149,15 +190,22 @@ def check_cron(cron: str) -> str:
     if len(fields) == 5:
         raise ValueError(f"--cron '{cron}': KFP's cron has six fields, seconds first: '0 {cron}'")
     if len(fields) != 6:
-        raise ValueError(f"--cron '{cron}': expected six fields (seconds minutes hours day-of-month month "
-                         "day-of-week), e.g. '0 0 3 * * *' for 03:00 every day")
+        raise ValueError(
+            f"--cron '{cron}': expected six fields (seconds minutes hours day-of-month month "
+            "day-of-week), e.g. '0 0 3 * * *' for 03:00 every day"
+        )
     return " ".join(fields)
 
 
 def find_schedules(client, exp_id: str, name: str) -> List:
     """The recurring runs named `name` in the experiment."""
-    found = _quiet(client.list_recurring_runs, f"recurring runs of experiment {exp_id}", experiment_id=exp_id,
-                   page_size=100, filter=_name_filter("display_name", name))
+    found = _quiet(
+        client.list_recurring_runs,
+        f"recurring runs of experiment {exp_id}",
+        experiment_id=exp_id,
+        page_size=100,
+        filter=_name_filter("display_name", name),
+    )
     return [r for r in (found.recurring_runs or []) if r.display_name == name]
 
 
@@ -170,9 +218,19 @@ class Scheduled:
     replaced: Tuple[str, ...]
 
 
-def schedule(client, spec_path: str, pipeline_name: str, experiment: str, name: str, cron: str,
-             params: Mapping[str, str], max_concurrency: int = 1, catchup: bool = False,
-             namespace: Optional[str] = None, pipeline_root: Optional[str] = None) -> Scheduled:
+def schedule(
+    client,
+    spec_path: str,
+    pipeline_name: str,
+    experiment: str,
+    name: str,
+    cron: str,
+    params: Mapping[str, str],
+    max_concurrency: int = 1,
+    catchup: bool = False,
+    namespace: Optional[str] = None,
+    pipeline_root: Optional[str] = None,
+) -> Scheduled:
     """Creates the recurring run `name`, replacing one of the same name in the experiment; its runs store
     their artifacts under `pipeline_root` (see `submit`)."""
     cron = check_cron(cron)
@@ -181,22 +239,36 @@ def schedule(client, spec_path: str, pipeline_name: str, experiment: str, name: 
     exp_id = experiment_id(client, experiment, namespace)
     pipeline_id, version_id = upload(client, spec_path, pipeline_name, namespace)
     previous = find_schedules(client, exp_id, name)
-    created = _quiet(client.create_recurring_run, f"recurring run '{name}'", experiment_id=exp_id, job_name=name,
-                     cron_expression=cron, max_concurrency=max_concurrency, no_catchup=not catchup,
-                     params=dict(params), pipeline_id=pipeline_id, version_id=version_id,
-                     pipeline_root=pipeline_root)
+    created = _quiet(
+        client.create_recurring_run,
+        f"recurring run '{name}'",
+        experiment_id=exp_id,
+        job_name=name,
+        cron_expression=cron,
+        max_concurrency=max_concurrency,
+        no_catchup=not catchup,
+        params=dict(params),
+        pipeline_id=pipeline_id,
+        version_id=version_id,
+        pipeline_root=pipeline_root,
+    )
     for old in previous:
-        _quiet(client.delete_recurring_run, f"deleting the replaced recurring run {old.recurring_run_id}",
-               old.recurring_run_id)
-    return Scheduled(created.recurring_run_id, exp_id, pipeline_id, version_id,
-                     tuple(r.recurring_run_id for r in previous))
+        _quiet(
+            client.delete_recurring_run,
+            f"deleting the replaced recurring run {old.recurring_run_id}",
+            old.recurring_run_id,
+        )
+    return Scheduled(
+        created.recurring_run_id, exp_id, pipeline_id, version_id, tuple(r.recurring_run_id for r in previous)
+    )
 
 
 def unschedule(client, experiment: str, name: str, namespace: Optional[str] = None) -> Tuple[str, ...]:
     """Deletes the recurring runs named `name` in the experiment; returns their ids (none: nothing to do)."""
     try:
-        found = _quiet(client.get_experiment, f"experiment '{experiment}'", experiment_name=experiment,
-                       namespace=namespace)
+        found = _quiet(
+            client.get_experiment, f"experiment '{experiment}'", experiment_name=experiment, namespace=namespace
+        )
     except ValueError:  # kfp: "No experiment is found with name ..."
         return ()
     removed = []

@@ -44,8 +44,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
-from components import hardware
-from components import object_store
+from components import hardware, object_store
 
 TYPES_FLAG = "--tfxflow_artifact_types"
 INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -105,7 +104,7 @@ def rewrite_argv(argv: Sequence[str]) -> List[str]:
     if TYPES_FLAG in args:
         i = args.index(TYPES_FLAG)
         titles = json.loads(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     if titles and INVOCATION_FLAG in args:
         i = args.index(INVOCATION_FLAG) + 1
         executor_input = json.loads(args[i])
@@ -195,8 +194,10 @@ def check_remote_uris(executor_input: dict) -> List[str]:
             for artifact in entry.get("artifacts", []):
                 uri = artifact.get("uri", "")
                 if not uri.startswith("gs://"):
-                    raise ValueError(f"{side[:-1]} artifact {key} is at '{uri}': Beam workers outside the pod read and "
-                                     "write artifacts themselves, which needs a gs:// pipeline root")
+                    raise ValueError(
+                        f"{side[:-1]} artifact {key} is at '{uri}': Beam workers outside the pod read and "
+                        "write artifacts themselves, which needs a gs:// pipeline root"
+                    )
                 if side == "outputs":
                     outputs.append(uri)
     values = executor_input.get("inputs", {}).get("parameterValues") or {}
@@ -235,8 +236,11 @@ def reading_value_inputs(parse):
         parsed = parse(*args, **kwargs)
         for artifacts in parsed.values():
             for artifact in artifacts:
-                if isinstance(artifact, ValueArtifact) and fileio.exists(artifact.uri) and \
-                        not fileio.isdir(artifact.uri):
+                if (
+                    isinstance(artifact, ValueArtifact)
+                    and fileio.exists(artifact.uri)
+                    and not fileio.isdir(artifact.uri)
+                ):
                     artifact.read()
         return parsed
 
@@ -250,13 +254,19 @@ def step_label(args: Sequence[str]) -> str:
         return "step"
     parts = args[args.index(EXECUTOR_FLAG) + 1].split(".")
     if parts[-1].endswith("_Executor"):
-        return parts[-1][:-len("_Executor")]
+        return parts[-1][: -len("_Executor")]
     modules = [p for p in parts[:-1] if p != "executor"]
     return modules[-1] if modules else parts[-1]
 
 
-def _run_and_restore(parsed, output_file: str, remote_of: Mapping[str, str], remote_outputs: Sequence[str],
-                     label: str = "step", heartbeat_s: Optional[float] = None) -> None:
+def _run_and_restore(
+    parsed,
+    output_file: str,
+    remote_of: Mapping[str, str],
+    remote_outputs: Sequence[str],
+    label: str = "step",
+    heartbeat_s: Optional[float] = None,
+) -> None:
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as tfx_utils
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
@@ -270,8 +280,10 @@ def _run_and_restore(parsed, output_file: str, remote_of: Mapping[str, str], rem
         tfx_entrypoint.main(parsed)
     restore_output_uris(output_file, remote_of)
     if remote_outputs:
-        print(f"tfxflow: removed {remove_dir_markers(remote_outputs)} folder marker object(s) under the outputs",
-              file=sys.stderr)
+        print(
+            f"tfxflow: removed {remove_dir_markers(remote_outputs)} folder marker object(s) under the outputs",
+            file=sys.stderr,
+        )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -297,9 +309,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             stage_folders(executor_input, workdir)
         args[i] = json.dumps(executor_input)
         output_file = executor_input.get("outputs", {}).get("outputFile", "")
-        app.run(functools.partial(_run_and_restore, output_file=output_file, remote_of=remote_of,
-                                  remote_outputs=remote_outputs, label=step_label(args)), argv=args,
-                flags_parser=tfx_entrypoint._parse_flags)  # pylint: disable=protected-access
+        app.run(
+            functools.partial(
+                _run_and_restore,
+                output_file=output_file,
+                remote_of=remote_of,
+                remote_outputs=remote_outputs,
+                label=step_label(args),
+            ),
+            argv=args,
+            flags_parser=tfx_entrypoint._parse_flags,
+        )  # pylint: disable=protected-access
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

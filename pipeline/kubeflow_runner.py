@@ -29,8 +29,14 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from components import object_store
 from components.features import FeatureConfig
 from pipeline.beam_runners import BeamRunner, beam_pipeline_args
-from pipeline.config import (ConfigError, EvaluationConfig, SplitConfig, TrainingConfig, beam_runner_of,
-                             split_beam_runner)
+from pipeline.config import (
+    ConfigError,
+    EvaluationConfig,
+    SplitConfig,
+    TrainingConfig,
+    beam_runner_of,
+    split_beam_runner,
+)
 from pipeline.tracking_store import TRACKING_ENV
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -62,11 +68,14 @@ class Toleration:
     def parse(cls, text: str) -> "Toleration":
         body, _, effect = text.partition(":")
         key, has_value, value = body.partition("=")
-        toleration = cls(key=key.strip(), operator="Equal" if has_value else "Exists", value=value.strip(),
-                         effect=effect.strip())
+        toleration = cls(
+            key=key.strip(), operator="Equal" if has_value else "Exists", value=value.strip(), effect=effect.strip()
+        )
         if not toleration.key or toleration.effect not in TOLERATION_EFFECTS:
-            raise ConfigError(f"--toleration '{text}': expected key[=value][:effect] with effect one of "
-                              f"{[e for e in TOLERATION_EFFECTS if e]}")
+            raise ConfigError(
+                f"--toleration '{text}': expected key[=value][:effect] with effect one of "
+                f"{[e for e in TOLERATION_EFFECTS if e]}"
+            )
         return toleration
 
     def to_dict(self) -> dict:
@@ -138,15 +147,26 @@ class KubeflowConfig:
     @property
     def uses_s3(self) -> bool:
         """Whether any location is on an S3-compatible store, which the steps reach with boto3."""
-        return any(_scheme(uri) in ("s3", "minio") for uri in (
-            self.pipeline_root, self.data_root, self.serving_dir, self.serving_data_root))
+        return any(
+            _scheme(uri) in ("s3", "minio")
+            for uri in (self.pipeline_root, self.data_root, self.serving_dir, self.serving_data_root)
+        )
 
     @property
     def endpoint(self) -> str:
         if self.s3_endpoint:
             return self.s3_endpoint
-        return MINIO_ENDPOINT if "minio" in {_scheme(self.pipeline_root), _scheme(self.data_root),
-                                             _scheme(self.serving_dir), _scheme(self.serving_data_root)} else ""
+        return (
+            MINIO_ENDPOINT
+            if "minio"
+            in {
+                _scheme(self.pipeline_root),
+                _scheme(self.data_root),
+                _scheme(self.serving_dir),
+                _scheme(self.serving_data_root),
+            }
+            else ""
+        )
 
     def parameter_defaults(self) -> Dict[str, str]:
         """The pipeline parameters a run or a schedule may set, with their compiled defaults."""
@@ -171,15 +191,19 @@ def _location(flag: str, uri: str, claim: str, mount: str, claim_flag: str) -> N
         return
     if "://" in uri:
         if _scheme(uri) not in PIPELINE_ROOT_SCHEMES:
-            raise ConfigError(f"{flag} '{uri}': the steps read gs://, s3:// and minio:// URIs, or paths on a "
-                              "mounted volume")
+            raise ConfigError(
+                f"{flag} '{uri}': the steps read gs://, s3:// and minio:// URIs, or paths on a mounted volume"
+            )
         return
     if not uri.startswith("/"):
-        raise ConfigError(f"{flag} '{uri}': an object-store URI (gs://, s3://, minio://) or an absolute path on "
-                          "a volume the steps mount")
+        raise ConfigError(
+            f"{flag} '{uri}': an object-store URI (gs://, s3://, minio://) or an absolute path on "
+            "a volume the steps mount"
+        )
     if not claim:
-        raise ConfigError(f"{flag} {uri} is a path: name the claim that holds it ({claim_flag}), or give an "
-                          "object-store URI")
+        raise ConfigError(
+            f"{flag} {uri} is a path: name the claim that holds it ({claim_flag}), or give an object-store URI"
+        )
     if not (uri.rstrip("/") + "/").startswith(mount.rstrip("/") + "/"):
         raise ConfigError(f"{flag} {uri} is not on the volume {claim_flag} mounts at {mount}")
 
@@ -188,12 +212,16 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     """Raises ConfigError naming the flag at fault; returns the config with defaults filled in."""
     last = config.image.rsplit("/", 1)[-1]
     if not ("@" in last or (":" in last and not last.endswith(":latest"))):
-        raise ConfigError(f"--image '{config.image}': give a pinned tag or digest (repo/name:tag); a moving tag "
-                          "runs different code in each step of one run")
+        raise ConfigError(
+            f"--image '{config.image}': give a pinned tag or digest (repo/name:tag); a moving tag "
+            "runs different code in each step of one run"
+        )
     if _scheme(config.pipeline_root) not in PIPELINE_ROOT_SCHEMES:
-        raise ConfigError(f"--pipeline-root '{config.pipeline_root}': KFP's launcher stores artifacts only under "
-                          "gs://, s3:// or minio:// (launcher_v2.go refuses other output URIs); e.g. "
-                          "minio://mlpipeline/v2/artifacts on an open-source install")
+        raise ConfigError(
+            f"--pipeline-root '{config.pipeline_root}': KFP's launcher stores artifacts only under "
+            "gs://, s3:// or minio:// (launcher_v2.go refuses other output URIs); e.g. "
+            "minio://mlpipeline/v2/artifacts on an open-source install"
+        )
     _location("--data-root", config.data_root, config.data_pvc, config.data_mount, "--data-pvc")
     _location("--serving-data", config.serving_data_root, config.data_pvc, config.data_mount, "--data-pvc")
     _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
@@ -207,8 +235,10 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
         if name and not _K8S_NAME.match(name):
             raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
     if config.tracking and not (config.mlflow_uri or config.mlflow_secret):
-        raise ConfigError("tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
-                          f"${TRACKING_ENV} from either), or --tracking off")
+        raise ConfigError(
+            "tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
+            f"${TRACKING_ENV} from either), or --tracking off"
+        )
     for flag, size in (("--trainer-memory", config.trainer_memory), ("--step-memory", config.step_memory)):
         if size:
             _gigabytes(size, flag)
@@ -217,8 +247,13 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             raise ConfigError(f"{flag} '{cpu}': expected a number of CPUs such as 2 or 0.5")
     if min(config.training.train_steps, config.training.batch_size) < 1:
         raise ConfigError("--train-steps and --batch-size must be >= 1")
-    return dataclasses.replace(config, experiment=config.experiment or config.pipeline_name, beam=beam,
-                               beam_mode=beam_mode, beam_workers=beam_workers)
+    return dataclasses.replace(
+        config,
+        experiment=config.experiment or config.pipeline_name,
+        beam=beam,
+        beam_mode=beam_mode,
+        beam_workers=beam_workers,
+    )
 
 
 def _remote_worker_locations(config: KubeflowConfig, beam: BeamRunner) -> None:
@@ -228,10 +263,12 @@ def _remote_worker_locations(config: KubeflowConfig, beam: BeamRunner) -> None:
     the step's pod is not mounted on the workers."""
     for flag, uri in (("--pipeline-root", config.pipeline_root), ("--data-root", config.data_root)):
         if _scheme(uri) != "gs":
-            raise ConfigError(f"--beam-runner {beam.runner} runs the Beam workers outside the step's pod, and they "
-                              f"read and write {flag} themselves: it must be a gs:// URI, got '{uri}' (TensorFlow "
-                              "has no S3 file system, and the pod's volumes are not mounted on the workers); "
-                              "use --beam-runner direct or portable with LOOPBACK workers otherwise")
+            raise ConfigError(
+                f"--beam-runner {beam.runner} runs the Beam workers outside the step's pod, and they "
+                f"read and write {flag} themselves: it must be a gs:// URI, got '{uri}' (TensorFlow "
+                "has no S3 file system, and the pod's volumes are not mounted on the workers); "
+                "use --beam-runner direct or portable with LOOPBACK workers otherwise"
+            )
 
 
 def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Mapping] = None):
@@ -250,8 +287,9 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
 
     tracking = None
     if config.tracking:
-        tracking = tracking_lib.TrackingSettings(uri="", experiment=config.experiment, run_key=RUN_KEY,
-                                                 params=params or {})
+        tracking = tracking_lib.TrackingSettings(
+            uri="", experiment=config.experiment, run_key=RUN_KEY, params=params or {}
+        )
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -345,14 +383,22 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
             if config.endpoint:
                 env.append({"name": "AWS_ENDPOINT_URL", "value": config.endpoint})
             if config.object_store_secret:
-                secrets.append({"secretName": config.object_store_secret, "keyToEnv": [
-                    {"secretKey": key, "envVar": var} for key, var in OBJECT_STORE_KEYS]})
+                secrets.append(
+                    {
+                        "secretName": config.object_store_secret,
+                        "keyToEnv": [{"secretKey": key, "envVar": var} for key, var in OBJECT_STORE_KEYS],
+                    }
+                )
         if name in TRACKING_STEPS and config.tracking:
             if config.mlflow_uri:
                 env.append({"name": TRACKING_ENV, "value": config.mlflow_uri})
             if config.mlflow_secret:
-                secrets.append({"secretName": config.mlflow_secret,
-                                "keyToEnv": [{"secretKey": key, "envVar": key} for key in config.mlflow_secret_keys]})
+                secrets.append(
+                    {
+                        "secretName": config.mlflow_secret,
+                        "keyToEnv": [{"secretKey": key, "envVar": key} for key in config.mlflow_secret_keys],
+                    }
+                )
         if env:
             container["env"] = env
         if secrets:
@@ -410,8 +456,11 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     if params:
         params["pipeline"]["orchestrator"] = "kubeflow"
     pipeline = build_pipeline(config, schema_text, params)
-    runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(
-        default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True))
+    runner = v2.KubeflowV2DagRunner(
+        v2.KubeflowV2DagRunnerConfig(
+            default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True
+        )
+    )
     runtime_values = config.parameter_defaults()
     job = runner.run(pipeline, parameter_values=runtime_values, write_out=False)
     spec, platform_spec = finish_spec(job["pipelineSpec"], runtime_values, config)
@@ -419,13 +468,20 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     problems = kfp_check.check_spec(documents)
     if problems:
         raise ConfigError(kfp_check.format_problems(output_path, problems))
-    header = (f"# {config.pipeline_name}: compiled by `tfxflow kubeflow compile` from create_pipeline\n"
-              f"# image: {config.image}\n# parameters: {', '.join(sorted(runtime_values))}\n")
+    header = (
+        f"# {config.pipeline_name}: compiled by `tfxflow kubeflow compile` from create_pipeline\n"
+        f"# image: {config.image}\n# parameters: {', '.join(sorted(runtime_values))}\n"
+    )
     with open(output_path, "w", encoding="utf-8") as f:
         f.write(header)
         yaml.safe_dump_all(documents, f, sort_keys=True)
-    return CompileResult(path=output_path, schema_sha256=schema_sha256, parameters=dict(runtime_values),
-                         steps=tuple(spec["root"]["dag"]["tasks"]), seconds=time.monotonic() - started)
+    return CompileResult(
+        path=output_path,
+        schema_sha256=schema_sha256,
+        parameters=dict(runtime_values),
+        steps=tuple(spec["root"]["dag"]["tasks"]),
+        seconds=time.monotonic() - started,
+    )
 
 
 def load_spec(path: str) -> Tuple[dict, dict]:

@@ -16,8 +16,7 @@ from components import progress as rows_progress
 from pipeline import report as report_lib
 from pipeline import run_guard
 from pipeline.config import RunConfig
-from pipeline.staging import (record_last_run, run_fingerprint, serving_data_fingerprint, stage_schema,
-                              tracking_params)
+from pipeline.staging import record_last_run, run_fingerprint, serving_data_fingerprint, stage_schema, tracking_params
 
 # Messages LocalDagRunner (tfx.orchestration.local) and the portable launcher log around each component.
 _RUNNING = "Component %s is running."
@@ -61,10 +60,14 @@ class Heartbeat:
     component counts them (components/progress.py), resident memory of this process tree. A daemon thread
     between `__enter__` and `__exit__`; `begin` and `end` mark each component."""
 
-    def __init__(self, out: TextIO = sys.stdout, interval: float = HEARTBEAT_S,
-                 clock: Callable[[], float] = time.monotonic,
-                 rows: Callable[[], Tuple[Optional[int], str]] = rows_progress.snapshot,
-                 memory: Callable[[], Optional[int]] = tree_rss_bytes):
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        interval: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.monotonic,
+        rows: Callable[[], Tuple[Optional[int], str]] = rows_progress.snapshot,
+        memory: Callable[[], Optional[int]] = tree_rss_bytes,
+    ):
         self.out, self.interval, self.clock, self.rows, self.memory = out, interval, clock, rows, memory
         self.label: Optional[str] = None
         self._started = self._next = 0.0
@@ -145,9 +148,14 @@ class ComponentProgress(logging.Handler):
     """Prints each component's start, status (ran or cached) and duration as LocalDagRunner logs them, and
     while one runs, a heartbeat line every `heartbeat_s` seconds (inside `with progress.heartbeat:`)."""
 
-    def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
-                 total: int = 0, heartbeat_s: float = HEARTBEAT_S,
-                 memory: Callable[[], Optional[int]] = tree_rss_bytes):
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        clock: Callable[[], float] = time.monotonic,
+        total: int = 0,
+        heartbeat_s: float = HEARTBEAT_S,
+        memory: Callable[[], Optional[int]] = tree_rss_bytes,
+    ):
         super().__init__(level=logging.INFO)
         self.out, self.clock, self.total = out, clock, total
         self.timings: List[ComponentTiming] = []
@@ -241,8 +249,9 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     tracking = None
     if config.tracking_uri:
         run_key = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        tracking = tracking_lib.TrackingSettings(config.tracking_uri, config.experiment, run_key,
-                                                 tracking_params(config, schema_path))
+        tracking = tracking_lib.TrackingSettings(
+            config.tracking_uri, config.experiment, run_key, tracking_params(config, schema_path)
+        )
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=paths.pipeline_root,
@@ -252,8 +261,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         serving_dir=paths.serving_dir,
         model_name=config.model_name,
         trainer_backup_dir=paths.trainer_backup_dir,
-        metadata_connection_config=metadata.sqlite_metadata_connection_config(
-            paths.metadata_path),
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
         training=config.training,
         evaluation=config.evaluation,
         split=config.split,
@@ -270,9 +278,14 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     logging.getLogger().addHandler(progress)
     started = time.monotonic()
     # Found by the next run if this process dies before the end (run_guard.recover_interrupted).
-    run_guard.mark_started(paths.metadata_path, {
-        "run_key": tracking.run_key if tracking else None, "tracking_uri": tracking.uri if tracking else None,
-        "experiment": tracking.experiment if tracking else None})
+    run_guard.mark_started(
+        paths.metadata_path,
+        {
+            "run_key": tracking.run_key if tracking else None,
+            "tracking_uri": tracking.uri if tracking else None,
+            "experiment": tracking.experiment if tracking else None,
+        },
+    )
     try:
         with progress.heartbeat:  # stopped and joined however the run ends
             LocalDagRunner().run(pipeline)
@@ -300,11 +313,20 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     if tracking is not None:
         result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
     print_summary(result, progress.timings, wall, config, out)
-    record_last_run(config, fingerprint or run_fingerprint(config), {
-        "run_id": result.run_id, "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "wall_s": round(wall, 1), "metrics": result.metrics, "blessed": result.blessed,
-        "pushed_version": result.pushed_version, "pushed_destination": result.pushed_destination,
-        "mlflow_run_id": result.mlflow_run_id})
+    record_last_run(
+        config,
+        fingerprint or run_fingerprint(config),
+        {
+            "run_id": result.run_id,
+            "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "wall_s": round(wall, 1),
+            "metrics": result.metrics,
+            "blessed": result.blessed,
+            "pushed_version": result.pushed_version,
+            "pushed_destination": result.pushed_destination,
+            "mlflow_run_id": result.mlflow_run_id,
+        },
+    )
     return result
 
 
@@ -313,8 +335,9 @@ def _close_failed_run(tracking, err: BaseException) -> None:
     from components import tracking as tracking_lib
 
     try:
-        tracking_lib.finish_run(tracking.uri, tracking.experiment, tracking.run_key, "FAILED",
-                                f"{type(err).__name__}: {err}")
+        tracking_lib.finish_run(
+            tracking.uri, tracking.experiment, tracking.run_key, "FAILED", f"{type(err).__name__}: {err}"
+        )
     except Exception:  # pylint: disable=broad-except
         logging.getLogger(__name__).exception("could not mark the MLflow run failed")
 
@@ -354,8 +377,9 @@ def newest_version(config: RunConfig) -> str:
     return f"version {existing[-1]} in {base}" if existing else f"no version in {base} yet"
 
 
-def print_failure(err: BaseException, timings: List[ComponentTiming], wall: float, config: RunConfig,
-                  out: TextIO) -> None:
+def print_failure(
+    err: BaseException, timings: List[ComponentTiming], wall: float, config: RunConfig, out: TextIO
+) -> None:
     """The summary of a run that stopped: where, and the verdict on its data; the error follows on stderr."""
     from components.errors import DataError
 
@@ -383,9 +407,11 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     if "load_s" in check:
         gaps = check.get("max_abs_difference", {})
         agree = ", ".join(f"{name} {gap:.1g}" for name, gap in sorted(gaps.items()))
-        lines.append(f"                  loaded in TensorFlow {check.get('tensorflow', '?')} alone in "
-                     f"{check['load_s']:.1f} s; {check['golden_rows']} golden rows vs. the Evaluator's model: "
-                     f"max difference {agree} (tolerance {check['tolerance']:g})")
+        lines.append(
+            f"                  loaded in TensorFlow {check.get('tensorflow', '?')} alone in "
+            f"{check['load_s']:.1f} s; {check['golden_rows']} golden rows vs. the Evaluator's model: "
+            f"max difference {agree} (tolerance {check['tolerance']:g})"
+        )
     figures = summary_line(check)
     if figures:
         bound = f" (bound {max_latency_ms:g} ms)" if max_latency_ms else ""
@@ -394,8 +420,9 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     return lines
 
 
-def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], wall: float,
-                  config: RunConfig, out: TextIO) -> None:
+def print_summary(
+    result: report_lib.RunReport, timings: List[ComponentTiming], wall: float, config: RunConfig, out: TextIO
+) -> None:
     """The end-of-run table: components, rows read, eval metrics, blessing and push."""
     lines = ["", f"Run {result.run_id} of {result.pipeline_name}: {wall:.1f} s wall", ""]
     lines += _timing_table(timings, wall)
@@ -409,8 +436,11 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
                 lines.append(f"                  {check}")
     if result.metrics:
         shown = ("binary_accuracy", "auc", "precision", "recall", "example_count")
-        metrics = ", ".join(f"{k} {result.metrics[k]:.4f}" if k != "example_count"
-                            else f"{k} {int(result.metrics[k]):,}" for k in shown if k in result.metrics)
+        metrics = ", ".join(
+            f"{k} {result.metrics[k]:.4f}" if k != "example_count" else f"{k} {int(result.metrics[k]):,}"
+            for k in shown
+            if k in result.metrics
+        )
         lines.append(f"  eval metrics:   {metrics}")
         if result.eval_sample:
             lines.append(f"                  on {result.eval_sample_text()} (--eval-max-rows)")
@@ -419,8 +449,10 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
         if metric in result.baseline_metrics:
             lines.append(f"  baseline:       {metric} {result.baseline_metrics[metric]:.4f}")
     blessed = {None: "n/a", True: "yes", False: "no"}[result.blessed]
-    lines.append(f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
-                 f"no regression vs. the last blessed model)")
+    lines.append(
+        f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
+        f"no regression vs. the last blessed model)"
+    )
     if result.blessing_revoked:
         lines.append(f"                  blessing revoked: this model was {result.blessing_revoked}")
     for reason in result.blessing_failures if result.blessed is False and not result.blessing_revoked else ():
@@ -431,12 +463,16 @@ def print_summary(result: report_lib.RunReport, timings: List[ComponentTiming], 
         if result.after_rollback:
             lines.append(f"                  after a rollback: {result.after_rollback}")
     else:
-        why = (result.not_pushed_reason or (
-            "the candidate was not blessed" if result.blessed is False
-            else "the serving check failed" if result.serving_check and not result.serving_check["blessed"]
-            else "no blessing"))
+        why = result.not_pushed_reason or (
+            "the candidate was not blessed"
+            if result.blessed is False
+            else "the serving check failed"
+            if result.serving_check and not result.serving_check["blessed"]
+            else "no blessing"
+        )
         lines.append(f"  pushed:         no ({why}); the served model is untouched: {newest_version(config)}")
     if result.mlflow_run_id:
-        lines.append(f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' "
-                     f"({config.tracking_uri})")
+        lines.append(
+            f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' ({config.tracking_uri})"
+        )
     print("\n".join(lines), file=out, flush=True)

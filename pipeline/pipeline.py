@@ -6,6 +6,7 @@ import json
 from typing import List, Optional, Sequence, Union
 
 import tensorflow_model_analysis as tfma
+
 # Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
 # (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
 from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
@@ -19,8 +20,7 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components import csv_input
-from components import drift
+from components import csv_input, drift
 from components import evaluator as evaluator_lib
 from components import features as features_lib
 from components import pusher as pusher_lib
@@ -43,11 +43,14 @@ def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig
     threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": evaluation.min_value}),
         change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -abs(evaluation.max_regression)}),
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -abs(evaluation.max_regression)}
+        ),
     )
     metric_classes = {
-        "binary_accuracy": "BinaryAccuracy", "auc": "AUC", "precision": "Precision", "recall": "Recall",
+        "binary_accuracy": "BinaryAccuracy",
+        "auc": "AUC",
+        "precision": "Precision",
+        "recall": "Recall",
     }
     if evaluation.metric not in metric_classes:
         raise ValueError(f"evaluation metric must be one of {sorted(metric_classes)}, got '{evaluation.metric}'")
@@ -56,14 +59,22 @@ def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig
     overall_only = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)]
     metrics = [tfma.MetricConfig(class_name="ExampleCount")]
     for name, class_name in metric_classes.items():
-        metrics.append(tfma.MetricConfig(
-            class_name=class_name, per_slice_thresholds=overall_only if name == evaluation.metric else None))
+        metrics.append(
+            tfma.MetricConfig(
+                class_name=class_name, per_slice_thresholds=overall_only if name == evaluation.metric else None
+            )
+        )
     metrics.append(tfma.MetricConfig(class_name="MeanLabel"))
     metrics.append(tfma.MetricConfig(class_name="MeanPrediction"))
     slicing = [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns]
     return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=label_key,
-                                    preprocessing_function_names=["transform_features"])],
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name="serving_default",
+                label_key=label_key,
+                preprocessing_function_names=["transform_features"],
+            )
+        ],
         slicing_specs=slicing,
         metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
     )
@@ -124,10 +135,14 @@ def create_pipeline(
     if baseline_source not in BASELINE_SOURCES:
         raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
     model_base = f"{serving_dir}/{model_name}"
-    output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
-        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
-        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
-    ]))
+    output_config = example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(
+            splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
+            ]
+        )
+    )
     # CsvExampleGen takes no custom_config; its base class does, and runs our checking executor.
     example_gen = FileBasedExampleGen(
         input_base=data_root,
@@ -140,7 +155,8 @@ def create_pipeline(
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], stats_options=drift.stats_options())
     schema_gen = EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=schema_path)
     example_validator = ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
     baseline_nodes = []
     baseline_statistics = baseline_blessing = None
     served = ServedBaseline(model_base=model_base) if baseline_source == "serving" else None
@@ -164,8 +180,11 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         baseline_statistics=baseline_statistics,
         baseline_blessing=baseline_blessing,
-        allowed_anomaly_types=(allowed_anomaly_types if isinstance(allowed_anomaly_types, RuntimeParameter)
-                               else ",".join(allowed_anomaly_types)),
+        allowed_anomaly_types=(
+            allowed_anomaly_types
+            if isinstance(allowed_anomaly_types, RuntimeParameter)
+            else ",".join(allowed_anomaly_types)
+        ),
         serving_data_root=serving_data_root or "",
         serving_data_fingerprint=serving_data_fingerprint,
     )
@@ -193,8 +212,11 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=training.eval_steps),
-        custom_config={"features": feature_dict, "raw_examples": True,
-                       **training.custom_config(backup_root=trainer_backup_dir)},
+        custom_config={
+            "features": feature_dict,
+            "raw_examples": True,
+            **training.custom_config(backup_root=trainer_backup_dir),
+        },
     )
     model_resolvers = []
     if served is not None:
@@ -221,9 +243,13 @@ def create_pipeline(
     # The candidate loads and answers in a TensorFlow-only process as the Evaluator's model did, within the
     # latency bound (components/serving_check.py); the Pusher checks its InfraBlessing.
     serving_check = serving_check_lib.ServingCheck(
-        model=trainer.outputs["model"], examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        features=feature_dict, eval_config=eval_config(evaluation, features.label.name),
-        max_latency_ms=evaluation.max_latency_ms)
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        features=feature_dict,
+        eval_config=eval_config(evaluation, features.label.name),
+        max_latency_ms=evaluation.max_latency_ms,
+    )
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
     pusher = pusher_lib.Pusher(
         model=trainer.outputs["model"],
@@ -236,31 +262,58 @@ def create_pipeline(
     tracking_nodes = []
     if tracking is not None:
         start = tracking_lib.MlflowStart(
-            tracking_uri=tracking.uri, experiment=tracking.experiment, run_key=tracking.run_key,
-            pipeline_name=pipeline_name, params_json=json.dumps(tracking.params, sort_keys=True))
+            tracking_uri=tracking.uri,
+            experiment=tracking.experiment,
+            run_key=tracking.run_key,
+            pipeline_name=pipeline_name,
+            params_json=json.dumps(tracking.params, sort_keys=True),
+        )
         # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
         example_gen.add_upstream_node(start)
         for node in baseline_nodes:
             node.add_upstream_node(start)
         record = tracking_lib.MlflowRecord(
-            run_id=start.outputs["run_id"], anomalies_found=data_gate.outputs["anomalies_found"],
+            run_id=start.outputs["run_id"],
+            anomalies_found=data_gate.outputs["anomalies_found"],
             anomalies=example_validator.outputs["anomalies"],
-            statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
-            model_run=trainer.outputs["model_run"], model=trainer.outputs["model"],
-            evaluation=evaluator.outputs["evaluation"], blessing=evaluator.outputs["blessing"],
-            serving_check=serving_check.outputs["blessing"], tracking_uri=tracking.uri)
+            statistics=statistics_gen.outputs["statistics"],
+            schema=schema_gen.outputs["schema"],
+            model_run=trainer.outputs["model_run"],
+            model=trainer.outputs["model"],
+            evaluation=evaluator.outputs["evaluation"],
+            blessing=evaluator.outputs["blessing"],
+            serving_check=serving_check.outputs["blessing"],
+            tracking_uri=tracking.uri,
+        )
         pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
-        finish = tracking_lib.MlflowFinish(run_id=start.outputs["run_id"], model=trainer.outputs["model"],
-                                           pushed_model=pusher.outputs["pushed_model"], tracking_uri=tracking.uri,
-                                           registered_model_name=model_name)
+        finish = tracking_lib.MlflowFinish(
+            run_id=start.outputs["run_id"],
+            model=trainer.outputs["model"],
+            pushed_model=pusher.outputs["pushed_model"],
+            tracking_uri=tracking.uri,
+            registered_model_name=model_name,
+        )
         tracking_nodes = [start, record, finish]
     return Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[*tracking_nodes[:1], example_gen, statistics_gen, schema_gen, example_validator, *baseline_nodes,
-                    data_gate, transform, trainer, *model_resolvers, evaluator, serving_check, *tracking_nodes[1:2],
-                    pusher,
-                    *tracking_nodes[2:]],
+        components=[
+            *tracking_nodes[:1],
+            example_gen,
+            statistics_gen,
+            schema_gen,
+            example_validator,
+            *baseline_nodes,
+            data_gate,
+            transform,
+            trainer,
+            *model_resolvers,
+            evaluator,
+            serving_check,
+            *tracking_nodes[1:2],
+            pusher,
+            *tracking_nodes[2:],
+        ],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],

@@ -62,8 +62,10 @@ class RunReport:
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
-        return "; ".join(f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {_nth(s['every'])})"
-                         for split, s in sorted(self.eval_sample.items()))
+        return "; ".join(
+            f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {_nth(s['every'])})"
+            for split, s in sorted(self.eval_sample.items())
+        )
 
     def component(self, name: str) -> Optional[ComponentRecord]:
         return next((c for c in self.components if c.name == name), None)
@@ -117,19 +119,22 @@ def read_run(metadata_path: str, pipeline_name: str, run_id: Optional[str] = Non
             continue
         execution = max(mine, key=lambda e: e.id)
         outputs: Dict[str, List[metadata_store_pb2.Artifact]] = {}
-        events = [ev for ev in store.get_events_by_execution_ids([execution.id])
-                  if ev.type == metadata_store_pb2.Event.OUTPUT]
+        events = [
+            ev for ev in store.get_events_by_execution_ids([execution.id]) if ev.type == metadata_store_pb2.Event.OUTPUT
+        ]
         artifacts = {a.id: a for a in store.get_artifacts_by_id([ev.artifact_id for ev in events])}
         for ev in events:
             key = ev.path.steps[0].key if ev.path.steps else ""
             outputs.setdefault(key, []).append(artifacts[ev.artifact_id])
-        components.append(ComponentRecord(
-            name=node_ctx.name[len(prefix):],
-            state=_STATES.get(execution.last_known_state, str(execution.last_known_state)),
-            seconds=(execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000.0,
-            execution_id=execution.id,
-            outputs=outputs,
-        ))
+        components.append(
+            ComponentRecord(
+                name=node_ctx.name[len(prefix) :],
+                state=_STATES.get(execution.last_known_state, str(execution.last_known_state)),
+                seconds=(execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000.0,
+                execution_id=execution.id,
+                outputs=outputs,
+            )
+        )
     components.sort(key=lambda c: c.execution_id)
     report = RunReport(pipeline_name, run_id, components, {}, {}, {}, None, None, None)
     _fill_results(report)
@@ -180,4 +185,3 @@ def _fill_results(report: RunReport) -> None:
     if pushed is not None and _prop(pushed, "pushed"):
         report.pushed_version = _prop(pushed, "pushed_version")
         report.pushed_destination = _prop(pushed, "pushed_destination")
-

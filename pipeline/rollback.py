@@ -42,8 +42,7 @@ import tempfile
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from components import object_store
-from components import pusher
+from components import object_store, pusher
 from pipeline.config import ConfigError
 
 MLMD_PUSHED_MODEL = "PushedModel"
@@ -97,14 +96,17 @@ def plan(base: str, to: Optional[int] = None) -> Plan:
     """Chooses the target and the models rolled back; raises ConfigError when a rollback cannot be done."""
     served = pusher.served_versions(base)
     if not served:
-        raise ConfigError(f"no model versions in {base}: nothing to roll back (--serving-dir and --model-name must "
-                          "name where the pipeline pushed)")
+        raise ConfigError(
+            f"no model versions in {base}: nothing to roll back (--serving-dir and --model-name must "
+            "name where the pipeline pushed)"
+        )
     current = served[-1]
     if len(served) == 1:
         raise ConfigError(f"only one version in {base} ({current}): there is no earlier model to roll back to")
     if to is not None and to not in served:
-        raise ConfigError(f"--to {to}: not a complete version in {base} (complete versions: "
-                          f"{', '.join(map(str, served))})")
+        raise ConfigError(
+            f"--to {to}: not a complete version in {base} (complete versions: {', '.join(map(str, served))})"
+        )
     if to == current:
         raise ConfigError(f"--to {to} is the version being served: nothing to roll back")
     try:
@@ -114,29 +116,42 @@ def plan(base: str, to: Optional[int] = None) -> Plan:
     fingerprints = {version: pusher.model_fingerprint(f"{base.rstrip('/')}/{version}") for version in served}
     if to is not None:
         if fingerprints[to] == fingerprints[current]:
-            raise ConfigError(f"--to {to} holds the same model as the served version {current}: serving it again "
-                              "would change nothing")
+            raise ConfigError(
+                f"--to {to} holds the same model as the served version {current}: serving it again would change nothing"
+            )
         entry = pusher.rolled_back_entry(log, fingerprints[to])
         if entry is not None:
-            raise ConfigError(f"--to {to} holds a model that was {pusher.rolled_back_text(entry)}; choose another "
-                              "version")
+            raise ConfigError(
+                f"--to {to} holds a model that was {pusher.rolled_back_text(entry)}; choose another version"
+            )
         target = to
     else:
-        eligible = [v for v in served[:-1] if fingerprints[v] != fingerprints[current]
-                    and pusher.rolled_back_entry(log, fingerprints[v]) is None]
+        eligible = [
+            v
+            for v in served[:-1]
+            if fingerprints[v] != fingerprints[current] and pusher.rolled_back_entry(log, fingerprints[v]) is None
+        ]
         if not eligible:
             earlier = ", ".join(map(str, served[:-1]))
-            raise ConfigError(f"nothing to roll back to in {base}: every earlier version ({earlier}) holds the "
-                              "served model or one rolled back already; pass --to VERSION")
+            raise ConfigError(
+                f"nothing to roll back to in {base}: every earlier version ({earlier}) holds the "
+                "served model or one rolled back already; pass --to VERSION"
+            )
         target = eligible[-1]
     # Each model newer than the target, other than the target's own, is rolled back; the served one always is
     # (its entry links this rollback's copy to it), an earlier one only when no rollback recorded it yet.
     rolled_back: Dict[str, int] = {}
     for version in served:
         fingerprint = fingerprints[version]
-        if version > target and fingerprint != fingerprints[target] and (
-                version == current or fingerprint == fingerprints[current]
-                or pusher.rolled_back_entry(log, fingerprint) is None):
+        if (
+            version > target
+            and fingerprint != fingerprints[target]
+            and (
+                version == current
+                or fingerprint == fingerprints[current]
+                or pusher.rolled_back_entry(log, fingerprint) is None
+            )
+        ):
             rolled_back[fingerprint] = version
     return Plan(base, current, target, fingerprints, sorted(rolled_back.values()), log)
 
@@ -161,10 +176,21 @@ def republish(chosen: Plan, reason: str, by: str, now: float) -> Tuple[int, List
     base = chosen.base
     new_version = pusher.next_version(base, now)
     at = pusher.iso_time(now)
-    entries = [{"rolled_back_version": version, "fingerprint": chosen.fingerprints[version],
-                "versions": chosen.versions_of(chosen.fingerprints[version]), "to_version": chosen.target,
-                "to_fingerprint": chosen.fingerprints[chosen.target], "new_version": new_version, "by": by,
-                "at": at, "at_epoch": round(now, 3), "reason": reason} for version in chosen.rolled_back]
+    entries = [
+        {
+            "rolled_back_version": version,
+            "fingerprint": chosen.fingerprints[version],
+            "versions": chosen.versions_of(chosen.fingerprints[version]),
+            "to_version": chosen.target,
+            "to_fingerprint": chosen.fingerprints[chosen.target],
+            "new_version": new_version,
+            "by": by,
+            "at": at,
+            "at_epoch": round(now, 3),
+            "reason": reason,
+        }
+        for version in chosen.rolled_back
+    ]
     # The log first: a push that starts while the copy is made already refuses the rolled-back models. A crash
     # in between leaves the bad model served and recorded; `tfxflow rollback` again finishes the job.
     log_path = pusher.write_rollbacks(base, chosen.log + entries)
@@ -183,6 +209,7 @@ def republish(chosen: Plan, reason: str, by: str, now: float) -> Tuple[int, List
 # ---------------------------------------------------------------------------------------------------------
 # MLflow
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _registered_for(versions, chain: List[int]) -> Optional[str]:
     """The registered version recorded for the first pushed version of `chain` that has one: pushed as it, or
@@ -217,19 +244,26 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
     except MlflowException:
         before = None
     if target is None:
-        lines.append(f"no registered version of '{registered_name}' records version {chosen.target}: the "
-                     f"{CHAMPION_ALIAS} alias was not moved" + (f" (it stays on version {before})" if before else ""))
+        lines.append(
+            f"no registered version of '{registered_name}' records version {chosen.target}: the "
+            f"{CHAMPION_ALIAS} alias was not moved" + (f" (it stays on version {before})" if before else "")
+        )
     else:
         mlflow_client.set_registered_model_alias(registered_name, CHAMPION_ALIAS, target)
         current = next(v for v in versions if str(v.version) == target)
         republished = [p for p in (current.tags.get(REPUBLISHED_AS_TAG) or "").split(",") if p]
-        mlflow_client.set_model_version_tag(registered_name, target, REPUBLISHED_AS_TAG,
-                                            ",".join(republished + [str(result.new_version)]))
+        mlflow_client.set_model_version_tag(
+            registered_name, target, REPUBLISHED_AS_TAG, ",".join(republished + [str(result.new_version)])
+        )
         moved = f"from version {before} " if before and before != target else ""
-        lines.append(f"alias {CHAMPION_ALIAS} of '{registered_name}' moved {moved}to version {target} (tagged "
-                     f"{REPUBLISHED_AS_TAG} {result.new_version})")
-    text = (f"by {result.by} at {result.at}: {reason}; served now: version {result.new_version}, a copy of "
-            f"version {chosen.target}")
+        lines.append(
+            f"alias {CHAMPION_ALIAS} of '{registered_name}' moved {moved}to version {target} (tagged "
+            f"{REPUBLISHED_AS_TAG} {result.new_version})"
+        )
+    text = (
+        f"by {result.by} at {result.at}: {reason}; served now: version {result.new_version}, a copy of "
+        f"version {chosen.target}"
+    )
     tagged, missing = [], []
     for version in chosen.rolled_back:
         chain = []
@@ -247,9 +281,10 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
         lines.append(f"no registered version records version {', '.join(missing)}: not tagged")
     rolled = ", ".join(map(str, chosen.rolled_back))
     mlflow_client.set_registered_model_tag(
-        registered_name, LAST_ROLLBACK_TAG,
-        f"version {rolled} -> {result.new_version} (a copy of {chosen.target}) by {result.by} at {result.at}: "
-        f"{reason}")
+        registered_name,
+        LAST_ROLLBACK_TAG,
+        f"version {rolled} -> {result.new_version} (a copy of {chosen.target}) by {result.by} at {result.at}: {reason}",
+    )
     return lines
 
 
@@ -257,7 +292,7 @@ def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]
     """`move_tracking` on the store at `uri`, never raising: what could not be done is a line of the result."""
     from pipeline.tracking_store import TrackingError, check_tracking
 
-    if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+    if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
         return [f"no MLflow store at {uri}: nothing moved in MLflow"]
     try:
         check_tracking(uri)  # a server that does not answer fails in seconds, not after MLflow's retries
@@ -274,6 +309,7 @@ def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]
 # ---------------------------------------------------------------------------------------------------------
 # ML Metadata
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _property(artifact, key: str):
     if key not in artifact.custom_properties:
@@ -324,8 +360,11 @@ def revoke_blessings(metadata_path: str, pipeline_name: str, log: List[dict]) ->
         if type_names.get(artifact.type_id) != MLMD_PUSHED_MODEL:
             continue
         fingerprint = _property(artifact, pusher.MODEL_FINGERPRINT)
-        entry = by_fingerprint.get(fingerprint) if fingerprint else (
-            by_version.get(_property(artifact, "pushed_version")) if _property(artifact, "pushed") == 1 else None)
+        entry = (
+            by_fingerprint.get(fingerprint)
+            if fingerprint
+            else (by_version.get(_property(artifact, "pushed_version")) if _property(artifact, "pushed") == 1 else None)
+        )
         if entry is not None:
             entry_of[artifact.id] = entry
     models = _models_pushed_by(store, entry_of) if entry_of else {}
@@ -368,10 +407,17 @@ def drop_last_run_record(metadata_path: str) -> Optional[str]:
     return path
 
 
-def rollback(base: str, to: Optional[int] = None, reason: str = "", by: Optional[str] = None,
-             tracking_uri: Optional[str] = None, registered_name: Optional[str] = None,
-             metadata_path: Optional[str] = None, pipeline_name: Optional[str] = None,
-             clock: Callable[[], float] = time.time) -> Result:
+def rollback(
+    base: str,
+    to: Optional[int] = None,
+    reason: str = "",
+    by: Optional[str] = None,
+    tracking_uri: Optional[str] = None,
+    registered_name: Optional[str] = None,
+    metadata_path: Optional[str] = None,
+    pipeline_name: Optional[str] = None,
+    clock: Callable[[], float] = time.time,
+) -> Result:
     """Rolls the model served from `base` back (see the module's docstring); then MLflow at `tracking_uri` and
     ML Metadata at `metadata_path` when given. Raises ConfigError, before changing anything, when it cannot."""
     chosen = plan(base, to)

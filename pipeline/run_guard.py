@@ -106,8 +106,13 @@ class RunLock:
                     self.on_wait = None
                 time.sleep(self.poll_s)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                  "started": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
+        os.pwrite(
+            fd,
+            json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            ).encode(),
+            0,
+        )
         self._fd = fd
         return self
 
@@ -129,12 +134,14 @@ class RunLock:
     def _busy_message(self, holder: dict) -> str:
         who = holder_text(holder)
         waited = f" after waiting {self.wait_s:.0f} s" if self.wait_s else ""
-        return (f"another run of this pipeline is in progress ({who}): it holds {self.path}{waited}. Runs on one "
-                "metadata store go one at a time; --wait-for-lock SECONDS waits for it to finish")
+        return (
+            f"another run of this pipeline is in progress ({who}): it holds {self.path}{waited}. Runs on one "
+            "metadata store go one at a time; --wait-for-lock SECONDS waits for it to finish"
+        )
 
 
 def holder_text(holder: dict) -> str:
-    """"pid 123 on host, started 2026-11-29 10:00:00" from a lock file's record."""
+    """ "pid 123 on host, started 2026-11-29 10:00:00" from a lock file's record."""
     if not holder.get("pid"):
         return "another process"
     return f"pid {holder['pid']} on {holder.get('host', '?')}, started {holder.get('started', '?')}"
@@ -149,8 +156,9 @@ def mark_started(metadata_path: str, record: dict) -> None:
     process died first."""
     from pipeline.staging import write_json_atomically
 
-    write_json_atomically(current_run_path(metadata_path),
-                          {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **record})
+    write_json_atomically(
+        current_run_path(metadata_path), {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **record}
+    )
 
 
 def mark_ended(metadata_path: str) -> None:
@@ -191,8 +199,9 @@ def _size(path: str) -> int:
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
 
-def recover_interrupted(metadata_path: str, pipeline_name: str, pipeline_root: str,
-                        by: str = "the next run") -> Optional[Recovery]:
+def recover_interrupted(
+    metadata_path: str, pipeline_name: str, pipeline_root: str, by: str = "the next run"
+) -> Optional[Recovery]:
     """Cleans up after runs of `pipeline_name` that died; call only while holding the RunLock. None if there
     was nothing to clean up. `by` says who cleaned up, in the executions' `tfxflow_interrupted` property."""
     marker = current_run_path(metadata_path)
@@ -229,14 +238,18 @@ def _kill_mlflow_run(tracking_lib, run: dict) -> Optional[str]:
     found = tracking_lib.find_run(mlflow_client, run["experiment"], run["run_key"])
     if found is None or found.info.status != "RUNNING":
         return None
-    mlflow_client.set_tag(found.info.run_id, "tfxflow.error",
-                          f"the pipeline process stopped without finishing (killed); started {run.get('started')}")
+    mlflow_client.set_tag(
+        found.info.run_id,
+        "tfxflow.error",
+        f"the pipeline process stopped without finishing (killed); started {run.get('started')}",
+    )
     mlflow_client.set_terminated(found.info.run_id, status="KILLED")
     return found.info.run_id
 
 
-def _cancel_running_executions(metadata_path: str, pipeline_name: str, pipeline_root: str,
-                               run: dict, by: str) -> Tuple[List[str], List[str]]:
+def _cancel_running_executions(
+    metadata_path: str, pipeline_name: str, pipeline_root: str, run: dict, by: str
+) -> Tuple[List[str], List[str]]:
     """Marks the pipeline's NEW/RUNNING executions CANCELED; returns them and their output folders that no
     artifact points at."""
     from ml_metadata.proto import metadata_store_pb2 as mlmd
@@ -249,14 +262,15 @@ def _cancel_running_executions(metadata_path: str, pipeline_name: str, pipeline_
     for node in store.get_contexts_by_type("node"):
         if not node.name.startswith(prefix):
             continue
-        node_id = node.name[len(prefix):]
+        node_id = node.name[len(prefix) :]
         for execution in store.get_executions_by_context(node.id):
             if execution.last_known_state not in (mlmd.Execution.NEW, mlmd.Execution.RUNNING):
                 continue
             execution.last_known_state = mlmd.Execution.CANCELED
             started = f" started {run['started']}" if run.get("started") else ""
-            execution.custom_properties[INTERRUPTED_PROPERTY].string_value = (
-                f"the run{started} stopped while this execution ran; marked by {by}")
+            execution.custom_properties[
+                INTERRUPTED_PROPERTY
+            ].string_value = f"the run{started} stopped while this execution ran; marked by {by}"
             stale.append(execution)
             names.append(f"{node_id} (execution {execution.id})")
             node_dir = os.path.join(pipeline_root, node_id)

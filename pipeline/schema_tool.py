@@ -14,7 +14,8 @@ MAX_CATEGORICAL_INT_VALUES = 50  # integer columns with more distinct values are
 DRAFT_NOTE = (
     "# A draft to curate. Every feature but the label has drift and skew comparators (README: Drift and skew):\n"
     "# remove them from columns that change by design (timestamps, ids, dates), and set each threshold to the\n"
-    "# change you would want to hear about.\n")
+    "# change you would want to hear about.\n"
+)
 
 
 @dataclasses.dataclass
@@ -55,7 +56,10 @@ def _feature_config_draft(schema, statistics, label_column: Optional[str]) -> st
         f"  name: {label}_label\n"
         f"  column: {label}\n"
         "  # the column holds 0/1; else set positive_values: [...] or greater_than: N (with ratio_of: COLUMN)\n"
-        + block("numeric", numeric) + block("categorical", categorical) + "bucketized: []\n")
+        + block("numeric", numeric)
+        + block("categorical", categorical)
+        + "bucketized: []\n"
+    )
 
 
 def draft_comparators(schema, label_column: Optional[str]) -> None:
@@ -95,8 +99,10 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
         schema.default_environment.extend(["TRAINING", "SERVING"])
         next(f for f in schema.feature if f.name == label_column).not_in_environment.append("SERVING")
     os.makedirs(out_dir, exist_ok=True)
-    header = (f"# Inferred by TFDV from {data_root} ({statistics.datasets[0].num_examples:,} rows) by "
-              "`tfxflow infer-schema`.\n")
+    header = (
+        f"# Inferred by TFDV from {data_root} ({statistics.datasets[0].num_examples:,} rows) by "
+        "`tfxflow infer-schema`.\n"
+    )
     written, kept = [], []
 
     def write(name: str, content: bytes, always: bool = False) -> None:

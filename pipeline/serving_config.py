@@ -26,11 +26,16 @@ def served_versions(model_base: str) -> List[int]:
 
     if not os.path.isdir(model_base):
         raise ConfigError(f"--serving-dir: {model_base}: no such folder")
-    rolled_back = {int(v) for entry in read_rollbacks(model_base)
-                   for v in entry.get("versions", [entry["rolled_back_version"]])}
-    return sorted(int(name) for name in os.listdir(model_base)
-                  if name.isdigit() and int(name) not in rolled_back
-                  and os.path.isfile(os.path.join(model_base, name, "saved_model.pb")))
+    rolled_back = {
+        int(v) for entry in read_rollbacks(model_base) for v in entry.get("versions", [entry["rolled_back_version"]])
+    }
+    return sorted(
+        int(name)
+        for name in os.listdir(model_base)
+        if name.isdigit()
+        and int(name) not in rolled_back
+        and os.path.isfile(os.path.join(model_base, name, "saved_model.pb"))
+    )
 
 
 def choose_versions(available: Sequence[int], stable: Optional[int], canary: Optional[int]) -> Tuple[int, int]:
@@ -42,15 +47,18 @@ def choose_versions(available: Sequence[int], stable: Optional[int], canary: Opt
     if stable is None:
         older = [v for v in available if v < canary]
         if not older:
-            raise ConfigError(f"no version older than the canary {canary} to keep as the stable one "
-                              "(give --stable VERSION)")
+            raise ConfigError(
+                f"no version older than the canary {canary} to keep as the stable one (give --stable VERSION)"
+            )
         stable = older[-1]
     for flag, version in (("--stable", stable), ("--canary", canary)):
         if version <= 0:
             raise ConfigError(f"{flag} {version}: a version is a positive integer (a folder under the base path)")
         if available and version not in available:
-            raise ConfigError(f"{flag} {version}: not a complete version in the serving directory "
-                              f"(there: {', '.join(map(str, available))})")
+            raise ConfigError(
+                f"{flag} {version}: not a complete version in the serving directory "
+                f"(there: {', '.join(map(str, available))})"
+            )
     if stable == canary:
         raise ConfigError(f"--stable and --canary are both {stable}: a canary release needs two versions")
     return stable, canary

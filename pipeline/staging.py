@@ -25,8 +25,9 @@ def stage_schema(schema_path: str, pipeline_root: str) -> str:
 
     with open(schema_path, "rb") as f:
         content = f.read()
-    staged = "/".join([pipeline_root.rstrip("/"), "_schemas", hashlib.sha256(content).hexdigest()[:16],
-                       os.path.basename(schema_path)])
+    staged = "/".join(
+        [pipeline_root.rstrip("/"), "_schemas", hashlib.sha256(content).hexdigest()[:16], os.path.basename(schema_path)]
+    )
     if not fileio.exists(staged):
         fileio.makedirs(os.path.dirname(staged))
         with fileio.open(staged + ".tmp", "wb") as f:
@@ -55,8 +56,14 @@ def _git_commit() -> str:
     import subprocess
 
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
-                             capture_output=True, text=True, timeout=5, check=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -71,30 +78,47 @@ def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: s
     the code version and the package versions."""
     import importlib.metadata
 
-    from pipeline.beam_runners import describe as describe_beam_runner
-
     from tfx.dsl.io import fileio
+
+    from pipeline.beam_runners import describe as describe_beam_runner
 
     with fileio.open(schema_path, "rb") as f:
         schema_hash = _sha256(f.read())
-    packages = {"tfx": "tfx", "tensorflow": "tensorflow", "tft": "tensorflow-transform",
-                "tfdv": "tensorflow-data-validation", "tfma": "tensorflow-model-analysis", "beam": "apache-beam",
-                "mlflow": "mlflow"}
+    packages = {
+        "tfx": "tfx",
+        "tensorflow": "tensorflow",
+        "tft": "tensorflow-transform",
+        "tfdv": "tensorflow-data-validation",
+        "tfma": "tensorflow-model-analysis",
+        "beam": "apache-beam",
+        "mlflow": "mlflow",
+    }
     custom = config.training.custom_config()
     custom["training"].pop("backup_root", None)
     return {
-        "data": {"root": config.data_root, "schema": config.schema_path, "schema_sha256": schema_hash,
-                 "feature_config": config.features.source,
-                 "feature_config_sha256": _sha256(json.dumps(config.features.to_dict(), sort_keys=True).encode()),
-                 "serving_data": config.serving_data_root or ""},
+        "data": {
+            "root": config.data_root,
+            "schema": config.schema_path,
+            "schema_sha256": schema_hash,
+            "feature_config": config.features.source,
+            "feature_config_sha256": _sha256(json.dumps(config.features.to_dict(), sort_keys=True).encode()),
+            "serving_data": config.serving_data_root or "",
+        },
         **custom,
-        "train_steps": config.training.train_steps, "eval_steps": config.training.eval_steps,
+        "train_steps": config.training.train_steps,
+        "eval_steps": config.training.eval_steps,
         "evaluation": dataclasses.asdict(config.evaluation),
         "split": dataclasses.asdict(config.split),
-        "pipeline": {"name": config.pipeline_name, "model_name": config.model_name, "beam_mode": config.beam_mode,
-                     "beam_workers": config.beam_workers, "beam_runner": describe_beam_runner(config.beam_runner),
-                     "cache": config.enable_cache,
-                     "allowed_anomaly_types": list(config.allowed_anomaly_types), "drift_check": config.drift_check},
+        "pipeline": {
+            "name": config.pipeline_name,
+            "model_name": config.model_name,
+            "beam_mode": config.beam_mode,
+            "beam_workers": config.beam_workers,
+            "beam_runner": describe_beam_runner(config.beam_runner),
+            "cache": config.enable_cache,
+            "allowed_anomaly_types": list(config.allowed_anomaly_types),
+            "drift_check": config.drift_check,
+        },
         "code": {"git_commit": _git_commit()},
         "versions": {name: importlib.metadata.version(dist) for name, dist in packages.items()},
     }
@@ -165,7 +189,10 @@ def up_to_date(config: "RunConfig", fingerprint: str) -> "dict | None":
     except (OSError, ValueError):
         return None
     pushed = record.get("pushed_destination")
-    if record.get("fingerprint") != fingerprint or not os.path.exists(config.paths.metadata_path) \
-            or (pushed and not os.path.isdir(pushed)):
+    if (
+        record.get("fingerprint") != fingerprint
+        or not os.path.exists(config.paths.metadata_path)
+        or (pushed and not os.path.isdir(pushed))
+    ):
         return None
     return record

@@ -50,7 +50,9 @@ def check_tracking(uri: str, timeout: float = 5.0) -> str:
             health = _get(f"{base}/health", timeout).decode("utf-8", "replace").strip()
             search = json.loads(_get(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", timeout))
         except urllib.error.HTTPError as err:
-            raise TrackingError(f"MLflow tracking server {uri} answered HTTP {err.code} ({err.reason}); {advice}")
+            raise TrackingError(
+                f"MLflow tracking server {uri} answered HTTP {err.code} ({err.reason}); {advice}"
+            ) from None
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             raise TrackingError(f"MLflow tracking server {uri} cannot be reached ({reason}); {advice}") from None
@@ -60,7 +62,7 @@ def check_tracking(uri: str, timeout: float = 5.0) -> str:
             raise TrackingError(f"{uri} does not answer like an MLflow tracking server; {advice}")
         return f"MLflow tracking server {uri}"
     if parsed.scheme == "sqlite":
-        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else parsed.path
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
         folder = os.path.dirname(os.path.abspath(path))
         try:
             os.makedirs(folder, exist_ok=True)

@@ -22,8 +22,7 @@ def write_taxi_sample(folder: str, rows: int) -> str:
     """Copies the header and the first `rows` rows of the bundled taxi CSV into `folder`/data.csv."""
     os.makedirs(folder, exist_ok=True)
     source = os.path.join(bundled_taxi_data_root(), "data.csv")
-    with open(source, encoding="utf-8") as src, open(os.path.join(folder, "data.csv"), "w",
-                                                       encoding="utf-8") as dst:
+    with open(source, encoding="utf-8") as src, open(os.path.join(folder, "data.csv"), "w", encoding="utf-8") as dst:
         for i, line in enumerate(src):
             if i > rows:
                 break
@@ -41,14 +40,14 @@ def write_taxi_samples(folders: Sequence[Tuple[str, int]], seed: int) -> List[st
     for folder, rows in folders:
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "data.csv"), "w", encoding="utf-8") as f:
-            f.write(header + "".join(lines[i] for i in order[start:start + rows]))
+            f.write(header + "".join(lines[i] for i in order[start : start + rows]))
         start += rows
     return [folder for folder, _ in folders]
 
 
 def read_csv_rows(path: str, limit: int) -> List[Dict[str, str]]:
     with open(path, encoding="utf-8") as f:
-        return [row for _, row in zip(range(limit), csv.DictReader(f))]
+        return [row for _, row in zip(range(limit), csv.DictReader(f), strict=False)]
 
 
 def serialize_examples(rows: Iterable[Dict[str, str]], schema_path: str, drop: Sequence[str] = ()) -> List[bytes]:
@@ -98,8 +97,10 @@ def rewrite_csv(source: str, target_dir: str, row_fn=None, columns_fn=None, name
     """Copies the CSV `source` into `target_dir`/`name`, passing each row (a dict, with its 0-based index)
     through `row_fn` and the column list through `columns_fn`. Returns the folder."""
     os.makedirs(target_dir, exist_ok=True)
-    with open(source, encoding="utf-8") as src, \
-            open(os.path.join(target_dir, name), "w", newline="", encoding="utf-8") as dst:
+    with (
+        open(source, encoding="utf-8") as src,
+        open(os.path.join(target_dir, name), "w", newline="", encoding="utf-8") as dst,
+    ):
         reader = csv.DictReader(src)
         columns = columns_fn(list(reader.fieldnames)) if columns_fn else reader.fieldnames
         writer = csv.DictWriter(dst, fieldnames=columns, extrasaction="ignore")
@@ -135,10 +136,24 @@ class MlflowServer:
         mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
         log = open(os.path.join(self.folder, "server.log"), "wb")  # noqa: SIM115 - the server outlives this call
         self.process = subprocess.Popen(  # noqa: S603
-            [mlflow, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
-             "--artifacts-destination", os.path.join(self.folder, "artifacts")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                mlflow,
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+                "--backend-store-uri",
+                f"sqlite:///{self.folder}/mlflow.db",
+                "--artifacts-destination",
+                os.path.join(self.folder, "artifacts"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -182,14 +197,23 @@ class S3Server:
     @property
     def env(self) -> Dict[str, str]:
         """What a step needs to reach this server with boto3: endpoint, credentials, region."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": self.ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": self.SECRET_KEY, "AWS_DEFAULT_REGION": "us-east-1"}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": self.SECRET_KEY,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
 
     def client(self):
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.ACCESS_KEY,
-                            aws_secret_access_key=self.SECRET_KEY, region_name="us-east-1")
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.ACCESS_KEY,
+            aws_secret_access_key=self.SECRET_KEY,
+            region_name="us-east-1",
+        )
 
     def start(self, timeout: float = 60.0) -> "S3Server":
         import time
@@ -198,8 +222,12 @@ class S3Server:
         os.makedirs(self.folder, exist_ok=True)
         moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
         log = open(os.path.join(self.folder, "server.log"), "wb")  # noqa: SIM115 - the server outlives this call
-        self.process = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(self.port)],  # noqa: S603
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [moto, "-H", "127.0.0.1", "-p", str(self.port)],  # noqa: S603
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -155,6 +155,7 @@ class TaskResult:
     output key, the MLMD artifacts as a consumer receives them ({name: MLMD id, type, uri, metadata}), including
     `executor-logs`; `output_parameters`: as published to MLMD; `cache_key`: the fingerprint ("" when the task
     does not cache); `error`: why it FAILED or was NOT_RUN; `pod`: what the pod spec would carry, recorded."""
+
     name: str
     state: str
     executor_input: Optional[dict]
@@ -173,6 +174,7 @@ class TaskResult:
 class RunResult:
     """A run: `run_id` is what `{{$.pipeline_job_uuid}}` resolved to; `run_root` = <pipeline root>/<pipeline
     name>/<run id>; `error` is set when the root DAG driver failed (then no task ran)."""
+
     run_id: str
     state: str
     tasks: Dict[str, TaskResult]
@@ -243,15 +245,23 @@ def _go_json(value: Any, sort_keys: bool = False, html: bool = False) -> str:
     if isinstance(value, str):
         out = json.dumps(value, ensure_ascii=False)
         if html:
-            out = (out.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-                   .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+            out = (
+                out.replace("<", "\\u003c")
+                .replace(">", "\\u003e")
+                .replace("&", "\\u0026")
+                .replace("\u2028", "\\u2028")
+                .replace("\u2029", "\\u2029")
+            )
         return out
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_go_json(v, sort_keys, html) for v in value) + "]"
     if isinstance(value, dict):
         items = sorted(value.items()) if sort_keys else value.items()
-        return "{" + ",".join(f"{_go_json(str(k), sort_keys, html)}:{_go_json(v, sort_keys, html)}"
-                              for k, v in items) + "}"
+        return (
+            "{"
+            + ",".join(f"{_go_json(str(k), sort_keys, html)}:{_go_json(v, sort_keys, html)}" for k, v in items)
+            + "}"
+        )
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
@@ -305,7 +315,7 @@ def _pb_value_to_string(value: Any) -> str:
         return value
     if kind == "number":
         n = float(value)
-        if n == int(n) and abs(n) < 2 ** 63:
+        if n == int(n) and abs(n) < 2**63:
             return str(int(n))
         return _go_g(n)
     if kind == "bool":
@@ -317,6 +327,7 @@ def _pb_value_to_string(value: Any) -> str:
 
 def _text_to_pb_value(text: str, ptype: str) -> Any:
     """metadata/converter.go TextToPbValue."""
+
     def fail(err: str) -> _TaskError:
         return _TaskError(f'TextToPbValue(text={json.dumps(text)}, type="{ptype}") failed: {err}')
 
@@ -365,14 +376,17 @@ class _BucketConfig:
     query: str = ""
 
     def prefixed_bucket(self) -> str:
-        return self.scheme + posixpath.normpath(posixpath.join(self.bucket, self.prefix)) if self.prefix \
+        return (
+            self.scheme + posixpath.normpath(posixpath.join(self.bucket, self.prefix))
+            if self.prefix
             else self.scheme + self.bucket
+        )
 
     def key_from_uri(self, uri: str) -> str:
         prefixed = self.prefixed_bucket()
         if not uri.startswith(prefixed):
             raise _TaskError(f'URI "{uri}" does not have expected bucket prefix "{prefixed}"')
-        key = uri[len(prefixed):].lstrip("/")
+        key = uri[len(prefixed) :].lstrip("/")
         if not key:
             raise _TaskError(f'URI "{uri}" has empty key given prefixed bucket "{prefixed}"')
         return key
@@ -397,9 +411,9 @@ def local_path_for_uri(uri: str, root: str = "/") -> str:
     """LocalPathForURI, rooted at `root` instead of `/`."""
     for scheme, folder in (("gs://", "gcs"), ("minio://", "minio"), ("s3://", "s3")):
         if uri.startswith(scheme):
-            return os.path.join(root, folder, uri[len(scheme):])
+            return os.path.join(root, folder, uri[len(scheme) :])
     if uri.startswith("oci://"):
-        return os.path.join(root, "oci", uri[len("oci://"):].replace("/", "_"), "models")
+        return os.path.join(root, "oci", uri[len("oci://") :].replace("/", "_"), "models")
     raise _TaskError(f"failed to generate local path for URI {uri}: unsupported storage scheme")
 
 
@@ -420,9 +434,16 @@ def _store_session_info(root: str) -> str:
     """config/env.go GetStoreSessionInfo with no kfp-launcher providers, as json.Marshal writes it."""
     scheme = root.split("://", 1)[0]
     if scheme == "minio" and "?" not in root:
-        params = {"region": "minio", "endpoint": "seaweedfs.kubeflow:9000", "disableSSL": "true",
-                  "fromEnv": "false", "maxRetries": "5", "secretName": "mlpipeline-minio-artifact",
-                  "accessKeyKey": "accesskey", "secretKeyKey": "secretkey"}
+        params = {
+            "region": "minio",
+            "endpoint": "seaweedfs.kubeflow:9000",
+            "disableSSL": "true",
+            "fromEnv": "false",
+            "maxRetries": "5",
+            "secretName": "mlpipeline-minio-artifact",
+            "accessKeyKey": "accesskey",
+            "secretKeyKey": "secretkey",
+        }
     else:
         params = {"fromEnv": "true"}
     return _go_json({"Provider": scheme, "Params": params}, sort_keys=True, html=True)
@@ -463,15 +484,16 @@ def _load_spec(spec_path: str) -> Tuple[dict, dict]:
             spec = doc
     if spec is None:
         raise Refused(f"{spec_path}: no pipeline spec")
-    k8s = (((platform.get("platforms") or {}).get("kubernetes") or {}).get("deploymentSpec") or {})
+    k8s = ((platform.get("platforms") or {}).get("kubernetes") or {}).get("deploymentSpec") or {}
     return spec, k8s.get("executors") or {}
 
 
 def _check_spec(spec: dict) -> None:
     """What the API server and the Argo compiler refuse when a run is created."""
     if spec.get("schemaVersion") != "2.1.0":
-        raise Refused(f"KFP only supports schema version 2.1.0, but the pipeline spec has version "
-                      f"{spec.get('schemaVersion')}")
+        raise Refused(
+            f"KFP only supports schema version 2.1.0, but the pipeline spec has version {spec.get('schemaVersion')}"
+        )
     if not (spec.get("pipelineInfo") or {}).get("name"):
         raise Refused("invalid v2 pipeline spec: name is empty")
     if not spec.get("root"):
@@ -488,11 +510,15 @@ def _check_spec(spec: dict) -> None:
         if label:
             executor = executors.get(label)
             if executor is None:
-                raise Refused(f'error processing component name="{name}": executor(label="{label}") not found '
-                              "in deployment config")
+                raise Refused(
+                    f'error processing component name="{name}": executor(label="{label}") not found '
+                    "in deployment config"
+                )
             if "container" not in executor and "importer" not in executor:
-                raise Refused(f'error processing component name="{name}": executor(label="{label}"): '
-                              "non-container and non-importer executor not implemented")
+                raise Refused(
+                    f'error processing component name="{name}": executor(label="{label}"): '
+                    "non-container and non-importer executor not implemented"
+                )
             return
         dag = component.get("dag")
         if dag is None:
@@ -502,8 +528,10 @@ def _check_spec(spec: dict) -> None:
             task = tasks[key]
             ref = (task.get("componentRef") or {}).get("name", "")
             if not ref:
-                raise Refused(f'error processing component name="{name}": component ref name is empty for task '
-                              f'name="{(task.get("taskInfo") or {}).get("name", "")}"')
+                raise Refused(
+                    f'error processing component name="{name}": component ref name is empty for task '
+                    f'name="{(task.get("taskInfo") or {}).get("name", "")}"'
+                )
             if ref not in components:
                 raise Refused(f'error processing component name="{name}": cannot find component ref name="{ref}"')
             dfs(ref, components[ref])
@@ -515,8 +543,16 @@ def _check_spec(spec: dict) -> None:
     dfs("root", spec["root"])
 
 
-_NOT_EMULATED_K8S = ("secretAsVolume", "configMapAsVolume", "configMapAsEnv", "fieldPathAsEnv", "emptyDirMounts",
-                     "genericEphemeralVolume", "enabledSharedMemory", "initContainers")
+_NOT_EMULATED_K8S = (
+    "secretAsVolume",
+    "configMapAsVolume",
+    "configMapAsEnv",
+    "fieldPathAsEnv",
+    "emptyDirMounts",
+    "genericEphemeralVolume",
+    "enabledSharedMemory",
+    "initContainers",
+)
 
 
 def _check_emulated(spec: dict, k8s_executors: dict) -> None:
@@ -548,22 +584,30 @@ def _check_emulated(spec: dict, k8s_executors: dict) -> None:
 def _validate_run_parameters(spec: dict, parameters: Mapping[str, Any]) -> Dict[str, Any]:
     """v2_template.go validatePipelineJobInputs, then argo.go's filling of root defaults."""
     declared = ((spec["root"].get("inputDefinitions") or {}).get("parameters")) or {}
-    checks = {"NUMBER_DOUBLE": ("number", "double or integer"), "NUMBER_INTEGER": ("number", "double or integer"),
-              "STRING": ("string", "string"), "BOOLEAN": ("bool", "bool"), "LIST": ("list", "list"),
-              "STRUCT": ("struct", "struct")}
+    checks = {
+        "NUMBER_DOUBLE": ("number", "double or integer"),
+        "NUMBER_INTEGER": ("number", "double or integer"),
+        "STRING": ("string", "string"),
+        "BOOLEAN": ("bool", "bool"),
+        "LIST": ("list", "list"),
+        "STRUCT": ("struct", "struct"),
+    }
     for name, param in declared.items():
         if name not in parameters:
             if not param.get("isOptional") and "defaultValue" not in param:
-                raise Refused(f"parameter {name} is not optional, yet has neither default value nor user "
-                              "provided value")
+                raise Refused(
+                    f"parameter {name} is not optional, yet has neither default value nor user provided value"
+                )
             continue
         ptype = param.get("parameterType", "PARAMETER_TYPE_ENUM_UNSPECIFIED")
         if ptype not in checks:
             raise Refused(f"input parameter {name} requires type {ptype}")
         kind, words = checks[ptype]
         if _kind(parameters[name]) != kind:
-            raise Refused(f"input parameter {name} requires type {words}, but the parameter value is not of "
-                          f"{words.split(' ')[-1]} value type")
+            raise Refused(
+                f"input parameter {name} requires type {words}, but the parameter value is not of "
+                f"{words.split(' ')[-1]} value type"
+            )
         literals = param.get("literals")
         if literals and parameters[name] not in literals:
             raise Refused(f"input parameter {name}: value {parameters[name]!r} is not one of {literals}")
@@ -707,10 +751,15 @@ class _Run:
         self.executions: Dict[str, _Execution] = {}
         self.results: Dict[str, TaskResult] = {}
         self.dag_execution_id = kfp._next_execution_id()
-        source = ("run(pipeline_root=...)" if root != kfp.default_pipeline_root
-                  else "LocalKfp(default_pipeline_root=...), the kfp-launcher ConfigMap's defaultPipelineRoot")
-        self.root_note = (f"pipeline root {root}, from {source}; KFP does not read the spec's defaultPipelineRoot "
-                          f"({spec.get('defaultPipelineRoot', 'none')})")
+        source = (
+            "run(pipeline_root=...)"
+            if root != kfp.default_pipeline_root
+            else "LocalKfp(default_pipeline_root=...), the kfp-launcher ConfigMap's defaultPipelineRoot"
+        )
+        self.root_note = (
+            f"pipeline root {root}, from {source}; KFP does not read the spec's defaultPipelineRoot "
+            f"({spec.get('defaultPipelineRoot', 'none')})"
+        )
 
     # -- parameters -------------------------------------------------------------------------------------------
 
@@ -734,8 +783,9 @@ class _Run:
                 raise _TaskError("resolving input parameter: output parameter key is empty")
             execution = self.executions.get(producer)
             if execution is None:
-                raise _TaskError(f"resolving input parameter: producer task, {producer}_{self.dag_execution_id}, "
-                                 "not in tasks")
+                raise _TaskError(
+                    f"resolving input parameter: producer task, {producer}_{self.dag_execution_id}, not in tasks"
+                )
             return execution.output_parameters.get(key, _MISSING)
         if "runtimeValue" in spec:
             runtime = spec["runtimeValue"]
@@ -744,13 +794,15 @@ class _Run:
             value = runtime["constant"]
             if isinstance(value, str) and "{{$.workspace_path}}" in value:
                 return value.replace("{{$.workspace_path}}", "/kfp-workspace")
-            special = {"{{$.pipeline_job_name}}": self.display_name,
-                       "{{$.pipeline_job_resource_name}}": self.resource_name,
-                       "{{$.pipeline_job_uuid}}": self.run_id,
-                       "{{$.pipeline_task_name}}": task_name,
-                       "{{$.pipeline_task_uuid}}": str(self.dag_execution_id),
-                       "{{$.pipeline_job_create_time_utc}}": self.created,
-                       "{{$.pipeline_job_schedule_time_utc}}": self.created}
+            special = {
+                "{{$.pipeline_job_name}}": self.display_name,
+                "{{$.pipeline_job_resource_name}}": self.resource_name,
+                "{{$.pipeline_job_uuid}}": self.run_id,
+                "{{$.pipeline_task_name}}": task_name,
+                "{{$.pipeline_task_uuid}}": str(self.dag_execution_id),
+                "{{$.pipeline_job_create_time_utc}}": self.created,
+                "{{$.pipeline_job_schedule_time_utc}}": self.created,
+            }
             if isinstance(value, str) and value in special:
                 return special[value]
             return _canon(value)
@@ -781,12 +833,16 @@ class _Run:
                 raise _TaskError(f"failed to resolve input artifact {aname}: producer task is empty")
             execution = self.executions.get(producer)
             if execution is None:
-                raise _TaskError(f'failed to resolve input artifact {aname}: cannot find producer task '
-                                 f'"{producer}_{self.dag_execution_id}"')
+                raise _TaskError(
+                    f"failed to resolve input artifact {aname}: cannot find producer task "
+                    f'"{producer}_{self.dag_execution_id}"'
+                )
             ids = execution.output_artifacts.get(key)
             if not ids:
-                raise _TaskError(f'failed to resolve input artifact {aname}: cannot find output artifact key '
-                                 f'"{key}" in producer task "{producer}"')
+                raise _TaskError(
+                    f"failed to resolve input artifact {aname}: cannot find output artifact key "
+                    f'"{key}" in producer task "{producer}"'
+                )
             artifacts[aname] = {"artifacts": [self.kfp._artifacts[ids[0]].runtime()]}
         # handleParamTypeValidationAndConversion
         for pname, pspec in inputs_spec.items():
@@ -839,13 +895,18 @@ class _Run:
         task_root = generate_output_uri(self.run_root, [name, str(uuid.uuid4())], False)
         out: Dict[str, Any] = {}
         if spec.get("parameters"):
-            out["parameters"] = {key: {"outputFile": os.path.join(local_root, "tmp/kfp/outputs", key)}
-                                 for key in sorted(spec["parameters"])}
+            out["parameters"] = {
+                key: {"outputFile": os.path.join(local_root, "tmp/kfp/outputs", key)}
+                for key in sorted(spec["parameters"])
+            }
         if artifacts:
             out["artifacts"] = {}
             for key in sorted(artifacts):
-                artifact = {"name": key, "type": _artifact_type_json(artifacts[key].get("artifactType") or {}),
-                            "uri": generate_output_uri(task_root, [key], False)}
+                artifact = {
+                    "name": key,
+                    "type": _artifact_type_json(artifacts[key].get("artifactType") or {}),
+                    "uri": generate_output_uri(task_root, [key], False),
+                }
                 if artifacts[key].get("metadata") is not None:
                     artifact["metadata"] = _canon(artifacts[key]["metadata"])
                 out["artifacts"][key] = {"artifacts": [artifact]}
@@ -863,12 +924,21 @@ _MISSING = object()
 class LocalKfp:
     """Runs compiled KFP specs the way KFP's driver and launcher do, on this machine and an S3 server."""
 
-    def __init__(self, workdir: str, s3_env: Mapping[str, str],
-                 secrets: Optional[Mapping[str, Mapping[str, str]]] = None,
-                 python: str = sys.executable, env: Optional[Mapping[str, str]] = None, *,
-                 default_pipeline_root: str = DEFAULT_PIPELINE_ROOT, publish_logs: bool = True,
-                 cache_disabled: bool = False, namespace: str = "kubeflow", task_timeout: Optional[float] = None,
-                 base_env: Optional[Mapping[str, str]] = None):
+    def __init__(
+        self,
+        workdir: str,
+        s3_env: Mapping[str, str],
+        secrets: Optional[Mapping[str, Mapping[str, str]]] = None,
+        python: str = sys.executable,
+        env: Optional[Mapping[str, str]] = None,
+        *,
+        default_pipeline_root: str = DEFAULT_PIPELINE_ROOT,
+        publish_logs: bool = True,
+        cache_disabled: bool = False,
+        namespace: str = "kubeflow",
+        task_timeout: Optional[float] = None,
+        base_env: Optional[Mapping[str, str]] = None,
+    ):
         """`base_env`: the environment a pod starts from instead of os.environ (e.g. without AWS_* variables, so
         that only secretAsEnv can deliver credentials)."""
         self.workdir = os.path.abspath(workdir)
@@ -906,17 +976,21 @@ class LocalKfp:
             from botocore.config import Config
 
             self._client = boto3.client(
-                "s3", endpoint_url=self.s3_env["AWS_ENDPOINT_URL"],
+                "s3",
+                endpoint_url=self.s3_env["AWS_ENDPOINT_URL"],
                 aws_access_key_id=self.s3_env.get("AWS_ACCESS_KEY_ID"),
                 aws_secret_access_key=self.s3_env.get("AWS_SECRET_ACCESS_KEY"),
                 region_name=self.s3_env.get("AWS_DEFAULT_REGION", "us-east-1"),
-                config=Config(s3={"addressing_style": "path"}))
+                config=Config(s3={"addressing_style": "path"}),
+            )
         return self._client
 
     def _store(self, config: _BucketConfig) -> None:
         if config.scheme == "gs://":
-            raise _TaskError("gs:// is not emulated by this harness: there is no GCS server here "
-                             "(use minio:// or s3:// for the pipeline root and artifacts)")
+            raise _TaskError(
+                "gs:// is not emulated by this harness: there is no GCS server here "
+                "(use minio:// or s3:// for the pipeline root and artifacts)"
+            )
         if config.scheme not in ("minio://", "s3://"):
             raise _TaskError(f"{config.scheme} object stores are not emulated by this harness")
 
@@ -929,11 +1003,12 @@ class LocalKfp:
         try:
             pages = list(paginator.paginate(Bucket=config.bucket, Prefix=full))
         except Exception as e:  # noqa: BLE001 - any listing error fails the download, as in Go
-            raise _TaskError(f'failed to list objects in remote storage "{blob_dir}": {e}{self._bucket_hint(e)}') \
-                from None
+            raise _TaskError(
+                f'failed to list objects in remote storage "{blob_dir}": {e}{self._bucket_hint(e)}'
+            ) from None
         for page in pages:
             for obj in page.get("Contents", []):
-                key = obj["Key"][len(config.prefix):]
+                key = obj["Key"][len(config.prefix) :]
                 trimmed = blob_dir.rstrip("/")
                 if not (key == trimmed or key.startswith(trimmed + "/")):
                     continue
@@ -950,14 +1025,17 @@ class LocalKfp:
         local_path = os.path.normpath(os.path.join(local_dir, relative))
         base = os.path.abspath(local_dir)
         if os.path.abspath(local_path) != base and not os.path.abspath(local_path).startswith(base + os.sep):
-            raise _TaskError(f'path traversal detected: blob key "{key}" resolves to "{local_path}" which is '
-                             f'outside target directory "{base}"')
+            raise _TaskError(
+                f'path traversal detected: blob key "{key}" resolves to "{local_path}" which is '
+                f'outside target directory "{base}"'
+            )
         return local_path
 
     def _download_file(self, config: _BucketConfig, key: str, local_path: str) -> None:
         def fail(err: str) -> _TaskError:
-            return _TaskError(f'downloadFile(): unable to complete copying "{key}" to local storage '
-                              f'"{local_path}": {err}')
+            return _TaskError(
+                f'downloadFile(): unable to complete copying "{key}" to local storage "{local_path}": {err}'
+            )
 
         try:
             body = self.s3().get_object(Bucket=config.bucket, Key=config.prefix + key)["Body"]
@@ -972,8 +1050,9 @@ class LocalKfp:
             with open(local_path, "wb") as f:
                 shutil.copyfileobj(body, f)
         except IsADirectoryError:
-            raise fail(f'unable to open local file "{local_path}" for writing: open {local_path}: '
-                       "is a directory") from None
+            raise fail(
+                f'unable to open local file "{local_path}" for writing: open {local_path}: is a directory'
+            ) from None
         except OSError as e:
             raise fail(f'unable to open local file "{local_path}" for writing: {e}') from None
 
@@ -998,8 +1077,10 @@ class LocalKfp:
             with open(local_file, "rb") as f:
                 self.s3().upload_fileobj(f, config.bucket, config.prefix + blob_file)
         except Exception as e:  # noqa: BLE001
-            raise _TaskError(f'uploadFile(): unable to complete copying "{local_file}" to remote storage '
-                             f'"{blob_file}": {e}{self._bucket_hint(e)}') from None
+            raise _TaskError(
+                f'uploadFile(): unable to complete copying "{local_file}" to remote storage '
+                f'"{blob_file}": {e}{self._bucket_hint(e)}'
+            ) from None
 
     def _bucket_hint(self, error: Exception) -> str:
         return f" ({self._root_note})" if "NoSuchBucket" in str(error) and self._root_note else ""
@@ -1016,8 +1097,13 @@ class LocalKfp:
 
     # -- a run ------------------------------------------------------------------------------------------------
 
-    def run(self, spec_path: str, parameters: Optional[Mapping[str, Any]] = None, pipeline_root: Optional[str] = None,
-            run_name: Optional[str] = None) -> RunResult:
+    def run(
+        self,
+        spec_path: str,
+        parameters: Optional[Mapping[str, Any]] = None,
+        pipeline_root: Optional[str] = None,
+        run_name: Optional[str] = None,
+    ) -> RunResult:
         spec, k8s = _load_spec(spec_path)
         _check_spec(spec)
         params = _validate_run_parameters(spec, dict(parameters or {}))
@@ -1026,8 +1112,9 @@ class LocalKfp:
         _check_emulated(spec, k8s)
         root = pipeline_root or self.default_pipeline_root
         if root.startswith("gs://"):
-            raise NotEmulated(f"pipeline root {root}: gs:// is not emulated (no GCS server here); "
-                              "use minio:// or s3://")
+            raise NotEmulated(
+                f"pipeline root {root}: gs:// is not emulated (no GCS server here); use minio:// or s3://"
+            )
         run = _Run(self, spec, k8s, params, root, run_name or "")
         os.makedirs(run.dir, exist_ok=True)
         try:  # the root DAG driver
@@ -1041,8 +1128,9 @@ class LocalKfp:
         for name in order:
             run.results[name] = self._task(run, name, tasks[name])
         failed = [name for name in order if run.results[name].state == FAILED]
-        return RunResult(run.run_id, FAILED if failed else SUCCEEDED, run.results, failed[0] if failed else None,
-                         root, run.run_root)
+        return RunResult(
+            run.run_id, FAILED if failed else SUCCEEDED, run.results, failed[0] if failed else None, root, run.run_root
+        )
 
     def _task(self, run: _Run, name: str, task: dict) -> TaskResult:
         task_dir = os.path.join(run.dir, name)
@@ -1050,12 +1138,12 @@ class LocalKfp:
         log_path = os.path.join(task_dir, "log.txt")
         result = TaskResult(name, NOT_RUN, None, {}, {}, log_path, 0.0, "")
         upstream = task.get("dependentTasks") or []
-        not_done = [u for u in upstream
-                    if run.results.get(u) is None or run.results[u].state not in (SUCCEEDED, CACHED)]
+        not_done = [
+            u for u in upstream if run.results.get(u) is None or run.results[u].state not in (SUCCEEDED, CACHED)
+        ]
         with open(log_path, "a", encoding="utf-8") as log:
             if not_done:
-                log.write(f"[kfp-harness] omitted: depends condition not met ({', '.join(not_done)} did not "
-                          "succeed)\n")
+                log.write(f"[kfp-harness] omitted: depends condition not met ({', '.join(not_done)} did not succeed)\n")
                 result.error = f"upstream {', '.join(not_done)} did not succeed"
                 return result
             start = time.monotonic()
@@ -1090,8 +1178,11 @@ class LocalKfp:
         executor_input = {"inputs": inputs, "outputs": outputs}
         execution_id = self._next_execution_id()
         result.execution_id = execution_id
-        result.pod = {"image": container.get("image", ""), "resources": container.get("resources") or {},
-                      "kubernetes": k8s}
+        result.pod = {
+            "image": container.get("image", ""),
+            "resources": container.get("resources") or {},
+            "kubernetes": k8s,
+        }
 
         pvc_names, mounts = self._pvc_mounts(run, name, k8s)
         result.pod["pvcMounts"] = mounts
@@ -1150,15 +1241,17 @@ class LocalKfp:
         except _TaskError as e:
             log.write(f"[kfp-harness] E Component failed to execute successfully: {e}\n")
             try:  # executor-logs only; errors here are ignored, as in executeV2
-                self._upload_and_record(run, with_defaults, executor_output, pipeline_root_config, False, log,
-                                        execution, result, local_root)
+                self._upload_and_record(
+                    run, with_defaults, executor_output, pipeline_root_config, False, log, execution, result, local_root
+                )
             except _TaskError as upload_error:
                 log.write(f"[kfp-harness] W uploading executor-logs of the failed step: {upload_error}\n")
             raise _TaskError(f"failed to execute component: {e}") from None
         try:
             parameters = _collect_output_parameters(with_defaults, executor_output, component)
-            self._upload_and_record(run, with_defaults, executor_output, pipeline_root_config, True, log,
-                                    execution, result, local_root)
+            self._upload_and_record(
+                run, with_defaults, executor_output, pipeline_root_config, True, log, execution, result, local_root
+            )
         except _TaskError as e:
             raise _TaskError(f"failed to execute component: {e}") from None
         execution.output_parameters = parameters
@@ -1170,8 +1263,9 @@ class LocalKfp:
 
     # -- driver pieces ----------------------------------------------------------------------------------------
 
-    def _fingerprint(self, task: dict, component: dict, container: dict, executor_input: dict,
-                     pvc_names: List[str]) -> str:
+    def _fingerprint(
+        self, task: dict, component: dict, container: dict, executor_input: dict, pvc_names: List[str]
+    ) -> str:
         caching = task.get("cachingOptions") or {}
         if caching.get("cacheKey"):
             h = hashlib.sha256()
@@ -1181,8 +1275,10 @@ class LocalKfp:
             h.update(caching["cacheKey"].encode())
             return h.hexdigest()
         key: Dict[str, Any] = {}
-        names = {k: {"artifactNames": [a.get("name", "") for a in v["artifacts"]]} if v["artifacts"] else {}
-                 for k, v in executor_input["inputs"].get("artifacts", {}).items()}
+        names = {
+            k: {"artifactNames": [a.get("name", "") for a in v["artifacts"]]} if v["artifacts"] else {}
+            for k, v in executor_input["inputs"].get("artifacts", {}).items()
+        }
         if names:
             key["inputArtifactNames"] = names
         specs = {}
@@ -1195,8 +1291,10 @@ class LocalKfp:
         if specs:
             key["outputArtifactsSpec"] = specs
         out_params = (component.get("outputDefinitions") or {}).get("parameters") or {}
-        types = {k: out_params[k].get("parameterType", "PARAMETER_TYPE_ENUM_UNSPECIFIED")
-                 for k in executor_input["outputs"].get("parameters", {})}
+        types = {
+            k: out_params[k].get("parameterType", "PARAMETER_TYPE_ENUM_UNSPECIFIED")
+            for k in executor_input["outputs"].get("parameters", {})
+        }
         if types:
             key["outputParametersSpec"] = types
         container_spec: Dict[str, Any] = {}
@@ -1218,19 +1316,26 @@ class LocalKfp:
                 return self._executions[execution_id]
         return None
 
-    def _reuse(self, run: _Run, name: str, executor_input: dict, cached: _Execution, execution_id: int, log,
-               result: TaskResult) -> None:
+    def _reuse(
+        self, run: _Run, name: str, executor_input: dict, cached: _Execution, execution_id: int, log, result: TaskResult
+    ) -> None:
         """driver/cache.go reuseCachedOutputs."""
         for key in executor_input["outputs"].get("artifacts", {}):
             if key not in cached.output_artifacts:
-                raise _TaskError(f"failed collect output artifact metadata from cache: unable to find artifact "
-                                 f"with name {key} in mlmd output artifacts")
-        execution = _Execution(execution_id, name, CACHED, dict(cached.output_parameters),
-                               {k: list(v) for k, v in cached.output_artifacts.items()})
+                raise _TaskError(
+                    f"failed collect output artifact metadata from cache: unable to find artifact "
+                    f"with name {key} in mlmd output artifacts"
+                )
+        execution = _Execution(
+            execution_id,
+            name,
+            CACHED,
+            dict(cached.output_parameters),
+            {k: list(v) for k, v in cached.output_artifacts.items()},
+        )
         self._executions[execution_id] = execution
         run.executions[name] = execution
-        log.write(f"[kfp-harness] Use cache for task {name} (execution {cached.id}, fingerprint "
-                  f"{result.cache_key})\n")
+        log.write(f"[kfp-harness] Use cache for task {name} (execution {cached.id}, fingerprint {result.cache_key})\n")
         result.state = CACHED
         result.executor_input = json.loads(_go_json(executor_input))
         result.output_parameters = dict(cached.output_parameters)
@@ -1252,8 +1357,10 @@ class LocalKfp:
                 raise _TaskError("failed to make podSpecPatch: volume mount: volume name not provided")
             value = run.resolve_parameter(spec, name)
             if not isinstance(value, str) or not value:
-                raise _TaskError(f"failed to resolve pvc name: resolving input parameter with spec {spec}. "
-                                 "Expected a non-empty string")
+                raise _TaskError(
+                    f"failed to resolve pvc name: resolving input parameter with spec {spec}. "
+                    "Expected a non-empty string"
+                )
             path = mount.get("mountPath", "")
             if not value or not path:
                 raise _TaskError("failed to mount volume, missing mountpath or pvc name")
@@ -1264,11 +1371,12 @@ class LocalKfp:
             mounts.append({"pvc": value, "mountPath": path, "subPath": mount.get("subPath", "")})
         return sorted(set(names)), mounts
 
-    def _pod_env(self, run: _Run, name: str, container: dict, k8s: dict, local_root: str,
-                 result: TaskResult) -> Dict[str, str]:
+    def _pod_env(
+        self, run: _Run, name: str, container: dict, k8s: dict, local_root: str, result: TaskResult
+    ) -> Dict[str, str]:
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(self.env)
-        env["KFP_POD_NAME"] = f"{run.resource_name}-system-container-impl-{random.randint(10 ** 9, 10 ** 10 - 1)}"
+        env["KFP_POD_NAME"] = f"{run.resource_name}-system-container-impl-{random.randint(10**9, 10**10 - 1)}"
         env["KFP_POD_UID"] = str(uuid.uuid4())
         for item in container.get("env") or []:
             env[item["name"]] = str(item.get("value", ""))
@@ -1282,29 +1390,46 @@ class LocalKfp:
             elif secret.get("secretName"):
                 secret_name = secret["secretName"]
             else:
-                raise _TaskError("missing either SecretName or SecretNameParameter for secret environment variable "
-                                 "in executor config")
+                raise _TaskError(
+                    "missing either SecretName or SecretNameParameter for secret environment variable "
+                    "in executor config"
+                )
             for mapping in secret.get("keyToEnv") or []:
                 data = self.secrets.get(secret_name)
                 key = mapping.get("secretKey", "")
                 if data is None or key not in data:
                     if secret.get("optional"):
                         continue
-                    why = (f'secret "{secret_name}" not found' if data is None
-                           else f"couldn't find key {key} in Secret {self.namespace}/{secret_name}")
-                    raise _TaskError(f"pod cannot start: CreateContainerConfigError: {why} (env "
-                                     f"{mapping.get('envVar')}; LocalKfp(secrets=...) has "
-                                     f"{sorted(self.secrets) if data is None else sorted(data)})")
+                    why = (
+                        f'secret "{secret_name}" not found'
+                        if data is None
+                        else f"couldn't find key {key} in Secret {self.namespace}/{secret_name}"
+                    )
+                    raise _TaskError(
+                        f"pod cannot start: CreateContainerConfigError: {why} (env "
+                        f"{mapping.get('envVar')}; LocalKfp(secrets=...) has "
+                        f"{sorted(self.secrets) if data is None else sorted(data)})"
+                    )
                 env[mapping["envVar"]] = data[key]
-        for key in ("nodeSelector", "tolerations", "nodeAffinity", "podAffinity", "podMetadata",
-                    "imagePullSecret", "imagePullPolicy", "activeDeadlineSeconds", "securityContext"):
+        for key in (
+            "nodeSelector",
+            "tolerations",
+            "nodeAffinity",
+            "podAffinity",
+            "podMetadata",
+            "imagePullSecret",
+            "imagePullPolicy",
+            "activeDeadlineSeconds",
+            "securityContext",
+        ):
             if k8s.get(key):
                 result.pod[key] = k8s[key]
         env[LOCAL_ROOT_ENV] = local_root
         return env
 
-    def _importer(self, run: _Run, name: str, task: dict, component: dict, importer: dict, log,
-                  result: TaskResult) -> None:
+    def _importer(
+        self, run: _Run, name: str, task: dict, component: dict, importer: dict, log, result: TaskResult
+    ) -> None:
         """component/importer_launcher.go."""
         execution_id = self._next_execution_id()
         result.execution_id = execution_id
@@ -1329,8 +1454,10 @@ class LocalKfp:
         provider = uri.split("://", 1)[0] if "://" in uri else ""
         if provider not in ("gs", "s3", "minio", "mem"):
             raise _TaskError(f"no provider scheme found in artifact URI: {uri}")
-        custom["store_session_info"] = ("string", _go_json({"Provider": provider, "Params": {"fromEnv": "true"}},
-                                                           sort_keys=True, html=True))
+        custom["store_session_info"] = (
+            "string",
+            _go_json({"Provider": provider, "Params": {"fromEnv": "true"}}, sort_keys=True, html=True),
+        )
         artifact = None
         if not importer.get("reimport"):
             for existing in self._artifacts.values():
@@ -1366,13 +1493,15 @@ class LocalKfp:
                 try:
                     local = _artifact_path(artifact, local_root)
                 except _TaskError as e:
-                    raise _TaskError(f'failed to generate local storage path for output artifact "{key}": {e}') \
-                        from None
+                    raise _TaskError(
+                        f'failed to generate local storage path for output artifact "{key}": {e}'
+                    ) from None
                 try:
                     _go_mkdir_all(os.path.dirname(local))
                 except _TaskError as e:
-                    raise _TaskError(f'unable to create directory "{os.path.dirname(local)}" for output artifact '
-                                     f'"{key}": {e}') from None
+                    raise _TaskError(
+                        f'unable to create directory "{os.path.dirname(local)}" for output artifact "{key}": {e}'
+                    ) from None
 
     def _download_artifacts(self, executor_input: dict, default: _BucketConfig, local_root: str) -> None:
         for key in sorted((executor_input.get("inputs") or {}).get("artifacts") or {}):
@@ -1390,11 +1519,13 @@ class LocalKfp:
                         config = _parse_bucket_config(uri, with_prefix=False)
                     self._download_blob(config, local, config.key_from_uri(uri))
                 except _TaskError as e:
-                    raise _TaskError(f'failed to download input artifact "{key}" from remote storage URI '
-                                     f'"{uri}": {e}') from None
+                    raise _TaskError(
+                        f'failed to download input artifact "{key}" from remote storage URI "{uri}": {e}'
+                    ) from None
 
-    def _run_command(self, argv: List[str], env: Dict[str, str], task_dir: str, executor_input: dict,
-                     local_root: str, log) -> int:
+    def _run_command(
+        self, argv: List[str], env: Dict[str, str], task_dir: str, executor_input: dict, local_root: str, log
+    ) -> int:
         cwd = os.path.join(task_dir, "cwd")
         os.makedirs(cwd, exist_ok=True)
         logs_path = None
@@ -1416,8 +1547,16 @@ class LocalKfp:
         log.flush()
         try:
             try:
-                process = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,  # noqa: S603
-                                         stderr=subprocess.STDOUT, timeout=self.task_timeout, check=False)
+                process = subprocess.run(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,  # noqa: S603
+                    stderr=subprocess.STDOUT,
+                    timeout=self.task_timeout,
+                    check=False,
+                )
                 code = process.returncode
             except FileNotFoundError as e:
                 raise _TaskError(f'exec: "{argv[0]}": executable file not found in $PATH ({e})') from None
@@ -1433,8 +1572,18 @@ class LocalKfp:
         log.write(f"[kfp-harness] command exited with {code}\n")
         return code
 
-    def _upload_and_record(self, run: _Run, executor_input: dict, executor_output: dict, config: _BucketConfig,
-                           succeeded: bool, log, execution: _Execution, result: TaskResult, local_root: str) -> None:
+    def _upload_and_record(
+        self,
+        run: _Run,
+        executor_input: dict,
+        executor_output: dict,
+        config: _BucketConfig,
+        succeeded: bool,
+        log,
+        execution: _Execution,
+        result: TaskResult,
+        local_root: str,
+    ) -> None:
         """launcher_v2.go uploadOutputArtifacts + metadata RecordArtifact."""
         artifacts = (executor_input.get("outputs") or {}).get("artifacts") or {}
         if not succeeded:
@@ -1450,8 +1599,10 @@ class LocalKfp:
                 try:
                     local = _artifact_path(artifact, local_root)
                 except _TaskError:
-                    log.write(f'[kfp-harness] W Output Artifact "{key}" does not have a recognized storage URI '
-                              f'"{artifact.get("uri")}". Skipping uploading to remote storage.\n')
+                    log.write(
+                        f'[kfp-harness] W Output Artifact "{key}" does not have a recognized storage URI '
+                        f'"{artifact.get("uri")}". Skipping uploading to remote storage.\n'
+                    )
                     if key == EXECUTOR_LOGS:
                         continue
                     local = None
@@ -1473,8 +1624,9 @@ class LocalKfp:
                     except _TaskError as e:
                         if not succeeded:
                             continue
-                        raise _TaskError(f'failed to upload output artifact "{key}" to remote storage URI '
-                                         f'"{artifact["uri"]}": {e}') from None
+                        raise _TaskError(
+                            f'failed to upload output artifact "{key}" to remote storage URI "{artifact["uri"]}": {e}'
+                        ) from None
                 try:
                     title = _schema_title(_artifact_schema(artifact.get("type") or {}))
                 except _TaskError as e:
@@ -1486,8 +1638,10 @@ class LocalKfp:
                     try:
                         custom[mkey] = _to_mlmd_value(mvalue)
                     except _TaskError as e:
-                        raise _TaskError(f'unable to produce MLMD artifact for output "{key}": failed to convert '
-                                         f"RuntimeArtifact to MLMD artifact: {e}") from None
+                        raise _TaskError(
+                            f'unable to produce MLMD artifact for output "{key}": failed to convert '
+                            f"RuntimeArtifact to MLMD artifact: {e}"
+                        ) from None
                 custom.setdefault("display_name", ("string", key))
                 custom.setdefault("store_session_info", ("string", _store_session_info(run.root)))
                 record = _Artifact(self._next_artifact_id(), artifact["uri"], custom, title, run.pipeline_name)
@@ -1516,11 +1670,23 @@ def _merge_runtime_artifacts(src: dict, dst: dict) -> None:
         dst["customPath"] = src["customPath"]
 
 
-_OUTPUT_FIELDS = {"parameters": "parameters", "artifacts": "artifacts", "parameterValues": "parameterValues",
-                  "parameter_values": "parameterValues"}
-_ARTIFACT_FIELDS = {"name": "name", "type": "type", "uri": "uri", "properties": "properties",
-                    "customProperties": "customProperties", "custom_properties": "customProperties",
-                    "metadata": "metadata", "customPath": "customPath", "custom_path": "customPath"}
+_OUTPUT_FIELDS = {
+    "parameters": "parameters",
+    "artifacts": "artifacts",
+    "parameterValues": "parameterValues",
+    "parameter_values": "parameterValues",
+}
+_ARTIFACT_FIELDS = {
+    "name": "name",
+    "type": "type",
+    "uri": "uri",
+    "properties": "properties",
+    "customProperties": "customProperties",
+    "custom_properties": "customProperties",
+    "metadata": "metadata",
+    "customPath": "customPath",
+    "custom_path": "customPath",
+}
 
 
 def _read_executor_output(path: str, log) -> dict:
@@ -1570,13 +1736,16 @@ def _collect_output_parameters(executor_input: dict, executor_output: dict, comp
             with open(path, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
-            raise _TaskError(f'failed to read output parameter name="{name}" type="{ptype}" path="{path}": '
-                             f"open {path}: {e.strerror.lower() if e.strerror else e}") from None
+            raise _TaskError(
+                f'failed to read output parameter name="{name}" type="{ptype}" path="{path}": '
+                f"open {path}: {e.strerror.lower() if e.strerror else e}"
+            ) from None
         try:
             values[name] = _text_to_pb_value(text, ptype)
         except _TaskError as e:
-            raise _TaskError(f'failed to read output parameter name="{name}" type="{ptype}" path="{path}": '
-                             f"{e}") from None
+            raise _TaskError(
+                f'failed to read output parameter name="{name}" type="{ptype}" path="{path}": {e}'
+            ) from None
     return values
 
 
@@ -1588,8 +1757,9 @@ def _resolve_placeholders(arg: str, executor_input: dict) -> str:
 
     def one(match: re.Match) -> str:
         if match.group(1) not in values:
-            raise _TaskError(f'failed to resolve input parameters: parameter "{match.group(1)}" not found in '
-                             "executor input")
+            raise _TaskError(
+                f'failed to resolve input parameters: parameter "{match.group(1)}" not found in executor input'
+            )
         return _pb_value_to_string(values[match.group(1)])
 
     return _PARAM_PLACEHOLDER.sub(one, arg)
@@ -1614,16 +1784,19 @@ def _resolve_container_args(args: List[str], executor_input: dict) -> List[str]:
                 continue
             for item in [chosen] if isinstance(chosen, str) else chosen:
                 if not isinstance(item, str):
-                    raise _TaskError(f"failed to resolve condition: non-string item in IfPresent Then/Else array: "
-                                     f"{type(item).__name__}")
+                    raise _TaskError(
+                        f"failed to resolve condition: non-string item in IfPresent Then/Else array: "
+                        f"{type(item).__name__}"
+                    )
                 out.append(_resolve_placeholders(item, executor_input))
         else:
             out.append(_resolve_placeholders(arg, executor_input))
     return out
 
 
-def _compile_cmd_and_args(executor_input: dict, input_json: str, command: List[str], args: List[str],
-                          local_root: str) -> Tuple[str, List[str]]:
+def _compile_cmd_and_args(
+    executor_input: dict, input_json: str, command: List[str], args: List[str], local_root: str
+) -> Tuple[str, List[str]]:
     """launcher_v2.go compileCmdAndArgs: the launcher gets command+args as one list; the first element is the
     command, which only gets `{{$}}` replaced."""
     everything = list(command) + list(args)
@@ -1659,8 +1832,9 @@ def _launcher_placeholders(executor_input: dict, local_root: str) -> Dict[str, s
         try:
             out[f"{{{{$.outputs.artifacts['{name}'].path}}}}"] = _artifact_path(artifact, local_root)
         except _TaskError as e:
-            raise _TaskError(f'failed to get placeholders: resolve output artifact "{name}"\'s local path: {e}') \
-                from None
+            raise _TaskError(
+                f'failed to get placeholders: resolve output artifact "{name}"\'s local path: {e}'
+            ) from None
     for name, value in (inputs.get("parameterValues") or {}).items():
         key = f"{{{{$.inputs.parameters['{name}']}}}}"
         kind = _kind(value)

@@ -66,7 +66,7 @@ class FakeKfp:
 
     # Each handler returns (status, JSON body).
     def handle(self, request: Request):
-        path, q = request.path[len(API):], request.query
+        path, q = request.path[len(API) :], request.query
         if request.method == "GET" and path == "/healthz":
             return 200, {"multi_user": False}
         if path == "/experiments":
@@ -78,8 +78,11 @@ class FakeKfp:
         if path == "/pipelines" and request.method == "GET":
             return 200, {"pipelines": [p for p in self.pipelines.values() if _matches(p, q.get("filter"))]}
         if path == "/pipelines/upload":
-            pipeline = {"pipeline_id": self.new_id("pipeline"), "display_name": q["name"],
-                        "description": q.get("description", "")}
+            pipeline = {
+                "pipeline_id": self.new_id("pipeline"),
+                "display_name": q["name"],
+                "description": q.get("description", ""),
+            }
             self.pipelines[pipeline["pipeline_id"]] = pipeline
             self._add_version(pipeline["pipeline_id"], q["name"], request.files["uploadfile"])
             return 200, pipeline
@@ -90,8 +93,13 @@ class FakeKfp:
             return (200, pipeline) if pipeline else (404, {"error": "pipeline not found", "code": 5})
         if path.startswith("/pipelines/") and path.endswith("/versions"):
             pipeline_id = path.split("/")[2]
-            return 200, {"pipeline_versions": [v for v in self.versions.values() if v["pipeline_id"] == pipeline_id
-                                               and _matches(v, q.get("filter"))]}
+            return 200, {
+                "pipeline_versions": [
+                    v
+                    for v in self.versions.values()
+                    if v["pipeline_id"] == pipeline_id and _matches(v, q.get("filter"))
+                ]
+            }
         if path == "/runs" and request.method == "POST":
             run = dict(request.body, run_id=self.new_id("run"), state="PENDING")
             self.runs[run["run_id"]] = run
@@ -101,8 +109,11 @@ class FakeKfp:
                 job = dict(request.body, recurring_run_id=self.new_id("recurring"), status="ENABLED")
                 self.recurring_runs[job["recurring_run_id"]] = job
                 return 200, job
-            found = [j for j in self.recurring_runs.values()
-                     if j["experiment_id"] == q.get("experiment_id") and _matches(j, q.get("filter"))]
+            found = [
+                j
+                for j in self.recurring_runs.values()
+                if j["experiment_id"] == q.get("experiment_id") and _matches(j, q.get("filter"))
+            ]
             # The list field is camel-cased in the real API (kfp_server_api's attribute map), unlike the others.
             return 200, {"recurringRuns": found, "total_size": len(found)}
         if path.startswith("/recurringruns/") and request.method == "DELETE":
@@ -130,10 +141,12 @@ class FakeKfp:
                 content_type = self.headers.get("Content-Type", "")
                 if content_type.startswith("multipart/form-data"):
                     message = email.parser.BytesParser().parsebytes(
-                        f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+                        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+                    )
                     for part in message.get_payload():
-                        request.files[part.get_param("name", header="content-disposition")] = \
-                            part.get_payload(decode=True)
+                        request.files[part.get_param("name", header="content-disposition")] = part.get_payload(
+                            decode=True
+                        )
                 elif raw:
                     request.body = json.loads(raw)
                 fake.requests.append(request)

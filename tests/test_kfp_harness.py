@@ -17,7 +17,7 @@ from tests.kfp_harness import CACHED, FAILED, NOT_RUN, SUCCEEDED, LocalKfp, NotE
 
 # Every step starts with this: the executor input from argv[1], and KFP's LocalPathForURI under the local root
 # the harness gives the step (a pod's launcher uses / itself).
-PRELUDE = '''
+PRELUDE = """
 import json, os, sys
 ei = json.loads(sys.argv[1])
 ROOT = os.environ["TFXFLOW_KFP_LOCAL_ROOT"]
@@ -31,7 +31,7 @@ def out(key):
 def inp(key):
     return lp(ei["inputs"]["artifacts"][key]["artifacts"][0]["uri"])
 P = ei["inputs"].get("parameterValues", {})
-'''
+"""
 
 
 def const(value):
@@ -57,40 +57,66 @@ class Spec:
         self.executors: Dict[str, dict] = {}
         self.platform: Dict[str, dict] = {}
 
-    def step(self, name: str, script: str = "", *, params=None, artifacts=None, outputs=None, out_params=None,
-             deps=(), cache=False, args=("{{$}}",), env=None, k8s=None, executor=None, component_params=None):
+    def step(
+        self,
+        name: str,
+        script: str = "",
+        *,
+        params=None,
+        artifacts=None,
+        outputs=None,
+        out_params=None,
+        deps=(),
+        cache=False,
+        args=("{{$}}",),
+        env=None,
+        k8s=None,
+        executor=None,
+        component_params=None,
+    ):
         label = f"exec-{name}"
         component = {"executorLabel": label}
         inputs: dict = {}
         if params:
             component.setdefault("inputDefinitions", {})["parameters"] = {
-                p: {"parameterType": ptype} for p, (ptype, _) in params.items()}
+                p: {"parameterType": ptype} for p, (ptype, _) in params.items()
+            }
             inputs["parameters"] = {p: spec for p, (_, spec) in params.items()}
         if component_params:
             component.setdefault("inputDefinitions", {}).setdefault("parameters", {}).update(component_params)
         if artifacts:
             component.setdefault("inputDefinitions", {})["artifacts"] = {
                 a: {"artifactType": {"schemaTitle": title, "schemaVersion": "0.0.1"}}
-                for a, (_, _, title) in artifacts.items()}
-            inputs["artifacts"] = {a: {"taskOutputArtifact": {"producerTask": p, "outputArtifactKey": k}}
-                                   for a, (p, k, _) in artifacts.items()}
+                for a, (_, _, title) in artifacts.items()
+            }
+            inputs["artifacts"] = {
+                a: {"taskOutputArtifact": {"producerTask": p, "outputArtifactKey": k}}
+                for a, (p, k, _) in artifacts.items()
+            }
         if outputs or out_params:
             component["outputDefinitions"] = {}
         if outputs:
             component["outputDefinitions"]["artifacts"] = {
-                k: {"artifactType": {"schemaTitle": title, "schemaVersion": "0.0.1"}} for k, title in outputs.items()}
+                k: {"artifactType": {"schemaTitle": title, "schemaVersion": "0.0.1"}} for k, title in outputs.items()
+            }
         if out_params:
             component["outputDefinitions"]["parameters"] = {k: {"parameterType": t} for k, t in out_params.items()}
         self.components[f"comp-{name}"] = component
         if executor is None:
-            container = {"image": "r/i:1", "command": ["python", "-c", PRELUDE + textwrap.dedent(script)],
-                         "args": list(args)}
+            container = {
+                "image": "r/i:1",
+                "command": ["python", "-c", PRELUDE + textwrap.dedent(script)],
+                "args": list(args),
+            }
             if env:
                 container["env"] = [{"name": k, "value": v} for k, v in env.items()]
             executor = {"container": container}
         self.executors[label] = executor
-        task = {"componentRef": {"name": f"comp-{name}"}, "taskInfo": {"name": name},
-                "cachingOptions": {"enableCache": cache}}
+        task = {
+            "componentRef": {"name": f"comp-{name}"},
+            "taskInfo": {"name": name},
+            "cachingOptions": {"enableCache": cache},
+        }
         if inputs:
             task["inputs"] = inputs
         if deps:
@@ -101,10 +127,15 @@ class Spec:
         return self
 
     def write(self, path) -> str:
-        spec = {"pipelineInfo": {"name": self.name}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.5.0",
-                "defaultPipelineRoot": "gs://never-used/root",  # the backend ignores it; so does the harness
-                "root": {"dag": {"tasks": self.tasks}}, "components": self.components,
-                "deploymentSpec": {"executors": self.executors}}
+        spec = {
+            "pipelineInfo": {"name": self.name},
+            "schemaVersion": "2.1.0",
+            "sdkVersion": "kfp-2.5.0",
+            "defaultPipelineRoot": "gs://never-used/root",  # the backend ignores it; so does the harness
+            "root": {"dag": {"tasks": self.tasks}},
+            "components": self.components,
+            "deploymentSpec": {"executors": self.executors},
+        }
         if self.root_params:
             spec["root"]["inputDefinitions"] = {"parameters": self.root_params}
         docs = [spec]
@@ -137,10 +168,10 @@ def read(s3_server, bucket, key) -> str:
 def key_of(uri: str, bucket: str) -> str:
     prefix = f"minio://{bucket}/"
     assert uri.startswith(prefix), uri
-    return uri[len(prefix):]
+    return uri[len(prefix) :]
 
 
-MAKE = '''
+MAKE = """
 assert sys.argv[3] == "2", sys.argv[3]                       # {{$.inputs.parameters['count']}}
 assert sys.argv[4] == out("data"), (sys.argv[4], out("data"))  # {{$.outputs.artifacts['data'].path}}
 assert os.path.isdir(os.path.dirname(out("data"))) and not os.path.exists(out("data"))
@@ -149,9 +180,9 @@ with open(out("data"), "w") as f:
 with open(sys.argv[2], "w") as f:                             # {{$.outputs.parameters['n'].output_file}}
     f.write(str(len(P["text"]) * int(P["count"])))
 print("made", P["text"])
-'''
+"""
 
-SHOUT = '''
+SHOUT = """
 with open(sys.argv[2]) as f:                                  # {{$.inputs.artifacts['data'].path}}
     text = f.read()
 assert sys.argv[2] == inp("data")
@@ -160,9 +191,9 @@ with open(os.path.join(out("folder"), "a.txt"), "w") as f:
     f.write(text.upper())
 with open(os.path.join(out("folder"), "sub", "b.txt"), "w") as f:
     f.write("b")
-'''
+"""
 
-CHECK = '''
+CHECK = """
 with open(os.path.join(inp("folder"), "a.txt")) as f:
     a = f.read()
 with open(os.path.join(inp("folder"), "sub", "b.txt")) as f:
@@ -176,27 +207,52 @@ os.makedirs(os.path.dirname(ei["outputs"]["outputFile"]), exist_ok=True)
 with open(ei["outputs"]["outputFile"], "w") as f:
     json.dump({"parameterValues": {"summary": summary},
                "artifacts": {"report": {"artifacts": [{"metadata": {"lines": 2, "ok": True, "tags": ["x"]}}]}}}, f)
-'''
+"""
 
 
 def three_steps() -> Spec:
-    spec = Spec("three-steps", root_params={
-        "text": {"parameterType": "STRING", "defaultValue": "hello", "isOptional": True},
-        "count": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2.0, "isOptional": True}})
-    spec.step("make", MAKE, params={"text": ("STRING", root_param("text")),
-                                    "count": ("NUMBER_INTEGER", root_param("count")),
-                                    "job": ("STRING", const("{{$.pipeline_job_uuid}}")),
-                                    "me": ("STRING", const("{{$.pipeline_task_name}}"))},
-              outputs={"data": "system.Dataset"}, out_params={"n": "NUMBER_INTEGER"},
-              args=("{{$}}", "{{$.outputs.parameters['n'].output_file}}", "{{$.inputs.parameters['count']}}",
-                    "{{$.outputs.artifacts['data'].path}}"))
-    spec.step("shout", SHOUT, artifacts={"data": ("make", "data", "system.Dataset")},
-              outputs={"folder": "system.Artifact"}, deps=["make"],
-              args=("{{$}}", "{{$.inputs.artifacts['data'].path}}"))
-    spec.step("check", CHECK, artifacts={"data": ("make", "data", "system.Dataset"),
-                                         "folder": ("shout", "folder", "system.Artifact")},
-              params={"n": ("NUMBER_INTEGER", task_out("make", "n"))},
-              outputs={"report": "system.Artifact"}, out_params={"summary": "STRING"}, deps=["make", "shout"])
+    spec = Spec(
+        "three-steps",
+        root_params={
+            "text": {"parameterType": "STRING", "defaultValue": "hello", "isOptional": True},
+            "count": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2.0, "isOptional": True},
+        },
+    )
+    spec.step(
+        "make",
+        MAKE,
+        params={
+            "text": ("STRING", root_param("text")),
+            "count": ("NUMBER_INTEGER", root_param("count")),
+            "job": ("STRING", const("{{$.pipeline_job_uuid}}")),
+            "me": ("STRING", const("{{$.pipeline_task_name}}")),
+        },
+        outputs={"data": "system.Dataset"},
+        out_params={"n": "NUMBER_INTEGER"},
+        args=(
+            "{{$}}",
+            "{{$.outputs.parameters['n'].output_file}}",
+            "{{$.inputs.parameters['count']}}",
+            "{{$.outputs.artifacts['data'].path}}",
+        ),
+    )
+    spec.step(
+        "shout",
+        SHOUT,
+        artifacts={"data": ("make", "data", "system.Dataset")},
+        outputs={"folder": "system.Artifact"},
+        deps=["make"],
+        args=("{{$}}", "{{$.inputs.artifacts['data'].path}}"),
+    )
+    spec.step(
+        "check",
+        CHECK,
+        artifacts={"data": ("make", "data", "system.Dataset"), "folder": ("shout", "folder", "system.Artifact")},
+        params={"n": ("NUMBER_INTEGER", task_out("make", "n"))},
+        outputs={"report": "system.Artifact"},
+        out_params={"summary": "STRING"},
+        deps=["make", "shout"],
+    )
     return spec
 
 
@@ -210,15 +266,16 @@ def test_artifacts_and_parameters_flow_through_the_store(tmp_path, kfp, s3_serve
     assert run.run_root == f"minio://{bucket}/pipeline-root/three-steps/{run.run_id}"  # not the spec's gs:// root
 
     # Output URIs: <pipeline root>/<pipeline name>/<run id>/<task>/<uuid>/<key>, as provisionOutputs makes them.
-    data_uri, = run.task_outputs("make", "data")
-    assert re.fullmatch(rf"minio://{bucket}/pipeline-root/three-steps/{run.run_id}/make/[0-9a-f-]{{36}}/data",
-                        data_uri), data_uri
+    (data_uri,) = run.task_outputs("make", "data")
+    assert re.fullmatch(
+        rf"minio://{bucket}/pipeline-root/three-steps/{run.run_id}/make/[0-9a-f-]{{36}}/data", data_uri
+    ), data_uri
     assert read(s3_server, bucket, key_of(data_uri, bucket)) == "abcabc"
-    folder_uri, = run.task_outputs("shout", "folder")
+    (folder_uri,) = run.task_outputs("shout", "folder")
     folder_key = key_of(folder_uri, bucket)
     assert keys(s3_server, bucket, folder_key) == [folder_key + "/a.txt", folder_key + "/sub/b.txt"]
     assert read(s3_server, bucket, folder_key + "/a.txt") == "ABCABC"  # the consumer read the producer's bytes
-    report_uri, = run.task_outputs("check", "report")
+    (report_uri,) = run.task_outputs("check", "report")
     assert read(s3_server, bucket, key_of(report_uri, bucket)) == "line 1\nline 2\n"
 
     # Parameters: a file (TextToPbValue), or the executor output file's parameterValues.
@@ -231,9 +288,13 @@ def test_artifacts_and_parameters_flow_through_the_store(tmp_path, kfp, s3_serve
     assert make_input["outputs"]["parameters"]["n"]["outputFile"].endswith("/local/tmp/kfp/outputs/n")
     task_root_key = key_of(data_uri, bucket).rsplit("/", 1)[0]
     assert make_input["outputs"]["outputFile"] == os.path.join(
-        kfp.workdir, run.run_id, "make", "local", "minio", bucket, task_root_key, "output_metadata.json")
+        kfp.workdir, run.run_id, "make", "local", "minio", bucket, task_root_key, "output_metadata.json"
+    )
     assert make_input["outputs"]["artifacts"]["data"]["artifacts"][0] == {
-        "name": "data", "type": {"schemaTitle": "system.Dataset", "schemaVersion": "0.0.1"}, "uri": data_uri}
+        "name": "data",
+        "type": {"schemaTitle": "system.Dataset", "schemaVersion": "0.0.1"},
+        "uri": data_uri,
+    }
     assert set(make_input["outputs"]["artifacts"]) == {"data", "executor-logs"}  # publish_logs, as deployed
     raw = open(os.path.join(kfp.workdir, run.run_id, "make", "executor_input.json"), encoding="utf-8").read()
     assert '"count":2,' in raw and '"parameterValues":' in raw  # Go writes the number 2.0 as 2
@@ -246,13 +307,13 @@ def test_artifacts_and_parameters_flow_through_the_store(tmp_path, kfp, s3_serve
     assert check_input["inputs"]["parameterValues"] == {"n": 6}
 
     # Artifact metadata from the executor output, as MLMD stores it and a consumer would see it.
-    report, = run.tasks["check"].outputs["report"]
+    (report,) = run.tasks["check"].outputs["report"]
     assert report["metadata"]["lines"] == 2.0 and report["metadata"]["ok"] == 1.0
     assert report["metadata"]["tags"] == {"list": ["x"]}
 
     # The step's output is in the pod log and in the uploaded executor-logs artifact.
     assert "made abc" in run.log("make")
-    logs_uri, = run.task_outputs("make", "executor-logs")
+    (logs_uri,) = run.task_outputs("make", "executor-logs")
     assert "made abc" in read(s3_server, bucket, key_of(logs_uri, bucket))
 
     # The defaults apply when nothing is given; `download` fetches an artifact as a consumer would.
@@ -263,27 +324,38 @@ def test_artifacts_and_parameters_flow_through_the_store(tmp_path, kfp, s3_serve
     assert sorted(os.listdir(folder)) == ["a.txt", "sub"]
 
 
-CACHEABLE = '''
+CACHEABLE = """
 import uuid
 with open(out("data"), "w") as f:
     f.write(f"{P['seed']}:{uuid.uuid4()}")
-'''
-USE = '''
+"""
+USE = """
 with open(inp("data")) as f, open(out("copy"), "w") as g:
     g.write(f.read())
-'''
-ALWAYS = '''
+"""
+ALWAYS = """
 with open(out("stamp"), "w") as f:
     f.write("x")
-'''
+"""
 
 
 def cache_spec() -> Spec:
     spec = Spec("cache-me", root_params={"seed": {"parameterType": "STRING", "defaultValue": "1", "isOptional": True}})
-    spec.step("gen", CACHEABLE, params={"seed": ("STRING", root_param("seed"))}, outputs={"data": "system.Dataset"},
-              cache=True)
-    spec.step("use", USE, artifacts={"data": ("gen", "data", "system.Dataset")}, outputs={"copy": "system.Dataset"},
-              deps=["gen"], cache=True)
+    spec.step(
+        "gen",
+        CACHEABLE,
+        params={"seed": ("STRING", root_param("seed"))},
+        outputs={"data": "system.Dataset"},
+        cache=True,
+    )
+    spec.step(
+        "use",
+        USE,
+        artifacts={"data": ("gen", "data", "system.Dataset")},
+        outputs={"copy": "system.Dataset"},
+        deps=["gen"],
+        cache=True,
+    )
     spec.step("always", ALWAYS, outputs={"stamp": "system.Artifact"}, cache=False)
     return spec
 
@@ -313,24 +385,40 @@ def test_cache_reuses_an_earlier_execution_unless_disabled(tmp_path, kfp, s3_ser
     # The cache belongs to one emulated deployment; a server with the cache disabled never uses it.
     other = LocalKfp(str(tmp_path / "other"), s3_server.env, default_pipeline_root=f"minio://{bucket}/pipeline-root")
     assert other.run(path).tasks["gen"].state == SUCCEEDED
-    off = LocalKfp(str(tmp_path / "off"), s3_server.env, default_pipeline_root=f"minio://{bucket}/pipeline-root",
-                   cache_disabled=True)
+    off = LocalKfp(
+        str(tmp_path / "off"),
+        s3_server.env,
+        default_pipeline_root=f"minio://{bucket}/pipeline-root",
+        cache_disabled=True,
+    )
     off.run(path)
     assert {n: t.state for n, t in off.run(path).tasks.items()} == {
-        "gen": SUCCEEDED, "use": SUCCEEDED, "always": SUCCEEDED}
+        "gen": SUCCEEDED,
+        "use": SUCCEEDED,
+        "always": SUCCEEDED,
+    }
 
 
 def test_a_failing_step_fails_the_run_and_stops_its_dependants(tmp_path, kfp, s3_server, bucket):
     spec = Spec("fails")
-    spec.step("boom", '''
+    spec.step(
+        "boom",
+        """
 print("about to fail")
 sys.stderr.write("kaboom\\n")
 with open(out("data"), "w") as f:
     f.write("partial")
 sys.exit(3)
-''', outputs={"data": "system.Dataset"})
-    spec.step("after", USE, artifacts={"data": ("boom", "data", "system.Dataset")}, outputs={"copy": "system.Dataset"},
-              deps=["boom"])
+""",
+        outputs={"data": "system.Dataset"},
+    )
+    spec.step(
+        "after",
+        USE,
+        artifacts={"data": ("boom", "data", "system.Dataset")},
+        outputs={"copy": "system.Dataset"},
+        deps=["boom"],
+    )
     spec.step("side", ALWAYS, outputs={"stamp": "system.Artifact"})
     run = kfp.run(spec.write(tmp_path / "spec.yaml"))
 
@@ -352,8 +440,13 @@ def test_the_backend_refuses_specs_it_cannot_run(tmp_path, kfp):
     marker = tmp_path / "ran"
     spec = Spec("refused")
     spec.step("first", f"open({str(marker)!r}, 'w').close()", outputs={"data": "system.Dataset"})
-    spec.step("resolver", executor={"resolver": {"outputArtifactQueries": {"model": {
-        "filter": 'schema_title="tfx.Model" AND state=LIVE'}}}}, outputs={"model": "system.Model"})
+    spec.step(
+        "resolver",
+        executor={
+            "resolver": {"outputArtifactQueries": {"model": {"filter": 'schema_title="tfx.Model" AND state=LIVE'}}}
+        },
+        outputs={"model": "system.Model"},
+    )
     with pytest.raises(Refused, match="non-container and non-importer executor not implemented"):
         kfp.run(spec.write(tmp_path / "resolver.yaml"))
 
@@ -372,7 +465,7 @@ def test_the_backend_refuses_specs_it_cannot_run(tmp_path, kfp):
     assert kfp.run(str(tmp_path / "good.yaml")).state == SUCCEEDED and marker.exists()
 
 
-MARKER_PRODUCER = '''
+MARKER_PRODUCER = """
 import boto3
 folder = out("model")
 os.makedirs(os.path.join(folder, "variables"))
@@ -384,28 +477,44 @@ with open(os.path.join(folder, "variables", "variables.index"), "wb") as f:
 uri = ei["outputs"]["artifacts"]["model"]["artifacts"][0]["uri"]
 bucket, key = uri[len("minio://"):].split("/", 1)
 boto3.client("s3").put_object(Bucket=bucket, Key=key + "/variables/", Body=b"")
-'''
-MARKER_CONSUMER = '''
+"""
+MARKER_CONSUMER = """
 print(sorted(os.listdir(inp("model"))))
-'''
+"""
 
 
 def test_a_directory_marker_object_breaks_the_consumers_download(tmp_path, kfp, s3_server, bucket):
     secrets = {"minio-creds": {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}}
     kfp = LocalKfp(kfp.workdir, s3_server.env, secrets=secrets, default_pipeline_root=kfp.default_pipeline_root)
-    creds = {"secretAsEnv": [{"secretName": "minio-creds", "keyToEnv": [
-        {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
-        {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}]}
+    creds = {
+        "secretAsEnv": [
+            {
+                "secretName": "minio-creds",
+                "keyToEnv": [
+                    {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+                    {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"},
+                ],
+            }
+        ]
+    }
     spec = Spec("markers")
-    spec.step("train", MARKER_PRODUCER, outputs={"model": "system.Model"}, k8s=creds,
-              env={"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_DEFAULT_REGION": "us-east-1"})
+    spec.step(
+        "train",
+        MARKER_PRODUCER,
+        outputs={"model": "system.Model"},
+        k8s=creds,
+        env={"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_DEFAULT_REGION": "us-east-1"},
+    )
     spec.step("serve", MARKER_CONSUMER, artifacts={"model": ("train", "model", "system.Model")}, deps=["train"])
     run = kfp.run(spec.write(tmp_path / "spec.yaml"))
 
     assert run.tasks["train"].state == SUCCEEDED, run.log("train")
     model_key = key_of(run.task_outputs("train", "model")[0], bucket)
     assert keys(s3_server, bucket, model_key + "/") == [
-        f"{model_key}/saved_model.pb", f"{model_key}/variables/", f"{model_key}/variables/variables.index"]
+        f"{model_key}/saved_model.pb",
+        f"{model_key}/variables/",
+        f"{model_key}/variables/variables.index",
+    ]
     # kubeflow/pipelines#13476: the marker becomes a file named `variables`, then the next object needs a folder.
     assert run.state == FAILED and run.failed_task == "serve"
     error = run.tasks["serve"].error
@@ -416,29 +525,44 @@ def test_a_directory_marker_object_breaks_the_consumers_download(tmp_path, kfp, 
         kfp.download(run.task_outputs("train", "model")[0], str(tmp_path / "inspect"))
 
 
-ENV_STEP = '''
+ENV_STEP = """
 with open(sys.argv[2], "w") as f:
     f.write(json.dumps({k: os.environ.get(k) for k in ("TOKEN", "USER_NAME", "PLAIN", "MAYBE", "KFP_POD_NAME")}))
 with open(os.path.join(sys.argv[3], "written.txt"), "w") as f:
     f.write("on the claim")
-'''
+"""
 
 
 def test_secrets_env_and_volumes_reach_the_step(tmp_path, s3_server, bucket):
     secrets = {"api": {"token": "s3cr3t", "user": "ann"}}
     base = {k: v for k, v in os.environ.items() if k not in ("TOKEN", "USER_NAME", "PLAIN", "MAYBE")}
-    kfp = LocalKfp(str(tmp_path / "kfp"), s3_server.env, secrets=secrets, base_env=base,
-                   default_pipeline_root=f"minio://{bucket}/pipeline-root")
+    kfp = LocalKfp(
+        str(tmp_path / "kfp"),
+        s3_server.env,
+        secrets=secrets,
+        base_env=base,
+        default_pipeline_root=f"minio://{bucket}/pipeline-root",
+    )
     mount = tmp_path / "claims" / "models"
-    k8s = {"secretAsEnv": [
-        {"secretNameParameter": const("api"), "keyToEnv": [{"secretKey": "token", "envVar": "TOKEN"}]},
-        {"secretName": "api", "keyToEnv": [{"secretKey": "user", "envVar": "USER_NAME"}]},
-        {"secretName": "absent", "optional": True, "keyToEnv": [{"secretKey": "x", "envVar": "MAYBE"}]}],
+    k8s = {
+        "secretAsEnv": [
+            {"secretNameParameter": const("api"), "keyToEnv": [{"secretKey": "token", "envVar": "TOKEN"}]},
+            {"secretName": "api", "keyToEnv": [{"secretKey": "user", "envVar": "USER_NAME"}]},
+            {"secretName": "absent", "optional": True, "keyToEnv": [{"secretKey": "x", "envVar": "MAYBE"}]},
+        ],
         "pvcMount": [{"constant": "models-pvc", "mountPath": str(mount)}],
-        "nodeSelector": {"labels": {"pool": "cpu"}}}
+        "nodeSelector": {"labels": {"pool": "cpu"}},
+    }
     spec = Spec("env")
-    spec.step("show", ENV_STEP, out_params={"env": "STRUCT"}, k8s=k8s, env={"PLAIN": "plain"},
-              args=("{{$}}", "{{$.outputs.parameters['env'].output_file}}", str(mount)), cache=True)
+    spec.step(
+        "show",
+        ENV_STEP,
+        out_params={"env": "STRUCT"},
+        k8s=k8s,
+        env={"PLAIN": "plain"},
+        args=("{{$}}", "{{$.outputs.parameters['env'].output_file}}", str(mount)),
+        cache=True,
+    )
     run = kfp.run(spec.write(tmp_path / "spec.yaml"))
 
     assert run.state == SUCCEEDED, run.log("show")
@@ -465,38 +589,66 @@ def test_launcher_rules_for_outputs_and_importers(tmp_path, kfp, s3_server, buck
     spec = Spec("rules")
     # An output the step never writes: only a warning; the artifact is recorded, and a consumer gets nothing.
     spec.step("lazy", "print('wrote nothing')", outputs={"data": "system.Dataset"})
-    spec.step("reader", "print('exists:', os.path.exists(inp('data')))",
-              artifacts={"data": ("lazy", "data", "system.Dataset")}, deps=["lazy"])
+    spec.step(
+        "reader",
+        "print('exists:', os.path.exists(inp('data')))",
+        artifacts={"data": ("lazy", "data", "system.Dataset")},
+        deps=["lazy"],
+    )
     # An output parameter whose file the step did not write fails the task.
     spec.step("no_param", "pass", out_params={"n": "NUMBER_INTEGER"})
     # An executor output naming a URI outside the pipeline root fails the upload.
-    spec.step("elsewhere", '''
+    spec.step(
+        "elsewhere",
+        """
 with open(out("data"), "w") as f:
     f.write("x")
 with open(ei["outputs"]["outputFile"], "w") as f:
     json.dump({"artifacts": {"data": {"artifacts": [{"uri": "minio://elsewhere/x"}]}}}, f)
-''', outputs={"data": "system.Dataset"})
+""",
+        outputs={"data": "system.Dataset"},
+    )
     # An importer, and a step reading what it imported.
-    spec.step("load", outputs={"artifact": "system.Dataset"}, params={"uri": ("STRING", root_param("table"))},
-              executor={"importer": {"artifactUri": {"runtimeParameter": "uri"},
-                                     "typeSchema": {"schemaTitle": "system.Dataset"},
-                                     "metadata": {"source": "test"}}})
-    spec.step("use_import", '''
+    spec.step(
+        "load",
+        outputs={"artifact": "system.Dataset"},
+        params={"uri": ("STRING", root_param("table"))},
+        executor={
+            "importer": {
+                "artifactUri": {"runtimeParameter": "uri"},
+                "typeSchema": {"schemaTitle": "system.Dataset"},
+                "metadata": {"source": "test"},
+            }
+        },
+    )
+    spec.step(
+        "use_import",
+        """
 with open(inp("table")) as f:
     print("rows:", f.read().count("\\n"))
-''', artifacts={"table": ("load", "artifact", "system.Dataset")}, deps=["load"])
-    spec.root_params = {"table": {"parameterType": "STRING", "defaultValue": f"minio://{bucket}/imported/table.csv",
-                                  "isOptional": True}}
+""",
+        artifacts={"table": ("load", "artifact", "system.Dataset")},
+        deps=["load"],
+    )
+    spec.root_params = {
+        "table": {"parameterType": "STRING", "defaultValue": f"minio://{bucket}/imported/table.csv", "isOptional": True}
+    }
     run = kfp.run(spec.write(tmp_path / "spec.yaml"))
 
     states = {n: t.state for n, t in run.tasks.items()}
-    assert states == {"lazy": SUCCEEDED, "reader": SUCCEEDED, "no_param": FAILED, "elsewhere": FAILED,
-                      "load": SUCCEEDED, "use_import": SUCCEEDED}, {n: t.error for n, t in run.tasks.items()}
+    assert states == {
+        "lazy": SUCCEEDED,
+        "reader": SUCCEEDED,
+        "no_param": FAILED,
+        "elsewhere": FAILED,
+        "load": SUCCEEDED,
+        "use_import": SUCCEEDED,
+    }, {n: t.error for n, t in run.tasks.items()}
     assert run.state == FAILED
     assert "does not exist" in run.log("lazy")
     assert run.task_outputs("lazy", "data") and "exists: False" in run.log("reader")
     assert 'failed to read output parameter name="n"' in run.tasks["no_param"].error
-    assert 'does not have expected bucket prefix' in run.tasks["elsewhere"].error
+    assert "does not have expected bucket prefix" in run.tasks["elsewhere"].error
     assert run.task_outputs("load", "artifact") == [f"minio://{bucket}/imported/table.csv"]
     assert run.tasks["load"].outputs["artifact"][0]["metadata"]["source"] == "test"
     assert "rows: 2" in run.log("use_import")

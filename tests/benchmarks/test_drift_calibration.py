@@ -8,8 +8,22 @@ from benchmarks import drift_calibration
 
 def test_prints_both_tables_and_writes_the_samples(tmp_path, capsys):
     out = tmp_path / "drift.json"
-    status = drift_calibration.main(["--sizes", "500", "--shift-sizes", "2000", "--resamples", "2",
-                                     "--shift-samples", "1", "--workers", "1", "--out", str(out)])
+    status = drift_calibration.main(
+        [
+            "--sizes",
+            "500",
+            "--shift-sizes",
+            "2000",
+            "--resamples",
+            "2",
+            "--shift-samples",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert "| 500 | without replacement | 2 | 0/2 | 2/2 |" in printed  # TFDV's comparators refuse both
     assert "| fare scaled | x1.25 * | 1/1 | fare |" in printed

@@ -14,36 +14,53 @@ import numpy as np
 
 
 def main(scenario: str, transform_dir: str, log_dir: str) -> None:
-    from components import hardware
+    from components import hardware, trainer
     from components import model as model_lib
-    from components import trainer
     from tests.components.tiny_transform import write_tiny_transform
 
-    applied = hardware.configure_devices(hardware.HardwareConfig(
-        cpu_replicas=2 if scenario == "mirrored-cpus" else 1))
+    applied = hardware.configure_devices(hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1))
     strategy = hardware.make_strategy()
     tiny = write_tiny_transform(transform_dir)
     params = trainer.TrainParams(batch_size=32, eval_every_steps=8, early_stopping_patience=0)
     model, history, info = trainer.train(
-        tiny["config"], tiny["output"], tiny["train"], tiny["eval"], train_steps=32, eval_steps=0,
-        model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01), train_params=params,
-        log_dir=log_dir, strategy=strategy)
+        tiny["config"],
+        tiny["output"],
+        tiny["train"],
+        tiny["eval"],
+        train_steps=32,
+        eval_steps=0,
+        model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
+        train_params=params,
+        log_dir=log_dir,
+        strategy=strategy,
+    )
     # What each replica receives from one global batch of the training dataset.
-    dataset = trainer.make_dataset(tiny["train"], tiny["output"].transformed_feature_spec(), "label",
-                                   model.input_names, params, True,
-                                   params.effective_batch(strategy.num_replicas_in_sync),
-                                   hardware.worker_count(os.environ))
+    dataset = trainer.make_dataset(
+        tiny["train"],
+        tiny["output"].transformed_feature_spec(),
+        "label",
+        model.input_names,
+        params,
+        True,
+        params.effective_batch(strategy.num_replicas_in_sync),
+        hardware.worker_count(os.environ),
+    )
     _, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
     per_replica = [int(t.shape[0]) for t in strategy.experimental_local_results(labels)]
-    print(json.dumps({
-        "devices_applied": applied,
-        "strategy": info["strategy"],
-        "replicas": strategy.num_replicas_in_sync,
-        "global_batch": info["global_batch"],
-        "per_replica_batches": per_replica,
-        "losses": [float(v) for v in history.history["loss"]],
-        "finite": bool(np.all(np.isfinite(history.history["loss"]))),
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "devices_applied": applied,
+                "strategy": info["strategy"],
+                "replicas": strategy.num_replicas_in_sync,
+                "global_batch": info["global_batch"],
+                "per_replica_batches": per_replica,
+                "losses": [float(v) for v in history.history["loss"]],
+                "finite": bool(np.all(np.isfinite(history.history["loss"]))),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ def _lineage(store, blessed=1):
 
 def _resolve(store, statistics, blessings):
     resolved = baseline.BlessedDataStatisticsStrategy().resolve_artifacts(
-        store, {baseline.STATISTICS_KEY: statistics, baseline.BLESSING_KEY: blessings})
+        store, {baseline.STATISTICS_KEY: statistics, baseline.BLESSING_KEY: blessings}
+    )
     return [a.id for a in resolved[baseline.STATISTICS_KEY]], [a.id for a in resolved[baseline.BLESSING_KEY]]
 
 
@@ -58,7 +59,9 @@ def test_the_data_behind_the_last_blessed_model():
     second, second_blessing = _lineage(store)
     refused = _artifact(store, standard_artifacts.ExampleStatistics)  # a later run the gate refused
     assert _resolve(store, [first, second, refused], [first_blessing, second_blessing]) == (
-        [second.id], [second_blessing.id])
+        [second.id],
+        [second_blessing.id],
+    )
     unblessed_store = _store()
     statistics, not_blessed = _lineage(unblessed_store, blessed=0)
     assert _resolve(unblessed_store, [statistics], [not_blessed]) == ([], [])
@@ -69,8 +72,7 @@ def test_data_accepted_after_the_last_blessing_is_the_baseline_until_the_next_bl
     blessed_data, blessing = _lineage(store)
     blessed_at = blessing.mlmd_artifact.create_time_since_epoch
     assert blessed_at > 0
-    accepted = _artifact(store, standard_artifacts.ExampleStatistics,
-                         **{baseline.ACCEPTED_AT: blessed_at + 1000})
+    accepted = _artifact(store, standard_artifacts.ExampleStatistics, **{baseline.ACCEPTED_AT: blessed_at + 1000})
     assert _resolve(store, [blessed_data, accepted], [blessing]) == ([accepted.id], [])
     # accepted before the model was blessed: the blessed model's data is newer
     stale = _artifact(store, standard_artifacts.ExampleStatistics, **{baseline.ACCEPTED_AT: blessed_at - 1000})
@@ -80,6 +82,7 @@ def test_data_accepted_after_the_last_blessing_is_the_baseline_until_the_next_bl
 
 
 # --- ServedBaseline: the baselines read from the serving directory (Kubeflow) ---------------------------------
+
 
 def _out(tmp_path, name, kind):
     from tfx.types import standard_artifacts as sa

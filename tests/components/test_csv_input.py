@@ -8,8 +8,12 @@ from components import csv_input
 from components.csv_input import ColumnRule, InputDataError
 from components.features import LabelSpec
 
-RULES = {"fare": ColumnRule("FLOAT", disallow_nan=True, disallow_inf=True), "tips": ColumnRule("FLOAT"),
-         "hour": ColumnRule("INT"), "pay": ColumnRule("BYTES")}
+RULES = {
+    "fare": ColumnRule("FLOAT", disallow_nan=True, disallow_inf=True),
+    "tips": ColumnRule("FLOAT"),
+    "hour": ColumnRule("INT"),
+    "pay": ColumnRule("BYTES"),
+}
 LABEL = LabelSpec(name="big_tipper", column="tips", ratio_of="fare", greater_than=0.2)
 HEADER = "fare,tips,hour,pay\n"
 
@@ -37,28 +41,49 @@ def test_multiline_quoted_field_is_one_record_and_later_lines_keep_their_numbers
     assert "m.csv line 5, column 'hour': not an integer: 'x' (schema type INT)" in message
 
 
-@pytest.mark.parametrize("content,expected", [
-    ("", "e.csv: empty file: no header row and no data"),
-    (HEADER, "e.csv: no data rows: the file holds only a header"),
-    (HEADER + "10,5,3,Cash,extra\n10,0,4\n10,1,2,a\n",
-     "e.csv line 2: wrong number of fields: 5 fields, the header has 4 (2 rows in all; the first is shown)"),
-    (HEADER + "10,5,3,Cash\nabc,5,3,Cash\n", "e.csv line 3, column 'fare': not a number: 'abc' (schema type FLOAT)"),
-    (HEADER + "10,5,4.5,Cash\n", "e.csv line 2, column 'hour': not an integer: '4.5' (schema type INT)"),
-    (HEADER + "nan,5,3,Cash\n", "e.csv line 2, column 'fare': NaN is not allowed: 'nan' "
-                                "(schema: float_domain.disallow_nan)"),
-    (HEADER + "10,5,3,Cash\n-inf,5,3,Cash\n", "e.csv line 3, column 'fare': an infinite value is not allowed: "
-                                              "'-inf' (schema: float_domain.disallow_inf)"),
-    (HEADER + '10,5,3,"Cash\n10,0,4,Card\n', "e.csv line 2: malformed CSV (quotes): a quoted field is never "
-                                            "closed; the rest of the file was not read"),
-    (HEADER + '10,5,3,"Ca"sh\n', "e.csv line 2: malformed CSV (quotes): ',' expected after '\"'"),
-    (HEADER.encode() + b"10,5,3,Ca\xffsh\n10,0,4,Card\n",
-     "e.csv line 2: bytes that are not UTF-8: b'\\xff' at byte 9 of the line"),
-    ("fare,tips,fare,\n1,2,3,4\n", "e.csv line 1, column 'fare': header: the column name appears more than once"),
-    (HEADER + "10,0,3,Cash\n10,1,4,Card\n", "all files, column 'tips': the label has one class only: "
-                                            "'big_tipper' (tips > 0.2 x fare) is 0 in all 2 rows"),
-    (HEADER + "10,,3,Cash\n10,,4,Card\n", "all files, column 'tips': label column is empty: no row has a value "
-                                          "for 'tips'"),
-])
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        ("", "e.csv: empty file: no header row and no data"),
+        (HEADER, "e.csv: no data rows: the file holds only a header"),
+        (
+            HEADER + "10,5,3,Cash,extra\n10,0,4\n10,1,2,a\n",
+            "e.csv line 2: wrong number of fields: 5 fields, the header has 4 (2 rows in all; the first is shown)",
+        ),
+        (
+            HEADER + "10,5,3,Cash\nabc,5,3,Cash\n",
+            "e.csv line 3, column 'fare': not a number: 'abc' (schema type FLOAT)",
+        ),
+        (HEADER + "10,5,4.5,Cash\n", "e.csv line 2, column 'hour': not an integer: '4.5' (schema type INT)"),
+        (
+            HEADER + "nan,5,3,Cash\n",
+            "e.csv line 2, column 'fare': NaN is not allowed: 'nan' (schema: float_domain.disallow_nan)",
+        ),
+        (
+            HEADER + "10,5,3,Cash\n-inf,5,3,Cash\n",
+            "e.csv line 3, column 'fare': an infinite value is not allowed: '-inf' (schema: float_domain.disallow_inf)",
+        ),
+        (
+            HEADER + '10,5,3,"Cash\n10,0,4,Card\n',
+            "e.csv line 2: malformed CSV (quotes): a quoted field is never closed; the rest of the file was not read",
+        ),
+        (HEADER + '10,5,3,"Ca"sh\n', "e.csv line 2: malformed CSV (quotes): ',' expected after '\"'"),
+        (
+            HEADER.encode() + b"10,5,3,Ca\xffsh\n10,0,4,Card\n",
+            "e.csv line 2: bytes that are not UTF-8: b'\\xff' at byte 9 of the line",
+        ),
+        ("fare,tips,fare,\n1,2,3,4\n", "e.csv line 1, column 'fare': header: the column name appears more than once"),
+        (
+            HEADER + "10,0,3,Cash\n10,1,4,Card\n",
+            "all files, column 'tips': the label has one class only: "
+            "'big_tipper' (tips > 0.2 x fare) is 0 in all 2 rows",
+        ),
+        (
+            HEADER + "10,,3,Cash\n10,,4,Card\n",
+            "all files, column 'tips': label column is empty: no row has a value for 'tips'",
+        ),
+    ],
+)
 def test_each_kind_of_bad_input_is_named(content, expected):
     message = _error({"e.csv": content})
     assert message.startswith("input data: ")
@@ -69,8 +94,10 @@ def test_each_kind_of_bad_input_is_named(content, expected):
 def test_an_open_quote_in_a_long_file_is_named_as_such():
     rows = "".join(f"{i},1,2,Cash\n" for i in range(30000))
     message = _error({"q.csv": HEADER + '10,5,3,"Cash\n' + rows})
-    assert "q.csv line 2: malformed CSV (quotes): a quoted field is never closed (it runs on past 131,072 " \
-           "characters); the rest of the file was not read" in message
+    assert (
+        "q.csv line 2: malformed CSV (quotes): a quoted field is never closed (it runs on past 131,072 "
+        "characters); the rest of the file was not read" in message
+    )
 
 
 def test_nan_passes_where_the_schema_allows_it():
@@ -98,6 +125,7 @@ def test_long_reports_are_cut_with_a_count():
 
 # --- streaming ingestion: the same refusals, the same examples and splits as TFX's CsvExampleGen ------------
 
+
 def _ingest(tmp_path, files, label=LABEL, rules=None):
     paths = []
     for name, content in files.items():
@@ -109,18 +137,26 @@ def _ingest(tmp_path, files, label=LABEL, rules=None):
     return csv_input.ingest(paths, dirs, [3, 1], rules or RULES, label), dirs
 
 
-@pytest.mark.parametrize("content,expected", [
-    (HEADER + "10,5,3,Cash,extra\n10,0,4\n10,1,2,a\n",
-     "e.csv line 2: wrong number of fields: 5 fields, the header has 4 (2 rows in all; the first is shown)"),
-    (HEADER + "10,5,3,Cash\nabc,5,3,Cash\n", "e.csv line 3, column 'fare': not a number: 'abc' (schema type FLOAT)"),
-    (HEADER + "10,5,3,Cash\n-inf,5,3,Cash\n", "e.csv line 3, column 'fare': an infinite value is not allowed"),
-    (HEADER + '10,5,3,"Cash\n10,0,4,Card\n', "e.csv line 2: malformed CSV (quotes): a quoted field is never "),
-    (HEADER.encode() + b"10,5,3,Ca\xffsh\n10,0,4,Card\n", "e.csv line 2: bytes that are not UTF-8"),
-    ("fare,tips,fare,\n1,2,3,4\n", "e.csv line 1, column 'fare': header: the column name appears more than once"),
-    ("", "e.csv: empty file"),
-    (HEADER, "e.csv: no data rows"),
-    (HEADER + "10,0,3,Cash\n10,1,4,Card\n", "the label has one class only"),
-])
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        (
+            HEADER + "10,5,3,Cash,extra\n10,0,4\n10,1,2,a\n",
+            "e.csv line 2: wrong number of fields: 5 fields, the header has 4 (2 rows in all; the first is shown)",
+        ),
+        (
+            HEADER + "10,5,3,Cash\nabc,5,3,Cash\n",
+            "e.csv line 3, column 'fare': not a number: 'abc' (schema type FLOAT)",
+        ),
+        (HEADER + "10,5,3,Cash\n-inf,5,3,Cash\n", "e.csv line 3, column 'fare': an infinite value is not allowed"),
+        (HEADER + '10,5,3,"Cash\n10,0,4,Card\n', "e.csv line 2: malformed CSV (quotes): a quoted field is never "),
+        (HEADER.encode() + b"10,5,3,Ca\xffsh\n10,0,4,Card\n", "e.csv line 2: bytes that are not UTF-8"),
+        ("fare,tips,fare,\n1,2,3,4\n", "e.csv line 1, column 'fare': header: the column name appears more than once"),
+        ("", "e.csv: empty file"),
+        (HEADER, "e.csv: no data rows"),
+        (HEADER + "10,0,3,Cash\n10,1,4,Card\n", "the label has one class only"),
+    ],
+)
 def test_ingestion_refuses_what_the_scan_refuses_and_keeps_nothing(tmp_path, content, expected):
     with pytest.raises(InputDataError) as err:
         _ingest(tmp_path, {"e.csv": content})
@@ -128,13 +164,16 @@ def test_ingestion_refuses_what_the_scan_refuses_and_keeps_nothing(tmp_path, con
     assert not [p for p in (tmp_path / "examples").rglob("*") if p.is_file()]
 
 
-@pytest.mark.parametrize("row,expected", [
-    ("10,5,+3,Cash", "line 2, column 'hour': not an integer: '+3'"),
-    ("10,5,1_000,Cash", "line 2, column 'hour': not an integer: '1_000'"),
-    ("10,5,99999999999999999999,Cash", "line 2, column 'hour': not an integer"),
-    ("+10,5,3,Cash", "line 2, column 'fare': not a number: '+10'"),
-    ("1_0.5,5,3,Cash", "line 2, column 'fare': not a number: '1_0.5'"),
-])
+@pytest.mark.parametrize(
+    "row,expected",
+    [
+        ("10,5,+3,Cash", "line 2, column 'hour': not an integer: '+3'"),
+        ("10,5,1_000,Cash", "line 2, column 'hour': not an integer: '1_000'"),
+        ("10,5,99999999999999999999,Cash", "line 2, column 'hour': not an integer"),
+        ("+10,5,3,Cash", "line 2, column 'fare': not a number: '+10'"),
+        ("1_0.5,5,3,Cash", "line 2, column 'fare': not a number: '1_0.5'"),
+    ],
+)
 def test_values_python_would_read_but_the_reader_does_not_are_named_with_their_line(tmp_path, row, expected):
     with pytest.raises(InputDataError) as err:
         _ingest(tmp_path, {"p.csv": HEADER + row + "\n10,0,4,Card\n"})
@@ -151,13 +190,20 @@ def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
 
     result, dirs = _ingest(tmp_path, {"excel.csv": b"\xef\xbb\xbf" + (HEADER + "10,5,3,Cash\n10,0,4,Card\n").encode()})
     assert result.total_read == 2
-    records = [r.numpy() for d in dirs.values() for r in tf.data.TFRecordDataset(
-        tf.io.gfile.glob(d + "/*.gz"), compression_type="GZIP")]
+    records = [
+        r.numpy()
+        for d in dirs.values()
+        for r in tf.data.TFRecordDataset(tf.io.gfile.glob(d + "/*.gz"), compression_type="GZIP")
+    ]
     keys = {k for r in records for k in tf.train.Example.FromString(r).features.feature}
     assert keys == {"fare", "tips", "hour", "pay"}
     # The line-by-line scan (the exact report of a bad file) reads it the same way.
     assert _check({"excel.csv": b"\xef\xbb\xbf" + (HEADER + "10,5,3,Cash\n10,0,4,Card\n").encode()}).header == (
-        "fare", "tips", "hour", "pay")
+        "fare",
+        "tips",
+        "hour",
+        "pay",
+    )
 
 
 def test_counts_shards_and_label_classes_are_recorded(tmp_path, monkeypatch):
@@ -168,7 +214,7 @@ def test_counts_shards_and_label_classes_are_recorded(tmp_path, monkeypatch):
     assert result.rows_read == {"a.csv": 300, "b.csv": 100}
     assert sum(result.split_rows.values()) == result.total_read
     assert 0.6 < result.split_rows["train"] / result.total_read < 0.9  # 3 of 4 hash buckets
-    for split, directory in dirs.items():
+    for split in dirs:
         names = sorted(p.name for p in (tmp_path / "examples" / f"Split-{split}").iterdir())
         assert len(names) == result.split_files[split] >= 2
         assert names[0] == f"data_tfrecord-00000-of-{len(names):05d}.gz"
@@ -220,21 +266,33 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
         rules = csv_input.rules_from_schema(parse_schema(f.read()))
     theirs = standard_artifacts.Examples()
     theirs.uri = str(tmp_path / "tfx")
-    tfx_csv.Executor().Do({}, {"examples": [theirs]}, {
-        "input_base": data,
-        "input_config": json.dumps({"splits": [{"name": "single_split", "pattern": "*.csv"}]}),
-        "output_config": json.dumps({"split_config": {"splits": [{"name": "train", "hash_buckets": 3},
-                                                                 {"name": "eval", "hash_buckets": 1}]}}),
-        "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE})
+    tfx_csv.Executor().Do(
+        {},
+        {"examples": [theirs]},
+        {
+            "input_base": data,
+            "input_config": json.dumps({"splits": [{"name": "single_split", "pattern": "*.csv"}]}),
+            "output_config": json.dumps(
+                {
+                    "split_config": {
+                        "splits": [{"name": "train", "hash_buckets": 3}, {"name": "eval", "hash_buckets": 1}]
+                    }
+                }
+            ),
+            "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
+        },
+    )
     ours = str(tmp_path / "ours")
-    result = csv_input.ingest(csv_input.csv_files(data), {s: f"{ours}/Split-{s}" for s in ("train", "eval")},
-                              [3, 1], rules, features.label)
+    result = csv_input.ingest(
+        csv_input.csv_files(data), {s: f"{ours}/Split-{s}" for s in ("train", "eval")}, [3, 1], rules, features.label
+    )
 
     def examples(root, split):
         files = tf.io.gfile.glob(os.path.join(root, f"Split-{split}", "*.gz"))
         return collections.Counter(
             tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
-            for r in tf.data.TFRecordDataset(files, compression_type="GZIP"))
+            for r in tf.data.TFRecordDataset(files, compression_type="GZIP")
+        )
 
     for split in ("train", "eval"):
         expected, got = examples(theirs.uri, split), examples(ours, split)
@@ -247,8 +305,10 @@ def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_pa
 
     (tmp_path / "a.csv").write_bytes(b"\xef\xbb\xbf" + (HEADER + "10,5,3,Cash\n12,0,4,Card\n").encode())
     (tmp_path / "b.csv").write_text(HEADER + "11,1,5,Cash\n")
-    schema = parse_schema('feature { name: "fare" type: FLOAT } feature { name: "tips" type: FLOAT } '
-                          'feature { name: "hour" type: INT } feature { name: "pay" type: BYTES }')
+    schema = parse_schema(
+        'feature { name: "fare" type: FLOAT } feature { name: "tips" type: FLOAT } '
+        'feature { name: "hour" type: INT } feature { name: "pay" type: BYTES }'
+    )
     statistics = csv_input.csv_statistics(str(tmp_path), schema).datasets[0]
     assert statistics.num_examples == 3
     assert sorted(f.path.step[0] for f in statistics.features) == ["fare", "hour", "pay", "tips"]
@@ -259,7 +319,9 @@ def test_a_quoted_value_over_two_lines_is_one_value(tmp_path):
 
     result, dirs = _ingest(tmp_path, {"m.csv": HEADER + '10,5,3,"Ca\nsh"\n10,0,4,Card\n'})
     assert result.total_read == 2
-    values = {tf.train.Example.FromString(r.numpy()).features.feature["pay"].bytes_list.value[0]
-              for d in dirs.values() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(d + "/*"),
-                                                                      compression_type="GZIP")}
+    values = {
+        tf.train.Example.FromString(r.numpy()).features.feature["pay"].bytes_list.value[0]
+        for d in dirs.values()
+        for r in tf.data.TFRecordDataset(tf.io.gfile.glob(d + "/*"), compression_type="GZIP")
+    }
     assert values == {b"Ca\nsh", b"Card"}

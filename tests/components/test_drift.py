@@ -91,8 +91,18 @@ def _refused(taxi, sample: pd.DataFrame, kind: str = "drift"):
     return sorted(c.feature for c in comparisons if c.shifted)
 
 
-@pytest.mark.parametrize("rows,replace,seed", [(500, False, 1), (500, True, 2), (500, False, 3), (1000, True, 4),
-                                               (2000, False, 5), (2000, True, 6), (15002, True, 7)])
+@pytest.mark.parametrize(
+    "rows,replace,seed",
+    [
+        (500, False, 1),
+        (500, True, 2),
+        (500, False, 3),
+        (1000, True, 4),
+        (2000, False, 5),
+        (2000, True, 6),
+        (15002, True, 7),
+    ],
+)
 def test_a_random_sample_of_the_same_data_is_not_refused(taxi, rows, replace, seed):
     frame, baseline = taxi
     sample = frame.sample(rows, replace=replace, random_state=seed)
@@ -104,13 +114,16 @@ def test_a_random_sample_of_the_same_data_is_not_refused(taxi, rows, replace, se
 SHIFTS = {(s.kind, s.magnitude): s for s in calibration.SHIFTS}
 
 
-@pytest.mark.parametrize("shift,refused", [
-    (("fare scaled", "x1.25"), ["fare"]),
-    (("trip_miles scaled", "x1.609 (km)"), ["trip_miles"]),
-    (("trip start shifted", "+3 h"), ["trip_start_hour"]),
-    (("Credit Card -> Cash", "10 points"), ["payment_type"]),
-    (("company vanishes", "Dispatch (10.9%)"), ["company"]),
-])
+@pytest.mark.parametrize(
+    "shift,refused",
+    [
+        (("fare scaled", "x1.25"), ["fare"]),
+        (("trip_miles scaled", "x1.609 (km)"), ["trip_miles"]),
+        (("trip start shifted", "+3 h"), ["trip_start_hour"]),
+        (("Credit Card -> Cash", "10 points"), ["payment_type"]),
+        (("company vanishes", "Dispatch (10.9%)"), ["company"]),
+    ],
+)
 def test_a_shift_a_data_owner_wants_to_hear_about_is_refused_at_2000_rows(taxi, shift, refused):
     frame, _ = taxi
     rng = np.random.default_rng(11)

@@ -15,8 +15,7 @@ def _examples(tmp_path, rows):
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
     examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
-    result = csv_input.ingest([str(data)], {s: f"{examples.uri}/Split-{s}" for s in ("train", "eval")}, [3, 1],
-                              RULES)
+    result = csv_input.ingest([str(data)], {s: f"{examples.uri}/Split-{s}" for s in ("train", "eval")}, [3, 1], RULES)
     csv_input.record_rows(examples, result)
     return examples, result
 

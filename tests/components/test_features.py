@@ -26,16 +26,19 @@ def test_taxi_config_loads_and_round_trips():
     assert FeatureConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"numerics": ["a"]}, "unknown key(s) ['numerics']"),
-    ({"numeric": ["target"]}, "label column 'target' is also a feature"),
-    ({"numeric": ["a"], "bucketized": ["a"]}, "column 'a' is listed under more than one role"),
-    ({"numeric": [], "categorical": []}, "no feature columns"),
-    ({"num_buckets": 0}, "num_buckets must be >= 1"),
-    ({"num_buckets": "ten"}, "'num_buckets' must be an integer"),
-    ({"label": {"name": "y", "column": "target", "ratio_of": "a"}}, "ratio_of needs greater_than"),
-    ({"label": {"column": "target"}}, "label.name is required"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"numerics": ["a"]}, "unknown key(s) ['numerics']"),
+        ({"numeric": ["target"]}, "label column 'target' is also a feature"),
+        ({"numeric": ["a"], "bucketized": ["a"]}, "column 'a' is listed under more than one role"),
+        ({"numeric": [], "categorical": []}, "no feature columns"),
+        ({"num_buckets": 0}, "num_buckets must be >= 1"),
+        ({"num_buckets": "ten"}, "'num_buckets' must be an integer"),
+        ({"label": {"name": "y", "column": "target", "ratio_of": "a"}}, "ratio_of needs greater_than"),
+        ({"label": {"column": "target"}}, "label.name is required"),
+    ],
+)
 def test_invalid_configs_name_the_file_and_the_problem(overrides, message):
     with pytest.raises(FeatureConfigError) as err:
         _config(**overrides)

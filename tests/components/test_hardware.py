@@ -8,13 +8,16 @@ import tf_keras as keras
 from components import hardware
 
 
-@pytest.mark.parametrize("precision, capabilities, expected", [
-    ("auto", [(8, 0), (9, 0)], "mixed_float16"),
-    ("auto", [(8, 0), (6, 1)], "float32"),
-    ("auto", [], "float32"),
-    ("mixed_bfloat16", [], "mixed_bfloat16"),
-    ("float32", [(9, 0)], "float32"),
-])
+@pytest.mark.parametrize(
+    "precision, capabilities, expected",
+    [
+        ("auto", [(8, 0), (9, 0)], "mixed_float16"),
+        ("auto", [(8, 0), (6, 1)], "float32"),
+        ("auto", [], "float32"),
+        ("mixed_bfloat16", [], "mixed_bfloat16"),
+        ("float32", [(9, 0)], "float32"),
+    ],
+)
 def test_precision_resolution(precision, capabilities, expected):
     assert hardware.resolve_precision(precision, capabilities) == expected
 

@@ -8,12 +8,14 @@ from components import model as model_lib
 from components import trainer as trainer_lib
 from components.features import FeatureConfig
 
-CONFIG = FeatureConfig.from_dict({
-    "label": {"name": "label", "column": "y"},
-    "numeric": ["x1", "x2"],
-    "categorical": ["c"],
-    "bucketized": ["b"],
-})
+CONFIG = FeatureConfig.from_dict(
+    {
+        "label": {"name": "label", "column": "y"},
+        "numeric": ["x1", "x2"],
+        "categorical": ["c"],
+        "bucketized": ["b"],
+    }
+)
 TOKENS = {"c_xf": 12, "b_xf": 10}
 
 
@@ -47,8 +49,7 @@ def test_a_few_steps_train_with_finite_falling_loss():
     tf.keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     features, label = _batch(512, rng)
-    model = model_lib.build_model(CONFIG, TOKENS, model_lib.ModelParams(hidden_units=(16, 8),
-                                                                        learning_rate=0.01))
+    model = model_lib.build_model(CONFIG, TOKENS, model_lib.ModelParams(hidden_units=(16, 8), learning_rate=0.01))
     history = model.fit(features, label, batch_size=64, epochs=5, verbose=0)
     losses = history.history["loss"]
     assert all(np.isfinite(losses))
@@ -64,20 +65,23 @@ def test_embedding_dim_rule_is_capped():
     assert model_lib.embedding_dim(1, 16) == 6
 
 
-@pytest.mark.parametrize("steps, every, expected", [
-    (1500, 250, {"epochs": 6, "steps_per_epoch": 250}),
-    (100, 250, {"epochs": 1, "steps_per_epoch": 100}),
-    (260, 250, {"epochs": 2, "steps_per_epoch": 130}),
-    (1001, 250, {"epochs": 5, "steps_per_epoch": 201}),
-])
+@pytest.mark.parametrize(
+    "steps, every, expected",
+    [
+        (1500, 250, {"epochs": 6, "steps_per_epoch": 250}),
+        (100, 250, {"epochs": 1, "steps_per_epoch": 100}),
+        (260, 250, {"epochs": 2, "steps_per_epoch": 130}),
+        (1001, 250, {"epochs": 5, "steps_per_epoch": 201}),
+    ],
+)
 def test_schedule_splits_steps_into_epochs(steps, every, expected):
     assert trainer_lib.schedule(steps, every) == expected
 
 
 def test_autograph_leaves_tf_keras_code_alone():
+    import tf_keras
     from tensorflow.python.autograph.core import config as autograph_config
     from tensorflow.python.autograph.impl import conversion
-    import tf_keras
 
     trainer_lib.skip_autograph_for_tf_keras()
     trainer_lib.skip_autograph_for_tf_keras()

@@ -91,6 +91,7 @@ def _keys(server, bucket):
 
 # --- URIs and KFP's local paths ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("uri,path", KFP_PATHS)
 def test_local_path_mapping_matches_kfp_launcher(uri, path):
     assert store.local_path_for_uri(uri) == path
@@ -120,8 +121,14 @@ def test_split_and_is_remote():
     assert store.split("s3://b/a/b.csv") == ("s3", "b", "a/b.csv")
     assert store.split("minio://mlpipeline/v2/") == ("minio", "mlpipeline", "v2")
     assert store.split("gs://b") == ("gs", "b", "")
-    assert [store.is_remote(u) for u in ["gs://b/k", "s3://b", "minio://b/k", "/data", "http://x/y", "oci://x"]] \
-        == [True, True, True, False, False, False]
+    assert [store.is_remote(u) for u in ["gs://b/k", "s3://b", "minio://b/k", "/data", "http://x/y", "oci://x"]] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
     with pytest.raises(ValueError, match="Not an object-store URI"):
         store.split("/data/taxi")
     with pytest.raises(ValueError, match="Unsupported scheme 'hdfs'"):
@@ -131,17 +138,21 @@ def test_split_and_is_remote():
 
 
 def test_import_creates_no_client():
-    code = ("import sys, components.object_store as o\n"
-            "assert not o._GCS_CLIENT and not o._S3_CLIENTS\n"
-            "heavy = [m for m in ('boto3', 'botocore', 'google.cloud.storage') if m in sys.modules]\n"
-            "assert not heavy, heavy\n"
-            "assert o.local_path_for_uri('gs://b/k') == '/gcs/b/k'\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            check=False)
+    code = (
+        "import sys, components.object_store as o\n"
+        "assert not o._GCS_CLIENT and not o._S3_CLIENTS\n"
+        "heavy = [m for m in ('boto3', 'botocore', 'google.cloud.storage') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert o.local_path_for_uri('gs://b/k') == '/gcs/b/k'\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
 
 
 # --- s3:// and minio:// against moto -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("scheme", ["s3", "minio"])
 def test_folder_round_trip(s3, scheme, tmp_path):
@@ -275,8 +286,7 @@ def test_wrong_credentials(auth_s3_server, monkeypatch, tmp_path):
 
 
 def test_missing_credentials(s3_server, monkeypatch, tmp_path):
-    _isolate_aws(monkeypatch, tmp_path, {"AWS_ENDPOINT_URL": s3_server.endpoint,
-                                         "AWS_DEFAULT_REGION": "us-east-1"})
+    _isolate_aws(monkeypatch, tmp_path, {"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_DEFAULT_REGION": "us-east-1"})
     uri = "minio://mlpipeline/schema.pbtxt"
     with pytest.raises(store.ObjectStoreError) as info:
         store.read_bytes(uri)
@@ -317,6 +327,7 @@ def test_client_cache_follows_the_environment(s3, monkeypatch, tmp_path):
 
 
 # --- local absolute paths ------------------------------------------------------------------------------------
+
 
 def test_local_paths_round_trip(tmp_path):
     files = _make_tree(str(tmp_path / "src"))

@@ -11,14 +11,16 @@ import tensorflow_transform.beam as tft_beam
 from components import features as features_lib
 from components.preprocessing import fill_categorical, preprocessing_fn
 
-CONFIG = features_lib.FeatureConfig.from_dict({
-    "label": {"name": "big_tipper", "column": "tips", "ratio_of": "fare", "greater_than": 0.2},
-    "numeric": ["fare"],
-    "categorical": ["payment_type", "trip_start_hour"],
-    "bucketized": ["pickup_latitude"],
-    "num_buckets": 2,
-    "num_oov_buckets": 1,
-})
+CONFIG = features_lib.FeatureConfig.from_dict(
+    {
+        "label": {"name": "big_tipper", "column": "tips", "ratio_of": "fare", "greater_than": 0.2},
+        "numeric": ["fare"],
+        "categorical": ["payment_type", "trip_start_hour"],
+        "bucketized": ["pickup_latitude"],
+        "num_buckets": 2,
+        "num_oov_buckets": 1,
+    }
+)
 
 FEATURE_SPEC = {
     "fare": tf.io.VarLenFeature(tf.float32),
@@ -32,8 +34,13 @@ FEATURE_SPEC = {
 ROWS = [
     {"fare": [10.0], "tips": [3.0], "payment_type": [b"Cash"], "trip_start_hour": [7], "pickup_latitude": [41.1]},
     {"fare": [20.0], "tips": [1.0], "payment_type": [b"Cash"], "trip_start_hour": [7], "pickup_latitude": [41.2]},
-    {"fare": [30.0], "tips": [10.0], "payment_type": [b"Credit Card"], "trip_start_hour": [8],
-     "pickup_latitude": [41.9]},
+    {
+        "fare": [30.0],
+        "tips": [10.0],
+        "payment_type": [b"Credit Card"],
+        "trip_start_hour": [8],
+        "pickup_latitude": [41.9],
+    },
     {"fare": [], "tips": [5.0], "payment_type": [], "trip_start_hour": [], "pickup_latitude": []},
 ]
 
@@ -44,7 +51,8 @@ def transformed(tmp_path_factory):
     metadata = tft.DatasetMetadata.from_feature_spec(FEATURE_SPEC)
     with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=False):
         (data, _), transform_fn = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            lambda inputs: preprocessing_fn(inputs, {"features": CONFIG.to_dict()}))
+            lambda inputs: preprocessing_fn(inputs, {"features": CONFIG.to_dict()})
+        )
     return data
 
 
@@ -68,8 +76,9 @@ def test_vocabulary_ids_put_the_most_frequent_value_first(transformed):
 def test_missing_categorical_values_become_reserved_values():
     strings = fill_categorical(tf.sparse.SparseTensor(indices=[[0, 0]], values=[b"Cash"], dense_shape=[2, 1]))
     assert list(strings.numpy()) == [b"Cash", features_lib.MISSING_TOKEN.encode()]
-    ints = fill_categorical(tf.sparse.SparseTensor(indices=[[1, 0]], values=tf.constant([7], tf.int64),
-                                                   dense_shape=[2, 1]))
+    ints = fill_categorical(
+        tf.sparse.SparseTensor(indices=[[1, 0]], values=tf.constant([7], tf.int64), dense_shape=[2, 1])
+    )
     assert list(ints.numpy()) == [features_lib.MISSING_INT, 7]
 
 

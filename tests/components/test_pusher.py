@@ -33,16 +33,25 @@ def test_push_is_complete_and_versions_increase(tmp_path):
 def _push_in_subprocess(model, base, version, file_size_limit, ignore_sigxfsz):
     """Runs push_atomically in a new process whose files cannot grow past `file_size_limit` bytes: the kernel
     kills it with SIGXFSZ mid-copy (a crash), or with SIGXFSZ ignored, fails the write (a full disk)."""
+
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, resource.RLIM_INFINITY))
 
     # Python ignores SIGXFSZ at start-up; the default action kills the process at the write past the limit.
-    code = ("import signal, sys; from components import pusher\n"
-            + ("" if ignore_sigxfsz else "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n") +
-            "try:\n    pusher.push_atomically(sys.argv[1], sys.argv[2], int(sys.argv[3]))\n"
-            "except Exception as err:\n    print(err); sys.exit(7)")
-    return subprocess.run([sys.executable, "-c", code, model, base, str(version)], preexec_fn=limit,
-                          capture_output=True, text=True, timeout=300, check=False)
+    code = (
+        "import signal, sys; from components import pusher\n"
+        + ("" if ignore_sigxfsz else "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n")
+        + "try:\n    pusher.push_atomically(sys.argv[1], sys.argv[2], int(sys.argv[3]))\n"
+        "except Exception as err:\n    print(err); sys.exit(7)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, model, base, str(version)],
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _big_variables(model, size):
@@ -67,8 +76,9 @@ def test_process_killed_mid_copy_leaves_no_version(tmp_path):
     assert sorted(os.listdir(os.path.join(base, "1800000000", "variables"))) == before
 
     pusher.push_atomically(model, base, 1_800_000_002)
-    removed = pusher.prune(base, keep=5, now=os.stat(os.path.join(base, partial[0])).st_mtime
-                           + pusher.STALE_INCOMING_S + 1)
+    removed = pusher.prune(
+        base, keep=5, now=os.stat(os.path.join(base, partial[0])).st_mtime + pusher.STALE_INCOMING_S + 1
+    )
     assert [os.path.basename(p) for p in removed] == partial
     assert sorted(os.listdir(base)) == ["1800000000", "1800000002"]
 
@@ -227,18 +237,30 @@ def _run_pusher(tmp_path, name, model_dir, base, blessing_properties=None):
             blessing.set_string_custom_property(key, value)
     pushed = standard_artifacts.PushedModel()
     pushed.uri = str(tmp_path / name / "pushed")
-    destination = pusher_pb2.PushDestination(
-        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base))
-    pusher.Executor().Do({"model": [model], "model_blessing": [blessing]}, {"pushed_model": [pushed]},
-                         {"push_destination": proto_utils.proto_to_json(destination),
-                          "custom_config": json_utils.dumps({"keep_versions": 5})})
+    destination = pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base))
+    pusher.Executor().Do(
+        {"model": [model], "model_blessing": [blessing]},
+        {"pushed_model": [pushed]},
+        {
+            "push_destination": proto_utils.proto_to_json(destination),
+            "custom_config": json_utils.dumps({"keep_versions": 5}),
+        },
+    )
     return pushed
 
 
 def _entry(fingerprint, rolled_back_version, to_version, new_version):
-    return {"rolled_back_version": rolled_back_version, "fingerprint": fingerprint, "versions": [rolled_back_version],
-            "to_version": to_version, "new_version": new_version, "by": "ann@host", "at": "2026-11-30T12:00:00+00:00",
-            "at_epoch": 1_796_040_000.0, "reason": "tips wrong at night"}
+    return {
+        "rolled_back_version": rolled_back_version,
+        "fingerprint": fingerprint,
+        "versions": [rolled_back_version],
+        "to_version": to_version,
+        "new_version": new_version,
+        "by": "ann@host",
+        "at": "2026-11-30T12:00:00+00:00",
+        "at_epoch": 1_796_040_000.0,
+        "reason": "tips wrong at night",
+    }
 
 
 def test_the_pusher_refuses_a_rolled_back_model_and_says_why(tmp_path):
@@ -256,17 +278,24 @@ def test_the_pusher_refuses_a_rolled_back_model_and_says_why(tmp_path):
     assert again.get_int_custom_property("pushed") == 0
     assert again.get_string_custom_property(pusher.NOT_PUSHED_REASON) == (
         f"this model is the one rolled back from version {version} on 2026-11-30T12:00:00+00:00 by ann@host: "
-        "tips wrong at night; train a new model (new data or settings) to push again")
+        "tips wrong at night; train a new model (new data or settings) to push again"
+    )
     assert again.get_string_custom_property(pusher.MODEL_FINGERPRINT) == fingerprint
     assert pusher.versions(base) == [version]
 
     # A blessing `tfxflow rollback` revoked (a cached Evaluator hands it on) says the same.
-    revoked = _run_pusher(tmp_path, "revoked", bad, base, {"blessed": 0, pusher.ROLLED_BACK: "rolled back from "
-                                                           f"version {version} on T by ann@host: tips wrong"})
+    revoked = _run_pusher(
+        tmp_path,
+        "revoked",
+        bad,
+        base,
+        {"blessed": 0, pusher.ROLLED_BACK: f"rolled back from version {version} on T by ann@host: tips wrong"},
+    )
     assert revoked.get_int_custom_property("pushed") == 0
     assert revoked.get_string_custom_property(pusher.NOT_PUSHED_REASON) == (
         f"this model is the one rolled back from version {version} on T by ann@host: tips wrong; train a new "
-        "model (new data or settings) to push again")
+        "model (new data or settings) to push again"
+    )
     # A model that was simply not blessed has no such reason.
     plain = _run_pusher(tmp_path, "plain", bad, base, {"blessed": 0})
     assert plain.get_int_custom_property("pushed") == 0 and not plain.has_custom_property(pusher.NOT_PUSHED_REASON)
@@ -289,7 +318,8 @@ def test_a_push_after_a_rollback_says_what_it_replaces(tmp_path):
     assert pushed.get_int_custom_property("pushed") == 1
     assert pushed.get_string_custom_property(pusher.AFTER_ROLLBACK) == (
         "version 1800000010 had been rolled back to version 1800000000 (served as version 1800000020) on "
-        "2026-11-30T12:00:00+00:00 by ann@host: tips wrong at night; this model was blessed and replaces it")
+        "2026-11-30T12:00:00+00:00 by ann@host: tips wrong at night; this model was blessed and replaces it"
+    )
     # The next push replaces a pushed model, not the rollback's copy.
     later = _run_pusher(tmp_path, "later", _saved_model(tmp_path / "later"), base)
     assert later.get_int_custom_property("pushed") == 1 and not later.has_custom_property(pusher.AFTER_ROLLBACK)

@@ -13,11 +13,9 @@ from google.protobuf import json_format, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.types import standard_artifacts
 
-from components import export
-from components.features import FeatureConfig
+from components import export, serving_check, trainer
 from components import model as model_lib
-from components import serving_check
-from components import trainer
+from components.features import FeatureConfig
 from pipeline.config import EvaluationConfig
 from pipeline.pipeline import eval_config
 
@@ -59,10 +57,16 @@ def _check(tiny, base, model_dir, max_latency_ms=0.0, golden_rows=16):
     model, examples, schema, blessing = _artifacts(base, model_dir, tf.io.gfile.glob(tiny["raw_eval"][0]))
     config = tiny["config"]
     serving_check.Executor().Do(
-        {"model": [model], "examples": [examples], "schema": [schema]}, {"blessing": [blessing]},
-        {"features": json.dumps(config.to_dict()),
-         "eval_config": json_format.MessageToJson(eval_config(EvaluationConfig(), config.label.name)),
-         "tolerance": serving_check.DEFAULT_TOLERANCE, "max_latency_ms": max_latency_ms, "golden_rows": golden_rows})
+        {"model": [model], "examples": [examples], "schema": [schema]},
+        {"blessing": [blessing]},
+        {
+            "features": json.dumps(config.to_dict()),
+            "eval_config": json_format.MessageToJson(eval_config(EvaluationConfig(), config.label.name)),
+            "tolerance": serving_check.DEFAULT_TOLERANCE,
+            "max_latency_ms": max_latency_ms,
+            "golden_rows": golden_rows,
+        },
+    )
     return blessing, serving_check.read_result(blessing.uri)
 
 
@@ -71,10 +75,16 @@ def trained(tiny_transform, tmp_path_factory):
     """A model trained on the tiny Transform output and exported with its three signatures."""
     folder = tmp_path_factory.mktemp("serving_check")
     model, _, _ = trainer.train(
-        tiny_transform["config"], tiny_transform["output"], tiny_transform["train"], tiny_transform["eval"],
-        train_steps=40, eval_steps=0, model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
+        tiny_transform["config"],
+        tiny_transform["output"],
+        tiny_transform["train"],
+        tiny_transform["eval"],
+        train_steps=40,
+        eval_steps=0,
+        model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
         train_params=trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0),
-        log_dir=str(folder / "logs"))
+        log_dir=str(folder / "logs"),
+    )
     export_dir = str(folder / "export")
     export.export_serving_model(model, tiny_transform["output"], tiny_transform["config"], export_dir)
     blessing, result = _check(tiny_transform, str(folder / "check"), export_dir)
@@ -90,7 +100,11 @@ def test_a_trained_model_serves_in_a_tensorflow_only_process(trained, tiny_trans
     # The serving_raw signature takes the four feature columns with the schema's types; no label.
     raw = result["signatures"]["serving_raw"]["inputs"]
     assert {name: info["dtype"] for name, info in raw.items()} == {
-        "x1": "float32", "x2": "float32", "city": "string", "score": "float32"}
+        "x1": "float32",
+        "x2": "float32",
+        "city": "string",
+        "score": "float32",
+    }
     assert list(result["signatures"]["serving_default"]["inputs"]) == ["examples"]
     # 16 golden rows through both signatures: the probabilities of TFMA's loading of the model, which are
     # real probabilities, not constants.
@@ -100,8 +114,9 @@ def test_a_trained_model_serves_in_a_tensorflow_only_process(trained, tiny_trans
         np.testing.assert_allclose(result["predictions"][name], expected, atol=serving_check.DEFAULT_TOLERANCE)
         assert result["max_abs_difference"][name] <= serving_check.DEFAULT_TOLERANCE
     # The same rows through the model in this process give them too.
-    golden, _ = serving_check.golden_rows(tiny_transform["raw_eval"], tiny_transform["config"].feature_columns,
-                                          ["x1", "x2", "city", "score"], 16)
+    golden, _ = serving_check.golden_rows(
+        tiny_transform["raw_eval"], tiny_transform["config"].feature_columns, ["x1", "x2", "city", "score"], 16
+    )
     assert all("y" not in tf.train.Example.FromString(e).features.feature for e in golden)
     here = tf.saved_model.load(trained["export_dir"]).signatures["serving_default"](examples=tf.constant(golden))
     np.testing.assert_allclose(here["probabilities"].numpy(), expected, atol=1e-6)
@@ -119,11 +134,26 @@ def test_a_model_over_the_latency_bound_is_not_pushed(trained, tiny_transform):
     schema = text_format.Parse(SCHEMA, schema_pb2.Schema())
     result = dict(trained["result"])
     bound = result["latency_ms"]["p99"] / 2
-    reasons = serving_check.verdict(result, np.array(result["expected"]), serving_check.serving_columns(schema),
-                                    ["x1", "x2", "city", "score", "y"], serving_check.DEFAULT_TOLERANCE, bound)
+    reasons = serving_check.verdict(
+        result,
+        np.array(result["expected"]),
+        serving_check.serving_columns(schema),
+        ["x1", "x2", "city", "score", "y"],
+        serving_check.DEFAULT_TOLERANCE,
+        bound,
+    )
     assert len(reasons) == 1 and "over --max-latency-ms" in reasons[0] and f"{bound:g}" in reasons[0]
-    assert serving_check.verdict(result, np.array(result["expected"]), serving_check.serving_columns(schema),
-                                 ["x1", "x2", "city", "score", "y"], serving_check.DEFAULT_TOLERANCE, 0.0) == []
+    assert (
+        serving_check.verdict(
+            result,
+            np.array(result["expected"]),
+            serving_check.serving_columns(schema),
+            ["x1", "x2", "city", "score", "y"],
+            serving_check.DEFAULT_TOLERANCE,
+            0.0,
+        )
+        == []
+    )
 
 
 class _Disagreeing(tf.Module):
@@ -135,8 +165,11 @@ class _Disagreeing(tf.Module):
         parsed = tf.io.parse_example(examples, {"x1": tf.io.FixedLenFeature([], tf.float32)})
         return {"probabilities": tf.reshape(tf.sigmoid(parsed["x1"]), [-1, 1])}
 
-    @tf.function(input_signature=[{"x1": tf.TensorSpec([None], tf.float32, name="x1"),
-                                   "y": tf.TensorSpec([None], tf.int64, name="y")}])
+    @tf.function(
+        input_signature=[
+            {"x1": tf.TensorSpec([None], tf.float32, name="x1"), "y": tf.TensorSpec([None], tf.int64, name="y")}
+        ]
+    )
     def serve_raw(self, features):
         return {"probabilities": tf.reshape(tf.sigmoid(features["x1"]) + 0.1, [-1, 1])}
 
@@ -144,11 +177,16 @@ class _Disagreeing(tf.Module):
 def test_a_disagreeing_signature_that_takes_the_label_is_not_pushed(trained, tiny_transform):
     module = _Disagreeing()
     export_dir = str(trained["folder"] / "disagreeing")
-    tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serve_examples,
-                                                        "serving_raw": module.serve_raw})
+    tf.saved_model.save(
+        module, export_dir, signatures={"serving_default": module.serve_examples, "serving_raw": module.serve_raw}
+    )
     # Golden rows need a value in x1 and y: the label column is among this model's raw inputs.
-    tiny = dict(tiny_transform, config=FeatureConfig.from_dict({
-        "label": {"name": "label", "column": "city", "positive_values": ["a"]}, "numeric": ["x1", "y"]}))
+    tiny = dict(
+        tiny_transform,
+        config=FeatureConfig.from_dict(
+            {"label": {"name": "label", "column": "city", "positive_values": ["a"]}, "numeric": ["x1", "y"]}
+        ),
+    )
     blessing, result = _check(tiny, str(trained["folder"] / "check-disagreeing"), export_dir)
     assert blessing.get_int_custom_property("blessed") == 0 and result["blessed"] is False
     reasons = result["reasons"]
@@ -163,9 +201,18 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
-    result = serving_check.run_probe({"model_dir": str(broken), "signatures": ["serving_default"],
-                                      "output": "probabilities", "examples_b64": [], "instances": [],
-                                      "latency_calls": 1, "seconds": 0.1, "batch_sizes": [1]})
+    result = serving_check.run_probe(
+        {
+            "model_dir": str(broken),
+            "signatures": ["serving_default"],
+            "output": "probabilities",
+            "examples_b64": [],
+            "instances": [],
+            "latency_calls": 1,
+            "seconds": 0.1,
+            "batch_sizes": [1],
+        }
+    )
     assert "error" in result and "load_s" not in result
     (reason,) = serving_check.verdict(result, np.zeros((0, 1)), {}, [], 1e-5, 0.0)
     assert reason.startswith("does not serve: ") and result["error"] in reason
@@ -174,15 +221,22 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
 def test_signature_rules_against_the_serving_environment():
     columns = {"x1": "float32", "city": "string"}
     examples = {"inputs": {"examples": {"dtype": "string"}}}
-    ok = {"serving_default": examples, "serving_raw": {"inputs": {"x1": {"dtype": "float32"},
-                                                                  "city": {"dtype": "string"}}}}
+    ok = {
+        "serving_default": examples,
+        "serving_raw": {"inputs": {"x1": {"dtype": "float32"}, "city": {"dtype": "string"}}},
+    }
     assert serving_check.check_signatures(ok, columns, ["x1", "city", "y"]) == []
-    bad = {"serving_default": examples, "serving_raw": {"inputs": {"x1": {"dtype": "int64"}, "zip": {"dtype": "string"}}}}
+    bad = {
+        "serving_default": examples,
+        "serving_raw": {"inputs": {"x1": {"dtype": "int64"}, "zip": {"dtype": "string"}}},
+    }
     assert serving_check.check_signatures(bad, columns, ["x1", "city", "y"]) == [
         "signature 'serving_raw' takes 'x1' as int64; the schema's type is float32",
-        "signature 'serving_raw' takes 'zip', not a column of the schema"]
+        "signature 'serving_raw' takes 'zip', not a column of the schema",
+    ]
     assert serving_check.check_signatures({"serving_default": examples}, columns, []) == [
-        "no 'serving_raw' signature (the model has serving_default)"]
+        "no 'serving_raw' signature (the model has serving_default)"
+    ]
 
 
 def test_serving_columns_follow_the_taxi_schema_environments():

@@ -32,7 +32,7 @@ def test_encoded_rows_are_the_deterministic_serialization():
     batch = pa.RecordBatch.from_arrays(list(columns.values()), list(columns))
     encoded = tf_example.encode(batch, kinds).to_pylist()
     rows = batch.to_pylist()
-    for got, row in zip(encoded, rows):
+    for got, row in zip(encoded, rows, strict=True):
         if row["a_float"] is not None and np.isnan(row["a_float"]):
             assert np.isnan(tf.train.Example.FromString(got).features.feature["a_float"].float_list.value[0])
             row["a_float"] = float("nan")

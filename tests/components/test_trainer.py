@@ -11,21 +11,29 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from components import export
-from components import hardware
+from components import export, hardware, trainer
 from components import model as model_lib
-from components import trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01)
 
 
 def _train(tiny, tmp_path, steps=40, **kwargs):
-    params = kwargs.pop("train_params", trainer.TrainParams(batch_size=32, eval_every_steps=10,
-                                                            early_stopping_patience=0))
-    return trainer.train(tiny["config"], tiny["output"], tiny["train"], tiny["eval"], train_steps=steps,
-                         eval_steps=0, model_params=kwargs.pop("model_params", SMALL), train_params=params,
-                         log_dir=str(tmp_path / "logs"), **kwargs)
+    params = kwargs.pop(
+        "train_params", trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0)
+    )
+    return trainer.train(
+        tiny["config"],
+        tiny["output"],
+        tiny["train"],
+        tiny["eval"],
+        train_steps=steps,
+        eval_steps=0,
+        model_params=kwargs.pop("model_params", SMALL),
+        train_params=params,
+        log_dir=str(tmp_path / "logs"),
+        **kwargs,
+    )
 
 
 def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp_path):
@@ -40,12 +48,21 @@ def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp
 def test_raw_examples_transformed_as_read_give_the_transformed_examples(tiny_transform):
     tiny, params = tiny_transform, trainer.TrainParams(batch_size=64)
     names = ["x1_xf", "x2_xf", "city_xf", "score_xf"]
-    transformed = trainer.make_dataset(tiny["eval"], tiny["output"].transformed_feature_spec(), "label", names,
-                                       params, False, 64)
-    raw = trainer.make_dataset(tiny["raw_eval"], tiny["output"].raw_feature_spec(), "label", names, params, False,
-                               64, transform=tiny["output"].transform_features_layer())
+    transformed = trainer.make_dataset(
+        tiny["eval"], tiny["output"].transformed_feature_spec(), "label", names, params, False, 64
+    )
+    raw = trainer.make_dataset(
+        tiny["raw_eval"],
+        tiny["output"].raw_feature_spec(),
+        "label",
+        names,
+        params,
+        False,
+        64,
+        transform=tiny["output"].transform_features_layer(),
+    )
     batches = 0
-    for (want, want_label), (got, got_label) in zip(transformed, raw):
+    for (want, want_label), (got, got_label) in zip(transformed, raw, strict=True):
         np.testing.assert_array_equal(got_label.numpy(), want_label.numpy())
         for name in names:
             np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6)
@@ -113,17 +130,25 @@ def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny
     inputs = raw.structured_input_signature[1]
     assert inputs["x1"].dtype == tf.float32 and inputs["score"].dtype == tf.float32
     assert inputs["city"].dtype == tf.string
-    out = raw(x1=tf.constant([1.5, -1.5]), x2=tf.constant([0.0, 0.0]), city=tf.constant(["a", "c"]),
-              score=tf.constant([0.5, 0.5]))["probabilities"]
+    out = raw(
+        x1=tf.constant([1.5, -1.5]),
+        x2=tf.constant([0.0, 0.0]),
+        city=tf.constant(["a", "c"]),
+        score=tf.constant([0.5, 0.5]),
+    )["probabilities"]
     assert out.dtype == tf.float32 and out.shape == (2, 1)
     assert out.numpy()[0, 0] > out.numpy()[1, 0]  # learnt: x1 and city a push the label up
 
-    example = tf.train.Example(features=tf.train.Features(feature={
-        "x1": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5])),
-        "x2": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0])),
-        "city": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a"])),
-        "score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5])),
-    })).SerializeToString()
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "x1": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5])),
+                "x2": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0])),
+                "city": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a"])),
+                "score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5])),
+            }
+        )
+    ).SerializeToString()
     served = loaded.signatures["serving_default"](examples=tf.constant([example]))["probabilities"]
     assert served.dtype == tf.float32
     np.testing.assert_allclose(served.numpy()[0], out.numpy()[0], rtol=1e-5)
@@ -172,8 +197,13 @@ def test_backup_folder_is_keyed_by_what_training_depends_on(tmp_path):
 
 def test_early_stopping_stops_when_validation_loss_stalls(tiny_transform, tmp_path):
     params = trainer.TrainParams(batch_size=32, eval_every_steps=2, early_stopping_patience=1)
-    _, history, info = _train(tiny_transform, tmp_path, steps=400, train_params=params,
-                              model_params=model_lib.ModelParams(hidden_units=(64, 64), learning_rate=0.05))
+    _, history, info = _train(
+        tiny_transform,
+        tmp_path,
+        steps=400,
+        train_params=params,
+        model_params=model_lib.ModelParams(hidden_units=(64, 64), learning_rate=0.05),
+    )
     assert info["epochs"] == 200 and info["epochs_run"] < 200
 
 
@@ -186,13 +216,20 @@ def test_gradient_accumulation_matches_one_step_on_the_whole_batch(tiny_transfor
     plain.set_weights(accumulating.get_weights())
     before = [w.copy() for w in plain.get_weights()]
 
-    dataset = trainer.make_dataset(tiny["train"], tiny["output"].transformed_feature_spec(), "label",
-                                   plain.input_names, trainer.TrainParams(batch_size=64), True, 64)
+    dataset = trainer.make_dataset(
+        tiny["train"],
+        tiny["output"].transformed_feature_spec(),
+        "label",
+        plain.input_names,
+        trainer.TrainParams(batch_size=64),
+        True,
+        64,
+    )
     features, labels = next(iter(dataset))
     accumulating.train_on_batch(features, labels)  # 4 micro-batches of 16, one update
     plain.train_on_batch(features, labels)  # one batch of 64
     moved = 0.0
-    for w_acc, w_plain, w0 in zip(accumulating.get_weights(), plain.get_weights(), before):
+    for w_acc, w_plain, w0 in zip(accumulating.get_weights(), plain.get_weights(), before, strict=True):
         np.testing.assert_allclose(w_acc, w_plain, rtol=1e-4, atol=1e-6)
         moved = max(moved, float(np.abs(w_plain - w0).max()))
     assert moved > 1e-3  # the step did change the weights
@@ -201,16 +238,21 @@ def test_gradient_accumulation_matches_one_step_on_the_whole_batch(tiny_transfor
 def test_large_preset_sizes_are_multiples_of_eight(tiny_transform):
     params = model_lib.ModelParams(preset="large")
     assert all(u % 8 == 0 for u in params.units) and params.units[0] >= 1024
-    model = model_lib.build_model(tiny_transform["config"], trainer.id_ranges(tiny_transform["output"],
-                                                                              tiny_transform["config"]), params)
+    model = model_lib.build_model(
+        tiny_transform["config"], trainer.id_ranges(tiny_transform["output"], tiny_transform["config"]), params
+    )
     assert model.get_layer("city_xf_embedding").output_dim % 8 == 0
 
 
 def _worker(scenario, tiny, log_dir, env=None):
     return subprocess.Popen(
         [sys.executable, "-m", "tests.components.distributed_worker", scenario, tiny["dir"], log_dir],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})})
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+    )
 
 
 def _result(process, timeout=600):
@@ -242,8 +284,11 @@ def test_two_workers_train_together_with_tf_config(tiny_transform, tmp_path):
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(_worker("multi-worker", tiny_transform, str(tmp_path / f"logs{index}"),
-                                 env={"TF_CONFIG": json.dumps(tf_config)}))
+        processes.append(
+            _worker(
+                "multi-worker", tiny_transform, str(tmp_path / f"logs{index}"), env={"TF_CONFIG": json.dumps(tf_config)}
+            )
+        )
     results = [_result(p) for p in processes]
     for result in results:
         assert result["strategy"] == "MultiWorkerMirroredStrategy" and result["replicas"] == 2
@@ -266,8 +311,9 @@ def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server
     remote = f"minio://{bucket}/root/_trainer_backup/abc"
     object_store.write_bytes(f"{remote}/chief/checkpoint", b"epoch 3")
     local, callbacks = local_backup(remote, str(tmp_path))
-    assert local == str(tmp_path / "backup") and (tmp_path / "backup" / "chief" / "checkpoint").read_bytes() == \
-        b"epoch 3"
+    assert (
+        local == str(tmp_path / "backup") and (tmp_path / "backup" / "chief" / "checkpoint").read_bytes() == b"epoch 3"
+    )
     (mirror,) = callbacks
     assert isinstance(mirror, BackupMirror)
     (tmp_path / "backup" / "chief" / "checkpoint").write_bytes(b"epoch 4")

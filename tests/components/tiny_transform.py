@@ -11,13 +11,15 @@ from tensorflow_transform.tf_metadata import metadata_io
 from components.features import FeatureConfig
 from components.preprocessing import preprocessing_fn
 
-TINY_FEATURES = FeatureConfig.from_dict({
-    "label": {"name": "label", "column": "y", "positive_values": ["1"]},
-    "numeric": ["x1", "x2"],
-    "categorical": ["city"],
-    "bucketized": ["score"],
-    "num_buckets": 4,
-})
+TINY_FEATURES = FeatureConfig.from_dict(
+    {
+        "label": {"name": "label", "column": "y", "positive_values": ["1"]},
+        "numeric": ["x1", "x2"],
+        "categorical": ["city"],
+        "bucketized": ["score"],
+        "num_buckets": 4,
+    }
+)
 
 _SPEC = {
     "x1": tf.io.VarLenFeature(tf.float32),
@@ -34,8 +36,15 @@ def _rows(n, seed):
     for _ in range(n):
         x1, x2 = float(rng.normal()), float(rng.normal())
         city = str(rng.choice(["a", "b", "c", "d"]))
-        rows.append({"x1": [x1], "x2": [x2], "city": [city.encode()], "score": [float(rng.uniform())],
-                     "y": [int(x1 + (0.8 if city in "ab" else -0.8) > 0)]})
+        rows.append(
+            {
+                "x1": [x1],
+                "x2": [x2],
+                "city": [city.encode()],
+                "score": [float(rng.uniform())],
+                "y": [int(x1 + (0.8 if city in "ab" else -0.8) > 0)],
+            }
+        )
     return rows
 
 
@@ -70,8 +79,12 @@ def write_tiny_transform(base: str) -> dict:
             _ = transform_fn | tft_beam.WriteTransformFn(os.path.join(base, "transform_graph"))
         # The raw schema, as TFX's Transform writes it beside the graph (serving signatures parse with it).
         metadata_io.write_metadata(metadata, os.path.join(base, "transform_graph", "metadata"))
-        for name, rows in (("train", train), ("eval", evaluation), ("raw_train", raw["train"]),
-                           ("raw_eval", raw["eval"])):
+        for name, rows in (
+            ("train", train),
+            ("eval", evaluation),
+            ("raw_train", raw["train"]),
+            ("raw_eval", raw["eval"]),
+        ):
             os.makedirs(os.path.join(base, name))
             _write_examples(rows, os.path.join(base, name, "part-0.gz"))
     return {

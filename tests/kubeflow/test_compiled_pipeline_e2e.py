@@ -22,8 +22,8 @@ import tensorflow as tf
 from mlflow import MlflowClient
 
 from components import object_store
-from components.tracking import RUN_KEY_TAG
 from components.pusher import STATISTICS_DIR
+from components.tracking import RUN_KEY_TAG
 from pipeline import kubeflow_runner as kf
 from pipeline.config import TrainingConfig, bundled_dataset_dir
 from tests import helpers
@@ -66,30 +66,58 @@ def kfp_runs(s3_server, tmp_path_factory):
     try:
         s3_server.create_bucket(BUCKET)
         first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=11)
-        shifted = helpers.rewrite_csv(os.path.join(fresh, "data.csv"), str(base / "fares_up"),
-                                      lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"})
+        shifted = helpers.rewrite_csv(
+            os.path.join(fresh, "data.csv"),
+            str(base / "fares_up"),
+            lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"},
+        )
         data = {name: _upload(folder, name) for name, folder in (("day1", first), ("day2", shifted))}
         data_mount = str(base / "data-claim")  # the taxi-data claim, a host folder here
         shutil.copytree(fresh, os.path.join(data_mount, "day3"))
         data["day3"] = os.path.join(data_mount, "day3")
         serving_mount = str(base / "serving-claim")  # the tf-serving-models claim, a host folder here
         config = kubeflow_config(
-            ROOT, data_root=data["day1"], serving_dir=f"{serving_mount}/models", serving_mount=serving_mount,
-            s3_endpoint=s3_server.endpoint, data_pvc="taxi-data", data_mount=data_mount, gpus=0, node_selector=(),
-            tolerations=(), mlflow_secret="", mlflow_uri=mlflow_server.uri, experiment="kfp-e2e",
-            beam_mode="in_memory", allowed_anomaly_types=(),
-            training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20))
+            ROOT,
+            data_root=data["day1"],
+            serving_dir=f"{serving_mount}/models",
+            serving_mount=serving_mount,
+            s3_endpoint=s3_server.endpoint,
+            data_pvc="taxi-data",
+            data_mount=data_mount,
+            gpus=0,
+            node_selector=(),
+            tolerations=(),
+            mlflow_secret="",
+            mlflow_uri=mlflow_server.uri,
+            experiment="kfp-e2e",
+            beam_mode="in_memory",
+            allowed_anomaly_types=(),
+            training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20),
+        )
         spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
-        kfp = LocalKfp(str(base / "kfp"), s3_env=env, base_env=pod_env, secrets={kf.OBJECT_STORE_SECRET: {
-            "accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}})
+        kfp = LocalKfp(
+            str(base / "kfp"),
+            s3_env=env,
+            base_env=pod_env,
+            secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
+        )
         runs = []
         versions = []
         root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
         for name in ("day1", "day2", "day3"):
             runs.append(kfp.run(spec, parameters={"data_root": data[name]}, pipeline_root=root))
             versions.append(helpers.pushed_versions(config.serving_dir, "taxi"))
-        yield {"runs": runs, "versions": versions, "config": config, "kfp": kfp, "base": base, "data": data,
-               "fresh": fresh, "mlflow": MlflowClient(mlflow_server.uri), "s3": s3_server}
+        yield {
+            "runs": runs,
+            "versions": versions,
+            "config": config,
+            "kfp": kfp,
+            "base": base,
+            "data": data,
+            "fresh": fresh,
+            "mlflow": MlflowClient(mlflow_server.uri),
+            "s3": s3_server,
+        }
     finally:
         mlflow_server.stop()
         for key, value in saved.items():
@@ -110,8 +138,11 @@ def test_first_run_pushes_a_model_that_predicts_and_records_mlflow(kfp_runs):
     assert {t.state for t in run.tasks.values()} == {"SUCCEEDED"}
     # Every artifact went to the store under the pipeline root, and no `dir/` marker object with it
     # (kubeflow/pipelines#13476: the launcher fails to download those).
-    keys = [o["Key"] for page in kfp_runs["s3"].client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-            for o in page.get("Contents", [])]
+    keys = [
+        o["Key"]
+        for page in kfp_runs["s3"].client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+        for o in page.get("Contents", [])
+    ]
     assert keys and not [k for k in keys if k.endswith("/")]
     examples = run.task_outputs("CsvExampleGen", "examples")[0]
     assert examples.startswith(ROOT + "/") and object_store.exists(f"{examples}/Split-train")
@@ -125,14 +156,14 @@ def test_first_run_pushes_a_model_that_predicts_and_records_mlflow(kfp_runs):
     schema = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
     loaded = tf.saved_model.load(model_dir)
     probabilities = loaded.signatures["serving_default"](
-        examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("tips",))))["probabilities"].numpy()
+        examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("tips",)))
+    )["probabilities"].numpy()
     assert probabilities.shape == (20, 1) and np.all((probabilities >= 0) & (probabilities <= 1))
     assert probabilities.std() > 0
 
     mlflow = kfp_runs["mlflow"]
     experiment = mlflow.get_experiment_by_name("kfp-e2e")
-    (tracked,) = mlflow.search_runs([experiment.experiment_id],
-                                    filter_string=f"tags.`{RUN_KEY_TAG}` = '{run.run_id}'")
+    (tracked,) = mlflow.search_runs([experiment.experiment_id], filter_string=f"tags.`{RUN_KEY_TAG}` = '{run.run_id}'")
     assert tracked.info.status == "FINISHED"
     assert 0.5 < tracked.data.metrics["eval.binary_accuracy"] <= 1.0
     assert tracked.data.tags["tfxflow.pushed"] == "yes" and tracked.data.tags["tfxflow.pushed_version"] == version
@@ -158,11 +189,13 @@ def test_third_run_compares_with_the_first_runs_served_model_and_data(kfp_runs):
     info = json.loads(object_store.read_bytes(f"{served}/served_baseline.json"))
     assert info["version"] == int(first) and info["statistics"] is True
     assert f"drift vs. the data of served version {first}: 13 features compared" in run.log("DataGate")
-    evaluation = kfp_runs["kfp"].download(run.task_outputs("Evaluator", "evaluation")[0],
-                                          str(kfp_runs["base"] / "evaluation-3"))
+    evaluation = kfp_runs["kfp"].download(
+        run.task_outputs("Evaluator", "evaluation")[0], str(kfp_runs["base"] / "evaluation-3")
+    )
     assert {"candidate", "baseline"} <= _baseline_model_names(evaluation)
-    first_evaluation = kfp_runs["kfp"].download(kfp_runs["runs"][0].task_outputs("Evaluator", "evaluation")[0],
-                                                str(kfp_runs["base"] / "evaluation-1"))
+    first_evaluation = kfp_runs["kfp"].download(
+        kfp_runs["runs"][0].task_outputs("Evaluator", "evaluation")[0], str(kfp_runs["base"] / "evaluation-1")
+    )
     assert "baseline" not in _baseline_model_names(first_evaluation)
     assert len(kfp_runs["versions"][2]) == 2 and kfp_runs["versions"][2][0] == first
     # What KFP caches across runs, it reused: the schema step's inputs did not change.

@@ -24,8 +24,13 @@ from tests.kubeflow.test_serving_manifests import SERVING, _kubernetes_versions,
 MONITORING = os.path.join(SERVING, "monitoring")
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # Every kustomization under monitoring/, by its path relative to kubeflow/serving/ ("" is the serving base).
-KUSTOMIZATIONS = ["", "monitoring", "monitoring/dcgm-exporter", "monitoring/dcgm-exporter/base",
-                  "monitoring/prometheus"]
+KUSTOMIZATIONS = [
+    "",
+    "monitoring",
+    "monitoring/dcgm-exporter",
+    "monitoring/dcgm-exporter/base",
+    "monitoring/prometheus",
+]
 METRICS_PATH = "/monitoring/prometheus/metrics"
 # Kinds kubernetes-validate has no schema for, with the schema they are checked against instead.
 CRD_SCHEMAS = {("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor-v1.schema.json"}
@@ -61,6 +66,7 @@ def _comments(path: str) -> str:
 
 # --- TF Serving's Prometheus endpoint ---
 
+
 def _proto_messages(path: str) -> dict:
     """The message classes of a proto file of plain messages (scalar and message fields), built without protoc:
     tensorflow-serving-api ships no monitoring_config_pb2, so the test builds it from TF Serving's .proto."""
@@ -68,9 +74,17 @@ def _proto_messages(path: str) -> dict:
         text = re.sub(r"//[^\n]*", "", f.read())
     package = re.search(r"^\s*package\s+([\w.]+)\s*;", text, re.M).group(1)
     syntax = re.search(r'^\s*syntax\s*=\s*"(\w+)"\s*;', text, re.M).group(1)
-    scalars = {"bool": "TYPE_BOOL", "string": "TYPE_STRING", "bytes": "TYPE_BYTES", "int32": "TYPE_INT32",
-               "int64": "TYPE_INT64", "uint32": "TYPE_UINT32", "uint64": "TYPE_UINT64", "float": "TYPE_FLOAT",
-               "double": "TYPE_DOUBLE"}
+    scalars = {
+        "bool": "TYPE_BOOL",
+        "string": "TYPE_STRING",
+        "bytes": "TYPE_BYTES",
+        "int32": "TYPE_INT32",
+        "int64": "TYPE_INT64",
+        "uint32": "TYPE_UINT32",
+        "uint64": "TYPE_UINT64",
+        "float": "TYPE_FLOAT",
+        "double": "TYPE_DOUBLE",
+    }
     FieldDescriptorProto = descriptor_pb2.FieldDescriptorProto
     file_proto = descriptor_pb2.FileDescriptorProto(name=os.path.basename(path), package=package, syntax=syntax)
     for name, body in re.findall(r"\bmessage\s+(\w+)\s*\{([^{}]*)\}", text):
@@ -79,7 +93,8 @@ def _proto_messages(path: str) -> dict:
         for statement in statements:
             # Every statement of the body is a field this parser understands, or the test fails.
             repeated, field_type, field_name, number = re.fullmatch(
-                r"(repeated\s+)?([\w.]+)\s+(\w+)\s*=\s*(\d+)", statement).groups()
+                r"(repeated\s+)?([\w.]+)\s+(\w+)\s*=\s*(\d+)", statement
+            ).groups()
             field = message.field.add(name=field_name, number=int(number))
             field.label = FieldDescriptorProto.LABEL_REPEATED if repeated else FieldDescriptorProto.LABEL_OPTIONAL
             if field_type in scalars:
@@ -134,13 +149,17 @@ def test_tf_serving_serves_prometheus_metrics_on_its_rest_port():
 def test_the_serving_base_needs_no_prometheus_operator():
     # kubectl apply -k kubeflow/serving/ works on a cluster without the operator's CRDs.
     assert not [doc["kind"] for doc in _built("") if doc["apiVersion"].startswith("monitoring.coreos.com/")]
-    assert not [doc["kind"] for doc in _built("monitoring/dcgm-exporter/base") + _built("monitoring/prometheus")
-                if doc["apiVersion"].startswith("monitoring.coreos.com/")]
+    assert not [
+        doc["kind"]
+        for doc in _built("monitoring/dcgm-exporter/base") + _built("monitoring/prometheus")
+        if doc["apiVersion"].startswith("monitoring.coreos.com/")
+    ]
 
 
 def test_the_kustomizations_render_what_they_promise():
     def kinds(path):
         return sorted((doc["kind"], doc["metadata"]["name"]) for doc in _built(path))
+
     assert kinds("monitoring") == [("ConfigMap", "tf-serving-grafana-dashboard"), ("ServiceMonitor", "tf-serving-taxi")]
     exporter = kinds("monitoring/dcgm-exporter/base")
     assert [kind for kind, _ in exporter] == ["ConfigMap", "DaemonSet", "Service"]
@@ -153,13 +172,17 @@ def test_the_kustomizations_render_what_they_promise():
 
 # --- Schemas ---
 
+
 def _strict(schema):
     """The CRD schema as the API server applies it with kubectl's default strict field validation: an object
     with declared properties takes no others (unless it preserves unknown fields)."""
     if isinstance(schema, dict):
         schema = {key: _strict(value) for key, value in schema.items()}
-        if ("properties" in schema and "additionalProperties" not in schema
-                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
             schema["additionalProperties"] = False
         return schema
     if isinstance(schema, list):
@@ -194,8 +217,11 @@ def test_every_rendered_object_validates_against_its_schema():
     # The CRD schema does bite: a misspelt field, a malformed duration, a missing required field.
     monitor = _one(_built("monitoring"), "ServiceMonitor")
     validator = _crd_validator(CRD_SCHEMAS[("monitoring.coreos.com/v1", "ServiceMonitor")])
-    for path, value in ((("spec", "endpoints", 0, "intervall"), "15s"), (("spec", "endpoints", 0, "interval"), "15 s"),
-                        (("spec", "endpoints", 0, "honorLabels"), "yes")):
+    for path, value in (
+        (("spec", "endpoints", 0, "intervall"), "15s"),
+        (("spec", "endpoints", 0, "interval"), "15 s"),
+        (("spec", "endpoints", 0, "honorLabels"), "yes"),
+    ):
         broken = copy.deepcopy(monitor)
         node = broken
         for key in path[:-1]:
@@ -210,6 +236,7 @@ def test_every_rendered_object_validates_against_its_schema():
 
 
 # --- Who scrapes what ---
+
 
 def _selects(selector: dict, labels: dict) -> bool:
     assert set(selector) <= {"matchLabels"}, selector  # matchExpressions would need more than this
@@ -261,6 +288,7 @@ def test_the_dcgm_service_monitor_scrapes_every_exporter_pod_and_keeps_its_pod_l
 
 # Prometheus relabelling, enough of it to run the scrape jobs of prometheus.yml on the pods of the manifests.
 
+
 def _relabel(labels: dict, configs: list):
     for config in configs:
         action = config.get("action", "replace")
@@ -270,8 +298,9 @@ def _relabel(labels: dict, configs: list):
         if action == "keep" and not match or action == "drop" and match:
             return None
         if action == "replace" and match:
-            replacement = re.sub(r"\$\{?(\w+)\}?", lambda g: match.group(int(g.group(1))) or "",
-                                 config.get("replacement", "$1"))
+            replacement = re.sub(
+                r"\$\{?(\w+)\}?", lambda g, m=match: m.group(int(g.group(1))) or "", config.get("replacement", "$1")
+            )
             if replacement:
                 labels[config["target_label"]] = replacement
             else:
@@ -290,19 +319,25 @@ def _discover_pod(pod_template: dict, namespace: str, name: str, ip: str) -> lis
     meta = pod_template["metadata"]
     common = {"__meta_kubernetes_namespace": namespace, "__meta_kubernetes_pod_name": name}
     common.update({f"__meta_kubernetes_pod_label_{_sanitize(k)}": v for k, v in meta.get("labels", {}).items()})
-    common.update({f"__meta_kubernetes_pod_annotation_{_sanitize(k)}": v
-                   for k, v in meta.get("annotations", {}).items()})
+    common.update(
+        {f"__meta_kubernetes_pod_annotation_{_sanitize(k)}": v for k, v in meta.get("annotations", {}).items()}
+    )
     targets = []
     spec = pod_template["spec"]
     for init, containers in (("true", spec.get("initContainers", [])), ("false", spec["containers"])):
         for container in containers:
-            base = dict(common, __meta_kubernetes_pod_container_name=container["name"],
-                        __meta_kubernetes_pod_container_init=init)
+            base = dict(
+                common,
+                __meta_kubernetes_pod_container_name=container["name"],
+                __meta_kubernetes_pod_container_init=init,
+            )
             for port in container.get("ports", []) or [None]:
                 target = dict(base, __address__=ip if port is None else f"{ip}:{port['containerPort']}")
                 if port is not None:
-                    target.update(__meta_kubernetes_pod_container_port_name=port.get("name", ""),
-                                  __meta_kubernetes_pod_container_port_number=str(port["containerPort"]))
+                    target.update(
+                        __meta_kubernetes_pod_container_port_name=port.get("name", ""),
+                        __meta_kubernetes_pod_container_port_number=str(port["containerPort"]),
+                    )
                 targets.append(target)
     return targets
 
@@ -313,8 +348,9 @@ def _scrape_targets(job: dict, pods: list) -> set:
         for target in pod:
             labels = _relabel(dict(target, __metrics_path__="/metrics"), job.get("relabel_configs", []))
             if labels is not None:
-                found.add((labels["__address__"], labels["__metrics_path__"], labels.get("namespace"),
-                           labels.get("pod")))
+                found.add(
+                    (labels["__address__"], labels["__metrics_path__"], labels.get("namespace"), labels.get("pod"))
+                )
     return found
 
 
@@ -333,18 +369,23 @@ def test_the_plain_prometheus_jobs_scrape_tf_serving_and_the_exporter():
 
     serving = _one(_built(""), "Deployment")["spec"]["template"]
     exporter = _one(_built("monitoring/dcgm-exporter/base"), "DaemonSet")["spec"]["template"]
-    pods = [_discover_pod(serving, "kubeflow-user-example-com", "tf-serving-taxi-7d9f-abcde", "10.0.0.5"),
-            _discover_pod(exporter, "gpu-monitoring", "dcgm-exporter-x1y2z", "10.0.0.9")]
+    pods = [
+        _discover_pod(serving, "kubeflow-user-example-com", "tf-serving-taxi-7d9f-abcde", "10.0.0.5"),
+        _discover_pod(exporter, "gpu-monitoring", "dcgm-exporter-x1y2z", "10.0.0.9"),
+    ]
     # One target per pod, at the port and path the annotations name, with the namespace and pod labels.
     assert _scrape_targets(jobs["tf-serving"], pods) == {
-        ("10.0.0.5:8501", METRICS_PATH, "kubeflow-user-example-com", "tf-serving-taxi-7d9f-abcde")}
+        ("10.0.0.5:8501", METRICS_PATH, "kubeflow-user-example-com", "tf-serving-taxi-7d9f-abcde")
+    }
     assert _scrape_targets(jobs["dcgm-exporter"], pods) == {
-        ("10.0.0.9:9400", "/metrics", "gpu-monitoring", "dcgm-exporter-x1y2z")}
+        ("10.0.0.9:9400", "/metrics", "gpu-monitoring", "dcgm-exporter-x1y2z")
+    }
     # Under Istio's metrics merging the injector points the annotations at the sidecar's agent: followed too.
     merged = copy.deepcopy(serving)
     merged["metadata"]["annotations"].update({"prometheus.io/port": "15020", "prometheus.io/path": "/stats/prometheus"})
     assert _scrape_targets(jobs["tf-serving"], [_discover_pod(merged, "ns", "p", "10.0.0.6")]) == {
-        ("10.0.0.6:15020", "/stats/prometheus", "ns", "p")}
+        ("10.0.0.6:15020", "/stats/prometheus", "ns", "p")
+    }
     # A pod that does not opt in is not scraped.
     off = copy.deepcopy(serving)
     off["metadata"]["annotations"]["prometheus.io/scrape"] = "false"
@@ -352,6 +393,7 @@ def test_the_plain_prometheus_jobs_scrape_tf_serving_and_the_exporter():
 
 
 # --- NVIDIA DCGM exporter ---
+
 
 def _counters(text: str) -> list:
     """dcgm-exporter's parsing of its -f file (internal/pkg/counters/counter_config.go): CSV, '#' comments, every
@@ -376,8 +418,13 @@ def test_the_dcgm_counters_are_dcgm_fields():
     assert set(names) <= known, set(names) - known
     assert {kind for _, kind, _ in rows} <= set(dcgm["csv_types"]["values"])
     assert all(help_text for _, _, help_text in rows)
-    assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
-            "DCGM_FI_DEV_POWER_USAGE"} <= set(names)
+    assert {
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+    } <= set(names)
     # The exporter reads exactly this file: the generated ConfigMap, mounted where -f points.
     docs = _built("monitoring/dcgm-exporter/base")
     configmap, daemonset = _one(docs, "ConfigMap"), _one(docs, "DaemonSet")
@@ -433,6 +480,7 @@ def test_the_dcgm_exporter_runs_on_the_gpu_nodes_as_restricted_as_dcgm_allows():
 
 # --- The Grafana dashboard ---
 
+
 @functools.lru_cache(maxsize=None)
 def _dashboard_text() -> str:
     with open(os.path.join(MONITORING, "grafana-dashboard.json"), encoding="utf-8") as f:
@@ -444,8 +492,22 @@ def _dashboard() -> dict:
 
 
 # PromQL words that look like metric names but are not.
-PROMQL_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool",
-                   "offset", "inf", "nan", "atan2"}
+PROMQL_KEYWORDS = {
+    "and",
+    "or",
+    "unless",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+    "atan2",
+}
 GRAFANA_VARIABLES = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
 
 
@@ -474,9 +536,11 @@ def _label_names(expr: str) -> set:
 
 
 def test_the_metric_name_extraction():
-    expr = ('histogram_quantile(0.99, sum by (le, model_name) '
-            '(rate(:a:b_bucket{x=~"$ns", y!="by(z)"}[$__rate_interval])))'
-            " / on (pod) group_left 100 * DCGM_FI_X{pod=~\"$pod\"} or vector(0) and up offset 5m")
+    expr = (
+        "histogram_quantile(0.99, sum by (le, model_name) "
+        '(rate(:a:b_bucket{x=~"$ns", y!="by(z)"}[$__rate_interval])))'
+        ' / on (pod) group_left 100 * DCGM_FI_X{pod=~"$pod"} or vector(0) and up offset 5m'
+    )
     assert _metric_names(expr) == {":a:b_bucket", "DCGM_FI_X", "up"}
     assert _label_names(expr) == {"le", "model_name", "x", "y", "pod"}
 
@@ -535,8 +599,9 @@ def test_the_dashboard_is_valid_grafana_json():
         assert all(target["datasource"] == datasource and target["expr"] for target in panel["targets"])
         grid = panel["gridPos"]
         assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
-        panel_cells = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
-                       for y in range(grid["y"], grid["y"] + grid["h"])}
+        panel_cells = {
+            (x, y) for x in range(grid["x"], grid["x"] + grid["w"]) for y in range(grid["y"], grid["y"] + grid["h"])
+        }
         assert not cells & panel_cells, f"panel {panel['id']} overlaps another"
         cells |= panel_cells
     for variable in variables.values():
@@ -554,6 +619,7 @@ def test_the_dashboard_charts_what_was_asked():
 
     def quantiles(series):
         return {float(q) for q in re.findall(rf"histogram_quantile\(([\d.]+),[^\n]*{re.escape(series)}\{{", joined)}
+
     assert re.search(r"sum by \(model_name, status\) \(rate\(:tensorflow:serving:request_count\{", joined)
     assert quantiles(":tensorflow:serving:request_latency_bucket") == {0.5, 0.95, 0.99}
     assert quantiles(":tensorflow:serving:runtime_latency_bucket") == {0.5, 0.95, 0.99}
@@ -562,8 +628,9 @@ def test_the_dashboard_charts_what_was_asked():
         assert re.search(rf"\b{field}\{{", joined), field
     # A quantile of a histogram aggregates its buckets by le, over a rate.
     for expr in exprs:
-        for grouping, series in re.findall(r"histogram_quantile\([\d.]+,\s*sum by \(([^()]*)\)\s*\(rate\(([\w:]+)\{",
-                                           expr):
+        for grouping, series in re.findall(
+            r"histogram_quantile\([\d.]+,\s*sum by \(([^()]*)\)\s*\(rate\(([\w:]+)\{", expr
+        ):
             assert series.endswith("_bucket") and "le" in [g.strip() for g in grouping.split(",")], expr
         assert expr.count("histogram_quantile(") == len(re.findall(r"histogram_quantile\([\d.]+,\s*sum by \(", expr))
 

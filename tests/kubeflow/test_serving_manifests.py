@@ -15,11 +15,19 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from pipeline.cli import _parser
 
-SERVING = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kubeflow",
-                       "serving")
+SERVING = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kubeflow", "serving"
+)
 # The fields of tensorflow_serving's BatchingParameters proto (session_bundle_config.proto).
-BATCHING_FIELDS = {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
-                   "thread_pool_name", "allowed_batch_sizes", "pad_variable_length_inputs"}
+BATCHING_FIELDS = {
+    "max_batch_size",
+    "batch_timeout_micros",
+    "max_enqueued_batches",
+    "num_batch_threads",
+    "thread_pool_name",
+    "allowed_batch_sizes",
+    "pad_variable_length_inputs",
+}
 
 
 def _manifests() -> dict:
@@ -166,11 +174,13 @@ def test_the_claim_names_a_read_write_many_storage_class():
 def test_the_documented_patch_changes_the_storage_class(tmp_path):
     # The patch pvc.yaml's comment shows, in an overlay that uses this directory as its base.
     with open(tmp_path / "kustomization.yaml", "w", encoding="utf-8") as f:
-        f.write(f"resources: [{os.path.relpath(SERVING, tmp_path)}]\n"
-                "patches:\n"
-                "  - target: {kind: PersistentVolumeClaim, name: tf-serving-models}\n"
-                "    patch: |-\n"
-                "      - {op: replace, path: /spec/storageClassName, value: standard-rwx}\n")
+        f.write(
+            f"resources: [{os.path.relpath(SERVING, tmp_path)}]\n"
+            "patches:\n"
+            "  - target: {kind: PersistentVolumeClaim, name: tf-serving-models}\n"
+            "    patch: |-\n"
+            "      - {op: replace, path: /spec/storageClassName, value: standard-rwx}\n"
+        )
     (claim,) = [doc for doc in _kustomize(str(tmp_path)) if doc["kind"] == "PersistentVolumeClaim"]
     assert claim["spec"]["storageClassName"] == "standard-rwx"
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
@@ -208,7 +218,7 @@ def test_probes_wait_for_the_model_without_restarting_the_server():
 
 
 def _quantity(value) -> float:
-    units = {"m": 1e-3, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "k": 1e3, "M": 1e6, "G": 1e9}
+    units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
     number, unit = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(value)).groups()
     return float(number) * units.get(unit, 1)
 
@@ -262,8 +272,8 @@ def _kubelet_expand(text: str, env: dict) -> str:
                 out.append("$")
                 i += 2
                 continue
-            if text[i + 1] == "(" and ")" in text[i + 2:]:
-                name = text[i + 2:text.index(")", i + 2)]
+            if text[i + 1] == "(" and ")" in text[i + 2 :]:
+                name = text[i + 2 : text.index(")", i + 2)]
                 out.append(env[name] if name in env else f"$({name})")
                 i += len(name) + 3
                 continue
@@ -280,8 +290,9 @@ def _start_waiting(tmp_path, models_config: str) -> subprocess.Popen:
     config = tmp_path / "models.config"
     config.write_text(models_config, encoding="utf-8")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MODELS_CONFIG": str(config), "POLL_SECONDS": "0.05"}
-    return subprocess.Popen(["/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(
+        ["/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _still_waiting(process: subprocess.Popen, seconds: float = 0.5) -> bool:

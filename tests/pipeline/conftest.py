@@ -15,16 +15,23 @@ def kubeflow_config(root: str, **overrides) -> kf.KubeflowConfig:
     """A Kubeflow config for the bundled taxi dataset with its pipeline root at `root`."""
     dataset_dir = config_lib.bundled_dataset_dir("taxi")
     values = dict(
-        pipeline_name="tfxflow-taxi", model_name="taxi", image=IMAGE, pipeline_root=root,
-        data_root="gs://ml-data/taxi", serving_dir="/serving/models",
+        pipeline_name="tfxflow-taxi",
+        model_name="taxi",
+        image=IMAGE,
+        pipeline_root=root,
+        data_root="gs://ml-data/taxi",
+        serving_dir="/serving/models",
         schema_path=os.path.join(dataset_dir, "schema.pbtxt"),
         features=FeatureConfig.load(os.path.join(dataset_dir, "features.yaml")),
-        training=config_lib.TrainingConfig(train_steps=500), gpus=2,
+        training=config_lib.TrainingConfig(train_steps=500),
+        gpus=2,
         node_selector=(("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),),
-        tolerations=(kf.Toleration.parse("nvidia.com/gpu:NoSchedule"),
-                     kf.Toleration.parse("dedicated=ml:NoExecute")),
-        trainer_cpu="8", trainer_memory="32G", mlflow_secret="mlflow-tracking",
-        mlflow_secret_keys=("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN"), serving_pvc="tf-serving-models",
+        tolerations=(kf.Toleration.parse("nvidia.com/gpu:NoSchedule"), kf.Toleration.parse("dedicated=ml:NoExecute")),
+        trainer_cpu="8",
+        trainer_memory="32G",
+        mlflow_secret="mlflow-tracking",
+        mlflow_secret_keys=("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN"),
+        serving_pvc="tf-serving-models",
         allowed_anomaly_types=("FEATURE_TYPE_LOW_NUMBER_VALUES",),
     )
     values.update(overrides)

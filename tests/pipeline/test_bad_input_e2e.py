@@ -34,6 +34,7 @@ def _set(column, value, every=1):
         if i % every == every - 1:
             row[column] = value
         return row
+
     return row_fn
 
 
@@ -60,61 +61,108 @@ def _header(served) -> bytes:
 
 # Each case: (build the data folder -> extra CLI args, exit status, substrings the message must contain).
 CASES = {
-    "data folder does not exist": (
-        lambda s, d: ["--data-root", d], CONFIG_ERROR, ["--data-root {d}: no such folder"]),
+    "data folder does not exist": (lambda s, d: ["--data-root", d], CONFIG_ERROR, ["--data-root {d}: no such folder"]),
     "folder holds no CSV": (
         lambda s, d: ["--data-root", _raw(d, b"fare,tips\n1,2\n", name="data.txt")],
-        CONFIG_ERROR, ["--data-root {d}: holds no *.csv file"]),
-    "empty file": (
-        lambda s, d: ["--data-root", _raw(d, b"")], DATA_REFUSED, ["{d}/data.csv: empty file"]),
+        CONFIG_ERROR,
+        ["--data-root {d}: holds no *.csv file"],
+    ),
+    "empty file": (lambda s, d: ["--data-root", _raw(d, b"")], DATA_REFUSED, ["{d}/data.csv: empty file"]),
     "header only": (
-        lambda s, d: ["--data-root", _raw(d, _header(s))], DATA_REFUSED,
-        ["{d}/data.csv: no data rows: the file holds only a header"]),
+        lambda s, d: ["--data-root", _raw(d, _header(s))],
+        DATA_REFUSED,
+        ["{d}/data.csv: no data rows: the file holds only a header"],
+    ),
     "missing column": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, columns_fn=lambda c: [x for x in c
-                                                                                            if x != "trip_miles"])],
-        DATA_REFUSED, ["data gate:", "feature 'trip_miles': SCHEMA_MISSING_COLUMN"]),
+        lambda s, d: [
+            "--data-root",
+            helpers.rewrite_csv(s["csv"], d, columns_fn=lambda c: [x for x in c if x != "trip_miles"]),
+        ],
+        DATA_REFUSED,
+        ["data gate:", "feature 'trip_miles': SCHEMA_MISSING_COLUMN"],
+    ),
     "extra column": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("surge", "1.5"),
-                                                         columns_fn=lambda c: c + ["surge"])],
-        DATA_REFUSED, ["data gate:", "feature 'surge': SCHEMA_NEW_COLUMN"]),
+        lambda s, d: [
+            "--data-root",
+            helpers.rewrite_csv(s["csv"], d, _set("surge", "1.5"), columns_fn=lambda c: c + ["surge"]),
+        ],
+        DATA_REFUSED,
+        ["data gate:", "feature 'surge': SCHEMA_NEW_COLUMN"],
+    ),
     "string in a numeric column": (
         lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("fare", "twelve", every=700))],
-        DATA_REFUSED, ["{d}/data.csv line 701, column 'fare': not a number: 'twelve' (schema type FLOAT) "
-                       "(2 rows in all; the first is shown)"]),
+        DATA_REFUSED,
+        [
+            "{d}/data.csv line 701, column 'fare': not a number: 'twelve' (schema type FLOAT) "
+            "(2 rows in all; the first is shown)"
+        ],
+    ),
     "label column empty": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("tips", ""))], DATA_REFUSED,
-        ["column 'tips': label column is empty: no row has a value for 'tips'"]),
+        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("tips", ""))],
+        DATA_REFUSED,
+        ["column 'tips': label column is empty: no row has a value for 'tips'"],
+    ),
     "label all one value": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("tips", "0"))], DATA_REFUSED,
-        ["column 'tips': the label has one class only: 'big_tipper' (tips > 0.2 x fare) is 0 in all 1,500 rows"]),
+        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("tips", "0"))],
+        DATA_REFUSED,
+        ["column 'tips': the label has one class only: 'big_tipper' (tips > 0.2 x fare) is 0 in all 1,500 rows"],
+    ),
     "unseen category": (
         lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("payment_type", "Bitcoin", every=50))],
-        DATA_REFUSED, ["data gate:", "feature 'payment_type': ENUM_TYPE_UNEXPECTED_STRING_VALUES", "Bitcoin"]),
+        DATA_REFUSED,
+        ["data gate:", "feature 'payment_type': ENUM_TYPE_UNEXPECTED_STRING_VALUES", "Bitcoin"],
+    ),
     "NaN value": (
         lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("trip_miles", "nan", every=100))],
-        DATA_REFUSED, ["{d}/data.csv line 101, column 'trip_miles': NaN is not allowed: 'nan'"]),
+        DATA_REFUSED,
+        ["{d}/data.csv line 101, column 'trip_miles': NaN is not allowed: 'nan'"],
+    ),
     "infinite value": (
         lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("fare", "inf", every=300))],
-        DATA_REFUSED, ["{d}/data.csv line 301, column 'fare': an infinite value is not allowed: 'inf'"]),
+        DATA_REFUSED,
+        ["{d}/data.csv line 301, column 'fare': an infinite value is not allowed: 'inf'"],
+    ),
     "unbalanced quotes": (
         lambda s, d: ["--data-root", _with_line(s, d, b',"12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Taxi,0,,0.0\n')],
-        DATA_REFUSED, ["{d}/data.csv line 5: malformed CSV (quotes): a quoted field is never closed"]),
+        DATA_REFUSED,
+        ["{d}/data.csv line 5: malformed CSV (quotes): a quoted field is never closed"],
+    ),
     "wrong field count": (
         lambda s, d: ["--data-root", _with_line(s, d, b",12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Taxi,0,,0.0,7\n")],
-        DATA_REFUSED, ["{d}/data.csv line 5: wrong number of fields: 19 fields, the header has 18"]),
+        DATA_REFUSED,
+        ["{d}/data.csv line 5: wrong number of fields: 19 fields, the header has 18"],
+    ),
     "bytes that are not UTF-8": (
-        lambda s, d: ["--data-root", _with_line(s, d, b",12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Caf\xe9 Cab,0,,0\n",
-                                                at=9)],
-        DATA_REFUSED, ["{d}/data.csv line 9: bytes that are not UTF-8: b'\\xe9' at byte 42 of the line"]),
+        lambda s, d: [
+            "--data-root",
+            _with_line(s, d, b",12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Caf\xe9 Cab,0,,0\n", at=9),
+        ],
+        DATA_REFUSED,
+        ["{d}/data.csv line 9: bytes that are not UTF-8: b'\\xe9' at byte 42 of the line"],
+    ),
     "schema that does not parse": (
-        lambda s, d: ["--data-root", s["good"], "--schema", os.path.join(
-            _raw(d, b'feature { name: "fare" type: FLOT }', name="schema.pbtxt"), "schema.pbtxt")],
-        CONFIG_ERROR, ["schema {d}/schema.pbtxt: does not parse", "FLOT"]),
+        lambda s, d: [
+            "--data-root",
+            s["good"],
+            "--schema",
+            os.path.join(_raw(d, b'feature { name: "fare" type: FLOT }', name="schema.pbtxt"), "schema.pbtxt"),
+        ],
+        CONFIG_ERROR,
+        ["schema {d}/schema.pbtxt: does not parse", "FLOT"],
+    ),
     "feature config naming a column the schema lacks": (
-        lambda s, d: ["--data-root", s["good"], "--feature-config", os.path.join(_raw(
-            d, b"label: {name: y, column: tips}\nnumeric: [fare, surge]\n", name="features.yaml"), "features.yaml")],
-        CONFIG_ERROR, ["{d}/features.yaml: column(s) ['surge'] not found in schema"]),
+        lambda s, d: [
+            "--data-root",
+            s["good"],
+            "--feature-config",
+            os.path.join(
+                _raw(d, b"label: {name: y, column: tips}\nnumeric: [fare, surge]\n", name="features.yaml"),
+                "features.yaml",
+            ),
+        ],
+        CONFIG_ERROR,
+        ["{d}/features.yaml: column(s) ['surge'] not found in schema"],
+    ),
 }
 
 
@@ -141,16 +189,20 @@ def test_bad_input_is_refused_with_a_clear_message(served, case):
 def test_serving_data_is_checked_for_skew_and_the_serving_schema(served):
     # Serving requests carry no label; these pay by card only and include a payment type never seen.
     serving_data = helpers.rewrite_csv(
-        served["csv"], str(served["base"] / "requests"),
+        served["csv"],
+        str(served["base"] / "requests"),
         lambda i, row: {**row, "payment_type": "Mobile" if i == 0 else "Credit Card"},
-        columns_fn=lambda c: [x for x in c if x != "tips"])
+        columns_fn=lambda c: [x for x in c if x != "tips"],
+    )
     before = helpers.tree_snapshot(served["serving"])
-    result = helpers.run_cli("run", "--home", served["home"], "--data-root", served["good"],
-                             "--serving-data", serving_data, *FLAGS)
+    result = helpers.run_cli(
+        "run", "--home", served["home"], "--data-root", served["good"], "--serving-data", serving_data, *FLAGS
+    )
     assert result.returncode == DATA_REFUSED, result.stderr[-3000:]
     assert "split 'serving', feature 'payment_type': ENUM_TYPE_UNEXPECTED_STRING_VALUES" in result.stderr
-    assert ("split 'train vs. serving (skew)', feature 'payment_type': COMPARATOR_L_INFTY_HIGH: L-infinity distance "
-            "0.") in result.stderr
+    assert (
+        "split 'train vs. serving (skew)', feature 'payment_type': COMPARATOR_L_INFTY_HIGH: L-infinity distance 0."
+    ) in result.stderr
     assert "> threshold 0.05 on " in result.stderr
     assert "Next: look at what changed" not in result.stderr  # skew is not answered by a new baseline
     assert "tips" not in result.stderr.split("serving directory untouched")[0]  # the label is not expected there
@@ -159,10 +211,19 @@ def test_serving_data_is_checked_for_skew_and_the_serving_schema(served):
 
 def test_allowed_anomaly_types_let_the_run_through(served):
     # Runs last in this module: it trains and pushes a second model.
-    folder = helpers.rewrite_csv(served["csv"], str(served["base"] / "allowed"),
-                                 _set("payment_type", "Bitcoin", every=50))
-    result = helpers.run_cli("run", "--home", served["home"], "--data-root", folder, *FLAGS,
-                             "--allow-anomaly", "ENUM_TYPE_UNEXPECTED_STRING_VALUES")
+    folder = helpers.rewrite_csv(
+        served["csv"], str(served["base"] / "allowed"), _set("payment_type", "Bitcoin", every=50)
+    )
+    result = helpers.run_cli(
+        "run",
+        "--home",
+        served["home"],
+        "--data-root",
+        folder,
+        *FLAGS,
+        "--allow-anomaly",
+        "ENUM_TYPE_UNEXPECTED_STRING_VALUES",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "data gate:      passed" in result.stdout
     assert "drift vs. the last blessed model's data: 13 features compared" in result.stdout

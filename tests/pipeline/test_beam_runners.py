@@ -13,75 +13,149 @@ def test_direct_keeps_todays_arguments():
     assert beam_pipeline_args(BeamRunner()) == []  # Beam's default: TFX builds no sdist
     assert beam_pipeline_args(BeamRunner(direct_mode="in_memory", direct_workers=1)) == []
     assert beam_pipeline_args(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == [
-        "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=0",
+    ]
     assert beam_pipeline_args(BeamRunner(direct_workers=4)) == [
-        "--direct_running_mode=in_memory", "--direct_num_workers=4"]
+        "--direct_running_mode=in_memory",
+        "--direct_num_workers=4",
+    ]
 
 
 def test_portable_defaults_to_the_embedded_job_service_and_loopback_workers():
     assert beam_pipeline_args(BeamRunner(runner="portable")) == [
-        "--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+        "--runner=PortableRunner",
+        "--job_endpoint=embed",
+        "--environment_type=LOOPBACK",
+    ]
     assert not BeamRunner(runner="portable").workers_are_remote
 
 
 def test_portable_against_a_job_server_runs_the_image():
     assert beam_pipeline_args(BeamRunner(runner="portable", job_endpoint="beam-jobserver:8099", image=IMAGE)) == [
-        "--runner=PortableRunner", "--job_endpoint=beam-jobserver:8099", "--environment_type=DOCKER",
-        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+        "--runner=PortableRunner",
+        "--job_endpoint=beam-jobserver:8099",
+        "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}",
+        f"--sdk_container_image={IMAGE}",
+    ]
     # DOCKER's image may come as --environment-config instead.
-    assert beam_pipeline_args(BeamRunner(runner="portable", job_endpoint="beam-jobserver:8099",
-                                         environment_type="DOCKER", environment_config=IMAGE))[-2:] == [
-        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
-    assert beam_pipeline_args(BeamRunner(
-        runner="portable", job_endpoint="beam-jobserver:8099", environment_type="EXTERNAL",
-        environment_config="localhost:50000", image=IMAGE)) == [
-        "--runner=PortableRunner", "--job_endpoint=beam-jobserver:8099", "--environment_type=EXTERNAL",
-        "--environment_config=localhost:50000", f"--sdk_container_image={IMAGE}"]
-    assert beam_pipeline_args(BeamRunner(
-        runner="portable", environment_type="PROCESS", environment_config='{"command": "/opt/apache/beam/boot"}',
-        image=IMAGE))[2:4] == ["--environment_type=PROCESS", '--environment_config={"command": "/opt/apache/beam/boot"}']
+    assert beam_pipeline_args(
+        BeamRunner(
+            runner="portable", job_endpoint="beam-jobserver:8099", environment_type="DOCKER", environment_config=IMAGE
+        )
+    )[-2:] == [f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+    assert beam_pipeline_args(
+        BeamRunner(
+            runner="portable",
+            job_endpoint="beam-jobserver:8099",
+            environment_type="EXTERNAL",
+            environment_config="localhost:50000",
+            image=IMAGE,
+        )
+    ) == [
+        "--runner=PortableRunner",
+        "--job_endpoint=beam-jobserver:8099",
+        "--environment_type=EXTERNAL",
+        "--environment_config=localhost:50000",
+        f"--sdk_container_image={IMAGE}",
+    ]
+    assert beam_pipeline_args(
+        BeamRunner(
+            runner="portable",
+            environment_type="PROCESS",
+            environment_config='{"command": "/opt/apache/beam/boot"}',
+            image=IMAGE,
+        )
+    )[2:4] == ["--environment_type=PROCESS", '--environment_config={"command": "/opt/apache/beam/boot"}']
 
 
 def test_flink():
     runner = BeamRunner(runner="flink", flink_master="flink-jobmanager:8081", image=IMAGE)
     assert beam_pipeline_args(runner) == [
-        "--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081", "--environment_type=DOCKER",
-        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
-    assert beam_pipeline_args(BeamRunner(runner="flink", flink_master="http://10.0.0.7:8081", parallelism=8,
-                                         image=IMAGE))[:3] == [
-        "--runner=FlinkRunner", "--flink_master=http://10.0.0.7:8081", "--parallelism=8"]
-    assert beam_pipeline_args(BeamRunner(runner="flink", flink_master="flink-jobmanager:8081",
-                                         environment_type="EXTERNAL", environment_config="localhost:50000",
-                                         image=IMAGE))[2:] == [
-        "--environment_type=EXTERNAL", "--environment_config=localhost:50000", f"--sdk_container_image={IMAGE}"]
+        "--runner=FlinkRunner",
+        "--flink_master=flink-jobmanager:8081",
+        "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}",
+        f"--sdk_container_image={IMAGE}",
+    ]
+    assert beam_pipeline_args(
+        BeamRunner(runner="flink", flink_master="http://10.0.0.7:8081", parallelism=8, image=IMAGE)
+    )[:3] == ["--runner=FlinkRunner", "--flink_master=http://10.0.0.7:8081", "--parallelism=8"]
+    assert beam_pipeline_args(
+        BeamRunner(
+            runner="flink",
+            flink_master="flink-jobmanager:8081",
+            environment_type="EXTERNAL",
+            environment_config="localhost:50000",
+            image=IMAGE,
+        )
+    )[2:] == ["--environment_type=EXTERNAL", "--environment_config=localhost:50000", f"--sdk_container_image={IMAGE}"]
     assert runner.workers_are_remote
 
 
 def test_spark():
-    assert beam_pipeline_args(BeamRunner(runner="spark", spark_master_url="spark://spark-master:7077", image=IMAGE)) == [
-        "--runner=SparkRunner", "--spark_master_url=spark://spark-master:7077", "--environment_type=DOCKER",
-        f"--environment_config={IMAGE}", f"--sdk_container_image={IMAGE}"]
+    assert beam_pipeline_args(
+        BeamRunner(runner="spark", spark_master_url="spark://spark-master:7077", image=IMAGE)
+    ) == [
+        "--runner=SparkRunner",
+        "--spark_master_url=spark://spark-master:7077",
+        "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}",
+        f"--sdk_container_image={IMAGE}",
+    ]
 
 
 def test_dataflow():
-    runner = BeamRunner(runner="dataflow", project="ml-prod-4711", region="europe-west4",
-                        temp_location="gs://ml-prod-tmp/dataflow", machine_type="n2-highmem-8", image=IMAGE)
+    runner = BeamRunner(
+        runner="dataflow",
+        project="ml-prod-4711",
+        region="europe-west4",
+        temp_location="gs://ml-prod-tmp/dataflow",
+        machine_type="n2-highmem-8",
+        image=IMAGE,
+    )
     assert beam_pipeline_args(runner) == [
-        "--runner=DataflowRunner", "--project=ml-prod-4711", "--region=europe-west4",
-        "--temp_location=gs://ml-prod-tmp/dataflow", "--machine_type=n2-highmem-8", f"--sdk_container_image={IMAGE}"]
-    without_type = beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
-                                                 temp_location="gs://ml-tmp/t", image=IMAGE))
+        "--runner=DataflowRunner",
+        "--project=ml-prod-4711",
+        "--region=europe-west4",
+        "--temp_location=gs://ml-prod-tmp/dataflow",
+        "--machine_type=n2-highmem-8",
+        f"--sdk_container_image={IMAGE}",
+    ]
+    without_type = beam_pipeline_args(
+        BeamRunner(
+            runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t", image=IMAGE
+        )
+    )
     assert not any(a.startswith("--machine_type") for a in without_type)
 
 
 def test_extra_args_are_appended_and_may_not_redo_the_presets():
-    runner = BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
-                        image=IMAGE, extra_args=("--max_num_workers=20", "--experiments=shuffle_mode=service"))
+    runner = BeamRunner(
+        runner="dataflow",
+        project="ml-prod-4711",
+        region="us-central1",
+        temp_location="gs://ml-tmp/t",
+        image=IMAGE,
+        extra_args=("--max_num_workers=20", "--experiments=shuffle_mode=service"),
+    )
     assert beam_pipeline_args(runner)[-2:] == ["--max_num_workers=20", "--experiments=shuffle_mode=service"]
-    with pytest.raises(ConfigError, match=r"--beam-arg '--region=us-east1': --beam-runner dataflow sets --region "
-                                          r"itself; use its flag instead"):
-        beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
-                                      temp_location="gs://ml-tmp/t", image=IMAGE, extra_args=("--region=us-east1",)))
+    with pytest.raises(
+        ConfigError,
+        match=r"--beam-arg '--region=us-east1': --beam-runner dataflow sets --region "
+        r"itself; use its flag instead",
+    ):
+        beam_pipeline_args(
+            BeamRunner(
+                runner="dataflow",
+                project="ml-prod-4711",
+                region="us-central1",
+                temp_location="gs://ml-tmp/t",
+                image=IMAGE,
+                extra_args=("--region=us-east1",),
+            )
+        )
     with pytest.raises(ConfigError, match="--beam-arg 'max_num_workers=3': expected a Beam option"):
         beam_pipeline_args(BeamRunner(extra_args=("max_num_workers=3",)))
 
@@ -91,63 +165,133 @@ def test_beam_reads_each_preset_as_intended_and_tfx_stages_no_sdist():
     from apache_beam.options.pipeline_options import PipelineOptions
     from tfx.utils import dependency_utils
 
-    flink = beam_pipeline_args(BeamRunner(runner="flink", flink_master="flink-jobmanager:8081", parallelism=4,
-                                          image=IMAGE))
+    flink = beam_pipeline_args(
+        BeamRunner(runner="flink", flink_master="flink-jobmanager:8081", parallelism=4, image=IMAGE)
+    )
     options = PipelineOptions(flink).get_all_options()
-    assert (options["runner"], options["flink_master"], options["parallelism"], options["environment_type"],
-            options["environment_config"]) == ("FlinkRunner", "flink-jobmanager:8081", 4, "DOCKER", IMAGE)
-    dataflow = beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
-                                             temp_location="gs://ml-tmp/t", machine_type="n2-standard-8", image=IMAGE))
+    assert (
+        options["runner"],
+        options["flink_master"],
+        options["parallelism"],
+        options["environment_type"],
+        options["environment_config"],
+    ) == ("FlinkRunner", "flink-jobmanager:8081", 4, "DOCKER", IMAGE)
+    dataflow = beam_pipeline_args(
+        BeamRunner(
+            runner="dataflow",
+            project="ml-prod-4711",
+            region="us-central1",
+            temp_location="gs://ml-tmp/t",
+            machine_type="n2-standard-8",
+            image=IMAGE,
+        )
+    )
     options = PipelineOptions(dataflow).get_all_options()
-    assert (options["project"], options["region"], options["temp_location"], options["machine_type"],
-            options["sdk_container_image"]) == ("ml-prod-4711", "us-central1", "gs://ml-tmp/t", "n2-standard-8", IMAGE)
+    assert (
+        options["project"],
+        options["region"],
+        options["temp_location"],
+        options["machine_type"],
+        options["sdk_container_image"],
+    ) == ("ml-prod-4711", "us-central1", "gs://ml-tmp/t", "n2-standard-8", IMAGE)
     spark = beam_pipeline_args(BeamRunner(runner="spark", spark_master_url="spark://m:7077", image=IMAGE))
     for args in (flink, dataflow, spark):
         assert dependency_utils.make_beam_dependency_flags(args) == args  # no --extra_package=<TFX sdist>
 
 
-@pytest.mark.parametrize("runner, message", [
-    (BeamRunner(runner="flink", image=IMAGE), "--beam-runner flink needs --flink-master host:port"),
-    (BeamRunner(runner="flink", flink_master="flink-jobmanager", image=IMAGE),
-     "--beam-runner flink needs --flink-master host:port .*, got 'flink-jobmanager'"),
-    (BeamRunner(runner="flink", flink_master="jm:8081"), "--beam-runner flink with DOCKER workers needs --beam-image"),
-    (BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE, environment_type="LOOPBACK"),
-     "--environment-type must be one of .* with --beam-runner flink, got 'LOOPBACK'"),
-    (BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE, parallelism=-2), "--flink-parallelism must be"),
-    (BeamRunner(runner="spark", image=IMAGE), "--beam-runner spark needs --spark-master-url spark://host:port"),
-    (BeamRunner(runner="spark", spark_master_url="spark-master:7077", image=IMAGE),
-     "got 'spark-master:7077'"),
-    (BeamRunner(runner="dataflow", region="us-central1", temp_location="gs://ml-tmp/t", image=IMAGE),
-     "--beam-runner dataflow needs --dataflow-project"),
-    (BeamRunner(runner="dataflow", project="ml-prod-4711", temp_location="gs://ml-tmp/t", image=IMAGE),
-     "--beam-runner dataflow needs --dataflow-region"),
-    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="/tmp/x", image=IMAGE),
-     "--beam-runner dataflow needs --dataflow-temp-location gs://bucket/path .*, got '/tmp/x'"),
-    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t"),
-     "--beam-runner dataflow needs --beam-image"),
-    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
-                image="registry.example.com/ml/tfxflow:latest"), "--beam-image .*: give a pinned tag or digest"),
-    (BeamRunner(runner="portable", job_endpoint="localhost"), "--job-endpoint 'localhost': expected 'embed'"),
-    (BeamRunner(runner="portable", environment_type="EXTERNAL", image=IMAGE),
-     "--environment-type EXTERNAL needs --environment-config host:port"),
-    (BeamRunner(runner="portable", environment_type="PROCESS", environment_config="boot", image=IMAGE),
-     "--environment-type PROCESS needs --environment-config"),
-    (BeamRunner(runner="portable", environment_type="EXTERNAL", environment_config="localhost:50000"),
-     "--environment-type EXTERNAL needs --beam-image"),
-    (BeamRunner(runner="portable", image=IMAGE), "--beam-image: LOOPBACK workers are this process"),
-    (BeamRunner(runner="portable", job_endpoint="js:8099", environment_config="a/b:1", image="a/c:1"),
-     "name different images"),
-    (BeamRunner(runner="direct", flink_master="jm:8081"),
-     "--flink-master is a setting of --beam-runner flink, not of --beam-runner direct"),
-    (BeamRunner(runner="spark", spark_master_url="spark://m:7077", image=IMAGE, direct_mode="multi_processing"),
-     "--beam-mode is a setting of --beam-runner direct, not of --beam-runner spark"),
-    (BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
-                image=IMAGE, environment_type="DOCKER"),
-     "--environment-type is a setting of --beam-runner portable or flink or spark, not of --beam-runner dataflow"),
-    (BeamRunner(direct_mode="multi"), "--beam-mode must be one of"),
-    (BeamRunner(direct_workers=-1), "--beam-workers must be >= 0"),
-    (BeamRunner(runner="samza"), "--beam-runner must be one of"),
-])
+@pytest.mark.parametrize(
+    "runner, message",
+    [
+        (BeamRunner(runner="flink", image=IMAGE), "--beam-runner flink needs --flink-master host:port"),
+        (
+            BeamRunner(runner="flink", flink_master="flink-jobmanager", image=IMAGE),
+            "--beam-runner flink needs --flink-master host:port .*, got 'flink-jobmanager'",
+        ),
+        (
+            BeamRunner(runner="flink", flink_master="jm:8081"),
+            "--beam-runner flink with DOCKER workers needs --beam-image",
+        ),
+        (
+            BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE, environment_type="LOOPBACK"),
+            "--environment-type must be one of .* with --beam-runner flink, got 'LOOPBACK'",
+        ),
+        (
+            BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE, parallelism=-2),
+            "--flink-parallelism must be",
+        ),
+        (BeamRunner(runner="spark", image=IMAGE), "--beam-runner spark needs --spark-master-url spark://host:port"),
+        (BeamRunner(runner="spark", spark_master_url="spark-master:7077", image=IMAGE), "got 'spark-master:7077'"),
+        (
+            BeamRunner(runner="dataflow", region="us-central1", temp_location="gs://ml-tmp/t", image=IMAGE),
+            "--beam-runner dataflow needs --dataflow-project",
+        ),
+        (
+            BeamRunner(runner="dataflow", project="ml-prod-4711", temp_location="gs://ml-tmp/t", image=IMAGE),
+            "--beam-runner dataflow needs --dataflow-region",
+        ),
+        (
+            BeamRunner(
+                runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="/tmp/x", image=IMAGE
+            ),
+            "--beam-runner dataflow needs --dataflow-temp-location gs://bucket/path .*, got '/tmp/x'",
+        ),
+        (
+            BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t"),
+            "--beam-runner dataflow needs --beam-image",
+        ),
+        (
+            BeamRunner(
+                runner="dataflow",
+                project="ml-prod-4711",
+                region="us-central1",
+                temp_location="gs://ml-tmp/t",
+                image="registry.example.com/ml/tfxflow:latest",
+            ),
+            "--beam-image .*: give a pinned tag or digest",
+        ),
+        (BeamRunner(runner="portable", job_endpoint="localhost"), "--job-endpoint 'localhost': expected 'embed'"),
+        (
+            BeamRunner(runner="portable", environment_type="EXTERNAL", image=IMAGE),
+            "--environment-type EXTERNAL needs --environment-config host:port",
+        ),
+        (
+            BeamRunner(runner="portable", environment_type="PROCESS", environment_config="boot", image=IMAGE),
+            "--environment-type PROCESS needs --environment-config",
+        ),
+        (
+            BeamRunner(runner="portable", environment_type="EXTERNAL", environment_config="localhost:50000"),
+            "--environment-type EXTERNAL needs --beam-image",
+        ),
+        (BeamRunner(runner="portable", image=IMAGE), "--beam-image: LOOPBACK workers are this process"),
+        (
+            BeamRunner(runner="portable", job_endpoint="js:8099", environment_config="a/b:1", image="a/c:1"),
+            "name different images",
+        ),
+        (
+            BeamRunner(runner="direct", flink_master="jm:8081"),
+            "--flink-master is a setting of --beam-runner flink, not of --beam-runner direct",
+        ),
+        (
+            BeamRunner(runner="spark", spark_master_url="spark://m:7077", image=IMAGE, direct_mode="multi_processing"),
+            "--beam-mode is a setting of --beam-runner direct, not of --beam-runner spark",
+        ),
+        (
+            BeamRunner(
+                runner="dataflow",
+                project="ml-prod-4711",
+                region="us-central1",
+                temp_location="gs://ml-tmp/t",
+                image=IMAGE,
+                environment_type="DOCKER",
+            ),
+            "--environment-type is a setting of --beam-runner portable or flink or spark, "
+            "not of --beam-runner dataflow",
+        ),
+        (BeamRunner(direct_mode="multi"), "--beam-mode must be one of"),
+        (BeamRunner(direct_workers=-1), "--beam-workers must be >= 0"),
+        (BeamRunner(runner="samza"), "--beam-runner must be one of"),
+    ],
+)
 def test_refusals_name_the_flag(runner, message):
     with pytest.raises(ConfigError, match=message):
         beam_pipeline_args(runner)
@@ -158,20 +302,35 @@ def test_where_the_workers_are_read_from_a_command_line():
     assert not remote(["--executor_class_path", "x", "--direct_running_mode=multi_processing"])
     assert not remote(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"])
     assert remote(["--runner=PortableRunner", "--job_endpoint=js:8099"])  # Beam's default environment: DOCKER
-    for args in (beam_pipeline_args(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE)),
-                 beam_pipeline_args(BeamRunner(runner="dataflow", project="ml-prod-4711", region="us-central1",
-                                               temp_location="gs://ml-tmp/t", image=IMAGE))):
+    for args in (
+        beam_pipeline_args(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE)),
+        beam_pipeline_args(
+            BeamRunner(
+                runner="dataflow",
+                project="ml-prod-4711",
+                region="us-central1",
+                temp_location="gs://ml-tmp/t",
+                image=IMAGE,
+            )
+        ),
+    ):
         assert remote(args)
 
 
 def test_one_line_descriptions():
     assert beam_runners.describe(BeamRunner()) == "direct (in_memory, 1 worker)"
-    assert beam_runners.describe(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == \
-        "direct (multi_processing, one worker per core)"
-    assert beam_runners.describe(BeamRunner(runner="portable")) == \
-        "portable (job service embed; workers in this process (LOOPBACK))"
-    assert beam_runners.describe(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE)) == \
-        f"flink (Flink at jm:8081; workers run {IMAGE})"
+    assert (
+        beam_runners.describe(BeamRunner(direct_mode="multi_processing", direct_workers=0))
+        == "direct (multi_processing, one worker per core)"
+    )
+    assert (
+        beam_runners.describe(BeamRunner(runner="portable"))
+        == "portable (job service embed; workers in this process (LOOPBACK))"
+    )
+    assert (
+        beam_runners.describe(BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE))
+        == f"flink (Flink at jm:8081; workers run {IMAGE})"
+    )
 
 
 # --- end to end: the whole pipeline through Beam's PortableRunner -----------------------------------------
@@ -190,8 +349,18 @@ def portable_run(tmp_path_factory):
     data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
     home = str(base / "home")
     started = time.monotonic()
-    result = helpers.run_cli("run", "--home", home, "--data-root", data, "--tracking", "off", "--beam-runner",
-                             "portable", *PORTABLE_TRAIN_FLAGS)
+    result = helpers.run_cli(
+        "run",
+        "--home",
+        home,
+        "--data-root",
+        data,
+        "--tracking",
+        "off",
+        "--beam-runner",
+        "portable",
+        *PORTABLE_TRAIN_FLAGS,
+    )
     from pipeline import report
 
     run = report.read_run(f"{home}/metadata/metadata.sqlite", "tfxflow-taxi")
@@ -229,19 +398,23 @@ def test_portable_run_succeeds_through_the_job_service(portable_run):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "beam:    portable (job service embed; workers in this process (LOOPBACK))" in result.stdout
     assert "blessed:        yes" in result.stdout and "pushed:         version " in result.stdout
-    log_file = next(line.split("log:", 1)[1].strip() for line in result.stdout.splitlines()
-                    if line.strip().startswith("log:"))
+    log_file = next(
+        line.split("log:", 1)[1].strip() for line in result.stdout.splitlines() if line.strip().startswith("log:")
+    )
     with open(log_file, encoding="utf-8") as f:
         log = f.read()
     # Each Beam component's pipelines ran as jobs of Beam's job service through the portable runner, with
     # LOOPBACK workers (CsvExampleGen streams its files itself: components/csv_input.py).
     for component in ("StatisticsGen", "Transform", "Evaluator"):
         start = log.index(f"Component {component} is running.")
-        window = log[start:log.index(f"Component {component} is finished.", start)]
+        window = log[start : log.index(f"Component {component} is finished.", start)]
         assert 'Environment "LOOPBACK" has started' in window, component
         assert "local_job_service: Completed job in" in window, component
-        assert window.count("portable_runner: Job state changed to DONE") == \
-            window.count("portable_runner: Job state changed to RUNNING") >= 1, component
+        assert (
+            window.count("portable_runner: Job state changed to DONE")
+            == window.count("portable_runner: Job state changed to RUNNING")
+            >= 1
+        ), component
     assert "Job state changed to FAILED" not in log and "FAILED" not in result.stdout
 
 
@@ -267,8 +440,10 @@ def test_portable_run_examples_statistics_and_transform(portable_run):
     # Transform's graph, with the vocabularies, quantiles and moments Beam computed, applied to the raw splits.
     transform = tft.TFTransformOutput(_uri(run, "Transform", "transform_graph"))
     layer = transform.transform_features_layer()
-    transformed = {split: layer(tf.io.parse_example(tf.constant(_records(examples, split)),
-                                                    transform.raw_feature_spec())) for split in counts}
+    transformed = {
+        split: layer(tf.io.parse_example(tf.constant(_records(examples, split)), transform.raw_feature_spec()))
+        for split in counts
+    }
     # The label is derived from the raw columns (in float32, as the graph computes it): as many positives as
     # the raw rows hold.
     positives = sum(bool(np.float32(r["tips"]) > np.float32(0.2) * np.float32(r["fare"])) for r in rows)
@@ -303,8 +478,9 @@ def test_portable_run_evaluation_blessing_and_pushed_model(portable_run):
     assert len(versions) == 1 and run.pushed_version == versions[0]
     model = tf.saved_model.load(os.path.join(home, "serving", "taxi", versions[0]))
     rows = helpers.read_csv_rows(os.path.join(portable_run["data"], "data.csv"), 40)
-    examples = helpers.serialize_examples(rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"),
-                                          drop=("tips",))
+    examples = helpers.serialize_examples(
+        rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
+    )
     probabilities = model.signatures["serving_default"](examples=tf.constant(examples))["probabilities"].numpy()
     assert probabilities.shape == (40, 1) and np.all((probabilities >= 0) & (probabilities <= 1))
     assert probabilities.std() > 0

@@ -43,8 +43,17 @@ def _write_loans(folder, n=800):
             income = float(rng.uniform(10_000, 120_000))
             city = "" if i % 17 == 0 else str(rng.choice(["Lyon", "Porto", "Graz", "Turku"]))
             approved = "yes" if (income > 55_000) != (rng.uniform() < 0.05) else "no"
-            writer.writerow([i, int(rng.integers(18, 90)), round(income, 2), city, int(rng.integers(1, 5)),
-                             round(float(rng.normal()), 3), approved])
+            writer.writerow(
+                [
+                    i,
+                    int(rng.integers(18, 90)),
+                    round(income, 2),
+                    city,
+                    int(rng.integers(1, 5)),
+                    round(float(rng.normal()), 3),
+                    approved,
+                ]
+            )
     return folder
 
 
@@ -54,17 +63,31 @@ def test_a_csv_of_another_shape_is_trained_and_pushed(tmp_path):
     (tmp_path / "features.yaml").write_text(FEATURES)
     home = str(tmp_path / "home")
     result = helpers.run_cli(
-        "run", "--home", home, "--dataset", "loans", "--data-root", data,
-        "--schema", str(tmp_path / "schema.pbtxt"), "--feature-config", str(tmp_path / "features.yaml"),
-        "--train-steps", "150", "--batch-size", "32", "--eval-every-steps", "75")
+        "run",
+        "--home",
+        home,
+        "--dataset",
+        "loans",
+        "--data-root",
+        data,
+        "--schema",
+        str(tmp_path / "schema.pbtxt"),
+        "--feature-config",
+        str(tmp_path / "features.yaml"),
+        "--train-steps",
+        "150",
+        "--batch-size",
+        "32",
+        "--eval-every-steps",
+        "75",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "pipeline tfxflow-loans" in result.stdout
 
     versions = helpers.pushed_versions(os.path.join(home, "serving"), "loans")
     assert len(versions) == 1
     loaded = tf.saved_model.load(os.path.join(home, "serving", "loans", versions[0]))
-    rich = {"applicant_id": "1", "age": "40", "income": "110000", "city": "Lyon", "region_code": "2",
-            "score": "0.1"}
+    rich = {"applicant_id": "1", "age": "40", "income": "110000", "city": "Lyon", "region_code": "2", "score": "0.1"}
     poor = dict(rich, income="15000")
     unseen = dict(rich, city="Atlantis")  # a category the vocabulary never saw
     examples = helpers.serialize_examples([rich, poor, unseen], str(tmp_path / "schema.pbtxt"))

@@ -15,8 +15,7 @@ def three_runs(mlflow_server):
     experiment_id = mlflow_client.create_experiment("compare-unit")
     for rate, accuracy, seconds in (("0.001", 0.81, 60.0), ("0.003", 0.86, 58.0), ("0.01", 0.79, 61.0)):
         run = mlflow_client.create_run(experiment_id, tags={"tfxflow.blessed": "yes"})
-        for key, value in (("model.learning_rate", rate), ("training.batch_size", "256"),
-                           ("code.git_commit", "abc")):
+        for key, value in (("model.learning_rate", rate), ("training.batch_size", "256"), ("code.git_commit", "abc")):
             mlflow_client.log_param(run.info.run_id, key, value)
         mlflow_client.log_metric(run.info.run_id, "eval.binary_accuracy", accuracy)
         mlflow_client.log_metric(run.info.run_id, "duration.pipeline", seconds)
@@ -42,8 +41,17 @@ def test_differing_params_metrics_and_the_best_run(three_runs):
 def test_csv_markdown_and_plot(three_runs, tmp_path):
     result = compare.compare(three_runs)
     rows = list(csv.reader(io.StringIO(compare.as_csv(result))))
-    assert rows[0] == ["run", "status", "blessed", "pushed", "model.learning_rate", "eval.binary_accuracy",
-                       "data.rows.train", "duration.pipeline", "best"]
+    assert rows[0] == [
+        "run",
+        "status",
+        "blessed",
+        "pushed",
+        "model.learning_rate",
+        "eval.binary_accuracy",
+        "data.rows.train",
+        "duration.pipeline",
+        "best",
+    ]
     assert [row[4] for row in rows[1:]] == ["0.001", "0.003", "0.01"] and rows[2][-1] == "*"
     markdown = compare.as_markdown(result).splitlines()
     assert markdown[0].startswith("| run | status |") and len(markdown) == 5
@@ -53,4 +61,3 @@ def test_csv_markdown_and_plot(three_runs, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no run has the metric 'eval.auc'"):
         compare.plot(result, "eval.auc", str(tmp_path / "auc.png"))
-

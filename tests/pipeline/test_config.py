@@ -68,8 +68,9 @@ def test_other_dataset_names_need_a_data_root(tmp_path):
 def test_beam_runner_default_is_the_in_memory_direct_runner(tmp_path):
     config = config_lib.build_run_config(environ={}, home=str(tmp_path))
     assert config.beam is None and config.beam_pipeline_args == []
-    direct = config_lib.build_run_config(environ={}, home=str(tmp_path),
-                                         beam=BeamRunner(direct_mode="multi_processing", direct_workers=0))
+    direct = config_lib.build_run_config(
+        environ={}, home=str(tmp_path), beam=BeamRunner(direct_mode="multi_processing", direct_workers=0)
+    )
     # One source for each setting: a direct runner's mode and workers are the config's.
     assert (direct.beam, direct.beam_mode, direct.beam_workers) == (None, "multi_processing", 0)
     assert direct.beam_pipeline_args == ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
@@ -79,11 +80,15 @@ def test_portable_runner_is_resolved_and_changes_the_run_fingerprint(tmp_path):
     from pipeline.staging import run_fingerprint
 
     direct = config_lib.build_run_config(environ={}, home=str(tmp_path), tracking_mode="off")
-    portable = config_lib.build_run_config(environ={}, home=str(tmp_path), tracking_mode="off",
-                                           beam=BeamRunner(runner="portable"))
+    portable = config_lib.build_run_config(
+        environ={}, home=str(tmp_path), tracking_mode="off", beam=BeamRunner(runner="portable")
+    )
     assert portable.beam == BeamRunner(runner="portable", job_endpoint="embed", environment_type="LOOPBACK")
-    assert portable.beam_pipeline_args == ["--runner=PortableRunner", "--job_endpoint=embed",
-                                           "--environment_type=LOOPBACK"]
+    assert portable.beam_pipeline_args == [
+        "--runner=PortableRunner",
+        "--job_endpoint=embed",
+        "--environment_type=LOOPBACK",
+    ]
     # Another runner is another run: never answered "up to date" from the direct run's record.
     assert run_fingerprint(portable) != run_fingerprint(direct)
 
@@ -93,8 +98,17 @@ def test_beam_runner_errors_name_the_flag(tmp_path):
         config_lib.build_run_config(environ={}, home=str(tmp_path), beam=BeamRunner(runner="spark"))
     with pytest.raises(config_lib.ConfigError, match="--beam-mode must be one of"):
         config_lib.build_run_config(environ={}, home=str(tmp_path), beam_mode="fast")
-    with pytest.raises(config_lib.ConfigError, match="--beam-runner dataflow: Dataflow's workers cannot read this "
-                                                     "machine's files"):
-        config_lib.build_run_config(environ={}, home=str(tmp_path), beam=BeamRunner(
-            runner="dataflow", project="ml-prod-4711", region="us-central1", temp_location="gs://ml-tmp/t",
-            image="registry.example.com/ml/tfxflow:0.1.0"))
+    with pytest.raises(
+        config_lib.ConfigError, match="--beam-runner dataflow: Dataflow's workers cannot read this machine's files"
+    ):
+        config_lib.build_run_config(
+            environ={},
+            home=str(tmp_path),
+            beam=BeamRunner(
+                runner="dataflow",
+                project="ml-prod-4711",
+                region="us-central1",
+                temp_location="gs://ml-tmp/t",
+                image="registry.example.com/ml/tfxflow:0.1.0",
+            ),
+        )

@@ -50,16 +50,19 @@ def _accept_command(stderr: str) -> list:
 def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stays_on(blessed):
     home = blessed["home"]
     fresh_csv = os.path.join(blessed["fresh"], "data.csv")
-    shifted = helpers.rewrite_csv(fresh_csv, str(blessed["base"] / "fares_up"),
-                                  lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"})
+    shifted = helpers.rewrite_csv(
+        fresh_csv, str(blessed["base"] / "fares_up"), lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"}
+    )
     before = helpers.tree_snapshot(blessed["serving"])
 
     refused = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS)
     assert refused.returncode == DATA_REFUSED, refused.stderr[-3000:]
     message = refused.stderr
     assert "data gate: 1 anomaly stops the run" in message  # fares only: nothing else moved
-    assert ("split 'train vs. the last blessed model's data (drift)', feature 'fare': "
-            "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH: Jensen-Shannon divergence 0.0") in message
+    assert (
+        "split 'train vs. the last blessed model's data (drift)', feature 'fare': "
+        "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH: Jensen-Shannon divergence 0.0"
+    ) in message
     assert "> threshold 0.01 on 10 bins (the baseline's deciles); chi-squared p = " in message
     assert " baseline rows vs. " in message and "largest change: " in message
     assert "(drift and skew: each feature is put in common bins" in message

@@ -26,8 +26,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 PIPELINE = "tfxflow-taxi"
 MODEL = "taxi_faults"
 # Ten 400-step epochs: the Trainer writes a backup after each, so a kill can land between two of them.
-TRAIN = ["--train-steps", "4000", "--batch-size", "64", "--eval-every-steps", "400", "--max-regression", "0.05",
-         "--model-name", MODEL, "--keep-versions", "4"]
+TRAIN = [
+    "--train-steps",
+    "4000",
+    "--batch-size",
+    "64",
+    "--eval-every-steps",
+    "400",
+    "--max-regression",
+    "0.05",
+    "--model-name",
+    MODEL,
+    "--keep-versions",
+    "4",
+]
 CACHED_UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ExampleValidator")
 
 
@@ -44,21 +56,28 @@ class Home:
         return [helpers.TFXFLOW, "run", "--home", self.folder, "--data-root", self.data, *TRAIN, *extra]
 
     def run(self, *extra, preexec_fn=None):
-        return subprocess.run(self.args(*extra), capture_output=True, text=True, timeout=900, check=False,
-                              preexec_fn=preexec_fn)
+        return subprocess.run(
+            self.args(*extra), capture_output=True, text=True, timeout=900, check=False, preexec_fn=preexec_fn
+        )
 
     def start(self, *extra):
-        return subprocess.Popen(self.args(*extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        return subprocess.Popen(
+            self.args(*extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
 
     def versions(self):
         return helpers.pushed_versions(os.path.dirname(self.serving), MODEL)
 
     def incomplete_versions(self):
         """Version folders TF Serving would load that lack the graph or the variables."""
-        return [v for v in self.versions()
-                if not (os.path.isfile(os.path.join(self.serving, v, "saved_model.pb"))
-                        and glob.glob(os.path.join(self.serving, v, "variables", "variables.index")))]
+        return [
+            v
+            for v in self.versions()
+            if not (
+                os.path.isfile(os.path.join(self.serving, v, "saved_model.pb"))
+                and glob.glob(os.path.join(self.serving, v, "variables", "variables.index"))
+            )
+        ]
 
     def snapshot(self):
         return helpers.tree_snapshot(self.serving)
@@ -70,8 +89,10 @@ class Home:
         for node in store.get_contexts_by_type("node"):
             if node.name.startswith(PIPELINE + "."):
                 for execution in store.get_executions_by_context(node.id):
-                    found[execution.id] = (node.name[len(PIPELINE) + 1:],
-                                           mlmd.Execution.State.Name(execution.last_known_state))
+                    found[execution.id] = (
+                        node.name[len(PIPELINE) + 1 :],
+                        mlmd.Execution.State.Name(execution.last_known_state),
+                    )
         return found
 
     def runs(self):
@@ -108,9 +129,16 @@ def kill_when(process, component, ready=lambda: True, delay=0.0, timeout=300, si
 
 
 def observe(home, result=None, **extra):
-    return {"result": result, "versions": home.versions(), "incomplete": home.incomplete_versions(),
-            "snapshot": home.snapshot(), "executions": home.executions(), "runs": home.runs(),
-            "mlflow": home.mlflow_statuses(), **extra}
+    return {
+        "result": result,
+        "versions": home.versions(),
+        "incomplete": home.incomplete_versions(),
+        "snapshot": home.snapshot(),
+        "executions": home.executions(),
+        "runs": home.runs(),
+        "mlflow": home.mlflow_statuses(),
+        **extra,
+    }
 
 
 def _trainer_checkpoint(home):
@@ -136,8 +164,7 @@ def faults(tmp_path_factory, mlflow_server):
     # 2. SIGTERM (what a scheduler or Kubernetes sends first) once the Trainer has backed up an epoch.
     backups = set(_trainer_checkpoint(home))
     process = home.start("--seed", "13")
-    stdout = kill_when(process, "Trainer", ready=lambda: set(_trainer_checkpoint(home)) - backups,
-                       sig=signal.SIGTERM)
+    stdout = kill_when(process, "Trainer", ready=lambda: set(_trainer_checkpoint(home)) - backups, sig=signal.SIGTERM)
     steps["term_trainer"] = observe(home, stdout, rc=process.returncode, stderr=process.stderr.read())
 
     # 3. The disk fills up while the Trainer writes its model (files may not grow past 1 MiB; the SavedModel's
@@ -165,13 +192,19 @@ def faults(tmp_path_factory, mlflow_server):
     refused = home.run("--seed", "7", "--min-accuracy", "0.55")
     first_out, first_err = first.communicate(timeout=900)
     waited_out, waited_err = waiting.communicate(timeout=900)
-    steps["concurrent"] = observe(home, None, first=(first.returncode, header + first_out, first_err),
-                                  refused=refused, waited=(waiting.returncode, waited_out, waited_err),
-                                  first_pid=first.pid)
+    steps["concurrent"] = observe(
+        home,
+        None,
+        first=(first.returncode, header + first_out, first_err),
+        refused=refused,
+        waited=(waiting.returncode, waited_out, waited_err),
+        first_pid=first.pid,
+    )
 
     # 7. A deliberately worse model after good ones: two steps at a tiny learning rate.
-    steps["worse"] = observe(home, home.run("--train-steps", "2", "--learning-rate", "0.00001",
-                                            "--max-regression", "0.01"))
+    steps["worse"] = observe(
+        home, home.run("--train-steps", "2", "--learning-rate", "0.00001", "--max-regression", "0.01")
+    )
 
     # 8. A serving directory that cannot be created (its parent is a file).
     blocker = os.path.join(home.folder, "not-a-folder")
@@ -236,8 +269,11 @@ def test_killed_run_is_marked_killed_in_mlflow(faults):
     runs = mlflow_client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
     # The Transform, Trainer and Evaluator kills; every other run here finished (the disk-full pair went to the
     # server).
-    assert [r.info.status for r in runs].count("KILLED") == 3 and faults["unwritable"]["mlflow"] == [
-        r.info.status for r in runs] and "RUNNING" not in faults["unwritable"]["mlflow"]
+    assert (
+        [r.info.status for r in runs].count("KILLED") == 3
+        and faults["unwritable"]["mlflow"] == [r.info.status for r in runs]
+        and "RUNNING" not in faults["unwritable"]["mlflow"]
+    )
     killed = [r for r in runs if r.info.status == "KILLED"]
     assert all("stopped without finishing" in r.data.tags["tfxflow.error"] for r in killed)
 
@@ -246,8 +282,10 @@ def test_sigterm_stops_the_run_cleanly_at_once(faults):
     step, before = faults["term_trainer"], faults["after_transform"]
     assert step["rc"] == 143
     trainer = max(i for i, (name, _) in step["executions"].items() if name == "Trainer")
-    assert (f"error: the run was stopped (SIGTERM); marked CANCELED in ML Metadata: Trainer (execution {trainer})"
-            in step["stderr"]), step["stderr"][-3000:]
+    assert (
+        f"error: the run was stopped (SIGTERM); marked CANCELED in ML Metadata: Trainer (execution {trainer})"
+        in step["stderr"]
+    ), step["stderr"][-3000:]
     assert "Traceback" not in step["stderr"] and "stopped at Trainer" in step["result"]
     assert f"{'Trainer':<{NAME_WIDTH}} STOPPED" in step["result"]
     assert step["executions"][trainer] == ("Trainer", "CANCELED")
@@ -323,8 +361,9 @@ def test_concurrent_runs_one_runs_one_refuses_one_waits(faults):
     assert first_rc == 0, first_out[-3000:] + first_err[-3000:]
     refused = step["refused"]
     assert refused.returncode == 4
-    assert (f"error: another run of this pipeline is in progress (pid {step['first_pid']} on "
-            in refused.stderr), refused.stderr
+    assert f"error: another run of this pipeline is in progress (pid {step['first_pid']} on " in refused.stderr, (
+        refused.stderr
+    )
     assert "run.lock" in refused.stderr and "--wait-for-lock SECONDS" in refused.stderr
     waited_rc, waited_out, _ = step["waited"]
     assert waited_rc == 0
@@ -341,10 +380,15 @@ def test_worse_model_is_not_pushed_and_the_run_says_why(faults):
     result = step["result"]
     _assert_ok(result)
     assert "blessed:        no" in result.stdout
-    assert "not blessed: binary_accuracy 0." in result.stdout and "for the last blessed model: a change of -0." \
-        in result.stdout and "beyond the allowed -0.0100 (--max-regression)" in result.stdout
-    assert "pushed:         no (the candidate was not blessed); the served model is untouched: version " \
+    assert (
+        "not blessed: binary_accuracy 0." in result.stdout
+        and "for the last blessed model: a change of -0." in result.stdout
+        and "beyond the allowed -0.0100 (--max-regression)" in result.stdout
+    )
+    assert (
+        "pushed:         no (the candidate was not blessed); the served model is untouched: version "
         f"{faults['concurrent']['versions'][-1]}" in result.stdout
+    )
     assert step["snapshot"] == faults["concurrent"]["snapshot"]
     latest = report.read_run(faults["home"].metadata, PIPELINE)
     assert latest.blessed is False and latest.pushed_version is None
@@ -363,7 +407,8 @@ def test_unwritable_serving_dir_is_refused_before_any_work(faults):
     result = step["result"]
     assert result.returncode == 2 and "Traceback" not in result.stderr
     blocker = os.path.join(faults["home"].folder, "not-a-folder")
-    assert (f"error: cannot write to the serving directory {blocker}/serving/{MODEL}: Not a directory; "
-            "nothing was run") in result.stderr
+    assert (
+        f"error: cannot write to the serving directory {blocker}/serving/{MODEL}: Not a directory; nothing was run"
+    ) in result.stderr
     assert step["runs"] == faults["worse"]["runs"] and step["executions"] == faults["worse"]["executions"]
     assert step["snapshot"] == faults["worse"]["snapshot"]

@@ -9,8 +9,14 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.kfp_entrypoint import (localize_artifacts, restore_artifact_types, restore_output_uris, rewrite_argv,
-                                     size_beam_workers, stage_folders)
+from pipeline.kfp_entrypoint import (
+    localize_artifacts,
+    restore_artifact_types,
+    restore_output_uris,
+    rewrite_argv,
+    size_beam_workers,
+    stage_folders,
+)
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 
@@ -21,9 +27,17 @@ def _import_schema_step(spec: dict, out: str, launcher_type: dict):
     schema_text = spec["root"]["dag"]["tasks"]["EmbeddedSchema"]["inputs"]["parameters"]["schema_text"]
     executor_input = {
         "inputs": {"parameterValues": {"schema_text": schema_text["runtimeValue"]["constant"]}},
-        "outputs": {"artifacts": {"schema": {"artifacts": [{
-            "name": "run-1/EmbeddedSchema/schema", "type": launcher_type, "uri": f"{out}/schema"}]}},
-            "outputFile": f"{out}/executor_output.json"}}
+        "outputs": {
+            "artifacts": {
+                "schema": {
+                    "artifacts": [
+                        {"name": "run-1/EmbeddedSchema/schema", "type": launcher_type, "uri": f"{out}/schema"}
+                    ]
+                }
+            },
+            "outputFile": f"{out}/executor_output.json",
+        },
+    }
     args = [json.dumps(executor_input) if a == "{{$}}" else a for a in container["args"]]
     return container["command"], args
 
@@ -48,56 +62,78 @@ def test_step_runs_where_tfx_entrypoint_fails(compiled, tmp_path, launcher_type)
     _, args = _import_schema_step(spec, str(tmp_path / "tfx"), launcher_type)
     assert args[0] == "--tfxflow_artifact_types"
     plain = args[2:]  # the same arguments without the types flag
-    failed = subprocess.run([sys.executable, "-m", TFX_ENTRYPOINT, *plain], capture_output=True, text=True,
-                            timeout=300)
+    failed = subprocess.run([sys.executable, "-m", TFX_ENTRYPOINT, *plain], capture_output=True, text=True, timeout=300)
     assert failed.returncode != 0
-    assert ("Could not import system.Artifact" in failed.stderr or "UnboundLocalError" in failed.stderr), \
-        failed.stderr[-2000:]
+    assert "Could not import system.Artifact" in failed.stderr or "UnboundLocalError" in failed.stderr, failed.stderr[
+        -2000:
+    ]
     assert not os.path.exists(tmp_path / "tfx" / "schema" / "schema.pbtxt")
 
 
 def test_restore_keeps_known_types_and_fixes_missing_ones():
     executor_input = {
-        "inputs": {"artifacts": {
-            "statistics": {"artifacts": [{"type": {"schemaTitle": "system.Artifact"}, "uri": "s"}]},
-            "schema": {"artifacts": [{"type": {"instanceSchema": "title: tfx.Schema\ntype: object\n"}, "uri": "x"}]}}},
-        "outputs": {"artifacts": {"anomalies": {"artifacts": [{"uri": "a"}]}}}}
+        "inputs": {
+            "artifacts": {
+                "statistics": {"artifacts": [{"type": {"schemaTitle": "system.Artifact"}, "uri": "s"}]},
+                "schema": {
+                    "artifacts": [{"type": {"instanceSchema": "title: tfx.Schema\ntype: object\n"}, "uri": "x"}]
+                },
+            }
+        },
+        "outputs": {"artifacts": {"anomalies": {"artifacts": [{"uri": "a"}]}}},
+    }
     titles = {"statistics": "tfx.ExampleStatistics", "schema": "tfx.Schema", "anomalies": "tfx.ExampleAnomalies"}
     assert sorted(restore_artifact_types(executor_input, titles)) == ["anomalies", "statistics"]
     statistics = executor_input["inputs"]["artifacts"]["statistics"]["artifacts"][0]["type"]
     assert statistics == {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}
     assert executor_input["inputs"]["artifacts"]["schema"]["artifacts"][0]["type"]["instanceSchema"].startswith(
-        "title: tfx.Schema")
+        "title: tfx.Schema"
+    )
     anomalies = executor_input["outputs"]["artifacts"]["anomalies"]["artifacts"][0]["type"]
     assert anomalies["instanceSchema"].startswith("title: tfx.ExampleAnomalies")
 
 
 def test_rewrite_argv_drops_the_flag_and_leaves_beam_args():
-    argv = ["prog", "--tfxflow_artifact_types", json.dumps({"schema": "tfx.Schema"}), "--executor_class_path", "m.E",
-            "--json_serialized_invocation_args",
-            json.dumps({"outputs": {"artifacts": {"schema": {"artifacts": [{"uri": "u"}]}}}}),
-            "--direct_running_mode=multi_processing"]
+    argv = [
+        "prog",
+        "--tfxflow_artifact_types",
+        json.dumps({"schema": "tfx.Schema"}),
+        "--executor_class_path",
+        "m.E",
+        "--json_serialized_invocation_args",
+        json.dumps({"outputs": {"artifacts": {"schema": {"artifacts": [{"uri": "u"}]}}}}),
+        "--direct_running_mode=multi_processing",
+    ]
     out = rewrite_argv(argv)
     assert "--tfxflow_artifact_types" not in out
     assert out[-1] == "--direct_running_mode=multi_processing" and out[1:3] == ["--executor_class_path", "m.E"]
     fixed = json.loads(out[4])
     assert fixed["outputs"]["artifacts"]["schema"]["artifacts"][0]["type"]["instanceSchema"].startswith(
-        "title: tfx.Schema")
+        "title: tfx.Schema"
+    )
 
 
 def test_artifacts_on_the_launchers_local_paths_and_back():
     """TFX gets the paths where KFP's launcher put the inputs and will upload the outputs from
     (LocalPathForURI); the executor output names the remote URIs again, which is what the launcher uploads to."""
     executor_input = {
-        "inputs": {"artifacts": {
-            "examples": {"artifacts": [{"uri": "minio://mlpipeline/v2/run/CsvExampleGen/examples"}]},
-            "schema": {"artifacts": [{"uri": "gs://b/run/EmbeddedSchema/schema"}]}}},
-        "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "s3://b/run/StatisticsGen/statistics"}]}}}}
+        "inputs": {
+            "artifacts": {
+                "examples": {"artifacts": [{"uri": "minio://mlpipeline/v2/run/CsvExampleGen/examples"}]},
+                "schema": {"artifacts": [{"uri": "gs://b/run/EmbeddedSchema/schema"}]},
+            }
+        },
+        "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "s3://b/run/StatisticsGen/statistics"}]}}},
+    }
     remote_of = localize_artifacts(executor_input, "/tmp/launcher")
-    assert executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]["uri"] == \
-        "/tmp/launcher/minio/mlpipeline/v2/run/CsvExampleGen/examples"
-    assert executor_input["inputs"]["artifacts"]["schema"]["artifacts"][0]["uri"] == \
-        "/tmp/launcher/gcs/b/run/EmbeddedSchema/schema"
+    assert (
+        executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]["uri"]
+        == "/tmp/launcher/minio/mlpipeline/v2/run/CsvExampleGen/examples"
+    )
+    assert (
+        executor_input["inputs"]["artifacts"]["schema"]["artifacts"][0]["uri"]
+        == "/tmp/launcher/gcs/b/run/EmbeddedSchema/schema"
+    )
     local = "/tmp/launcher/s3/b/run/StatisticsGen/statistics"
     assert executor_input["outputs"]["artifacts"]["statistics"]["artifacts"][0]["uri"] == local
     assert remote_of[local] == "s3://b/run/StatisticsGen/statistics"
@@ -107,13 +143,22 @@ def test_artifacts_on_the_launchers_local_paths_and_back():
 def test_restore_output_uris(tmp_path):
     output = tmp_path / "executor_output.json"
     local = "/minio/mlpipeline/v2/run/Trainer/model"
-    output.write_text(json.dumps({"artifacts": {
-        "model": {"artifacts": [{"uri": local, "metadata": {"a": 1}}]},
-        "other": {"artifacts": [{"uri": "/somewhere/else"}]}}}))
+    output.write_text(
+        json.dumps(
+            {
+                "artifacts": {
+                    "model": {"artifacts": [{"uri": local, "metadata": {"a": 1}}]},
+                    "other": {"artifacts": [{"uri": "/somewhere/else"}]},
+                }
+            }
+        )
+    )
     assert restore_output_uris(str(output), {local: "minio://mlpipeline/v2/run/Trainer/model"}) == 1
     written = json.loads(output.read_text())
-    assert written["artifacts"]["model"]["artifacts"][0] == {"uri": "minio://mlpipeline/v2/run/Trainer/model",
-                                                             "metadata": {"a": 1}}
+    assert written["artifacts"]["model"]["artifacts"][0] == {
+        "uri": "minio://mlpipeline/v2/run/Trainer/model",
+        "metadata": {"a": 1},
+    }
     assert written["artifacts"]["other"]["artifacts"][0]["uri"] == "/somewhere/else"
 
 
@@ -131,8 +176,15 @@ def test_remote_data_folder_is_staged(s3_server, monkeypatch, tmp_path):
     object_store.clear_client_cache()
     bucket = s3_server.create_bucket("staging-test")
     s3_server.client().put_object(Bucket=bucket, Key="data/day1/a.csv", Body=b"x,y\n1,2\n")
-    executor_input = {"inputs": {"parameterValues": {"input_base": f"minio://{bucket}/data/day1",
-                                                     "serving_data_root": "", "other": "minio://b/k"}}}
+    executor_input = {
+        "inputs": {
+            "parameterValues": {
+                "input_base": f"minio://{bucket}/data/day1",
+                "serving_data_root": "",
+                "other": "minio://b/k",
+            }
+        }
+    }
     staged = stage_folders(executor_input, str(tmp_path))
     values = executor_input["inputs"]["parameterValues"]
     assert staged == {"input_base": f"minio://{bucket}/data/day1"}
@@ -141,10 +193,24 @@ def test_remote_data_folder_is_staged(s3_server, monkeypatch, tmp_path):
 
 
 def test_the_launchers_own_log_output_is_left_to_it():
-    argv = ["prog", "--tfxflow_artifact_types", json.dumps({"schema": "tfx.Schema"}), "--executor_class_path", "m.E",
-            "--json_serialized_invocation_args", json.dumps({"outputs": {"artifacts": {
-                "schema": {"artifacts": [{"uri": "u"}]},
-                "executor-logs": {"artifacts": [{"uri": "l", "type": {"schemaTitle": "system.Artifact"}}]}}}})]
+    argv = [
+        "prog",
+        "--tfxflow_artifact_types",
+        json.dumps({"schema": "tfx.Schema"}),
+        "--executor_class_path",
+        "m.E",
+        "--json_serialized_invocation_args",
+        json.dumps(
+            {
+                "outputs": {
+                    "artifacts": {
+                        "schema": {"artifacts": [{"uri": "u"}]},
+                        "executor-logs": {"artifacts": [{"uri": "l", "type": {"schemaTitle": "system.Artifact"}}]},
+                    }
+                }
+            }
+        ),
+    ]
     fixed = json.loads(rewrite_argv(argv)[4])
     assert list(fixed["outputs"]["artifacts"]) == ["schema"]
 
@@ -179,14 +245,21 @@ def test_beam_worker_containers_are_handed_to_beams_boot(monkeypatch):
         raise Replaced
 
     monkeypatch.setattr(kfp_entrypoint.os, "execv", execv)
-    docker = ["pipeline/kfp_entrypoint.py", "--id=1-1", "--logging_endpoint=localhost:39027",
-              "--artifact_endpoint=localhost:33271", "--provision_endpoint=localhost:41443",
-              "--control_endpoint=localhost:45193"]
+    docker = [
+        "pipeline/kfp_entrypoint.py",
+        "--id=1-1",
+        "--logging_endpoint=localhost:39027",
+        "--artifact_endpoint=localhost:33271",
+        "--provision_endpoint=localhost:41443",
+        "--control_endpoint=localhost:45193",
+    ]
     for argv in (docker, ["pipeline/kfp_entrypoint.py", "--worker_pool"]):
         with pytest.raises(Replaced):
             kfp_entrypoint.main(argv)
-    assert calls == [("/opt/apache/beam/boot", ["/opt/apache/beam/boot", *docker[1:]]),
-                     ("/opt/apache/beam/boot", ["/opt/apache/beam/boot", "--worker_pool"])]
+    assert calls == [
+        ("/opt/apache/beam/boot", ["/opt/apache/beam/boot", *docker[1:]]),
+        ("/opt/apache/beam/boot", ["/opt/apache/beam/boot", "--worker_pool"]),
+    ]
     assert not kfp_entrypoint.is_beam_worker(["prog", "--executor_class_path", "x", INVOCATION, "{}"])
 
 
@@ -206,8 +279,9 @@ def test_only_beam_steps_with_remote_workers_keep_their_gcs_uris():
     from pipeline.beam_runners import BeamRunner, beam_pipeline_args
     from pipeline.kfp_entrypoint import remote_beam_step
 
-    flink = beam_pipeline_args(BeamRunner(runner="flink", flink_master="jm:8081",
-                                          image="registry.example.com/ml/tfxflow:0.1.0"))
+    flink = beam_pipeline_args(
+        BeamRunner(runner="flink", flink_master="jm:8081", image="registry.example.com/ml/tfxflow:0.1.0")
+    )
     statistics = ["--executor_class_path", "tfx.components.statistics_gen.executor.Executor"]
     assert remote_beam_step(statistics + flink)
     assert not remote_beam_step(statistics + ["--direct_running_mode=multi_processing", "--direct_num_workers=0"])
@@ -221,9 +295,12 @@ def test_remote_beam_steps_need_gcs_and_their_folder_markers_are_removed(monkeyp
     from pipeline.kfp_entrypoint import check_remote_uris, remove_dir_markers
 
     executor_input = {
-        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "gs://ml/root/run/CsvExampleGen/examples"}]}},
-                   "parameterValues": {"input_base": "gs://ml-data/taxi"}},
-        "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "gs://ml/root/run/StatisticsGen/statistics"}]}}}}
+        "inputs": {
+            "artifacts": {"examples": {"artifacts": [{"uri": "gs://ml/root/run/CsvExampleGen/examples"}]}},
+            "parameterValues": {"input_base": "gs://ml-data/taxi"},
+        },
+        "outputs": {"artifacts": {"statistics": {"artifacts": [{"uri": "gs://ml/root/run/StatisticsGen/statistics"}]}}},
+    }
     assert check_remote_uris(executor_input) == ["gs://ml/root/run/StatisticsGen/statistics"]
     executor_input["inputs"]["parameterValues"]["input_base"] = "/data/taxi"
     with pytest.raises(ValueError, match="input_base '/data/taxi': Beam workers outside the pod read it themselves"):
@@ -235,8 +312,13 @@ def test_remote_beam_steps_need_gcs_and_their_folder_markers_are_removed(monkeyp
 
     class Store:
         """What TF's GCS file system leaves: objects, and a zero-byte `folder/` object per folder it made."""
-        keys = ["root/stats/", "root/stats/Split-train/", "root/stats/Split-train/FeatureStats.pb",
-                "root/stats/Split-eval/FeatureStats.pb"]
+
+        keys = [
+            "root/stats/",
+            "root/stats/Split-train/",
+            "root/stats/Split-train/FeatureStats.pb",
+            "root/stats/Split-eval/FeatureStats.pb",
+        ]
         deleted = []
 
         def errors(self):

@@ -16,8 +16,7 @@ pytestmark = pytest.mark.e2e
 
 TRAIN_FLAGS = ["--train-steps", "120", "--batch-size", "64", "--eval-every-steps", "60"]
 EVAL_MAX_ROWS = 200  # of about 500 eval rows: the Evaluator judges every 3rd
-UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
-            "Trainer")
+UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform", "Trainer")
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +28,28 @@ def taxi_runs(tmp_path_factory):
     first = helpers.run_cli(*args)
     serving = helpers.tree_snapshot(os.path.join(home, "serving"))
     unchanged = helpers.run_cli(*args)
-    after_unchanged = {"serving": helpers.tree_snapshot(os.path.join(home, "serving")),
-                       "runs": report.run_ids(report.open_store(os.path.join(home, "metadata", "metadata.sqlite")),
-                                              "tfxflow-taxi")}
+    after_unchanged = {
+        "serving": helpers.tree_snapshot(os.path.join(home, "serving")),
+        "runs": report.run_ids(report.open_store(os.path.join(home, "metadata", "metadata.sqlite")), "tfxflow-taxi"),
+    }
     second = helpers.run_cli(*args, "--force")
-    return {"home": home, "data": data, "first": first, "second": second, "unchanged": unchanged,
-            "serving_after_first": serving, "after_unchanged": after_unchanged}
+    return {
+        "home": home,
+        "data": data,
+        "first": first,
+        "second": second,
+        "unchanged": unchanged,
+        "serving_after_first": serving,
+        "after_unchanged": after_unchanged,
+    }
 
 
 def test_identical_rerun_is_answered_without_starting_tfx(taxi_runs):
     unchanged = taxi_runs["unchanged"]
     assert unchanged.returncode == 0, unchanged.stderr[-3000:]
-    first_run = report.run_ids(report.open_store(os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite")),
-                               "tfxflow-taxi")[0]
+    first_run = report.run_ids(
+        report.open_store(os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite")), "tfxflow-taxi"
+    )[0]
     assert f"tfxflow: pipeline tfxflow-taxi is up to date: nothing changed since run {first_run}" in unchanged.stdout
     assert "binary_accuracy 0." in unchanged.stdout and "pushed:         version " in unchanged.stdout
     assert taxi_runs["after_unchanged"]["runs"] == [first_run]  # no pipeline run, nothing pushed
@@ -59,8 +67,10 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     # ExampleGen's counts, checked by the gate against StatisticsGen's; the Evaluator's bounded sample.
     run = report.read_run(os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite"), "tfxflow-taxi")
     eval_rows = run.rows["eval"]
-    assert f"row counts: 2,000 read = train {run.rows['train']:,}, eval {eval_rows:,} written = StatisticsGen's" \
+    assert (
+        f"row counts: 2,000 read = train {run.rows['train']:,}, eval {eval_rows:,} written = StatisticsGen's"
         in first.stdout
+    )
     every = -(-eval_rows // EVAL_MAX_ROWS)
     sampled = -(-eval_rows // every)
     assert run.eval_sample == {"eval": {"rows": eval_rows, "every": every, "sampled": sampled}}
@@ -72,8 +82,9 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     assert "golden rows vs. the Evaluator's model: max difference serving_default 0, serving_raw 0" in first.stdout
     check = run.serving_check
     assert check["blessed"] and check["foreign_modules"] == [] and check["golden_rows"] == 64
-    assert f"p50 {check['latency_ms']['p50']:.2f} ms, p99 {check['latency_ms']['p99']:.2f} ms at batch 1" \
-        in first.stdout
+    assert (
+        f"p50 {check['latency_ms']['p50']:.2f} ms, p99 {check['latency_ms']['p99']:.2f} ms at batch 1" in first.stdout
+    )
     # Library chatter goes to the run's log file, not the console.
     assert "INFO" not in first.stdout and "Traceback" not in first.stderr
 
@@ -104,16 +115,29 @@ def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_
     assert set(specs) == set(features.feature_columns)
     complete = [i for i, r in enumerate(rows) if all(r[c] != "" for c in features.feature_columns)][:10]
     assert complete
-    tensors = {c: tf.constant([float(rows[i][c]) if specs[c].dtype == tf.float32 else
-                               int(float(rows[i][c])) if specs[c].dtype == tf.int64 else rows[i][c]
-                               for i in complete], dtype=specs[c].dtype) for c in specs}
+    tensors = {
+        c: tf.constant(
+            [
+                float(rows[i][c])
+                if specs[c].dtype == tf.float32
+                else int(float(rows[i][c]))
+                if specs[c].dtype == tf.int64
+                else rows[i][c]
+                for i in complete
+            ],
+            dtype=specs[c].dtype,
+        )
+        for c in specs
+    }
     np.testing.assert_allclose(raw(**tensors)["probabilities"].numpy(), probabilities[complete], rtol=1e-5)
 
     # TF Serving's warmup records (real eval rows, both signatures, batches of 1 and 8) replay on the model.
     from tensorflow_serving.apis import prediction_log_pb2
 
-    warmup = [prediction_log_pb2.PredictionLog.FromString(r.numpy()).predict_log.request
-              for r in tf.data.TFRecordDataset(os.path.join(model_dir, "assets.extra", "tf_serving_warmup_requests"))]
+    warmup = [
+        prediction_log_pb2.PredictionLog.FromString(r.numpy()).predict_log.request
+        for r in tf.data.TFRecordDataset(os.path.join(model_dir, "assets.extra", "tf_serving_warmup_requests"))
+    ]
     assert sorted(r.model_spec.signature_name for r in warmup) == ["serving_default"] * 2 + ["serving_raw"] * 2
     for request in warmup:
         inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
@@ -122,7 +146,8 @@ def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_
 
     # transform_features (used by TFMA) derives the label from the raw columns.
     transformed = loaded.signatures["transform_features"](
-        examples=tf.constant(helpers.serialize_examples(rows, schema)))
+        examples=tf.constant(helpers.serialize_examples(rows, schema))
+    )
     expected = [int(float(r["tips"]) > 0.2 * float(r["fare"])) for r in rows]
     assert transformed["big_tipper"].numpy().tolist() == expected
 
@@ -147,8 +172,7 @@ def test_forced_second_run_is_served_from_the_cache(taxi_runs):
     assert "drift vs. the last blessed model's data: 13 features compared" in second.stdout
     assert "distance 0.0000 (threshold" in second.stdout or "divergence 0.0000 (threshold" in second.stdout
     # A cached Trainer hands on the same model artifact.
-    assert (latest.component("Trainer").outputs["model"][0].id ==
-            first.component("Trainer").outputs["model"][0].id)
+    assert latest.component("Trainer").outputs["model"][0].id == first.component("Trainer").outputs["model"][0].id
 
 
 def test_runs_are_tracked_in_the_embedded_mlflow_store(taxi_runs):
@@ -169,8 +193,18 @@ def test_runs_are_tracked_in_the_embedded_mlflow_store(taxi_runs):
 def test_a_model_over_the_latency_bound_is_not_pushed(taxi_runs):
     home = taxi_runs["home"]
     before = helpers.tree_snapshot(os.path.join(home, "serving"))
-    slow = helpers.run_cli("run", "--home", home, "--data-root", taxi_runs["data"], *TRAIN_FLAGS,
-                           "--eval-max-rows", str(EVAL_MAX_ROWS), "--max-latency-ms", "0.001")
+    slow = helpers.run_cli(
+        "run",
+        "--home",
+        home,
+        "--data-root",
+        taxi_runs["data"],
+        *TRAIN_FLAGS,
+        "--eval-max-rows",
+        str(EVAL_MAX_ROWS),
+        "--max-latency-ms",
+        "0.001",
+    )
     assert slow.returncode == 0, slow.stderr[-3000:]
     assert "blessed:        yes" in slow.stdout and "serving check:  FAILED (not pushed)" in slow.stdout
     assert "over --max-latency-ms 0.001" in slow.stdout and "(bound 0.001 ms)" in slow.stdout
@@ -179,8 +213,11 @@ def test_a_model_over_the_latency_bound_is_not_pushed(taxi_runs):
     from mlflow import MlflowClient
 
     mlflow_client = MlflowClient(f"sqlite:///{os.path.join(home, 'mlflow', 'mlflow.db')}")
-    (latest,) = mlflow_client.search_runs([mlflow_client.get_experiment_by_name("tfxflow-taxi").experiment_id],
-                                          order_by=["attributes.start_time DESC"], max_results=1)
+    (latest,) = mlflow_client.search_runs(
+        [mlflow_client.get_experiment_by_name("tfxflow-taxi").experiment_id],
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     assert latest.data.tags["tfxflow.serving_check"] == "failed"
     assert "over --max-latency-ms 0.001" in latest.data.tags["tfxflow.serving_check_failed_because"]
     assert latest.data.tags["tfxflow.pushed"] == "no" and latest.data.metrics["serving.latency_p99_ms"] > 0.001
@@ -190,8 +227,20 @@ def test_rollback_serves_the_previous_model_and_the_next_run_does_not_push_it_ag
     """A different model is pushed, rolled back; the same command again trains nothing new (cached Trainer),
     and its model, blessed again, is not pushed."""
     home = taxi_runs["home"]
-    other = ["run", "--home", home, "--data-root", taxi_runs["data"], *TRAIN_FLAGS, "--eval-max-rows",
-             str(EVAL_MAX_ROWS), "--learning-rate", "0.003", "--max-regression", "1"]
+    other = [
+        "run",
+        "--home",
+        home,
+        "--data-root",
+        taxi_runs["data"],
+        *TRAIN_FLAGS,
+        "--eval-max-rows",
+        str(EVAL_MAX_ROWS),
+        "--learning-rate",
+        "0.003",
+        "--max-regression",
+        "1",
+    ]
     pushed = helpers.run_cli(*other)
     assert pushed.returncode == 0 and "pushed:         version " in pushed.stdout, pushed.stderr[-3000:]
     serving = os.path.join(home, "serving", "taxi")

@@ -9,8 +9,14 @@ import time
 
 from components.gate import DataGateError
 from pipeline import config as config_lib
-from pipeline.local_runner import (NAME_WIDTH, ComponentProgress, ComponentTiming, format_elapsed, print_failure,
-                                   tree_rss_bytes)
+from pipeline.local_runner import (
+    NAME_WIDTH,
+    ComponentProgress,
+    ComponentTiming,
+    format_elapsed,
+    print_failure,
+    tree_rss_bytes,
+)
 from pipeline.staging import files_fingerprint, stage_schema
 
 
@@ -80,8 +86,10 @@ def test_heartbeat_line_names_component_elapsed_rows_and_memory():
     progress.advance(1_000_000)
     progress.advance(234_567)
     clock.now += 90.4
-    assert tracker.heartbeat.line() == \
-        f"[5/14] {'Transform':<{NAME_WIDTH}} ... 1m30s elapsed, 1,234,567 rows, 812 MB resident"
+    assert (
+        tracker.heartbeat.line()
+        == f"[5/14] {'Transform':<{NAME_WIDTH}} ... 1m30s elapsed, 1,234,567 rows, 812 MB resident"
+    )
     clock.now += 7200
     assert "2h01m elapsed" in tracker.heartbeat.line()
     tracker.emit(_record("Component %s is finished.", "Transform"))

@@ -3,8 +3,8 @@
 import json
 
 from components.features import FeatureConfig
-from components.tracking import TrackingSettings
 from components.hardware import HardwareConfig
+from components.tracking import TrackingSettings
 from pipeline.config import EvaluationConfig, TrainingConfig
 from pipeline.pipeline import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
 
@@ -13,19 +13,38 @@ FEATURES = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "nume
 
 def _pipeline(**kwargs):
     return create_pipeline(
-        pipeline_name="p", pipeline_root="/nonexistent/root", data_root="/nonexistent/data",
-        schema_path="/nonexistent/schema.pbtxt", features=FEATURES, serving_dir="/nonexistent/serving",
-        model_name="m", **kwargs)
+        pipeline_name="p",
+        pipeline_root="/nonexistent/root",
+        data_root="/nonexistent/data",
+        schema_path="/nonexistent/schema.pbtxt",
+        features=FEATURES,
+        serving_dir="/nonexistent/serving",
+        model_name="m",
+        **kwargs,
+    )
 
 
 def test_components_and_their_wiring():
-    pipeline = _pipeline(training=TrainingConfig(train_steps=77, batch_size=32,
-                                                 hardware=HardwareConfig(precision="mixed_bfloat16")),
-                         trainer_backup_dir="/nonexistent/backup", keep_versions=3)
+    pipeline = _pipeline(
+        training=TrainingConfig(train_steps=77, batch_size=32, hardware=HardwareConfig(precision="mixed_bfloat16")),
+        trainer_backup_dir="/nonexistent/backup",
+        keep_versions=3,
+    )
     by_id = {c.id: c for c in pipeline.components}
-    assert set(by_id) == {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
-                          "blessed_data_statistics_resolver", "DataGate", "Transform", "Trainer",
-                          "latest_blessed_model_resolver", "Evaluator", "ServingCheck", "Pusher"}
+    assert set(by_id) == {
+        "CsvExampleGen",
+        "StatisticsGen",
+        "ImportSchemaGen",
+        "ExampleValidator",
+        "blessed_data_statistics_resolver",
+        "DataGate",
+        "Transform",
+        "Trainer",
+        "latest_blessed_model_resolver",
+        "Evaluator",
+        "ServingCheck",
+        "Pusher",
+    }
     # ExampleGen checks *.csv files only, with the schema's types and the label's rule.
     example_gen = by_id["CsvExampleGen"]
     assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv"
@@ -93,8 +112,9 @@ def test_tracking_wraps_the_run_without_touching_the_cache_keys():
 
 
 def test_eval_config_thresholds_and_label():
-    config = eval_config(EvaluationConfig(min_value=0.7, max_regression=0.01, slice_columns=("payment_type",)),
-                         "big_tipper")
+    config = eval_config(
+        EvaluationConfig(min_value=0.7, max_regression=0.01, slice_columns=("payment_type",)), "big_tipper"
+    )
     spec = config.model_specs[0]
     assert spec.label_key == "big_tipper"
     assert list(spec.preprocessing_function_names) == ["transform_features"]

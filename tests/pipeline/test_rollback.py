@@ -9,8 +9,7 @@ import pytest
 import tensorflow as tf
 
 from components import pusher
-from pipeline import cli
-from pipeline import rollback
+from pipeline import cli, rollback
 from pipeline.config import ConfigError
 from tests import helpers
 
@@ -81,8 +80,7 @@ def test_fingerprint_is_the_model_not_its_folder(models, tmp_path):
 def test_default_rollback_serves_the_previous_model_as_the_highest_version(models, tmp_path):
     base = str(tmp_path / "serving" / "taxi")
     _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"])], tmp_path)
-    done = rollback.rollback(base, reason="precision fell on the night shift", by="ann@host",
-                             clock=lambda: NOW + 20)
+    done = rollback.rollback(base, reason="precision fell on the night shift", by="ann@host", clock=lambda: NOW + 20)
 
     assert (done.plan.current, done.plan.target, done.plan.rolled_back) == (NOW + 10, NOW, [NOW + 10])
     assert done.new_version == NOW + 20
@@ -98,13 +96,21 @@ def test_default_rollback_serves_the_previous_model_as_the_highest_version(model
     with open(os.path.join(base, pusher.ROLLBACK_LOG), encoding="utf-8") as f:
         [entry] = json.load(f)
     assert entry == {
-        "rolled_back_version": NOW + 10, "fingerprint": pusher.model_fingerprint(models["b"]),
-        "versions": [NOW + 10], "to_version": NOW, "to_fingerprint": pusher.model_fingerprint(models["a"]),
-        "new_version": NOW + 20, "by": "ann@host", "at": pusher.iso_time(NOW + 20), "at_epoch": NOW + 20,
-        "reason": "precision fell on the night shift"}
+        "rolled_back_version": NOW + 10,
+        "fingerprint": pusher.model_fingerprint(models["b"]),
+        "versions": [NOW + 10],
+        "to_version": NOW,
+        "to_fingerprint": pusher.model_fingerprint(models["a"]),
+        "new_version": NOW + 20,
+        "by": "ann@host",
+        "at": pusher.iso_time(NOW + 20),
+        "at_epoch": NOW + 20,
+        "reason": "precision fell on the night shift",
+    }
     assert done.entries == [entry] and done.log_path == os.path.join(base, pusher.ROLLBACK_LOG)
-    assert pusher.rolled_back_text(entry) == (f"rolled back from version {NOW + 10} on {entry['at']} by ann@host: "
-                                              "precision fell on the night shift")
+    assert pusher.rolled_back_text(entry) == (
+        f"rolled back from version {NOW + 10} on {entry['at']} by ann@host: precision fell on the night shift"
+    )
 
 
 def test_to_rolls_back_every_newer_model_and_later_rollbacks_skip_them(models, tmp_path):
@@ -113,14 +119,19 @@ def test_to_rolls_back_every_newer_model_and_later_rollbacks_skip_them(models, t
     done = rollback.rollback(base, to=NOW, by="ann@host", clock=lambda: NOW + 30)
     assert (done.plan.target, done.plan.rolled_back, done.new_version) == (NOW, [NOW + 10, NOW + 20], NOW + 30)
     assert [e["fingerprint"] for e in pusher.read_rollbacks(base)] == [
-        pusher.model_fingerprint(models["b"]), pusher.model_fingerprint(models["c"])]
+        pusher.model_fingerprint(models["b"]),
+        pusher.model_fingerprint(models["c"]),
+    ]
     assert _predict(os.path.join(base, str(NOW + 30))) == 1.0
 
     # Served: a copy of A; B and C were rolled back, so nothing earlier holds another model.
     with pytest.raises(ConfigError, match="nothing to roll back to .* pass --to VERSION"):
         rollback.rollback(base, clock=lambda: NOW + 40)
-    with pytest.raises(ConfigError, match=f"--to {NOW + 10} holds a model that was rolled back from version "
-                                          f"{NOW + 10} on .* by ann@host: no reason given; choose another version"):
+    with pytest.raises(
+        ConfigError,
+        match=f"--to {NOW + 10} holds a model that was rolled back from version "
+        f"{NOW + 10} on .* by ann@host: no reason given; choose another version",
+    ):
         rollback.rollback(base, to=NOW + 10, clock=lambda: NOW + 40)
 
     # C pushed again by a Pusher without the check: rolling it back serves the rollback's copy of A again, and
@@ -134,8 +145,9 @@ def test_to_rolls_back_every_newer_model_and_later_rollbacks_skip_them(models, t
 
 def test_default_target_skips_copies_of_the_served_model(models, tmp_path):
     base = str(tmp_path / "serving" / "taxi")
-    _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"]), (NOW + 20, models["c"]), (NOW + 30, models["c"])],
-           tmp_path)
+    _serve(
+        base, [(NOW, models["a"]), (NOW + 10, models["b"]), (NOW + 20, models["c"]), (NOW + 30, models["c"])], tmp_path
+    )
     done = rollback.rollback(base, clock=lambda: NOW + 40)
     # NOW + 20 holds the served model (C pushed twice): the target is B, and C is one rolled-back model.
     assert (done.plan.target, done.plan.rolled_back) == (NOW + 10, [NOW + 30])
@@ -158,12 +170,14 @@ def test_refusals_change_nothing(models, tmp_path):
     assert _refused(base) == f"only one version in {base} ({NOW}): there is no earlier model to roll back to"
     _serve(base, [(NOW + 10, models["b"]), (NOW + 20, models["b"])], tmp_path)
     os.makedirs(os.path.join(base, str(NOW + 5), "variables"))  # no saved_model.pb: not a complete version
-    assert _refused(base, to=NOW + 5) == (f"--to {NOW + 5}: not a complete version in {base} (complete versions: "
-                                          f"{NOW}, {NOW + 10}, {NOW + 20})")
+    assert _refused(base, to=NOW + 5) == (
+        f"--to {NOW + 5}: not a complete version in {base} (complete versions: {NOW}, {NOW + 10}, {NOW + 20})"
+    )
     assert "not a complete version" in _refused(base, to=123)
     assert _refused(base, to=NOW + 20) == f"--to {NOW + 20} is the version being served: nothing to roll back"
-    assert _refused(base, to=NOW + 10) == (f"--to {NOW + 10} holds the same model as the served version {NOW + 20}:"
-                                           " serving it again would change nothing")
+    assert _refused(base, to=NOW + 10) == (
+        f"--to {NOW + 10} holds the same model as the served version {NOW + 20}: serving it again would change nothing"
+    )
     with open(os.path.join(base, pusher.ROLLBACK_LOG), "w", encoding="utf-8") as f:
         f.write("[{")
     assert "does not parse" in _refused(base)
@@ -173,8 +187,9 @@ def test_cli_rolls_back_and_says_what_moved(models, tmp_path, capsys):
     home = tmp_path / "home"
     base = str(home / "serving" / "taxi")
     _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"])], tmp_path)
-    code = cli.main(["rollback", "--home", str(home), "--reason", "bad tips", "--mlflow-uri",
-                     f"sqlite:///{tmp_path}/none.db"])
+    code = cli.main(
+        ["rollback", "--home", str(home), "--reason", "bad tips", "--mlflow-uri", f"sqlite:///{tmp_path}/none.db"]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     new = pusher.served_versions(base)[-1]
@@ -183,8 +198,10 @@ def test_cli_rolls_back_and_says_what_moved(models, tmp_path, capsys):
     assert f"  rolled back: {NOW + 10} (model {pusher.model_fingerprint(models['b'])[:12]}) by " in out
     assert f"  mlflow:     no MLflow store at sqlite:///{tmp_path}/none.db: nothing moved in MLflow\n" in out
     assert f"  metadata:   no metadata store at {home}/metadata/metadata.sqlite: no blessing revoked\n" in out
-    assert out.rstrip().endswith(f"TF Serving loads version {new} at its next poll of {base} "
-                                 f"(--file_system_poll_wait_seconds, 1 s by default), then unloads version {NOW + 10}.")
+    assert out.rstrip().endswith(
+        f"TF Serving loads version {new} at its next poll of {base} "
+        f"(--file_system_poll_wait_seconds, 1 s by default), then unloads version {NOW + 10}."
+    )
 
     code = cli.main(["rollback", "--home", str(home), "--to", str(NOW + 10)])
     captured = capsys.readouterr()
@@ -200,25 +217,30 @@ def test_mlflow_champion_moves_back_and_the_rollback_is_tagged(models, tmp_path)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     client.create_registered_model("taxi")
     for pushed in (NOW, NOW + 10):  # as MlflowFinish registers each push
-        version = client.create_model_version("taxi", source=str(tmp_path / f"m{pushed}"),
-                                              tags={"tfxflow.pushed_version": str(pushed)})
+        version = client.create_model_version(
+            "taxi", source=str(tmp_path / f"m{pushed}"), tags={"tfxflow.pushed_version": str(pushed)}
+        )
     client.set_registered_model_alias("taxi", "champion", version.version)
     base = str(tmp_path / "serving" / "taxi")
     _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"])], tmp_path)
 
-    done = rollback.rollback(base, reason="bad tips", by="ann@host", tracking_uri=uri, registered_name="taxi",
-                             clock=lambda: NOW + 20)
-    assert done.tracking == ["alias champion of 'taxi' moved from version 2 to version 1 (tagged "
-                             f"tfxflow.republished_as {NOW + 20})",
-                             "tfxflow.rolled_back set on registered version 2"]
+    done = rollback.rollback(
+        base, reason="bad tips", by="ann@host", tracking_uri=uri, registered_name="taxi", clock=lambda: NOW + 20
+    )
+    assert done.tracking == [
+        f"alias champion of 'taxi' moved from version 2 to version 1 (tagged tfxflow.republished_as {NOW + 20})",
+        "tfxflow.rolled_back set on registered version 2",
+    ]
     champion = client.get_model_version_by_alias("taxi", "champion")
     assert str(champion.version) == "1" and champion.tags["tfxflow.pushed_version"] == str(NOW)
     assert champion.tags["tfxflow.republished_as"] == str(NOW + 20)
     at = pusher.iso_time(NOW + 20)
     assert client.get_model_version("taxi", "2").tags["tfxflow.rolled_back"] == (
-        f"by ann@host at {at}: bad tips; served now: version {NOW + 20}, a copy of version {NOW}")
+        f"by ann@host at {at}: bad tips; served now: version {NOW + 20}, a copy of version {NOW}"
+    )
     assert client.get_registered_model("taxi").tags["tfxflow.last_rollback"] == (
-        f"version {NOW + 10} -> {NOW + 20} (a copy of {NOW}) by ann@host at {at}: bad tips")
+        f"version {NOW + 10} -> {NOW + 20} (a copy of {NOW}) by ann@host at {at}: bad tips"
+    )
 
     # C is pushed and registered; rolling it back serves the copy of A again: found by its republished number.
     client.create_model_version("taxi", source=str(tmp_path / "mc"), tags={"tfxflow.pushed_version": str(NOW + 30)})
@@ -255,8 +277,10 @@ def test_rollback_on_an_object_store(models, tmp_path, s3_server, monkeypatch):
         done = rollback.rollback(base, reason="bad", clock=lambda: NOW + 20)
         assert done.new_version == NOW + 20 and pusher.served_versions(base) == [NOW, NOW + 10, NOW + 20]
         assert pusher.model_fingerprint(f"{base}/{NOW + 20}") == pusher.model_fingerprint(models["a"])
-        assert object_store.read_bytes(f"{base}/{NOW + 20}/{pusher.STATISTICS_DIR}/Split-train/FeatureStats.pb") \
+        assert (
+            object_store.read_bytes(f"{base}/{NOW + 20}/{pusher.STATISTICS_DIR}/Split-train/FeatureStats.pb")
             == f"stats {NOW}".encode()
+        )
         assert [e["rolled_back_version"] for e in pusher.read_rollbacks(base)] == [NOW + 10]
     finally:
         object_store.clear_client_cache()
@@ -265,6 +289,7 @@ def test_rollback_on_an_object_store(models, tmp_path, s3_server, monkeypatch):
 # ---------------------------------------------------------------------------------------------------------
 # ML Metadata: a real SQLite store with the lineage TFX records, and TFX's own resolver strategies
 # ---------------------------------------------------------------------------------------------------------
+
 
 class _Lineage:
     """Writes artifacts, executions and events into a real MLMD store the way TFX's launcher does."""
@@ -312,8 +337,9 @@ class _Lineage:
                 event.path.steps.add().index = 0
                 [stored] = self.store.get_artifacts_by_id([artifact.id])
                 events.append((stored, event))
-        self.store.put_execution(mlmd.Execution(type_id=type_id, last_known_state=mlmd.Execution.COMPLETE),
-                                 events, [self.context])
+        self.store.put_execution(
+            mlmd.Execution(type_id=type_id, last_known_state=mlmd.Execution.COMPLETE), events, [self.context]
+        )
 
     def run(self, n: int, fingerprint: str, version: int) -> dict:
         """One pipeline run's lineage: examples, their statistics, a model, its blessing and its push."""
@@ -326,11 +352,11 @@ class _Lineage:
         self.execution("Trainer", {"examples": examples}, {"model": model})
         blessing = self.artifact(sa.ModelBlessing, f"/root/blessing/{n}", blessed=1, current_model_id=model.id)
         self.execution("Evaluator", {"examples": examples, "model": model}, {"blessing": blessing})
-        pushed = self.artifact(sa.PushedModel, f"/root/pushed/{n}", pushed=1, pushed_version=str(version),
-                               model_fingerprint=fingerprint)
+        pushed = self.artifact(
+            sa.PushedModel, f"/root/pushed/{n}", pushed=1, pushed_version=str(version), model_fingerprint=fingerprint
+        )
         self.execution("Pusher", {"model": model, "model_blessing": blessing}, {"pushed_model": pushed})
-        return {"examples": examples, "statistics": statistics, "model": model, "blessing": blessing,
-                "pushed": pushed}
+        return {"examples": examples, "statistics": statistics, "model": model, "blessing": blessing, "pushed": pushed}
 
     def resolve(self, strategy, **channels):
         """What a resolver of `strategy` resolves over every artifact of the given types, as TFX hands them."""
@@ -339,8 +365,10 @@ class _Lineage:
         input_dict = {}
         for key, cls in channels.items():
             [artifact_type] = [t for t in self.store.get_artifact_types() if t.name == cls.TYPE_NAME]
-            input_dict[key] = [artifact_utils.deserialize_artifact(artifact_type, a)
-                               for a in self.store.get_artifacts_by_type(cls.TYPE_NAME)]
+            input_dict[key] = [
+                artifact_utils.deserialize_artifact(artifact_type, a)
+                for a in self.store.get_artifacts_by_type(cls.TYPE_NAME)
+            ]
         return strategy().resolve_artifacts(self.store, input_dict)
 
 
@@ -360,17 +388,28 @@ def test_rollback_revokes_the_blessing_so_the_resolvers_take_the_served_model(mo
     last_run = os.path.join(os.path.dirname(metadata), "last_run.json")
     with open(last_run, "w", encoding="utf-8") as f:
         f.write("{}")
-    assert lineage.resolve(LatestBlessedModelStrategy, model=sa.Model, model_blessing=sa.ModelBlessing)[
-        "model"][0].id == second["model"].id
+    assert (
+        lineage.resolve(LatestBlessedModelStrategy, model=sa.Model, model_blessing=sa.ModelBlessing)["model"][0].id
+        == second["model"].id
+    )
 
-    done = rollback.rollback(base, reason="bad tips", by="ann@host", metadata_path=metadata,
-                             pipeline_name="tfxflow-taxi", clock=lambda: NOW + 20)
-    assert done.metadata == [f"blessing {second['blessing'].id} of model {second['model'].id} (version {NOW + 10}) "
-                             "revoked", f"removed {last_run}: an unchanged `tfxflow run` runs again"]
+    done = rollback.rollback(
+        base,
+        reason="bad tips",
+        by="ann@host",
+        metadata_path=metadata,
+        pipeline_name="tfxflow-taxi",
+        clock=lambda: NOW + 20,
+    )
+    assert done.metadata == [
+        f"blessing {second['blessing'].id} of model {second['model'].id} (version {NOW + 10}) revoked",
+        f"removed {last_run}: an unchanged `tfxflow run` runs again",
+    ]
     assert not os.path.exists(last_run)
     store = lineage.store
-    stored = {a.id: a for a in store.get_artifacts_by_id([second["blessing"].id, second["pushed"].id,
-                                                          first["blessing"].id])}
+    stored = {
+        a.id: a for a in store.get_artifacts_by_id([second["blessing"].id, second["pushed"].id, first["blessing"].id])
+    }
     blessing, pushed, kept = (stored[a.id] for a in (second["blessing"], second["pushed"], first["blessing"]))
     assert blessing.custom_properties["blessed"].int_value == 0
     expected = pusher.rolled_back_text(done.entries[0])
@@ -384,18 +423,23 @@ def test_rollback_revokes_the_blessing_so_the_resolvers_take_the_served_model(mo
     # TFX's resolvers now take the served model (A) as the model to beat and its data as the drift baseline.
     resolved = lineage.resolve(LatestBlessedModelStrategy, model=sa.Model, model_blessing=sa.ModelBlessing)
     assert resolved["model"][0].id == first["model"].id
-    resolved = lineage.resolve(BlessedDataStatisticsStrategy, statistics=sa.ExampleStatistics,
-                               model_blessing=sa.ModelBlessing)
+    resolved = lineage.resolve(
+        BlessedDataStatisticsStrategy, statistics=sa.ExampleStatistics, model_blessing=sa.ModelBlessing
+    )
     assert resolved["statistics"][0].id == first["statistics"].id
 
     # A later run re-blesses the rolled-back model (its Pusher refuses it): revoking again catches that blessing.
     third = lineage.artifact(sa.ModelBlessing, "/root/blessing/3", blessed=1, current_model_id=second["model"].id)
-    refused = lineage.artifact(sa.PushedModel, "/root/pushed/3", pushed=0,
-                               model_fingerprint=pusher.model_fingerprint(models["b"]))
+    refused = lineage.artifact(
+        sa.PushedModel, "/root/pushed/3", pushed=0, model_fingerprint=pusher.model_fingerprint(models["b"])
+    )
     lineage.execution("Pusher", {"model": second["model"], "model_blessing": third}, {"pushed_model": refused})
     assert rollback.revoke_blessings(metadata, "tfxflow-taxi", pusher.read_rollbacks(base)) == [
-        f"blessing {third.id} of model {second['model'].id} (version {NOW + 10}) revoked"]
+        f"blessing {third.id} of model {second['model'].id} (version {NOW + 10}) revoked"
+    ]
     assert rollback.revoke_blessings(metadata, "tfxflow-taxi", pusher.read_rollbacks(base)) == [
-        "no blessed model of a rolled-back version in ML Metadata: nothing revoked"]
+        "no blessed model of a rolled-back version in ML Metadata: nothing revoked"
+    ]
     assert rollback.revoke_blessings(metadata, "other", pusher.read_rollbacks(base)) == [
-        f"no pipeline other in {metadata}: no blessing revoked (--pipeline-name?)"]
+        f"no pipeline other in {metadata}: no blessing revoked (--pipeline-name?)"
+    ]

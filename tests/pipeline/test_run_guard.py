@@ -12,8 +12,10 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd
 
 from pipeline import run_guard
 
-HOLD_LOCK = ("import sys, time\nfrom pipeline.run_guard import RunLock\n"
-             "with RunLock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(600)")
+HOLD_LOCK = (
+    "import sys, time\nfrom pipeline.run_guard import RunLock\n"
+    "with RunLock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(600)"
+)
 
 
 @pytest.fixture
@@ -80,7 +82,8 @@ def test_storage_error_names_the_path_and_the_free_space(tmp_path):
     # TensorFlow's file errors carry the reason in their text only.
     tf_like = RuntimeError(f"{tmp_path}/Trainer/model/43/saved_model.pb.tmp81d2; File too large")
     assert run_guard.storage_error(tf_like).startswith(
-        f"the file system refused a write (File too large) writing {tmp_path}/Trainer/model/43/saved_model.pb.tmp81d2")
+        f"the file system refused a write (File too large) writing {tmp_path}/Trainer/model/43/saved_model.pb.tmp81d2"
+    )
 
 
 def _store(path):
@@ -103,8 +106,12 @@ def test_recovery_cancels_running_executions_and_removes_only_unpublished_output
     root = tmp_path / "pipeline_root"
     store = _store(metadata)
     node_type = store.put_context_type(mlmd.ContextType(name="node"))
-    [node, other] = store.put_contexts([mlmd.Context(type_id=node_type, name="tfxflow-taxi.Transform"),
-                                        mlmd.Context(type_id=node_type, name="another-pipeline.Transform")])
+    [node, other] = store.put_contexts(
+        [
+            mlmd.Context(type_id=node_type, name="tfxflow-taxi.Transform"),
+            mlmd.Context(type_id=node_type, name="another-pipeline.Transform"),
+        ]
+    )
     done = _execution(store, node, mlmd.Execution.COMPLETE)
     running = _execution(store, node, mlmd.Execution.RUNNING)
     elsewhere = _execution(store, other, mlmd.Execution.RUNNING)
@@ -124,14 +131,18 @@ def test_recovery_cancels_running_executions_and_removes_only_unpublished_output
 
     recovery = run_guard.recover_interrupted(metadata, "tfxflow-taxi", str(root))
     assert recovery.executions == [f"Transform (execution {running})"]
-    assert sorted(recovery.removed) == sorted([str(partial), str(root / "Transform" / ".system" /
-                                                                 "executor_execution" / str(running))])
+    assert sorted(recovery.removed) == sorted(
+        [str(partial), str(root / "Transform" / ".system" / "executor_execution" / str(running))]
+    )
     assert recovery.removed_bytes == 1000
     assert not partial.exists() and published.exists() and registered.exists()
     store = _store(metadata)
     states = {e.id: e.last_known_state for e in store.get_executions()}
-    assert states == {done: mlmd.Execution.COMPLETE, running: mlmd.Execution.CANCELED,
-                      elsewhere: mlmd.Execution.RUNNING}
+    assert states == {
+        done: mlmd.Execution.COMPLETE,
+        running: mlmd.Execution.CANCELED,
+        elsewhere: mlmd.Execution.RUNNING,
+    }
     [canceled] = store.get_executions_by_id([running])
     assert "stopped while this execution ran" in canceled.custom_properties[run_guard.INTERRUPTED_PROPERTY].string_value
     assert not os.path.exists(run_guard.current_run_path(metadata))
@@ -150,8 +161,9 @@ def test_recovery_marks_the_dead_runs_mlflow_run_killed(tmp_path, mlflow_server)
     os.makedirs(os.path.dirname(metadata))
     settings = tracking.TrackingSettings(mlflow_server.uri, "recovery", "run-key-1", {"a": 1})
     run_id = tracking.start_run(settings, "tfxflow-taxi")
-    run_guard.mark_started(metadata, {"run_key": "run-key-1", "tracking_uri": mlflow_server.uri,
-                                      "experiment": "recovery"})
+    run_guard.mark_started(
+        metadata, {"run_key": "run-key-1", "tracking_uri": mlflow_server.uri, "experiment": "recovery"}
+    )
     recovery = run_guard.recover_interrupted(metadata, "tfxflow-taxi", str(tmp_path / "root"))
     assert recovery.mlflow_run_id == run_id and recovery.executions == []
     run = MlflowClient(mlflow_server.uri).get_run(run_id)

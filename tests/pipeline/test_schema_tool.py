@@ -28,7 +28,11 @@ def test_writes_schema_statistics_and_feature_config(inferred):
     assert result.columns["fare"] == "FLOAT" and result.columns["payment_type"] == "BYTES"
     assert result.columns["trip_start_hour"] == "INT"
     assert sorted(os.path.basename(p) for p in result.written) == [
-        "features.yaml", "inferred_schema.pbtxt", "schema.pbtxt", "statistics.pb"]
+        "features.yaml",
+        "inferred_schema.pbtxt",
+        "schema.pbtxt",
+        "statistics.pb",
+    ]
     schema = schema_pb2.Schema()
     with open(os.path.join(out, "schema.pbtxt"), encoding="utf-8") as f:
         text_format.Parse(f.read(), schema)
@@ -70,8 +74,9 @@ def test_schema_draft_watches_every_feature_for_drift_and_skew(inferred):
     assert not any(f.HasField("drift_comparator") for f in _schema(os.path.join(out, "inferred_schema.pbtxt")).feature)
     # the gate reads the draft: the data against itself compares every feature but the label, at distance 0
     statistics = tfdv.load_stats_binary(os.path.join(out, "statistics.pb"))
-    comparisons, _ = drift.compare_statistics(statistics, statistics, _schema(os.path.join(out, "schema.pbtxt")),
-                                              "drift")
+    comparisons, _ = drift.compare_statistics(
+        statistics, statistics, _schema(os.path.join(out, "schema.pbtxt")), "drift"
+    )
     assert len(comparisons) == len(draft) - 1 and not any(c.value for c in comparisons)
 
 
@@ -102,7 +107,8 @@ def test_cli_refuses_bad_csv_and_unknown_label(tmp_path):
     good = tmp_path / "good"
     good.mkdir()
     (good / "data.csv").write_text("a,b\n1,x\n2,y\n")
-    result = helpers.run_cli("infer-schema", "--data-root", str(good), "--out", str(tmp_path / "out"),
-                             "--label", "c", timeout=300)
+    result = helpers.run_cli(
+        "infer-schema", "--data-root", str(good), "--out", str(tmp_path / "out"), "--label", "c", timeout=300
+    )
     assert result.returncode == 2
     assert f"error: --label c: no such column in {good}; it has ['a', 'b']" in result.stderr

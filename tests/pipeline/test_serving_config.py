@@ -47,20 +47,25 @@ def test_rolled_back_versions_are_neither_stable_nor_canary(tmp_path):
 
     serving = _serving_dir(tmp_path, [100, 200, 300, 400])
     # 300 was rolled back to 200, served again as 400 (the log `tfxflow rollback` writes).
-    pusher.write_rollbacks(str(serving / "taxi"), [{"rolled_back_version": 300, "versions": [300], "fingerprint": "f",
-                                                    "to_version": 200, "new_version": 400}])
+    pusher.write_rollbacks(
+        str(serving / "taxi"),
+        [{"rolled_back_version": 300, "versions": [300], "fingerprint": "f", "to_version": 200, "new_version": 400}],
+    )
     available = serving_config.served_versions(str(serving / "taxi"))
     assert available == [100, 200, 400]
     assert serving_config.choose_versions(available, None, None) == (200, 400)
 
 
-@pytest.mark.parametrize("available,stable,canary,message", [
-    ([], None, None, "no pushed version to release as the canary"),
-    ([300], None, None, "no version older than the canary 300"),
-    ([100, 300], 100, 400, "--canary 400: not a complete version in the serving directory (there: 100, 300)"),
-    ([], 5, 5, "--stable and --canary are both 5"),
-    ([], 0, 5, "--stable 0: a version is a positive integer"),
-])
+@pytest.mark.parametrize(
+    "available,stable,canary,message",
+    [
+        ([], None, None, "no pushed version to release as the canary"),
+        ([300], None, None, "no version older than the canary 300"),
+        ([100, 300], 100, 400, "--canary 400: not a complete version in the serving directory (there: 100, 300)"),
+        ([], 5, 5, "--stable and --canary are both 5"),
+        ([], 0, 5, "--stable 0: a version is a positive integer"),
+    ],
+)
 def test_refusals_name_the_flag(available, stable, canary, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         serving_config.choose_versions(available, stable, canary)

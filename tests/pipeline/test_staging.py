@@ -10,8 +10,9 @@ from tests import helpers
 
 
 def _config(tmp_path, **overrides):
-    return config_lib.build_run_config(environ={}, home=str(tmp_path / "home"), data_root=str(tmp_path / "data"),
-                                       tracking_mode="off", **overrides)
+    return config_lib.build_run_config(
+        environ={}, home=str(tmp_path / "home"), data_root=str(tmp_path / "data"), tracking_mode="off", **overrides
+    )
 
 
 def test_fingerprint_follows_data_schema_and_settings(tmp_path):
@@ -39,8 +40,7 @@ def test_up_to_date_needs_the_same_fingerprint_and_the_outputs(tmp_path):
     fingerprint = run_fingerprint(config)
     pushed = os.path.join(config.paths.serving_dir, "taxi", "1795987755")
     assert up_to_date(config, fingerprint) is None  # no run yet
-    record_last_run(config, fingerprint, {"run_id": "r1", "pushed_version": "1795987755",
-                                          "pushed_destination": pushed})
+    record_last_run(config, fingerprint, {"run_id": "r1", "pushed_version": "1795987755", "pushed_destination": pushed})
     assert up_to_date(config, fingerprint) is None  # no metadata store, no pushed model
     open(config.paths.metadata_path, "w").close()
     os.makedirs(pushed)

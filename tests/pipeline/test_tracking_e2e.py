@@ -14,8 +14,18 @@ from tests import helpers
 
 pytestmark = pytest.mark.e2e
 
-FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20", "--experiment", "e2e",
-         "--slice-by", "payment_type"]
+FLAGS = [
+    "--train-steps",
+    "40",
+    "--batch-size",
+    "64",
+    "--eval-every-steps",
+    "20",
+    "--experiment",
+    "e2e",
+    "--slice-by",
+    "payment_type",
+]
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +33,21 @@ def tracked_runs(mlflow_server, tmp_path_factory):
     base = tmp_path_factory.mktemp("tracked")
     data = helpers.write_taxi_sample(str(base / "data"), rows=1500)
     home = str(base / "home")
-    results = [helpers.run_cli("run", "--home", home, "--data-root", data, "--mlflow-uri", mlflow_server.uri,
-                               "--learning-rate", rate, *FLAGS) for rate in ("0.001", "0.003")]
+    results = [
+        helpers.run_cli(
+            "run",
+            "--home",
+            home,
+            "--data-root",
+            data,
+            "--mlflow-uri",
+            mlflow_server.uri,
+            "--learning-rate",
+            rate,
+            *FLAGS,
+        )
+        for rate in ("0.001", "0.003")
+    ]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
     mlflow_client = MlflowClient(mlflow_server.uri)
@@ -43,7 +66,7 @@ def test_each_pipeline_run_is_one_finished_mlflow_run_with_its_params(tracked_ru
     assert params["trainer.replicas"] == "1" and params["trainer.precision_policy"] == "float32"
     assert params["versions.tfx"] == "1.16.0" and len(params["data.schema_sha256"]) == 16
     assert params["data.root"].endswith("/data")
-    for run, result in zip(runs, tracked_runs["results"]):
+    for run, result in zip(runs, tracked_runs["results"], strict=True):
         assert f"mlflow:         run {run.info.run_id} in experiment 'e2e'" in result.stdout
 
 
@@ -108,8 +131,9 @@ def test_blessed_pushed_models_are_registered_and_the_alias_is_on_the_served_ver
     assert champion.version == "2" and champion.tags["tfxflow.pushed_version"] == served[-1]
     # The registered model loads through MLflow's pyfunc and predicts what the served SavedModel predicts.
     rows = helpers.read_csv_rows(os.path.join(os.path.dirname(home), "data", "data.csv"), 8)
-    examples = helpers.serialize_examples(rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"),
-                                          drop=("tips",))
+    examples = helpers.serialize_examples(
+        rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
+    )
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(mlflow_server.uri)
     try:
@@ -125,12 +149,24 @@ def test_blessed_pushed_models_are_registered_and_the_alias_is_on_the_served_ver
 
 def test_compare_shows_the_differing_param_and_both_metrics(tracked_runs, mlflow_server, tmp_path):
     markdown = str(tmp_path / "runs.md")
-    result = helpers.run_cli("compare", "--mlflow-uri", mlflow_server.uri, "--experiment", "e2e", "--last", "2",
-                             "--markdown", markdown, "--plot", str(tmp_path / "accuracy.png"), timeout=300)
+    result = helpers.run_cli(
+        "compare",
+        "--mlflow-uri",
+        mlflow_server.uri,
+        "--experiment",
+        "e2e",
+        "--last",
+        "2",
+        "--markdown",
+        markdown,
+        "--plot",
+        str(tmp_path / "accuracy.png"),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert "model.learning_rate" in lines[0] and "eval.binary_accuracy" in lines[0]
-    for run, rate in zip(tracked_runs["runs"], ("0.001", "0.003")):
+    for run, rate in zip(tracked_runs["runs"], ("0.001", "0.003"), strict=True):
         row = next(line for line in lines if line.startswith(run.info.run_id[:8]))
         assert rate in row and f"{run.data.metrics['eval.binary_accuracy']:.4f}" in row
     assert sum(line.rstrip().endswith("*") for line in lines[2:4]) == 1
@@ -142,8 +178,9 @@ def test_compare_shows_the_differing_param_and_both_metrics(tracked_runs, mlflow
 def test_an_unreachable_server_stops_before_any_work(tmp_path):
     uri = f"http://127.0.0.1:{helpers.free_port()}"
     data = helpers.write_taxi_sample(str(tmp_path / "data"), rows=100)
-    result = helpers.run_cli("run", "--home", str(tmp_path / "home"), "--data-root", data, "--mlflow-uri", uri,
-                             *FLAGS, timeout=300)
+    result = helpers.run_cli(
+        "run", "--home", str(tmp_path / "home"), "--data-root", data, "--mlflow-uri", uri, *FLAGS, timeout=300
+    )
     assert result.returncode == 2
     assert f"error: MLflow tracking server {uri} cannot be reached (" in result.stderr
     assert "Traceback" not in result.stderr
@@ -155,11 +192,23 @@ def test_optional_tracking_runs_untracked_when_the_server_is_down(tmp_path):
     uri = f"http://127.0.0.1:{helpers.free_port()}"
     header_only = tmp_path / "data"
     header_only.mkdir()
-    with open(os.path.join(helpers.write_taxi_sample(str(tmp_path / "sample"), rows=1), "data.csv"),
-              encoding="utf-8") as f:
+    with open(
+        os.path.join(helpers.write_taxi_sample(str(tmp_path / "sample"), rows=1), "data.csv"), encoding="utf-8"
+    ) as f:
         (header_only / "data.csv").write_text(f.readline())
-    result = helpers.run_cli("run", "--home", str(tmp_path / "home"), "--data-root", str(header_only),
-                             "--mlflow-uri", uri, "--tracking", "optional", *FLAGS, timeout=300)
+    result = helpers.run_cli(
+        "run",
+        "--home",
+        str(tmp_path / "home"),
+        "--data-root",
+        str(header_only),
+        "--mlflow-uri",
+        uri,
+        "--tracking",
+        "optional",
+        *FLAGS,
+        timeout=300,
+    )
     # The warning comes first; the run goes on untracked (and here stops at the header-only file).
     assert f"warning: MLflow tracking server {uri} cannot be reached" in result.stderr
     assert "the run is not tracked (--tracking optional)" in result.stderr
