@@ -37,12 +37,11 @@ WITHIN = 0.9  # max_batch_size: the smallest batch with this share of the best t
 
 
 def newest_version(home: str, model: str) -> Optional[str]:
+    """The newest version under `<home>/serving/<model>` that holds a whole SavedModel (what TF Serving serves)."""
+    from components.pusher import served_versions
+
     base = os.path.join(home, "serving", model)
-    if not os.path.isdir(base):
-        return None
-    versions = sorted(
-        (int(v) for v in os.listdir(base) if v.isdigit() and os.path.isfile(os.path.join(base, v, "saved_model.pb")))
-    )
+    versions = served_versions(base)
     return os.path.join(base, str(versions[-1])) if versions else None
 
 

@@ -113,14 +113,15 @@ def warmup_rows(file_patterns: Iterable[str], columns: Sequence[str], count: int
     rows: List[bytes] = []
     for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
         features = tf.train.Example.FromString(record.numpy()).features.feature
-        if all(c in features and len(_values(features[c])) == 1 for c in columns):
+        if all(c in features and len(feature_values(features[c])) == 1 for c in columns):
             rows.append(record.numpy())
             if len(rows) == count:
                 break
     return rows
 
 
-def _values(feature: tf.train.Feature) -> list:
+def feature_values(feature: tf.train.Feature) -> list:
+    """The values of a tf.train.Feature, whichever list it holds ([] for none)."""
     kind = feature.WhichOneof("kind")
     return list(getattr(feature, kind).value) if kind else []
 
@@ -130,7 +131,7 @@ def _raw_inputs(rows: Sequence[bytes], specs: Dict[str, tf.TensorSpec]) -> Dict[
     for row in rows:
         features = tf.train.Example.FromString(row).features.feature
         for name in specs:
-            columns[name].append(_values(features[name])[0])
+            columns[name].append(feature_values(features[name])[0])
     return {name: tf.constant(values, dtype=specs[name].dtype) for name, values in columns.items()}
 
 

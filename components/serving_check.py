@@ -118,7 +118,7 @@ def golden_rows(
         feature = example.features.feature
         instance = {}
         for column in columns:
-            value = export._values(feature[column])[0]  # pylint: disable=protected-access
+            value = export.feature_values(feature[column])[0]
             instance[column] = value.decode("utf-8") if isinstance(value, bytes) else value
         instances.append(instance)
         for name in [n for n in feature if n not in keep]:
@@ -152,9 +152,8 @@ def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict
         request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
         with open(request_path, "w", encoding="utf-8") as f:
             json.dump(request, f)
-        # -I: no PYTHONPATH, no user site, not the script's folder: only what a clean interpreter imports.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # -I: no PYTHON* variables, no user site, not the script's folder: only what a clean interpreter imports.
+        env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
         try:
             done = subprocess.run(
                 [sys.executable, "-I", probe, request_path, result_path],

@@ -22,20 +22,16 @@ STABLE, CANARY = "stable", "canary"
 def served_versions(model_base: str) -> List[int]:
     """The complete versions (holding `saved_model.pb`) under a local `<serving_dir>/<model>`, oldest first,
     without those `tfxflow rollback` rolled back (its log in the folder): neither is a candidate for a label."""
-    from components.pusher import read_rollbacks
+    from components import pusher
 
     if not os.path.isdir(model_base):
         raise ConfigError(f"--serving-dir: {model_base}: no such folder")
     rolled_back = {
-        int(v) for entry in read_rollbacks(model_base) for v in entry.get("versions", [entry["rolled_back_version"]])
+        int(v)
+        for entry in pusher.read_rollbacks(model_base)
+        for v in entry.get("versions", [entry["rolled_back_version"]])
     }
-    return sorted(
-        int(name)
-        for name in os.listdir(model_base)
-        if name.isdigit()
-        and int(name) not in rolled_back
-        and os.path.isfile(os.path.join(model_base, name, "saved_model.pb"))
-    )
+    return [version for version in pusher.served_versions(model_base) if version not in rolled_back]
 
 
 def choose_versions(available: Sequence[int], stable: Optional[int], canary: Optional[int]) -> Tuple[int, int]:
