@@ -2,6 +2,8 @@
 
 from setuptools import find_packages, setup
 
+FOLDERS = ["pipeline", "components", "schemas"]
+
 setup(
     name="tfxflow",
     version="0.1.0",
@@ -9,8 +11,11 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.11",
-    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*", "schemas"]),
-    package_data={"schemas": ["*/*.pbtxt", "*/*.yaml"]},
+    # The folders install under one namespace, `tfxflow.pipeline`, `tfxflow.components` and `tfxflow.schemas`:
+    # top-level `pipeline`, `components` and `schemas` are names other PyPI projects own.
+    packages=[f"tfxflow.{name}" for name in find_packages(include=FOLDERS + [f"{f}.*" for f in FOLDERS])],
+    package_dir={f"tfxflow.{folder}": folder for folder in FOLDERS},
+    package_data={"tfxflow.schemas": ["*/*.pbtxt", "*/*.yaml"]},
     include_package_data=True,
     install_requires=[
         "tfx[kfp]==1.16.0",
@@ -30,5 +35,5 @@ setup(
         "google-crc32c>=1.5,<2",
     ],
     extras_require={"test": ["pytest>=8,<9", "moto[server]>=5,<6", "kubernetes-validate>=1.28,<2"]},
-    entry_points={"console_scripts": ["tfxflow=pipeline.cli:console_main"]},
+    entry_points={"console_scripts": ["tfxflow=tfxflow.pipeline.cli.main:console_main"]},
 )

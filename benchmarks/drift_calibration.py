@@ -32,8 +32,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from components import drift
-from pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
+from tfxflow.components import drift
+from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
 
 SCHEMA_PATH = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
 TRAIN_BUCKETS, ALL_BUCKETS = 3, 4  # SplitConfig's defaults: train 3, eval 1

@@ -28,8 +28,8 @@ from typing import Dict, List, Optional
 
 import psutil
 
-from pipeline import report as report_lib
-from pipeline.config import bundled_taxi_data_root
+from tfxflow.pipeline.config import bundled_taxi_data_root
+from tfxflow.pipeline.reports import run_record as report_lib
 
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
 GOOGLE_PIPELINE = "chicago_taxi_native_keras"

@@ -38,10 +38,10 @@ def prepare(workdir: str) -> Dict[str, Dict[str, str]]:
     """Runs ExampleGen and both Transforms once (cached on later calls); returns artifact URIs."""
     from tfx import v1 as tfx
 
-    from components.features import FeatureConfig
-    from pipeline import report
-    from pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
-    from pipeline.pipeline import PREPROCESSING_FN
+    from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
+    from tfxflow.pipeline.definition import PREPROCESSING_FN
+    from tfxflow.pipeline.reports import run_record as report
 
     dataset_dir = bundled_dataset_dir("taxi")
     features = FeatureConfig.load(os.path.join(dataset_dir, "features.yaml"))
@@ -198,10 +198,10 @@ def bench_ours(
     """This project's Trainer for one configuration; steady-state throughput over epochs 2..n."""
     import tensorflow_transform as tft
 
-    from components import export, hardware, trainer
-    from components import model as model_lib
-    from components.features import FeatureConfig
-    from pipeline.config import bundled_dataset_dir
+    from tfxflow.components.model import export, hardware, trainer
+    from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.pipeline.config import bundled_dataset_dir
 
     features = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
     output = tft.TFTransformOutput(uris["TransformOurs"]["graph"])
@@ -344,7 +344,7 @@ def main(argv=None) -> int:
     import logging
 
     logging.getLogger().setLevel(logging.WARNING)
-    from components.trainer import skip_autograph_for_tf_keras
+    from tfxflow.components.model.trainer import skip_autograph_for_tf_keras
 
     skip_autograph_for_tf_keras()  # for both trainers: it is a process-wide TF setting
     uris = prepare(args.workdir)

@@ -29,7 +29,7 @@ from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import object_store
+from tfxflow.components import object_store
 
 STATISTICS_KEY = "statistics"
 BLESSING_KEY = "model_blessing"
@@ -122,7 +122,7 @@ def ServedBaseline(  # pylint: disable=invalid-name
     Both outputs hold `served_baseline.json` saying what was found. With nothing served yet (a first run), the
     model has no SavedModel and the statistics no splits: the Evaluator then judges the candidate alone and
     the gate checks no drift (components/evaluator.py, components/gate.py)."""
-    from components import pusher
+    from tfxflow.components import pusher
 
     found = pusher.served_versions(model_base)
     info = {"model_base": model_base, "version": found[-1] if found else None, "statistics": False}

@@ -44,9 +44,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from components import progress, tf_example
-from components.errors import DataError
-from components.features import LabelSpec
+from tfxflow.components import progress, tf_example
+from tfxflow.components.errors import DataError
+from tfxflow.components.model.features import LabelSpec
 
 MAX_LISTED = 20  # problem groups shown in one message
 
@@ -756,7 +756,7 @@ def csv_statistics(data_root: str, schema=None):
     import tensorflow_data_validation as tfdv
     from tensorflow_data_validation.coders import csv_decoder
 
-    from components import drift
+    from tfxflow.components import drift
 
     files = csv_files(data_root)
     if not files:

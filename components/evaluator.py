@@ -29,7 +29,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from components import csv_input, tf_example
+from tfxflow.components import csv_input, tf_example
 
 MAX_ROWS_KEY = "max_eval_rows"
 SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after

@@ -18,8 +18,8 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
-from components import drift
-from components.errors import DataError
+from tfxflow.components import drift
+from tfxflow.components.errors import DataError
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 STATISTICS_FILE = "FeatureStats.pb"
@@ -164,7 +164,7 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
     """(a refusal or None, a note): the rows ExampleGen recorded per split against the rows StatisticsGen's
     statistics count. TFDV has lost rows without an error in multi-process Beam
     (tensorflow/data-validation#247); statistics of part of the data are no basis for the gate's checks."""
-    from components import csv_input
+    from tfxflow.components import csv_input
 
     counts = csv_input.read_rows(examples_uri)
     if counts is None:
@@ -196,7 +196,7 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
 
 def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
     """The drift baseline's folder, what it is, and what to say when there is none."""
-    from components.baseline import served_info
+    from tfxflow.components.baseline import served_info
 
     served = served_info(statistics.uri) if statistics else None
     if served is None:
@@ -260,7 +260,7 @@ def DataGate(  # pylint: disable=invalid-name
     schema_proto = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
     serving_stats = None
     if serving_data_root:
-        from components import csv_input  # imports TFX's CSV executor: only when serving data is given
+        from tfxflow.components import csv_input  # imports TFX's CSV executor: only when serving data is given
 
         serving_stats = csv_input.csv_statistics(serving_data_root, schema_proto)
     found = read_anomalies(anomalies.uri)

@@ -19,7 +19,7 @@ hour later deletes. Each push claims its version with a conditional write first,
 that fails when the target exists.
 
 A model is known by its fingerprint (`model_fingerprint`: SHA-256 over `saved_model.pb` and `variables/`), the
-same in the Trainer's output and in every version folder holding it. `tfxflow rollback` (pipeline/rollback.py)
+same in the Trainer's output and in every version folder holding it. `tfxflow rollback` (pipeline/tools/rollback.py)
 records the models it rolls back in `<base>/.tfxflow-rollbacks.json` (hidden from TF Serving, which loads only
 all-digit names). Before pushing, this Pusher looks the candidate up there: a rolled-back model is not pushed
 again, whatever blessed it (a cached Trainer hands on the same model, an identical retrain makes the same one);
@@ -49,7 +49,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, json_utils, proto_utils
 
-from components import object_store
+from tfxflow.components import object_store
 
 INCOMING_PREFIX = ".incoming-"
 CLAIMS_DIR = ".claims"  # on an object store, one empty object per version a push has taken
@@ -58,7 +58,7 @@ DEFAULT_KEEP_VERSIONS = 5
 STATISTICS_KEY = "statistics"
 # Where a pushed version keeps the statistics of its training data (a SavedModel's folder for extra files).
 STATISTICS_DIR = "assets.extra/tfxflow/statistics"
-# The rollback log of a serving base: a JSON list of entries (pipeline/rollback.py); TF Serving ignores it.
+# The rollback log of a serving base: a JSON list of entries (pipeline/tools/rollback.py); TF Serving ignores it.
 ROLLBACK_LOG = ".tfxflow-rollbacks.json"
 # Custom properties of the PushedModel artifact.
 MODEL_FINGERPRINT = "model_fingerprint"  # the candidate's model_fingerprint, pushed or not

@@ -39,7 +39,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from components import features as features_lib
+from tfxflow.components.model import features as features_lib
 
 RESULT_FILE = "serving_check.json"
 SERVING_ENVIRONMENT = "SERVING"
@@ -110,7 +110,7 @@ def golden_rows(
     the `keep` columns (what a client sends: no label), and as JSON instances of `columns`."""
     import tensorflow as tf
 
-    from components import export
+    from tfxflow.components.model import export
 
     examples, instances = [], []
     for row in export.warmup_rows(example_files, columns, count):

@@ -293,7 +293,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
                 Metric(f"eval_sample.{split}.rows", sample["rows"], 0, 0),
                 Metric(f"eval_sample.{split}.sampled", sample["sampled"], 0, 0),
             ]
-    from components import serving_check as serving_check_lib
+    from tfxflow.components import serving_check as serving_check_lib
 
     served = serving_check_lib.read_result(serving_check.uri) or {}
     metrics += [Metric(f"serving.{name}", value, 0, 0) for name, value in serving_check_lib.figures(served).items()]
@@ -314,7 +314,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
         "tfxflow.schema_uri": schema.uri,
     }
     if not blessed:
-        from components.pusher import ROLLED_BACK
+        from tfxflow.components.pusher import ROLLED_BACK
 
         revoked = blessing.get_string_custom_property(ROLLED_BACK) if blessing.has_custom_property(ROLLED_BACK) else ""
         tags["tfxflow.not_blessed_because"] = (
@@ -342,7 +342,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
         ):
             dst.write(src.read())
         mlflow_client.log_artifact(run_id, os.path.join(folder, "schema.pbtxt"), "data")
-        from components import gate
+        from tfxflow.components import gate
 
         found = gate.read_anomalies(anomalies.uri)
         with open(os.path.join(folder, "anomalies.txt"), "w", encoding="utf-8") as f:
@@ -424,7 +424,7 @@ def MlflowFinish(  # pylint: disable=invalid-name
     mlflow_client = client(tracking_uri)
     pushed = pushed_model.get_int_custom_property("pushed") == 1
     mlflow_client.set_tag(run_id, "tfxflow.pushed", "yes" if pushed else "no")
-    from components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON
+    from tfxflow.components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON
 
     for key, tag in ((NOT_PUSHED_REASON, "tfxflow.not_pushed_because"), (AFTER_ROLLBACK, "tfxflow.after_rollback")):
         if pushed_model.has_custom_property(key):

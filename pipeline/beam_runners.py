@@ -29,7 +29,7 @@ tensorflow/tfx:1.16.0, which carries Beam's SDK worker boot, plus the lock file 
 sdist, and as a non-root user could not install one. So every preset whose workers are not this process
 names that image with `--sdk_container_image` (Dataflow starts it; portable runners start the image of
 `--environment_config` and ignore the option), and TFX stages nothing. The image's entry point hands Beam's
-worker flags on to Beam's boot (pipeline/kfp_entrypoint.py). With `direct` options or LOOPBACK workers, the
+worker flags on to Beam's boot (pipeline/kfp/entrypoint.py). With `direct` options or LOOPBACK workers, the
 workers are this process: TFX still builds and stages its sdist, and nothing installs it.
 """
 
@@ -40,7 +40,7 @@ import json
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from pipeline.config import BEAM_MODES, ConfigError
+from tfxflow.pipeline.config import BEAM_MODES, ConfigError
 
 RUNNERS = ("direct", "portable", "flink", "spark", "dataflow")
 DIRECT_MODES = BEAM_MODES

@@ -7,11 +7,11 @@ import glob
 import os
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Tuple
 
-from components.features import FeatureConfig
-from components.hardware import HardwareConfig
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.model.hardware import HardwareConfig
 
 if TYPE_CHECKING:  # pipeline.beam_runners imports this module (ConfigError)
-    from pipeline.beam_runners import BeamRunner
+    from tfxflow.pipeline.beam_runners import BeamRunner
 
 HOME_ENV = "TFXFLOW_HOME"
 DEFAULT_HOME = "tfxflow_home"
@@ -108,7 +108,7 @@ def bundled_taxi_data_root() -> str:
 
 def bundled_dataset_dir(dataset: str) -> str:
     """`schemas/<dataset>/` from the installed package."""
-    import schemas
+    from tfxflow import schemas
 
     return os.path.join(os.path.dirname(schemas.__file__), dataset)
 
@@ -180,14 +180,14 @@ class RunConfig:
     @property
     def beam_pipeline_args(self) -> list:
         """What every Beam component gets; `[]` for the default in-memory DirectRunner (beam_runners.py)."""
-        from pipeline.beam_runners import beam_pipeline_args
+        from tfxflow.pipeline.beam_runners import beam_pipeline_args
 
         return beam_pipeline_args(self.beam_runner)
 
 
 def beam_runner_of(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int) -> "BeamRunner":
     """`beam`, or the DirectRunner with `beam_mode` and `beam_workers` when it is None."""
-    from pipeline.beam_runners import BeamRunner
+    from tfxflow.pipeline.beam_runners import BeamRunner
 
     return beam if beam is not None else BeamRunner(direct_mode=beam_mode, direct_workers=beam_workers)
 
@@ -195,7 +195,7 @@ def beam_runner_of(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: i
 def split_beam_runner(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int):
     """(beam, beam_mode, beam_workers) with one source for each setting: a direct `beam` becomes None and its
     mode and workers the config's. Raises ConfigError naming the flag at fault."""
-    from pipeline import beam_runners
+    from tfxflow.pipeline import beam_runners
 
     runner = beam_runners.check(beam_runner_of(beam, beam_mode, beam_workers))
     if runner.runner != "direct":
@@ -274,7 +274,7 @@ def build_run_config(
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)
     pipeline_name = pipeline_name or f"tfxflow-{dataset}"
     if tracking_mode != "off":
-        from pipeline.tracking_store import resolve_tracking_uri
+        from tfxflow.pipeline.tracking_store import resolve_tracking_uri
 
         tracking_uri = resolve_tracking_uri(tracking_uri, environ, paths.home)
     return RunConfig(

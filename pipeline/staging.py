@@ -10,8 +10,8 @@ import os
 from typing import TYPE_CHECKING, Sequence, Union
 
 if TYPE_CHECKING:
-    from pipeline.config import RunConfig
-    from pipeline.kubeflow_runner import KubeflowConfig
+    from tfxflow.pipeline.config import RunConfig
+    from tfxflow.pipeline.kfp.compiler import KubeflowConfig
 
 
 def stage_schema(schema_path: str, pipeline_root: str) -> str:
@@ -47,7 +47,7 @@ def files_fingerprint(paths: Sequence[str]) -> str:
 
 def serving_data_fingerprint(serving_data_root: "str | None") -> str:
     """The files_fingerprint of the serving data's CSV files; empty without serving data."""
-    from pipeline.config import check_data_root
+    from tfxflow.pipeline.config import check_data_root
 
     return files_fingerprint(check_data_root(serving_data_root, "--serving-data")) if serving_data_root else ""
 
@@ -80,7 +80,7 @@ def tracking_params(config: Union["RunConfig", "KubeflowConfig"], schema_path: s
 
     from tfx.dsl.io import fileio
 
-    from pipeline.beam_runners import describe as describe_beam_runner
+    from tfxflow.pipeline.beam_runners import describe as describe_beam_runner
 
     with fileio.open(schema_path, "rb") as f:
         schema_hash = _sha256(f.read())
@@ -131,9 +131,7 @@ def code_fingerprint() -> str:
     """Changes with this package's code, schemas and feature configs, and with the TFX and TF versions."""
     import importlib.metadata
 
-    import components
-    import pipeline
-    import schemas
+    from tfxflow import components, pipeline, schemas
 
     digest = hashlib.sha256()
     for package in (components, pipeline, schemas):
@@ -151,7 +149,7 @@ def code_fingerprint() -> str:
 def run_fingerprint(config: "RunConfig") -> str:
     """The same exactly when a run would redo the same work: every setting, the data files (paths, sizes,
     modification times), the schema's and serving data's content, the code."""
-    from pipeline.config import check_data_root
+    from tfxflow.pipeline.config import check_data_root
 
     with open(config.schema_path, "rb") as f:
         schema = _sha256(f.read())

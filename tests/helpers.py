@@ -13,7 +13,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.config import bundled_taxi_data_root
+from tfxflow.pipeline.config import bundled_taxi_data_root
 
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
 

@@ -14,9 +14,9 @@ import numpy as np
 
 
 def main(scenario: str, transform_dir: str, log_dir: str) -> None:
-    from components import hardware, trainer
-    from components import model as model_lib
     from tests.components.tiny_transform import write_tiny_transform
+    from tfxflow.components.model import hardware, trainer
+    from tfxflow.components.model import keras_model as model_lib
 
     applied = hardware.configure_devices(hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1))
     strategy = hardware.make_strategy()

@@ -4,7 +4,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 from tfx.types import standard_artifacts
 
-from components import baseline
+from tfxflow.components import baseline
 
 
 def _store():
@@ -96,7 +96,7 @@ def test_served_baseline_before_and_after_the_first_push(tmp_path):
     import json
     import os
 
-    from components import baseline, evaluator, pusher
+    from tfxflow.components import baseline, evaluator, pusher
 
     base = str(tmp_path / "serving" / "taxi")
     model, statistics = _out(tmp_path, "m1", "Model"), _out(tmp_path, "s1", "ExampleStatistics")

@@ -4,9 +4,9 @@ import io
 
 import pytest
 
-from components import csv_input
-from components.csv_input import ColumnRule, InputDataError
-from components.features import LabelSpec
+from tfxflow.components import csv_input
+from tfxflow.components.csv_input import ColumnRule, InputDataError
+from tfxflow.components.model.features import LabelSpec
 
 RULES = {
     "fare": ColumnRule("FLOAT", disallow_nan=True, disallow_inf=True),
@@ -257,8 +257,8 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
     from tfx.proto import example_gen_pb2
     from tfx.types import standard_artifacts
 
-    from components.schema import parse_schema
-    from pipeline.config import bundled_taxi_data_root, load_schema_and_features
+    from tfxflow.components.schema import parse_schema
+    from tfxflow.pipeline.config import bundled_taxi_data_root, load_schema_and_features
 
     data = bundled_taxi_data_root()
     schema_path, features = load_schema_and_features("taxi", None, None)
@@ -301,7 +301,7 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
 
 
 def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_path):
-    from components.schema import parse_schema
+    from tfxflow.components.schema import parse_schema
 
     (tmp_path / "a.csv").write_bytes(b"\xef\xbb\xbf" + (HEADER + "10,5,3,Cash\n12,0,4,Card\n").encode())
     (tmp_path / "b.csv").write_text(HEADER + "11,1,5,Cash\n")

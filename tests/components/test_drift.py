@@ -9,7 +9,7 @@ from scipy import stats
 from tfx.utils import io_utils
 
 from benchmarks import drift_calibration as calibration
-from components import drift
+from tfxflow.components import drift
 
 
 def test_jensen_shannon_in_bits():

@@ -3,8 +3,8 @@
 import tensorflow as tf
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import csv_input, evaluator
-from components.csv_input import ColumnRule
+from tfxflow.components import csv_input, evaluator
+from tfxflow.components.csv_input import ColumnRule
 
 RULES = {"x": ColumnRule("INT"), "y": ColumnRule("FLOAT")}
 

@@ -8,7 +8,7 @@ import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import standard_artifacts
 
-from components import drift, gate
+from tfxflow.components import drift, gate
 
 SCHEMA = """
 default_environment: "TRAINING"

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from components import object_store as store
 from tests import helpers
+from tfxflow.components import object_store as store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

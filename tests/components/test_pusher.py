@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from components import pusher
+from tfxflow.components import pusher
 
 
 def _saved_model(folder):
@@ -138,7 +138,7 @@ def test_each_version_carries_its_training_data_statistics(tmp_path):
 
 @pytest.fixture
 def s3_env(s3_server, monkeypatch):
-    from components import object_store
+    from tfxflow.components import object_store
 
     for key, value in s3_server.env.items():
         monkeypatch.setenv(key, value)
@@ -150,7 +150,7 @@ def s3_env(s3_server, monkeypatch):
 def test_push_to_an_object_store_uploads_the_graph_last_and_prunes(s3_env, tmp_path):
     """No rename on an object store: saved_model.pb goes last, so TF Serving never sees a version it could load
     before its variables are there; a version a dead push left without it is pruned."""
-    from components import object_store
+    from tfxflow.components import object_store
 
     bucket = s3_env.create_bucket("serving-push")
     base = f"minio://{bucket}/models/taxi"
@@ -175,7 +175,7 @@ def test_push_to_an_object_store_uploads_the_graph_last_and_prunes(s3_env, tmp_p
 def test_first_push_to_an_empty_object_store(s3_env, tmp_path):
     from tfx.types import standard_artifacts
 
-    from components import baseline
+    from tfxflow.components import baseline
 
     bucket = s3_env.create_bucket("serving-first")
     base = f"s3://{bucket}/models/taxi"
@@ -191,7 +191,7 @@ def test_two_pushes_in_the_same_second_get_their_own_versions_on_an_object_store
     """No rename-unless-exists on an object store: each push claims its version with a conditional write
     (S3 If-None-Match), so a second push started in the same second takes the next version, not the same
     folder; pruning drops the claims of pruned versions."""
-    from components import object_store
+    from tfxflow.components import object_store
 
     bucket = s3_env.create_bucket("serving-race")
     base = f"minio://{bucket}/models/taxi"
@@ -207,7 +207,7 @@ def test_two_pushes_in_the_same_second_get_their_own_versions_on_an_object_store
 
 
 def test_create_is_exclusive_locally_and_on_an_object_store(s3_env, tmp_path):
-    from components import object_store
+    from tfxflow.components import object_store
 
     bucket = s3_env.create_bucket("create-once")
     for uri in (f"s3://{bucket}/claims/7", str(tmp_path / "claims" / "7")):

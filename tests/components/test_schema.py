@@ -6,8 +6,8 @@ import pytest
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
-from components import schema
-from pipeline.config import bundled_dataset_dir
+from tfxflow.components import schema
+from tfxflow.pipeline.config import bundled_dataset_dir
 
 
 def test_embedded_schema_writes_what_import_schema_gen_would(tmp_path):

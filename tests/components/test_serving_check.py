@@ -13,11 +13,12 @@ from google.protobuf import json_format, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.types import standard_artifacts
 
-from components import export, serving_check, trainer
-from components import model as model_lib
-from components.features import FeatureConfig
-from pipeline.config import EvaluationConfig
-from pipeline.pipeline import eval_config
+from tfxflow.components import serving_check
+from tfxflow.components.model import export, trainer
+from tfxflow.components.model import keras_model as model_lib
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.pipeline.config import EvaluationConfig
+from tfxflow.pipeline.definition import eval_config
 
 SCHEMA = """
 feature { name: "x1" type: FLOAT }
@@ -240,7 +241,7 @@ def test_signature_rules_against_the_serving_environment():
 
 
 def test_serving_columns_follow_the_taxi_schema_environments():
-    from pipeline.config import load_schema_and_features
+    from tfxflow.pipeline.config import load_schema_and_features
 
     path, _ = load_schema_and_features("taxi", None, None)
     schema = text_format.Parse(open(path, encoding="utf-8").read(), schema_pb2.Schema())

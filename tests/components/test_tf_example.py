@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import tensorflow as tf
 
-from components import tf_example
+from tfxflow.components import tf_example
 
 
 def _expected(row, kinds):

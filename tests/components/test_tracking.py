@@ -3,7 +3,14 @@
 import pytest
 from mlflow import MlflowClient
 
-from components.tracking import artifact_location, flatten, metric_name, resolve_uri, run_key_for, served_version
+from tfxflow.components.tracking import (
+    artifact_location,
+    flatten,
+    metric_name,
+    resolve_uri,
+    run_key_for,
+    served_version,
+)
 
 
 def test_served_version_finds_a_push_that_is_registered_already(mlflow_server):

@@ -8,8 +8,8 @@ import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import metadata_io
 
-from components.features import FeatureConfig
-from components.preprocessing import preprocessing_fn
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.model.preprocessing import preprocessing_fn
 
 TINY_FEATURES = FeatureConfig.from_dict(
     {

@@ -21,14 +21,14 @@ import pytest
 import tensorflow as tf
 from mlflow import MlflowClient
 
-from components import object_store
-from components.pusher import STATISTICS_DIR
-from components.tracking import RUN_KEY_TAG
-from pipeline import kubeflow_runner as kf
-from pipeline.config import TrainingConfig, bundled_dataset_dir
 from tests import helpers
 from tests.kfp_harness import LocalKfp
 from tests.pipeline.conftest import kubeflow_config
+from tfxflow.components import object_store
+from tfxflow.components.pusher import STATISTICS_DIR
+from tfxflow.components.tracking import RUN_KEY_TAG
+from tfxflow.pipeline.config import TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.kfp import compiler as kf
 
 pytestmark = pytest.mark.e2e
 

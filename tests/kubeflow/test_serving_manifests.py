@@ -13,7 +13,7 @@ import yaml
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from pipeline.cli import _parser
+from tfxflow.pipeline.cli.main import _parser
 
 SERVING = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kubeflow", "serving"

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from components.features import FeatureConfig
-from pipeline import config as config_lib
-from pipeline import kubeflow_runner as kf
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline.kfp import compiler as kf
 
 IMAGE = "registry.example.com/ml/tfxflow:0.1.0"
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from pipeline import beam_runners
-from pipeline.beam_runners import BeamRunner, beam_pipeline_args
-from pipeline.config import ConfigError
+from tfxflow.pipeline import beam_runners
+from tfxflow.pipeline.beam_runners import BeamRunner, beam_pipeline_args
+from tfxflow.pipeline.config import ConfigError
 
 IMAGE = "registry.example.com/ml/tfxflow:0.1.0"
 
@@ -361,7 +361,7 @@ def portable_run(tmp_path_factory):
         "portable",
         *PORTABLE_TRAIN_FLAGS,
     )
-    from pipeline import report
+    from tfxflow.pipeline.reports import run_record as report
 
     run = report.read_run(f"{home}/metadata/metadata.sqlite", "tfxflow-taxi")
     return {"result": result, "home": home, "data": data, "run": run, "seconds": time.monotonic() - started}
@@ -378,7 +378,7 @@ def _records(uri: str, split: str) -> list:
 
 
 def _uri(run, component: str, key: str) -> str:
-    from pipeline import report
+    from tfxflow.pipeline.reports import run_record as report
 
     artifact = report.first_output(run.component(component), key)
     assert artifact is not None, f"{component} wrote no {key}"
@@ -463,8 +463,8 @@ def test_portable_run_evaluation_blessing_and_pushed_model(portable_run):
     import tensorflow as tf
     import tensorflow_model_analysis as tfma
 
-    from pipeline.config import bundled_dataset_dir
     from tests import helpers
+    from tfxflow.pipeline.config import bundled_dataset_dir
 
     run, home = portable_run["run"], portable_run["home"]
     eval_rows = len(_records(_uri(run, "CsvExampleGen", "examples"), "eval"))

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from components.features import FeatureConfigError
-from pipeline import config as config_lib
-from pipeline.beam_runners import BeamRunner
+from tfxflow.components.model.features import FeatureConfigError
+from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline.beam_runners import BeamRunner
 
 
 def test_defaults_use_the_bundled_taxi_data_and_schema(tmp_path):
@@ -77,7 +77,7 @@ def test_beam_runner_default_is_the_in_memory_direct_runner(tmp_path):
 
 
 def test_portable_runner_is_resolved_and_changes_the_run_fingerprint(tmp_path):
-    from pipeline.staging import run_fingerprint
+    from tfxflow.pipeline.staging import run_fingerprint
 
     direct = config_lib.build_run_config(environ={}, home=str(tmp_path), tracking_mode="off")
     portable = config_lib.build_run_config(

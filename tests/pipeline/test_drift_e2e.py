@@ -10,10 +10,10 @@ import shlex
 
 import pytest
 
-from components.baseline import ACCEPTED_AT, ACCEPTED_REASON
-from pipeline.local_runner import NAME_WIDTH
-from pipeline.report import open_store
 from tests import helpers
+from tfxflow.components.baseline import ACCEPTED_AT, ACCEPTED_REASON
+from tfxflow.pipeline.local.runner import NAME_WIDTH
+from tfxflow.pipeline.reports.run_record import open_store
 
 pytestmark = pytest.mark.e2e
 

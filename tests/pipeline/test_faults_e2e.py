@@ -17,9 +17,9 @@ import time
 import pytest
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 
-from pipeline import report
-from pipeline.local_runner import NAME_WIDTH
 from tests import helpers
+from tfxflow.pipeline.local.runner import NAME_WIDTH
+from tfxflow.pipeline.reports import run_record as report
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 

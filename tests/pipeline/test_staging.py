@@ -4,9 +4,9 @@ import dataclasses
 import os
 import shutil
 
-from pipeline import config as config_lib
-from pipeline.staging import record_last_run, run_fingerprint, up_to_date
 from tests import helpers
+from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline.staging import record_last_run, run_fingerprint, up_to_date
 
 
 def _config(tmp_path, **overrides):

@@ -8,9 +8,9 @@ import os
 import pytest
 from mlflow import MlflowClient
 
-from pipeline import report
-from pipeline.config import bundled_dataset_dir
 from tests import helpers
+from tfxflow.pipeline.config import bundled_dataset_dir
+from tfxflow.pipeline.reports import run_record as report
 
 pytestmark = pytest.mark.e2e
 

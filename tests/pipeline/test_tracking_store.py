@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from pipeline import tracking_store as tracking
 from tests import helpers
+from tfxflow.pipeline import tracking_store as tracking
 
 
 def test_uri_flag_then_environment_then_embedded_sqlite(tmp_path):

@@ -1,0 +1,171 @@
+"""The wide-and-deep Keras (tf-keras) model, built from the feature config and Transform's output sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import tensorflow as tf
+import tf_keras as keras
+
+from tfxflow.components.model import features as features_lib
+from tfxflow.components.model.presets import PRESETS
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelParams:
+    """Hyperparameters of the model and its optimiser. `hidden_units` and `max_embedding_dim` override the
+    preset's. The learning rate applies to the global (all-replica) batch as is, without rescaling."""
+
+    preset: str = "default"
+    hidden_units: Optional[Tuple[int, ...]] = None
+    max_embedding_dim: Optional[int] = None
+    learning_rate: float = 0.001
+    dropout: float = 0.0
+    optimizer: str = "adam"
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ValueError(f"model preset must be one of {sorted(PRESETS)}, got '{self.preset}'")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got '{self.optimizer}'")
+
+    @property
+    def units(self) -> Tuple[int, ...]:
+        preset = PRESETS[self.preset]
+        return tuple(_round_up(u, preset.multiple_of) for u in (self.hidden_units or preset.hidden_units))
+
+    def embedding_dim(self, num_tokens: int) -> int:
+        preset = PRESETS[self.preset]
+        return _round_up(
+            embedding_dim(num_tokens, self.max_embedding_dim or preset.max_embedding_dim), preset.multiple_of
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ModelParams":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known and v is not None}
+        if "hidden_units" in values:
+            values["hidden_units"] = tuple(int(u) for u in values["hidden_units"]) or None
+        return cls(**values)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return int(math.ceil(value / multiple) * multiple)
+
+
+def embedding_dim(num_tokens: int, max_dim: int) -> int:
+    """The usual rule of thumb, 6 * n^(1/4), capped."""
+    return max(2, min(max_dim, int(math.ceil(6 * num_tokens**0.25))))
+
+
+class AccumulatingModel(keras.Model):
+    """A functional model whose train step accumulates gradients over `accum_steps` micro-batches.
+
+    Each input batch is split into `accum_steps` equal micro-batches, processed one after another in a
+    `tf.while_loop` (so activations of one micro-batch at a time are live), and one update is applied with
+    the mean gradient: the same update as one step on the whole batch. Loss scaling of a mixed_float16
+    optimizer is honoured.
+    """
+
+    def __init__(self, *args, accum_steps: int = 1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.accum_steps = int(accum_steps)
+
+    def train_step(self, data):
+        x, y = data[0], data[1]
+        steps = self.accum_steps
+        micro = tf.shape(y)[0] // steps
+        variables = self.trainable_variables
+        scaled = isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer)
+
+        def accumulate(i, totals):
+            start = i * micro
+            x_i = {name: value[start : start + micro] for name, value in x.items()}
+            y_i = y[start : start + micro]
+            with tf.GradientTape() as tape:
+                y_pred = self(x_i, training=True)
+                loss = self.compute_loss(x_i, y_i, y_pred) / steps
+                if scaled:
+                    loss = self.optimizer.get_scaled_loss(loss)
+            grads = tape.gradient(loss, variables)
+            self.compiled_metrics.update_state(y_i, y_pred)
+            return i + 1, [t + tf.convert_to_tensor(g) for t, g in zip(totals, grads, strict=True)]
+
+        # An explicit while_loop (Keras' train function is not AutoGraph-converted, see trainer.py).
+        _, totals = tf.while_loop(
+            lambda i, _: i < steps, accumulate, (tf.constant(0), [tf.zeros_like(v) for v in variables])
+        )
+        if scaled:
+            totals = self.optimizer.get_unscaled_gradients(totals)
+        self.optimizer.apply_gradients(zip(totals, variables, strict=True))
+        return {m.name: m.result() for m in self.metrics}
+
+
+def build_model(
+    config: features_lib.FeatureConfig,
+    num_tokens: Mapping[str, int],
+    params: ModelParams = ModelParams(),
+    grad_accum_steps: int = 1,
+    steps_per_execution: int = 1,
+    jit_compile: bool = False,
+) -> keras.Model:
+    """A compiled wide-and-deep binary classifier, in the current tf-keras dtype policy.
+
+    `num_tokens` maps each categorical and bucketized *transformed* feature name to its id range (vocabulary
+    plus OOV buckets, or bucket count), as Transform reports it. Inputs are rank-1 per example ([batch, 1]).
+    Build it inside the distribution strategy's scope.
+    """
+    inputs: Dict[str, keras.layers.Input] = {}
+    deep, wide = [], []
+    for column in config.numeric:
+        name = config.transformed_name(column)
+        inputs[name] = keras.layers.Input(shape=(1,), name=name, dtype="float32")
+        deep.append(inputs[name])
+    for column in tuple(config.categorical) + tuple(config.bucketized):
+        name = config.transformed_name(column)
+        if name not in num_tokens:
+            raise ValueError(f"no id range for transformed feature '{name}'")
+        tokens = int(num_tokens[name])
+        inputs[name] = keras.layers.Input(shape=(1,), name=name, dtype="int64")
+        wide.append(
+            keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot", name=f"{name}_onehot")(inputs[name])
+        )
+        emb = keras.layers.Embedding(tokens, params.embedding_dim(tokens), name=f"{name}_embedding")(inputs[name])
+        deep.append(keras.layers.Flatten(name=f"{name}_flat")(emb))
+
+    x = _concat(deep, "deep_inputs")
+    for i, units in enumerate(params.units):
+        x = keras.layers.Dense(units, activation="relu", name=f"deep_{i}")(x)
+        if params.dropout:
+            x = keras.layers.Dropout(params.dropout, name=f"dropout_{i}")(x)
+    both = _concat([x] + wide, "wide_and_deep")
+    # The output stays float32 whatever the compute policy, so exported signatures return float32.
+    output = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(both)
+    if grad_accum_steps > 1:
+        model = AccumulatingModel(inputs=inputs, outputs=output, accum_steps=grad_accum_steps)
+    else:
+        model = keras.Model(inputs=inputs, outputs=output)
+    optimizer = (
+        keras.optimizers.Adam(learning_rate=params.learning_rate)
+        if params.optimizer == "adam"
+        else keras.optimizers.SGD(learning_rate=params.learning_rate)
+    )
+    if keras.mixed_precision.global_policy().name == "mixed_float16":
+        # Loss scaling keeps small float16 gradients from flushing to zero.
+        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.BinaryCrossentropy(),
+        metrics=[keras.metrics.BinaryAccuracy(name="binary_accuracy"), keras.metrics.AUC(name="auc")],
+        steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
+    )
+    return model
+
+
+def _concat(tensors: Sequence, name: str):
+    return tensors[0] if len(tensors) == 1 else keras.layers.Concatenate(name=name)(list(tensors))

@@ -1,0 +1,85 @@
+"""tf.Transform `preprocessing_fn`: z-scored numerics, vocabularies, buckets, missing values filled, the label."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from tfxflow.components.model import features as features_lib
+
+
+def _densify(x, default_value):
+    """Turns a [batch, 0-or-1] sparse or ragged input into a dense [batch] tensor, filling gaps."""
+    if isinstance(x, tf.RaggedTensor):
+        x = x.to_sparse()
+    if isinstance(x, tf.sparse.SparseTensor):
+        default_value = tf.cast(default_value, x.dtype)
+        dense = tf.sparse.to_dense(tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default_value)
+        return tf.squeeze(dense, axis=1)
+    if x.shape.rank == 2:
+        return tf.squeeze(x, axis=1)
+    return x
+
+
+def _to_float(x):
+    if isinstance(x, tf.sparse.SparseTensor):
+        return tf.sparse.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
+    if isinstance(x, tf.RaggedTensor):
+        return x.with_values(tf.cast(x.values, tf.float32))
+    return tf.cast(x, tf.float32)
+
+
+def _present_values(x):
+    return x.values if isinstance(x, (tf.sparse.SparseTensor, tf.RaggedTensor)) else x
+
+
+def fill_numeric(x):
+    """Fills missing numeric values with the column mean (over present values), as float32."""
+    x = _to_float(x)
+    mean = tft.mean(_present_values(x))
+    return _densify(x, mean)
+
+
+def fill_categorical(x):
+    """Fills missing categorical values with a reserved token (string) or -1 (integer)."""
+    default = features_lib.MISSING_TOKEN if x.dtype == tf.string else features_lib.MISSING_INT
+    return _densify(x, default)
+
+
+def make_label(inputs: Mapping[str, Any], label: features_lib.LabelSpec):
+    """The int64 0/1 label. Rows whose label sources are missing get 0."""
+    value = inputs[label.column]
+    if label.greater_than is not None:
+        value = _densify(_to_float(value), float("nan"))
+        threshold = tf.constant(label.greater_than, tf.float32)
+        if label.ratio_of:
+            threshold = threshold * _densify(_to_float(inputs[label.ratio_of]), float("nan"))
+        # NaN compares false, so a missing source gives 0.
+        return tf.cast(tf.greater(value, threshold), tf.int64)
+    if label.positive_values:
+        value = fill_categorical(value)
+        as_text = value if value.dtype == tf.string else tf.strings.as_string(value)
+        hits = [tf.equal(as_text, v) for v in label.positive_values]
+        return tf.cast(tf.reduce_any(tf.stack(hits, axis=0), axis=0), tf.int64)
+    return tf.cast(_densify(value, 0), tf.int64)
+
+
+def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> Dict[str, Any]:
+    """Transforms raw columns per the feature config in `custom_config['features']`."""
+    config = features_lib.as_config(custom_config["features"])
+    outputs = {}
+    for column in config.numeric:
+        outputs[config.transformed_name(column)] = tft.scale_to_z_score(fill_numeric(inputs[column]))
+    for column in config.categorical:
+        outputs[config.transformed_name(column)] = tft.compute_and_apply_vocabulary(
+            fill_categorical(inputs[column]),
+            top_k=config.vocab_top_k,
+            num_oov_buckets=config.num_oov_buckets,
+            vocab_filename=column,
+        )
+    for column in config.bucketized:
+        outputs[config.transformed_name(column)] = tft.bucketize(fill_numeric(inputs[column]), config.num_buckets)
+    outputs[config.label.name] = make_label(inputs, config.label)
+    return outputs

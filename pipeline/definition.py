@@ -1,0 +1,320 @@
+"""`create_pipeline`: the whole TFX pipeline as one pure function of its paths and knobs."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional, Sequence, Union
+
+import tensorflow_model_analysis as tfma
+
+# Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
+# (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
+from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
+from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
+from tfx.orchestration.data_types import RuntimeParameter
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import example_gen_pb2, trainer_pb2
+from tfx.types import Channel, standard_artifacts
+
+from tfxflow.components import csv_input, drift
+from tfxflow.components import evaluator as evaluator_lib
+from tfxflow.components import pusher as pusher_lib
+from tfxflow.components import serving_check as serving_check_lib
+from tfxflow.components import tracking as tracking_lib
+from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
+from tfxflow.components.gate import DataGate
+from tfxflow.components.model import features as features_lib
+from tfxflow.components.schema import EmbeddedSchema
+from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
+
+PREPROCESSING_FN = "tfxflow.components.model.preprocessing.preprocessing_fn"
+RUN_FN = "tfxflow.components.model.trainer.run_fn"
+# Where the baselines (the model to beat, the data to compare with) come from: resolvers over ML Metadata, or
+# a step that reads the serving directory (for Kubeflow, which runs no resolver; components/baseline.py).
+BASELINE_SOURCES = ("metadata", "serving")
+
+
+def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig:
+    """TFMA config: raw examples go through the model's `transform_features` signature to get the label."""
+    threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": evaluation.min_value}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -abs(evaluation.max_regression)}
+        ),
+    )
+    metric_classes = {
+        "binary_accuracy": "BinaryAccuracy",
+        "auc": "AUC",
+        "precision": "Precision",
+        "recall": "Recall",
+    }
+    if evaluation.metric not in metric_classes:
+        raise ValueError(f"evaluation metric must be one of {sorted(metric_classes)}, got '{evaluation.metric}'")
+    # The blessing judges the overall slice only: a MetricConfig's plain `threshold` would apply to every
+    # slice, and one small slice (--slice-by) would veto the model.
+    overall_only = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)]
+    metrics = [tfma.MetricConfig(class_name="ExampleCount")]
+    for name, class_name in metric_classes.items():
+        metrics.append(
+            tfma.MetricConfig(
+                class_name=class_name, per_slice_thresholds=overall_only if name == evaluation.metric else None
+            )
+        )
+    metrics.append(tfma.MetricConfig(class_name="MeanLabel"))
+    metrics.append(tfma.MetricConfig(class_name="MeanPrediction"))
+    slicing = [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns]
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name="serving_default",
+                label_key=label_key,
+                preprocessing_function_names=["transform_features"],
+            )
+        ],
+        slicing_specs=slicing,
+        metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
+    )
+
+
+def create_pipeline(
+    *,
+    pipeline_name: str,
+    pipeline_root: str,
+    data_root: Union[str, RuntimeParameter],
+    schema_path: str,
+    features: features_lib.FeatureConfig,
+    serving_dir: str,
+    model_name: str,
+    trainer_backup_dir: Optional[str] = None,
+    metadata_connection_config=None,
+    training: TrainingConfig = TrainingConfig(),
+    evaluation: EvaluationConfig = EvaluationConfig(),
+    split: SplitConfig = SplitConfig(),
+    beam_pipeline_args: Optional[List[str]] = None,
+    enable_cache: bool = True,
+    allowed_anomaly_types: Union[Sequence[str], RuntimeParameter] = (),
+    drift_check: bool = True,
+    serving_data_root: Union[None, str, RuntimeParameter] = None,
+    serving_data_fingerprint: str = "",
+    tracking: Optional[tracking_lib.TrackingSettings] = None,
+    train_args: Optional[RuntimeParameter] = None,
+    keep_versions: int = 5,
+    baseline_source: str = "metadata",
+    schema_text: str = "",
+) -> Pipeline:
+    """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
+    -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
+
+    CsvExampleGen first checks every `*.csv` file of `data_root` (encoding, quotes, field counts, values of
+    the schema's types, the label) and refuses bad files. The gate fails the run on any anomaly whose type
+    is not in `allowed_anomaly_types`: the schema's, drift against the data of the last blessed model
+    (`drift_check`), and with `serving_data_root` (CSV files without the label) the serving data's and
+    training/serving skew. `serving_data_fingerprint` changes when those files do, so the gate re-runs.
+
+    With `tracking`, MlflowStart runs first (ExampleGen waits for it), MlflowRecord logs the run's data,
+    training and evaluation before the Pusher, and MlflowFinish records the push (components/tracking.py).
+
+    Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs; the
+    runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
+    `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
+
+    `baseline_source`: "metadata" finds the last blessed model and its data with resolvers over ML Metadata
+    (LocalDagRunner); "serving" with a `ServedBaseline` step that reads the newest version under
+    `<serving_dir>/<model_name>` and the statistics the Pusher keeps with it (Kubeflow runs no resolver).
+    `schema_text`: the schema's content, carried by the pipeline instead of read from `schema_path` (an
+    orchestrator whose steps cannot read the compiling machine's files).
+
+    An orchestrator that sets values per run (Kubeflow) passes RuntimeParameters for `data_root`,
+    `allowed_anomaly_types` (comma-separated), `serving_data_root` and `train_args` (a TrainArgs proto as JSON,
+    which then replaces `training.train_steps`).
+    """
+    if baseline_source not in BASELINE_SOURCES:
+        raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
+    model_base = f"{serving_dir}/{model_name}"
+    output_config = example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(
+            splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
+            ]
+        )
+    )
+    # CsvExampleGen takes no custom_config; its base class does, and runs our checking executor.
+    example_gen = FileBasedExampleGen(
+        input_base=data_root,
+        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")]),
+        output_config=output_config,
+        custom_config=csv_input.make_example_gen_config(schema_path, features.label, schema_text=schema_text),
+        custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
+    ).with_id("CsvExampleGen")
+    # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles.
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], stats_options=drift.stats_options())
+    schema_gen = EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=schema_path)
+    example_validator = ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    baseline_nodes = []
+    baseline_statistics = baseline_blessing = None
+    served = ServedBaseline(model_base=model_base) if baseline_source == "serving" else None
+    if served is not None:
+        baseline_nodes = [served]
+        if drift_check:
+            baseline_statistics = served.outputs["statistics"]
+    elif drift_check:
+        baseline_resolver = Resolver(
+            strategy_class=BlessedDataStatisticsStrategy,
+            statistics=Channel(type=standard_artifacts.ExampleStatistics),
+            model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+        ).with_id("blessed_data_statistics_resolver")
+        baseline_nodes = [baseline_resolver]
+        baseline_statistics = baseline_resolver.outputs["statistics"]
+        baseline_blessing = baseline_resolver.outputs["model_blessing"]
+    data_gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
+        baseline_statistics=baseline_statistics,
+        baseline_blessing=baseline_blessing,
+        allowed_anomaly_types=(
+            allowed_anomaly_types
+            if isinstance(allowed_anomaly_types, RuntimeParameter)
+            else ",".join(allowed_anomaly_types)
+        ),
+        serving_data_root=serving_data_root or "",
+        serving_data_fingerprint=serving_data_fingerprint,
+    )
+
+    feature_dict = features.to_dict()
+    transform = Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN,
+        custom_config={"features": feature_dict},
+        # StatisticsGen and the gate have validated this data already; Transform's own pre- and post-transform
+        # statistics and anomalies would be three more passes over it that nothing reads.
+        disable_statistics=True,
+        # The Trainer transforms the rows it reads with the graph (and the Evaluator and the served model do
+        # so anyway): writing every split transformed would cost a pass over all the data (43 us a row).
+        materialize=False,
+        force_tf_compat_v1=True,
+    )
+    # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
+    transform.add_upstream_node(data_gate)
+    trainer = Trainer(
+        run_fn=RUN_FN,
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=training.eval_steps),
+        custom_config={
+            "features": feature_dict,
+            "raw_examples": True,
+            **training.custom_config(backup_root=trainer_backup_dir),
+        },
+    )
+    model_resolvers = []
+    if served is not None:
+        baseline_model = served.outputs["model"]
+    else:
+        model_resolver = Resolver(
+            strategy_class=LatestBlessedModelStrategy,
+            model=Channel(type=standard_artifacts.Model),
+            model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+        ).with_id("latest_blessed_model_resolver")
+        model_resolvers = [model_resolver]
+        baseline_model = model_resolver.outputs["model"]
+    # TFX's Evaluator on a bounded sample of a large eval split; drops a baseline that holds no model
+    # (ServedBaseline before the first push).
+    evaluator = evaluator_lib.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline_model,
+        eval_config=eval_config(evaluation, features.label.name),
+        max_eval_rows=evaluation.max_rows,
+    )
+    # A version appears complete or not at all, with its training data's statistics; the newest
+    # `keep_versions` are kept (components/pusher.py).
+    # The candidate loads and answers in a TensorFlow-only process as the Evaluator's model did, within the
+    # latency bound (components/serving_check.py); the Pusher checks its InfraBlessing.
+    serving_check = serving_check_lib.ServingCheck(
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        features=feature_dict,
+        eval_config=eval_config(evaluation, features.label.name),
+        max_latency_ms=evaluation.max_latency_ms,
+    )
+    serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
+    pusher = pusher_lib.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"],
+        base_directory=model_base,
+        keep_versions=keep_versions,
+        statistics=statistics_gen.outputs["statistics"],
+    )
+    tracking_nodes = []
+    if tracking is not None:
+        start = tracking_lib.MlflowStart(
+            tracking_uri=tracking.uri,
+            experiment=tracking.experiment,
+            run_key=tracking.run_key,
+            pipeline_name=pipeline_name,
+            params_json=json.dumps(tracking.params, sort_keys=True),
+        )
+        # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
+        example_gen.add_upstream_node(start)
+        for node in baseline_nodes:
+            node.add_upstream_node(start)
+        record = tracking_lib.MlflowRecord(
+            run_id=start.outputs["run_id"],
+            anomalies_found=data_gate.outputs["anomalies_found"],
+            anomalies=example_validator.outputs["anomalies"],
+            statistics=statistics_gen.outputs["statistics"],
+            schema=schema_gen.outputs["schema"],
+            model_run=trainer.outputs["model_run"],
+            model=trainer.outputs["model"],
+            evaluation=evaluator.outputs["evaluation"],
+            blessing=evaluator.outputs["blessing"],
+            serving_check=serving_check.outputs["blessing"],
+            tracking_uri=tracking.uri,
+        )
+        pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
+        finish = tracking_lib.MlflowFinish(
+            run_id=start.outputs["run_id"],
+            model=trainer.outputs["model"],
+            pushed_model=pusher.outputs["pushed_model"],
+            tracking_uri=tracking.uri,
+            registered_model_name=model_name,
+        )
+        tracking_nodes = [start, record, finish]
+    return Pipeline(
+        pipeline_name=pipeline_name,
+        pipeline_root=pipeline_root,
+        components=[
+            *tracking_nodes[:1],
+            example_gen,
+            statistics_gen,
+            schema_gen,
+            example_validator,
+            *baseline_nodes,
+            data_gate,
+            transform,
+            trainer,
+            *model_resolvers,
+            evaluator,
+            serving_check,
+            *tracking_nodes[1:2],
+            pusher,
+            *tracking_nodes[2:],
+        ],
+        enable_cache=enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args or [],
+    )

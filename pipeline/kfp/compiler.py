@@ -1,0 +1,506 @@
+"""Compiles `create_pipeline` for Kubeflow Pipelines v2 (open source) with TFX's `KubeflowV2DagRunner`.
+
+The compiled file is a KFP PipelineSpec (first YAML document) and its Kubernetes platform spec (second
+document), what `kfp.Client` uploads and runs. On top of what TFX emits, the compiler:
+- builds the pipeline with only container steps: the open-source backend runs no resolver, so the baselines
+  (the model to beat, the data to compare with) come from the `ServedBaseline` step, which reads the serving
+  directory; the schema travels inside the spec (compiling needs no access to the store);
+- exposes the per-run knobs as pipeline parameters with defaults (TFX leaves the defaults out of a bare spec);
+- sets the default pipeline root (TFX puts it only in a PipelineJob, which KFP does not take);
+- requests `nvidia.com/gpu` for the Trainer, with optional node selector and tolerations, and CPU and memory
+  for every step;
+- runs every step through `pipeline.kfp_entrypoint` (artifact types restored, artifacts on local paths);
+- gives the steps the object store's endpoint and credentials (a Kubernetes secret) for what is not an
+  artifact: the data folder, the Trainer's backup, the serving directory;
+- never caches CsvExampleGen (a KFP cache key covers the data folder's path, not the files in it),
+  ServedBaseline (the serving directory changes between runs) nor MlflowStart (one MLflow run per run);
+- drops TFX's ExampleGen `lifecycle.preCacheCheck` hook (Vertex AI's; open-source KFP never runs it);
+- gives the tracking steps their MLflow URI from the environment: a plain value or a Kubernetes secret;
+- refuses, before writing, a spec the KFP backend would refuse (pipeline/kfp/spec_check.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from tfxflow.components import object_store
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.pipeline.beam_runners import BeamRunner, beam_pipeline_args
+from tfxflow.pipeline.config import (
+    ConfigError,
+    EvaluationConfig,
+    SplitConfig,
+    TrainingConfig,
+    beam_runner_of,
+    split_beam_runner,
+)
+from tfxflow.pipeline.tracking_store import TRACKING_ENV
+
+GPU_RESOURCE = "nvidia.com/gpu"
+ENTRYPOINT = ("python", "-m", "tfxflow.pipeline.kfp.entrypoint")
+# Resolved by KFP backends 2.5 and later (kubeflow/pipelines#11599); MlflowStart falls back to its output
+# folder on older ones.
+RUN_KEY = "{{$.pipeline_job_uuid}}"
+NEVER_CACHED = ("MlflowStart", "CsvExampleGen", "ServedBaseline")
+PIPELINE_ROOT_SCHEMES = object_store.REMOTE_SCHEMES  # what KFP's launcher uploads to (launcher_v2.go)
+# An open-source Kubeflow install's MinIO, and the secret its launcher reads (copied into every profile
+# namespace); its keys become boto3's standard variables in the steps.
+MINIO_ENDPOINT = object_store.KUBEFLOW_MINIO_ENDPOINT
+OBJECT_STORE_SECRET = object_store.KUBEFLOW_CREDENTIALS_SECRET
+OBJECT_STORE_KEYS = (("accesskey", "AWS_ACCESS_KEY_ID"), ("secretkey", "AWS_SECRET_ACCESS_KEY"))
+TRACKING_STEPS = ("MlflowStart", "MlflowRecord", "MlflowFinish")
+TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclasses.dataclass(frozen=True)
+class Toleration:
+    """A Kubernetes toleration, parsed from kubectl's taint syntax: `key=value:Effect`, `key:Effect`, `key`."""
+
+    key: str
+    operator: str = "Exists"
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> "Toleration":
+        body, _, effect = text.partition(":")
+        key, has_value, value = body.partition("=")
+        toleration = cls(
+            key=key.strip(), operator="Equal" if has_value else "Exists", value=value.strip(), effect=effect.strip()
+        )
+        if not toleration.key or toleration.effect not in TOLERATION_EFFECTS:
+            raise ConfigError(
+                f"--toleration '{text}': expected key[=value][:effect] with effect one of "
+                f"{[e for e in TOLERATION_EFFECTS if e]}"
+            )
+        return toleration
+
+    def to_dict(self) -> dict:
+        data = {"key": self.key, "operator": self.operator}
+        if self.value:
+            data["value"] = self.value
+        if self.effect:
+            data["effect"] = self.effect
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeflowConfig:
+    """Everything a compiled Kubeflow pipeline needs, validated. Paths are object-store URIs (gs://, s3://)
+    or paths inside the containers (a mounted volume)."""
+
+    pipeline_name: str
+    model_name: str
+    image: str
+    pipeline_root: str  # gs://, s3:// or minio:// (KFP's launcher uploads nowhere else)
+    data_root: str  # the default of the `data_root` pipeline parameter
+    serving_dir: str
+    schema_path: str  # the local curated schema; its content is compiled into the spec
+    features: FeatureConfig
+    training: TrainingConfig = TrainingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    split: SplitConfig = SplitConfig()
+    allowed_anomaly_types: Tuple[str, ...] = ()
+    serving_data_root: str = ""  # the default of the `serving_data_root` parameter; empty: no skew check
+    gpus: int = 1
+    gpu_resource: str = GPU_RESOURCE
+    trainer_cpu: str = "4"  # the Trainer's CPU request and limit; empty: the cluster's default
+    trainer_memory: str = "16G"
+    step_cpu: str = "2"  # every other step's CPU request and limit
+    step_memory: str = "8G"
+    node_selector: Tuple[Tuple[str, str], ...] = ()
+    tolerations: Tuple[Toleration, ...] = ()
+    beam_mode: str = "multi_processing"  # the DirectRunner's, when `beam` is None
+    beam_workers: int = 0  # 0: one per core of the step's pod
+    beam: Optional[BeamRunner] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
+    tracking: bool = True
+    experiment: str = ""  # MLflow experiment; default: the pipeline name
+    mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
+    mlflow_secret: str = ""  # a Kubernetes secret whose keys become the tracking steps' environment
+    mlflow_secret_keys: Tuple[str, ...] = (TRACKING_ENV,)
+    serving_pvc: str = ""  # a PersistentVolumeClaim mounted at serving_mount in the steps that use it
+    serving_mount: str = "/serving"
+    data_pvc: str = ""  # a PersistentVolumeClaim holding data folders, mounted at data_mount where they are read
+    data_mount: str = "/data"
+    enable_cache: bool = True
+    drift_check: bool = True
+    # s3:// and minio:// locations: the endpoint (empty: AWS for s3://, the install's MinIO for minio://) and
+    # the secret holding the credentials (empty: the pod's own identity, e.g. IAM roles for service accounts).
+    s3_endpoint: str = ""
+    object_store_secret: str = OBJECT_STORE_SECRET
+
+    @property
+    def beam_runner(self) -> BeamRunner:
+        return beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
+
+    @property
+    def beam_pipeline_args(self) -> List[str]:
+        return beam_pipeline_args(self.beam_runner)
+
+    @property
+    def trainer_backup_dir(self) -> str:
+        return f"{self.pipeline_root.rstrip('/')}/_trainer_backup"
+
+    @property
+    def uses_s3(self) -> bool:
+        """Whether any location is on an S3-compatible store, which the steps reach with boto3."""
+        return any(
+            _scheme(uri) in ("s3", "minio")
+            for uri in (self.pipeline_root, self.data_root, self.serving_dir, self.serving_data_root)
+        )
+
+    @property
+    def endpoint(self) -> str:
+        if self.s3_endpoint:
+            return self.s3_endpoint
+        return (
+            MINIO_ENDPOINT
+            if "minio"
+            in {
+                _scheme(self.pipeline_root),
+                _scheme(self.data_root),
+                _scheme(self.serving_dir),
+                _scheme(self.serving_data_root),
+            }
+            else ""
+        )
+
+    def parameter_defaults(self) -> Dict[str, str]:
+        """The pipeline parameters a run or a schedule may set, with their compiled defaults."""
+        return {
+            "data_root": self.data_root,
+            "train_args": json.dumps({"num_steps": self.training.train_steps}),
+            "serving_data_root": self.serving_data_root,
+            "allowed_anomaly_types": ",".join(self.allowed_anomaly_types),
+        }
+
+
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _scheme(uri: str) -> str:
+    return uri.split("://", 1)[0] if "://" in uri else ""
+
+
+def _location(flag: str, uri: str, claim: str, mount: str, claim_flag: str) -> None:
+    """An object-store URI, or an absolute path on the volume `claim` mounts at `mount`."""
+    if not uri:
+        return
+    if "://" in uri:
+        if _scheme(uri) not in PIPELINE_ROOT_SCHEMES:
+            raise ConfigError(
+                f"{flag} '{uri}': the steps read gs://, s3:// and minio:// URIs, or paths on a mounted volume"
+            )
+        return
+    if not uri.startswith("/"):
+        raise ConfigError(
+            f"{flag} '{uri}': an object-store URI (gs://, s3://, minio://) or an absolute path on "
+            "a volume the steps mount"
+        )
+    if not claim:
+        raise ConfigError(
+            f"{flag} {uri} is a path: name the claim that holds it ({claim_flag}), or give an object-store URI"
+        )
+    if not (uri.rstrip("/") + "/").startswith(mount.rstrip("/") + "/"):
+        raise ConfigError(f"{flag} {uri} is not on the volume {claim_flag} mounts at {mount}")
+
+
+def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
+    """Raises ConfigError naming the flag at fault; returns the config with defaults filled in."""
+    last = config.image.rsplit("/", 1)[-1]
+    if not ("@" in last or (":" in last and not last.endswith(":latest"))):
+        raise ConfigError(
+            f"--image '{config.image}': give a pinned tag or digest (repo/name:tag); a moving tag "
+            "runs different code in each step of one run"
+        )
+    if _scheme(config.pipeline_root) not in PIPELINE_ROOT_SCHEMES:
+        raise ConfigError(
+            f"--pipeline-root '{config.pipeline_root}': KFP's launcher stores artifacts only under "
+            "gs://, s3:// or minio:// (launcher_v2.go refuses other output URIs); e.g. "
+            "minio://mlpipeline/v2/artifacts on an open-source install"
+        )
+    _location("--data-root", config.data_root, config.data_pvc, config.data_mount, "--data-pvc")
+    _location("--serving-data", config.serving_data_root, config.data_pvc, config.data_mount, "--data-pvc")
+    _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
+    if config.gpus < 0:
+        raise ConfigError("--gpus must be >= 0")
+    config.evaluation.check()
+    beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
+    if beam is not None and beam.workers_are_remote:
+        _remote_worker_locations(config, beam)
+    for name in (config.mlflow_secret, config.serving_pvc, config.data_pvc, config.object_store_secret):
+        if name and not _K8S_NAME.match(name):
+            raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
+    if config.tracking and not (config.mlflow_uri or config.mlflow_secret):
+        raise ConfigError(
+            "tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
+            f"${TRACKING_ENV} from either), or --tracking off"
+        )
+    for flag, size in (("--trainer-memory", config.trainer_memory), ("--step-memory", config.step_memory)):
+        if size:
+            _gigabytes(size, flag)
+    for flag, cpu in (("--trainer-cpu", config.trainer_cpu), ("--step-cpu", config.step_cpu)):
+        if cpu and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", cpu):
+            raise ConfigError(f"{flag} '{cpu}': expected a number of CPUs such as 2 or 0.5")
+    if min(config.training.train_steps, config.training.batch_size) < 1:
+        raise ConfigError("--train-steps and --batch-size must be >= 1")
+    return dataclasses.replace(
+        config,
+        experiment=config.experiment or config.pipeline_name,
+        beam=beam,
+        beam_mode=beam_mode,
+        beam_workers=beam_workers,
+    )
+
+
+def _remote_worker_locations(config: KubeflowConfig, beam: BeamRunner) -> None:
+    """Beam workers outside the step's pod read the data and read and write the artifacts themselves (the entry
+    point hands a Beam step the gs:// URIs instead of the launcher's local copies): so both must be on GCS,
+    which TensorFlow and Beam read natively. TensorFlow 2.16 has no S3 file system, and a claim mounted in
+    the step's pod is not mounted on the workers."""
+    for flag, uri in (("--pipeline-root", config.pipeline_root), ("--data-root", config.data_root)):
+        if _scheme(uri) != "gs":
+            raise ConfigError(
+                f"--beam-runner {beam.runner} runs the Beam workers outside the step's pod, and they "
+                f"read and write {flag} themselves: it must be a gs:// URI, got '{uri}' (TensorFlow "
+                "has no S3 file system, and the pod's volumes are not mounted on the workers); "
+                "use --beam-runner direct or portable with LOOPBACK workers otherwise"
+            )
+
+
+def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Mapping] = None):
+    """The TFX pipeline of `create_pipeline` with pipeline parameters and the Trainer's GPU request;
+    `schema_text` is the content of `config.schema_path`, carried by the spec."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx.orchestration.data_types import RuntimeParameter
+
+    from tfxflow.components import tracking as tracking_lib
+    from tfxflow.pipeline.definition import create_pipeline
+
+    defaults = config.parameter_defaults()
+
+    def parameter(name: str):
+        return RuntimeParameter(name=name, ptype=str, default=defaults[name])
+
+    tracking = None
+    if config.tracking:
+        tracking = tracking_lib.TrackingSettings(
+            uri="", experiment=config.experiment, run_key=RUN_KEY, params=params or {}
+        )
+    pipeline = create_pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        data_root=parameter("data_root"),
+        schema_path=config.schema_path,
+        schema_text=schema_text,
+        baseline_source="serving",
+        features=config.features,
+        serving_dir=config.serving_dir,
+        model_name=config.model_name,
+        trainer_backup_dir=config.trainer_backup_dir,
+        training=config.training,
+        evaluation=config.evaluation,
+        split=config.split,
+        beam_pipeline_args=config.beam_pipeline_args,
+        enable_cache=config.enable_cache,
+        allowed_anomaly_types=parameter("allowed_anomaly_types"),
+        drift_check=config.drift_check,
+        serving_data_root=parameter("serving_data_root"),
+        tracking=tracking,
+        train_args=parameter("train_args"),
+    )
+    resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
+    if config.gpus:
+        # KFP's driver takes the accelerator type as the Kubernetes resource name of the limit.
+        resources.accelerator.type = config.gpu_resource
+        resources.accelerator.count = config.gpus
+    if resources.ByteSize():
+        trainer = next(node for node in pipeline.components if node.id == "Trainer")
+        trainer.with_platform_config(resources)
+    return pipeline
+
+
+def _gigabytes(text: str, flag: str = "--trainer-memory") -> float:
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([GgMm]i?)?\s*", text)
+    if not match:
+        raise ConfigError(f"{flag} '{text}': expected a size such as 32G or 16384M")
+    value, unit = float(match.group(1)), (match.group(2) or "G").upper()
+    return value / 1024 if unit.startswith("M") else value
+
+
+def _titles(component: Mapping) -> Dict[str, str]:
+    """{artifact key: TFX type title} of a compiled component's inputs and outputs."""
+    from tfxflow.pipeline.kfp.entrypoint import artifact_title
+
+    titles = {}
+    for side in ("inputDefinitions", "outputDefinitions"):
+        for key, spec in (component.get(side, {}).get("artifacts") or {}).items():
+            title = artifact_title(spec.get("artifactType", {}))
+            if title:
+                titles[key] = title
+    return titles
+
+
+def _resources(cpu: str, memory: str) -> dict:
+    """A step's CPU and memory, requested and limited alike (KFP spec fields; memory in gigabytes)."""
+    resources = {}
+    if cpu:
+        resources.update(cpuRequest=float(cpu), cpuLimit=float(cpu))
+    if memory:
+        resources.update(memoryRequest=_gigabytes(memory), memoryLimit=_gigabytes(memory))
+    return resources
+
+
+def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> Tuple[dict, dict]:
+    """Adds what TFX's compiler leaves out (see the module docstring); returns the pipeline spec and the
+    Kubernetes platform spec."""
+    spec["defaultPipelineRoot"] = config.pipeline_root
+    for name, definition in spec["root"].get("inputDefinitions", {}).get("parameters", {}).items():
+        if name in runtime_values:
+            definition["defaultValue"] = runtime_values[name]
+            definition["isOptional"] = True
+    tasks = spec["root"]["dag"]["tasks"]
+    for name in NEVER_CACHED:
+        if name in tasks:
+            tasks[name]["cachingOptions"] = {"enableCache": False}
+    executors = spec["deploymentSpec"]["executors"]
+    platform: Dict[str, dict] = {}
+    for name, component in spec["components"].items():
+        label = component.get("executorLabel")
+        container = executors.get(label, {}).get("container")
+        if container is None:
+            continue
+        container.pop("lifecycle", None)
+        titles = _titles(component)
+        if titles:
+            container["args"] = ["--tfxflow_artifact_types", json.dumps(titles, sort_keys=True)] + container["args"]
+        env, secrets = [], []
+        # Not the tracking steps: AWS_ENDPOINT_URL would send MLflow's own S3 artifact uploads to this store.
+        if config.uses_s3 and name not in TRACKING_STEPS:
+            if config.endpoint:
+                env.append({"name": "AWS_ENDPOINT_URL", "value": config.endpoint})
+            if config.object_store_secret:
+                secrets.append(
+                    {
+                        "secretName": config.object_store_secret,
+                        "keyToEnv": [{"secretKey": key, "envVar": var} for key, var in OBJECT_STORE_KEYS],
+                    }
+                )
+        if name in TRACKING_STEPS and config.tracking:
+            if config.mlflow_uri:
+                env.append({"name": TRACKING_ENV, "value": config.mlflow_uri})
+            if config.mlflow_secret:
+                secrets.append(
+                    {
+                        "secretName": config.mlflow_secret,
+                        "keyToEnv": [{"secretKey": key, "envVar": key} for key in config.mlflow_secret_keys],
+                    }
+                )
+        if env:
+            container["env"] = env
+        if secrets:
+            platform.setdefault(label, {})["secretAsEnv"] = secrets
+        resources = container.setdefault("resources", {})
+        if name == "Trainer":
+            resources.update(_resources(config.trainer_cpu, config.trainer_memory))
+            if config.node_selector:
+                platform.setdefault(label, {})["nodeSelector"] = {"labels": dict(config.node_selector)}
+            if config.tolerations:
+                platform.setdefault(label, {})["tolerations"] = [t.to_dict() for t in config.tolerations]
+        else:
+            resources.update(_resources(config.step_cpu, config.step_memory))
+        if not resources:
+            del container["resources"]
+        mounts = []
+        if name in ("Pusher", "ServedBaseline") and config.serving_pvc and not _scheme(config.serving_dir):
+            mounts.append({"constant": config.serving_pvc, "mountPath": config.serving_mount})
+        if name in ("CsvExampleGen", "DataGate") and config.data_pvc:
+            mounts.append({"constant": config.data_pvc, "mountPath": config.data_mount})
+        if mounts:
+            platform.setdefault(label, {})["pvcMount"] = mounts
+    platform_spec = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform}}}} if platform else {}
+    return spec, platform_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileResult:
+    path: str
+    schema_sha256: str
+    parameters: Dict[str, str]
+    steps: Tuple[str, ...]
+    seconds: float
+
+
+def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
+    """Compiles `config` to `output_path` (YAML: the pipeline spec, then the platform spec when there is one).
+    Reads no store: the schema goes into the spec. Raises ConfigError, writing nothing, when KFP's backend
+    would refuse the result."""
+    import hashlib
+    import time
+
+    import yaml
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    from tfxflow.pipeline.kfp import spec_check as kfp_check
+    from tfxflow.pipeline.staging import tracking_params
+
+    started = time.monotonic()
+    config = check_kubeflow_config(config)
+    with open(config.schema_path, encoding="utf-8") as f:
+        schema_text = f.read()
+    schema_sha256 = hashlib.sha256(schema_text.encode("utf-8")).hexdigest()[:16]
+    params = tracking_params(config, config.schema_path) if config.tracking else None
+    if params:
+        params["pipeline"]["orchestrator"] = "kubeflow"
+    pipeline = build_pipeline(config, schema_text, params)
+    runner = v2.KubeflowV2DagRunner(
+        v2.KubeflowV2DagRunnerConfig(
+            default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True
+        )
+    )
+    runtime_values = config.parameter_defaults()
+    job = runner.run(pipeline, parameter_values=runtime_values, write_out=False)
+    spec, platform_spec = finish_spec(job["pipelineSpec"], runtime_values, config)
+    documents = [spec] + ([platform_spec] if platform_spec else [])
+    problems = kfp_check.check_spec(documents)
+    if problems:
+        raise ConfigError(kfp_check.format_problems(output_path, problems))
+    header = (
+        f"# {config.pipeline_name}: compiled by `tfxflow kubeflow compile` from create_pipeline\n"
+        f"# image: {config.image}\n# parameters: {', '.join(sorted(runtime_values))}\n"
+    )
+    with open(output_path, "w", encoding="utf-8") as f:
+        f.write(header)
+        yaml.safe_dump_all(documents, f, sort_keys=True)
+    return CompileResult(
+        path=output_path,
+        schema_sha256=schema_sha256,
+        parameters=dict(runtime_values),
+        steps=tuple(spec["root"]["dag"]["tasks"]),
+        seconds=time.monotonic() - started,
+    )
+
+
+def load_spec(path: str) -> Tuple[dict, dict]:
+    """The pipeline spec and the platform spec (empty when absent) of a compiled file."""
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        documents = [d for d in yaml.safe_load_all(f) if d]
+    if not documents or "root" not in documents[0]:
+        raise ConfigError(f"{path}: not a compiled pipeline spec")
+    return documents[0], (documents[1] if len(documents) > 1 else {})
+
+
+def parse_key_values(items: Sequence[str], flag: str) -> Tuple[Tuple[str, str], ...]:
+    """["a=b", ...] -> (("a", "b"), ...); raises naming the flag."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} '{item}': expected KEY=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)

@@ -1,0 +1,484 @@
+"""Runs the pipeline with LocalDagRunner: paths from the run config, live per-component progress, a summary."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from typing import Callable, List, Optional, TextIO, Tuple
+
+from tfxflow.components import progress as rows_progress
+from tfxflow.pipeline.config import RunConfig
+from tfxflow.pipeline.local import run_guard
+from tfxflow.pipeline.reports import run_record as report_lib
+from tfxflow.pipeline.staging import (
+    record_last_run,
+    run_fingerprint,
+    serving_data_fingerprint,
+    stage_schema,
+    tracking_params,
+)
+
+# Messages LocalDagRunner (tfx.orchestration.local) and the portable launcher log around each component.
+_RUNNING = "Component %s is running."
+_FINISHED = "Component %s is finished."
+_CACHED = "A cached execution %d is used."
+_NEW = "Going to run a new execution %d"
+NAME_WIDTH = 32  # the longest component id, blessed_data_statistics_resolver
+HEARTBEAT_S = 30.0  # a running component prints a line at least this often
+
+
+def tree_rss_bytes() -> Optional[int]:
+    """Resident memory of this process and its children (Beam's multi_processing workers); None if unreadable."""
+    import psutil
+
+    try:
+        me = psutil.Process()
+        processes = [me] + me.children(recursive=True)
+    except psutil.Error:
+        return None
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:  # a worker that exited between listing and reading
+            pass
+    return total
+
+
+def format_elapsed(seconds: float) -> str:
+    """45s, 1m30s, 2h05m."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class Heartbeat:
+    """While a component runs, a line every `interval` seconds: its label, time elapsed, rows done when the
+    component counts them (components/progress.py), resident memory of this process tree. A daemon thread
+    between `__enter__` and `__exit__`; `begin` and `end` mark each component."""
+
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        interval: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.monotonic,
+        rows: Callable[[], Tuple[Optional[int], str]] = rows_progress.snapshot,
+        memory: Callable[[], Optional[int]] = tree_rss_bytes,
+    ):
+        self.out, self.interval, self.clock, self.rows, self.memory = out, interval, clock, rows, memory
+        self.label: Optional[str] = None
+        self._started = self._next = 0.0
+        self._lock = threading.Lock()  # label and timing, and whole lines on `out`
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def begin(self, label: str) -> None:
+        rows_progress.reset()  # a count left by a component that did not finish is not this one's
+        with self._lock:
+            self.label, self._started = label, self.clock()
+            self._next = self._started + self.interval
+
+    def end(self) -> None:
+        rows_progress.reset()
+        with self._lock:
+            self.label = None
+
+    def line(self) -> Optional[str]:
+        """The heartbeat line of the component running now; None when none is."""
+        with self._lock:
+            return self._line()
+
+    def _line(self) -> Optional[str]:
+        label, started = self.label, self._started
+        if label is None:
+            return None
+        parts = [f"{format_elapsed(self.clock() - started)} elapsed"]
+        done, unit = self.rows()
+        if done is not None:
+            parts.append(f"{done:,} {unit}")
+        resident = self.memory()
+        if resident is not None:
+            parts.append(f"{resident / 2**20:,.0f} MB resident")
+        return f"{label} ... " + ", ".join(parts)
+
+    def print(self, line: str) -> None:
+        with self._lock:
+            self._write(line)
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def _beat(self) -> None:
+        while True:
+            with self._lock:
+                wait = self._next - self.clock() if self.label is not None else self.interval
+            if self._stop.wait(max(wait, 0.01)):
+                return
+            # Under the lock from the check to the write: no beat of a component appears after its end's line.
+            with self._lock:
+                if self.label is not None and self.clock() >= self._next:
+                    self._next = self.clock() + self.interval
+                    self._write(self._line())
+
+    def __enter__(self) -> "Heartbeat":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name="tfxflow-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+@dataclasses.dataclass
+class ComponentTiming:
+    name: str
+    status: str
+    seconds: float
+
+
+class ComponentProgress(logging.Handler):
+    """Prints each component's start, status (ran or cached) and duration as LocalDagRunner logs them, and
+    while one runs, a heartbeat line every `heartbeat_s` seconds (inside `with progress.heartbeat:`)."""
+
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        clock: Callable[[], float] = time.monotonic,
+        total: int = 0,
+        heartbeat_s: float = HEARTBEAT_S,
+        memory: Callable[[], Optional[int]] = tree_rss_bytes,
+    ):
+        super().__init__(level=logging.INFO)
+        self.out, self.clock, self.total = out, clock, total
+        self.timings: List[ComponentTiming] = []
+        self.current: Optional[str] = None
+        self._started = 0.0
+        self._status = "ran"
+        self.heartbeat = Heartbeat(out, heartbeat_s, clock, memory=memory)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == _RUNNING:
+            self.current, self._started, self._status = str(record.args[0]), self.clock(), "ran"
+            label = f"[{len(self.timings) + 1}/{self.total}] {self.current:<{NAME_WIDTH}}"
+            self._print(f"{label} running ...")
+            self.heartbeat.begin(label)
+        elif record.msg == _CACHED:
+            self._status = "cached"
+        elif record.msg == _FINISHED and self.current:
+            self._finish(self._status)
+
+    def fail(self, status: str = "FAILED") -> None:
+        """Records the component that was running when the run raised (STOPPED: by a signal)."""
+        if self.current:
+            self._finish(status)
+
+    def _finish(self, status: str) -> None:
+        self.heartbeat.end()
+        seconds = self.clock() - self._started
+        self.timings.append(ComponentTiming(self.current, status, seconds))
+        self._print(f"[{len(self.timings)}/{self.total}] {self.current:<{NAME_WIDTH}} {status:<7} {seconds:7.1f} s")
+        self.current = None
+
+    def _print(self, line: str) -> None:
+        self.heartbeat.print(line)  # whole lines, never interleaved with a heartbeat's
+
+
+def configure_logging(log_file: str) -> None:
+    """Sends every library log record (TFX, Beam, TF) to `log_file`; the console gets progress and errors."""
+    os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    root = logging.getLogger()
+    # Libraries call logging.basicConfig(); their INFO chatter belongs in the file, not on the console.
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.INFO)
+    file_handler = logging.FileHandler(log_file, encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    logging.captureWarnings(True)
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    # absl prints a "not initialized" warning to stderr once when it is used outside app.run.
+    absl_logging._warn_preinit_stderr = False  # pylint: disable=protected-access
+
+
+@contextlib.contextmanager
+def stderr_to(log_file: str):
+    """Sends file descriptor 2 (TensorFlow's and Beam's native logging) to `log_file` while the block runs."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_file, "ab") as f:
+        os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional[str] = None) -> report_lib.RunReport:
+    """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails.
+
+    A run that finishes records `fingerprint` (staging.run_fingerprint), so an identical next run can be
+    answered without starting TFX."""
+    # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+    from tfxflow.components.model import hardware
+    from tfxflow.pipeline.definition import create_pipeline
+
+    # Every component shares this process and Transform initialises TensorFlow's devices before the
+    # Trainer runs, so the Trainer's device settings are applied now.
+    hardware.configure_devices(config.training.hardware)
+    from tfxflow.components import tracking as tracking_lib
+
+    paths = config.paths
+    for folder in (paths.pipeline_root, os.path.dirname(paths.metadata_path), paths.serving_dir):
+        os.makedirs(folder, exist_ok=True)
+    schema_path = stage_schema(config.schema_path, paths.pipeline_root)
+    tracking = None
+    if config.tracking_uri:
+        run_key = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        tracking = tracking_lib.TrackingSettings(
+            config.tracking_uri, config.experiment, run_key, tracking_params(config, schema_path)
+        )
+    pipeline = create_pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=paths.pipeline_root,
+        data_root=config.data_root,
+        schema_path=schema_path,
+        features=config.features,
+        serving_dir=paths.serving_dir,
+        model_name=config.model_name,
+        trainer_backup_dir=paths.trainer_backup_dir,
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
+        training=config.training,
+        evaluation=config.evaluation,
+        split=config.split,
+        beam_pipeline_args=config.beam_pipeline_args,
+        enable_cache=config.enable_cache,
+        allowed_anomaly_types=config.allowed_anomaly_types,
+        drift_check=config.drift_check,
+        serving_data_root=config.serving_data_root,
+        serving_data_fingerprint=serving_data_fingerprint(config.serving_data_root),
+        tracking=tracking,
+        keep_versions=config.keep_versions,
+    )
+    progress = ComponentProgress(out=out, total=len(pipeline.components))
+    logging.getLogger().addHandler(progress)
+    started = time.monotonic()
+    # Found by the next run if this process dies before the end (run_guard.recover_interrupted).
+    run_guard.mark_started(
+        paths.metadata_path,
+        {
+            "run_key": tracking.run_key if tracking else None,
+            "tracking_uri": tracking.uri if tracking else None,
+            "experiment": tracking.experiment if tracking else None,
+        },
+    )
+    try:
+        with progress.heartbeat:  # stopped and joined however the run ends
+            LocalDagRunner().run(pipeline)
+    except BaseException as err:
+        progress.fail("FAILED" if isinstance(err, Exception) else "STOPPED")  # SIGTERM, Ctrl-C: BaseException
+        print_failure(err, progress.timings, time.monotonic() - started, config, out)
+        if tracking is not None:
+            _close_failed_run(tracking, err)
+        raise
+    finally:
+        logging.getLogger().removeHandler(progress)
+        run_guard.mark_ended(paths.metadata_path)
+    wall = time.monotonic() - started
+    result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
+    if result is None:
+        raise RuntimeError(f"the run left no record in {paths.metadata_path}")
+    if result.not_pushed_reason:
+        # This run's Evaluator blessed a model that was rolled back (the Pusher refused it): its new blessing is
+        # revoked as the rollback revoked the old ones, so the next run's baseline stays the served model.
+        from tfxflow.components.pusher import read_rollbacks
+        from tfxflow.pipeline.tools.rollback import revoke_blessings
+
+        for line in revoke_blessings(paths.metadata_path, config.pipeline_name, read_rollbacks(config.model_base_dir)):
+            logging.info("rollback: %s", line)
+    if tracking is not None:
+        result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
+    print_summary(result, progress.timings, wall, config, out)
+    record_last_run(
+        config,
+        fingerprint or run_fingerprint(config),
+        {
+            "run_id": result.run_id,
+            "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "wall_s": round(wall, 1),
+            "metrics": result.metrics,
+            "blessed": result.blessed,
+            "pushed_version": result.pushed_version,
+            "pushed_destination": result.pushed_destination,
+            "mlflow_run_id": result.mlflow_run_id,
+        },
+    )
+    return result
+
+
+def _close_failed_run(tracking, err: BaseException) -> None:
+    """Marks the MLflow run of a failed pipeline run FAILED, with the error; never hides the original error."""
+    from tfxflow.components import tracking as tracking_lib
+
+    try:
+        tracking_lib.finish_run(
+            tracking.uri, tracking.experiment, tracking.run_key, "FAILED", f"{type(err).__name__}: {err}"
+        )
+    except Exception:  # pylint: disable=broad-except
+        logging.getLogger(__name__).exception("could not mark the MLflow run failed")
+
+
+def _log_durations(tracking, timings: List[ComponentTiming], wall: float) -> Optional[str]:
+    """Each component's seconds (and the run's) as metrics of the MLflow run; returns the run id."""
+    from mlflow.entities import Metric
+
+    from tfxflow.components import tracking as tracking_lib
+
+    mlflow_client = tracking_lib.client(tracking.uri)
+    run = tracking_lib.find_run(mlflow_client, tracking.experiment, tracking.run_key)
+    if run is None:
+        return None
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
+    metrics.append(Metric("duration.pipeline", wall, now, 0))
+    metrics.append(Metric("components.cached", sum(t.status == "cached" for t in timings), now, 0))
+    mlflow_client.log_batch(run.info.run_id, metrics=metrics)
+    return run.info.run_id
+
+
+def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
+    lines = [f"  {'component':<{NAME_WIDTH}} {'status':<7} {'seconds':>8} {'share':>6}"]
+    for t in timings:
+        share = 100 * t.seconds / max(wall, 1e-9)
+        lines.append(f"  {t.name:<{NAME_WIDTH}} {t.status:<7} {t.seconds:8.1f} {share:5.1f}%")
+    return lines
+
+
+def newest_version(config: RunConfig) -> str:
+    """The version TF Serving serves from the serving directory (the newest), in words."""
+    from tfxflow.components.pusher import versions
+
+    base = config.model_base_dir
+    existing = versions(base)
+    return f"version {existing[-1]} in {base}" if existing else f"no version in {base} yet"
+
+
+def print_failure(
+    err: BaseException, timings: List[ComponentTiming], wall: float, config: RunConfig, out: TextIO
+) -> None:
+    """The summary of a run that stopped: where, and the verdict on its data; the error follows on stderr."""
+    from tfxflow.components.errors import DataError
+
+    failed = timings[-1].name if timings and timings[-1].status in ("FAILED", "STOPPED") else "?"
+    lines = ["", f"Run of {config.pipeline_name}: stopped at {failed} after {wall:.1f} s", ""]
+    lines += _timing_table(timings, wall)
+    lines.append("")
+    if isinstance(err, DataError):
+        lines.append(f"  data:           refused by {failed} (the reasons follow)")
+    if any(t.name == "Pusher" and t.status == "ran" for t in timings):
+        lines.append(f"  pushed:         yes, before the failure: {newest_version(config)}")
+    else:
+        lines.append(f"  pushed:         no; the served model is untouched: {newest_version(config)}")
+    print("\n".join(lines), file=out, flush=True)
+
+
+def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[str]:
+    """The summary's serving-check lines: the verdict, what was compared, the figures, and any reasons."""
+    from tfxflow.components.serving_check import summary_line
+
+    if check is None:
+        return []
+    verdict = "passed" if check["blessed"] else "FAILED (not pushed)"
+    lines = [f"  serving check:  {verdict}"]
+    if "load_s" in check:
+        gaps = check.get("max_abs_difference", {})
+        agree = ", ".join(f"{name} {gap:.1g}" for name, gap in sorted(gaps.items()))
+        lines.append(
+            f"                  loaded in TensorFlow {check.get('tensorflow', '?')} alone in "
+            f"{check['load_s']:.1f} s; {check['golden_rows']} golden rows vs. the Evaluator's model: "
+            f"max difference {agree} (tolerance {check['tolerance']:g})"
+        )
+    figures = summary_line(check)
+    if figures:
+        bound = f" (bound {max_latency_ms:g} ms)" if max_latency_ms else ""
+        lines.append(f"                  {figures}{bound}")
+    lines += [f"                  not pushed: {reason}" for reason in check.get("reasons", [])]
+    return lines
+
+
+def print_summary(
+    result: report_lib.RunReport, timings: List[ComponentTiming], wall: float, config: RunConfig, out: TextIO
+) -> None:
+    """The end-of-run table: components, rows read, eval metrics, blessing and push."""
+    lines = ["", f"Run {result.run_id} of {result.pipeline_name}: {wall:.1f} s wall", ""]
+    lines += _timing_table(timings, wall)
+    rows = ", ".join(f"{split} {count:,}" for split, count in result.rows.items()) or "n/a"
+    lines += ["", f"  rows read:      {rows}"]
+    gate = result.component("DataGate")
+    if gate is not None:
+        lines.append(f"  data gate:      {'passed' if gate.state in ('done', 'cached') else gate.state}")
+        for check in (result.gate_checks or "").split("; "):
+            if check:
+                lines.append(f"                  {check}")
+    if result.metrics:
+        shown = ("binary_accuracy", "auc", "precision", "recall", "example_count")
+        metrics = ", ".join(
+            f"{k} {result.metrics[k]:.4f}" if k != "example_count" else f"{k} {int(result.metrics[k]):,}"
+            for k in shown
+            if k in result.metrics
+        )
+        lines.append(f"  eval metrics:   {metrics}")
+        if result.eval_sample:
+            lines.append(f"                  on {result.eval_sample_text()} (--eval-max-rows)")
+    if result.baseline_metrics:
+        metric = config.evaluation.metric
+        if metric in result.baseline_metrics:
+            lines.append(f"  baseline:       {metric} {result.baseline_metrics[metric]:.4f}")
+    blessed = {None: "n/a", True: "yes", False: "no"}[result.blessed]
+    lines.append(
+        f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
+        f"no regression vs. the last blessed model)"
+    )
+    if result.blessing_revoked:
+        lines.append(f"                  blessing revoked: this model was {result.blessing_revoked}")
+    for reason in result.blessing_failures if result.blessed is False and not result.blessing_revoked else ():
+        lines.append(f"                  not blessed: {reason}")
+    lines += serving_check_lines(result.serving_check, config.evaluation.max_latency_ms)
+    if result.pushed_version:
+        lines.append(f"  pushed:         version {result.pushed_version} -> {result.pushed_destination}")
+        if result.after_rollback:
+            lines.append(f"                  after a rollback: {result.after_rollback}")
+    else:
+        why = result.not_pushed_reason or (
+            "the candidate was not blessed"
+            if result.blessed is False
+            else "the serving check failed"
+            if result.serving_check and not result.serving_check["blessed"]
+            else "no blessing"
+        )
+        lines.append(f"  pushed:         no ({why}); the served model is untouched: {newest_version(config)}")
+    if result.mlflow_run_id:
+        lines.append(
+            f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' ({config.tracking_uri})"
+        )
+    print("\n".join(lines), file=out, flush=True)

@@ -1,0 +1,50 @@
+"""Device, strategy and precision helpers."""
+
+import json
+
+import pytest
+import tf_keras as keras
+
+from tfxflow.components.model import hardware
+
+
+@pytest.mark.parametrize(
+    "precision, capabilities, expected",
+    [
+        ("auto", [(8, 0), (9, 0)], "mixed_float16"),
+        ("auto", [(8, 0), (6, 1)], "float32"),
+        ("auto", [], "float32"),
+        ("mixed_bfloat16", [], "mixed_bfloat16"),
+        ("float32", [(9, 0)], "float32"),
+    ],
+)
+def test_precision_resolution(precision, capabilities, expected):
+    assert hardware.resolve_precision(precision, capabilities) == expected
+
+
+def test_auto_precision_on_this_cpu_machine_is_float32():
+    assert hardware.resolve_precision("auto") == "float32"
+
+
+def test_policy_is_restored_even_when_training_fails():
+    before = keras.mixed_precision.global_policy().name
+    with pytest.raises(RuntimeError):
+        with hardware.precision_policy("mixed_bfloat16"):
+            assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+            raise RuntimeError("trainer failed")
+    assert keras.mixed_precision.global_policy().name == before
+
+
+def test_worker_count_reads_tf_config():
+    cluster = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}
+    assert hardware.worker_count({"TF_CONFIG": json.dumps(cluster)}) == 2
+    assert hardware.worker_count({}) == 1
+
+
+def test_config_validation_and_round_trip():
+    config = hardware.HardwareConfig(precision="mixed_float16", visible_gpus=(0, 2), gpu_memory_limit_mb=4096)
+    assert hardware.HardwareConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    with pytest.raises(ValueError, match="precision must be one of"):
+        hardware.HardwareConfig(precision="fp8")
+    with pytest.raises(ValueError, match="gpu_memory_limit_mb"):
+        hardware.HardwareConfig(gpu_memory_limit_mb=0)

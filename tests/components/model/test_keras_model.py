@@ -1,0 +1,90 @@
+"""The wide-and-deep model builds from the feature config and trains."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfxflow.components.model import keras_model as model_lib
+from tfxflow.components.model import trainer as trainer_lib
+from tfxflow.components.model.features import FeatureConfig
+
+CONFIG = FeatureConfig.from_dict(
+    {
+        "label": {"name": "label", "column": "y"},
+        "numeric": ["x1", "x2"],
+        "categorical": ["c"],
+        "bucketized": ["b"],
+    }
+)
+TOKENS = {"c_xf": 12, "b_xf": 10}
+
+
+def _batch(n, rng):
+    x1 = rng.normal(size=(n, 1)).astype("float32")
+    c = rng.integers(0, 12, size=(n, 1))
+    features = {
+        "x1_xf": x1,
+        "x2_xf": rng.normal(size=(n, 1)).astype("float32"),
+        "c_xf": c,
+        "b_xf": rng.integers(0, 10, size=(n, 1)),
+    }
+    label = ((x1[:, 0] > 0) ^ (c[:, 0] % 2 == 0)).astype("int64").reshape(-1, 1)
+    return features, label
+
+
+def test_model_inputs_follow_the_feature_config():
+    model = model_lib.build_model(CONFIG, TOKENS)
+    assert sorted(model.input_names) == ["b_xf", "c_xf", "x1_xf", "x2_xf"]
+    assert model.get_layer("c_xf_onehot").num_tokens == 12
+    assert model.get_layer("c_xf_embedding").input_dim == 12
+    assert model.output.dtype == tf.float32
+
+
+def test_missing_id_range_is_an_error():
+    with pytest.raises(ValueError, match="no id range for transformed feature 'b_xf'"):
+        model_lib.build_model(CONFIG, {"c_xf": 12})
+
+
+def test_a_few_steps_train_with_finite_falling_loss():
+    tf.keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    features, label = _batch(512, rng)
+    model = model_lib.build_model(CONFIG, TOKENS, model_lib.ModelParams(hidden_units=(16, 8), learning_rate=0.01))
+    history = model.fit(features, label, batch_size=64, epochs=5, verbose=0)
+    losses = history.history["loss"]
+    assert all(np.isfinite(losses))
+    assert losses[-1] < losses[0]
+    probabilities = model.predict(features, verbose=0)
+    assert probabilities.shape == (512, 1)
+    assert np.all((probabilities >= 0) & (probabilities <= 1))
+
+
+def test_embedding_dim_rule_is_capped():
+    assert model_lib.embedding_dim(10, 16) == 11
+    assert model_lib.embedding_dim(100_000, 16) == 16
+    assert model_lib.embedding_dim(1, 16) == 6
+
+
+@pytest.mark.parametrize(
+    "steps, every, expected",
+    [
+        (1500, 250, {"epochs": 6, "steps_per_epoch": 250}),
+        (100, 250, {"epochs": 1, "steps_per_epoch": 100}),
+        (260, 250, {"epochs": 2, "steps_per_epoch": 130}),
+        (1001, 250, {"epochs": 5, "steps_per_epoch": 201}),
+    ],
+)
+def test_schedule_splits_steps_into_epochs(steps, every, expected):
+    assert trainer_lib.schedule(steps, every) == expected
+
+
+def test_autograph_leaves_tf_keras_code_alone():
+    import tf_keras
+    from tensorflow.python.autograph.core import config as autograph_config
+    from tensorflow.python.autograph.impl import conversion
+
+    trainer_lib.skip_autograph_for_tf_keras()
+    trainer_lib.skip_autograph_for_tf_keras()
+    rules = [str(r) for r in autograph_config.CONVERSION_RULES]
+    assert rules.count("DoNotConvert rule for tf_keras") == 1
+    assert conversion.is_allowlisted(tf_keras.Model.train_step)

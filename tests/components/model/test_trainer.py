@@ -1,0 +1,327 @@
+"""The Trainer on a real (small) tf.Transform output: strategies, precision, export, resume, accumulation."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from tfxflow.components.model import export, hardware, trainer
+from tfxflow.components.model import keras_model as model_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SMALL = model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01)
+
+
+def _train(tiny, tmp_path, steps=40, **kwargs):
+    params = kwargs.pop(
+        "train_params", trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0)
+    )
+    return trainer.train(
+        tiny["config"],
+        tiny["output"],
+        tiny["train"],
+        tiny["eval"],
+        train_steps=steps,
+        eval_steps=0,
+        model_params=kwargs.pop("model_params", SMALL),
+        train_params=params,
+        log_dir=str(tmp_path / "logs"),
+        **kwargs,
+    )
+
+
+def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp_path):
+    model, history, info = _train(tiny_transform, tmp_path)
+    assert history.history["val_binary_accuracy"][-1] > 0.75
+    assert info["replicas"] == 1 and info["global_batch"] == 32 and info["precision_policy"] == "float32"
+    assert info["strategy"] == "MirroredStrategy" and info["xla"] is False
+    assert info["train_steps"] == 40 and info["epochs_run"] == 4 and info["resumed_from_epoch"] == 0
+    assert os.listdir(tmp_path / "logs")  # TensorBoard event files
+
+
+def test_raw_examples_transformed_as_read_give_the_transformed_examples(tiny_transform):
+    tiny, params = tiny_transform, trainer.TrainParams(batch_size=64)
+    names = ["x1_xf", "x2_xf", "city_xf", "score_xf"]
+    transformed = trainer.make_dataset(
+        tiny["eval"], tiny["output"].transformed_feature_spec(), "label", names, params, False, 64
+    )
+    raw = trainer.make_dataset(
+        tiny["raw_eval"],
+        tiny["output"].raw_feature_spec(),
+        "label",
+        names,
+        params,
+        False,
+        64,
+        transform=tiny["output"].transform_features_layer(),
+    )
+    batches = 0
+    for (want, want_label), (got, got_label) in zip(transformed, raw, strict=True):
+        np.testing.assert_array_equal(got_label.numpy(), want_label.numpy())
+        for name in names:
+            np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6)
+        batches += 1
+    assert batches == 4  # 256 eval rows
+
+
+def test_trains_on_raw_examples_with_the_eval_size_given(tiny_transform, tmp_path):
+    tiny = dict(tiny_transform, train=tiny_transform["raw_train"], eval=tiny_transform["raw_eval"])
+    model, history, info = _train(tiny, tmp_path, raw_examples=True, eval_rows=256)
+    assert history.history["val_binary_accuracy"][-1] > 0.75
+    assert info["epochs_run"] == 4
+
+
+def test_raw_examples_are_transformed_in_float32_under_mixed_precision(tiny_transform, tmp_path):
+    import tensorflow_transform as tft
+
+    # A fresh TFTransformOutput: it caches its layer, and the export reuses the one training built.
+    output = tft.TFTransformOutput(os.path.join(tiny_transform["dir"], "transform_graph"))
+    tiny = dict(tiny_transform, output=output, train=tiny_transform["raw_train"], eval=tiny_transform["raw_eval"])
+    with hardware.precision_policy("mixed_bfloat16"):
+        model, history, _ = _train(tiny, tmp_path, raw_examples=True, eval_rows=256)
+        assert output.transform_features_layer().dtype_policy.name == "float32"
+    assert history.history["val_binary_accuracy"][-1] > 0.75
+
+
+def test_warmup_requests_replay_real_rows_through_both_signatures(tiny_transform, tmp_path):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    model, _, _ = _train(tiny_transform, tmp_path)
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tiny_transform["output"], tiny_transform["config"], export_dir)
+    rows = export.warmup_rows(tiny_transform["raw_eval"], tiny_transform["config"].feature_columns)
+    assert len(rows) == 8
+    assert export.write_warmup_requests(export_dir, rows, tiny_transform["output"], tiny_transform["config"]) == 4
+    loaded = tf.saved_model.load(export_dir)
+    replies = {}
+    for record in tf.data.TFRecordDataset(os.path.join(export_dir, export.WARMUP_FILE)):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
+        out = loaded.signatures[request.model_spec.signature_name](**inputs)["probabilities"].numpy()
+        assert out.shape == (len(next(iter(inputs.values()))), 1) and ((0 <= out) & (out <= 1)).all()
+        replies[(request.model_spec.signature_name, out.shape[0])] = out
+    assert set(replies) == {("serving_default", 1), ("serving_raw", 1), ("serving_default", 8), ("serving_raw", 8)}
+    # The same rows through either signature: the same probabilities.
+    np.testing.assert_allclose(replies[("serving_raw", 8)], replies[("serving_default", 8)], rtol=1e-5)
+
+
+def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny_transform, tmp_path):
+    with hardware.precision_policy("mixed_bfloat16"):
+        model, history, info = _train(tiny_transform, tmp_path)
+    assert info["precision_policy"] == "mixed_bfloat16"
+    assert keras.mixed_precision.global_policy().name == "float32"  # reset after training
+    hidden = model.get_layer("deep_0")
+    assert hidden.compute_dtype == "bfloat16" and hidden.variable_dtype == "float32"
+    assert model.get_layer("probability").compute_dtype == "float32"
+    assert model.output.dtype == tf.float32
+    assert np.isfinite(history.history["loss"][-1])
+
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tiny_transform["output"], tiny_transform["config"], export_dir)
+    loaded = tf.saved_model.load(export_dir)
+    assert set(loaded.signatures) == {"serving_default", "serving_raw", "transform_features"}
+    raw = loaded.signatures["serving_raw"]
+    inputs = raw.structured_input_signature[1]
+    assert inputs["x1"].dtype == tf.float32 and inputs["score"].dtype == tf.float32
+    assert inputs["city"].dtype == tf.string
+    out = raw(
+        x1=tf.constant([1.5, -1.5]),
+        x2=tf.constant([0.0, 0.0]),
+        city=tf.constant(["a", "c"]),
+        score=tf.constant([0.5, 0.5]),
+    )["probabilities"]
+    assert out.dtype == tf.float32 and out.shape == (2, 1)
+    assert out.numpy()[0, 0] > out.numpy()[1, 0]  # learnt: x1 and city a push the label up
+
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "x1": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5])),
+                "x2": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0])),
+                "city": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a"])),
+                "score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5])),
+            }
+        )
+    ).SerializeToString()
+    served = loaded.signatures["serving_default"](examples=tf.constant([example]))["probabilities"]
+    assert served.dtype == tf.float32
+    np.testing.assert_allclose(served.numpy()[0], out.numpy()[0], rtol=1e-5)
+    transformed = loaded.signatures["transform_features"](examples=tf.constant([example]))
+    assert transformed["x1_xf"].dtype == tf.float32
+
+
+class _FailAfterEpoch(keras.callbacks.Callback):
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise RuntimeError("pre-empted")
+
+
+class _EpochRecorder(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append(epoch)
+
+
+def test_a_stopped_trainer_resumes_from_its_backup(tiny_transform, tmp_path):
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="pre-empted"):
+        _train(tiny_transform, tmp_path, steps=50, backup_dir=backup, extra_callbacks=[_FailAfterEpoch(1)])
+    assert os.listdir(backup)  # epochs 0 and 1 were backed up
+
+    recorder = _EpochRecorder()
+    _, history, info = _train(tiny_transform, tmp_path, steps=50, backup_dir=backup, extra_callbacks=[recorder])
+    assert recorder.epochs == [2, 3, 4]  # resumed after the two finished epochs, not from 0
+    assert info["epochs_run"] == 3 and info["resumed_from_epoch"] == 2
+    assert not os.path.exists(backup) or not os.listdir(backup)  # removed once training completed
+
+
+def test_backup_folder_is_keyed_by_what_training_depends_on(tmp_path):
+    a = trainer.backup_dir_for(str(tmp_path), {"train_files": ["x"], "steps": 10})
+    assert a == trainer.backup_dir_for(str(tmp_path), {"steps": 10, "train_files": ["x"]})
+    assert a != trainer.backup_dir_for(str(tmp_path), {"train_files": ["x"], "steps": 11})
+    assert trainer.backup_dir_for(None, {"steps": 10}) is None
+
+
+def test_early_stopping_stops_when_validation_loss_stalls(tiny_transform, tmp_path):
+    params = trainer.TrainParams(batch_size=32, eval_every_steps=2, early_stopping_patience=1)
+    _, history, info = _train(
+        tiny_transform,
+        tmp_path,
+        steps=400,
+        train_params=params,
+        model_params=model_lib.ModelParams(hidden_units=(64, 64), learning_rate=0.05),
+    )
+    assert info["epochs"] == 200 and info["epochs_run"] < 200
+
+
+def test_gradient_accumulation_matches_one_step_on_the_whole_batch(tiny_transform):
+    tiny = tiny_transform
+    tokens = trainer.id_ranges(tiny["output"], tiny["config"])
+    params = model_lib.ModelParams(hidden_units=(16,), learning_rate=0.1, optimizer="sgd")
+    accumulating = model_lib.build_model(tiny["config"], tokens, params, grad_accum_steps=4)
+    plain = model_lib.build_model(tiny["config"], tokens, params)
+    plain.set_weights(accumulating.get_weights())
+    before = [w.copy() for w in plain.get_weights()]
+
+    dataset = trainer.make_dataset(
+        tiny["train"],
+        tiny["output"].transformed_feature_spec(),
+        "label",
+        plain.input_names,
+        trainer.TrainParams(batch_size=64),
+        True,
+        64,
+    )
+    features, labels = next(iter(dataset))
+    accumulating.train_on_batch(features, labels)  # 4 micro-batches of 16, one update
+    plain.train_on_batch(features, labels)  # one batch of 64
+    moved = 0.0
+    for w_acc, w_plain, w0 in zip(accumulating.get_weights(), plain.get_weights(), before, strict=True):
+        np.testing.assert_allclose(w_acc, w_plain, rtol=1e-4, atol=1e-6)
+        moved = max(moved, float(np.abs(w_plain - w0).max()))
+    assert moved > 1e-3  # the step did change the weights
+
+
+def test_large_preset_sizes_are_multiples_of_eight(tiny_transform):
+    params = model_lib.ModelParams(preset="large")
+    assert all(u % 8 == 0 for u in params.units) and params.units[0] >= 1024
+    model = model_lib.build_model(
+        tiny_transform["config"], trainer.id_ranges(tiny_transform["output"], tiny_transform["config"]), params
+    )
+    assert model.get_layer("city_xf_embedding").output_dim % 8 == 0
+
+
+def _worker(scenario, tiny, log_dir, env=None):
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.components.distributed_worker", scenario, tiny["dir"], log_dir],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+    )
+
+
+def _result(process, timeout=600):
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_mirrored_strategy_over_two_logical_cpus(tiny_transform, tmp_path):
+    result = _result(_worker("mirrored-cpus", tiny_transform, str(tmp_path / "logs")))
+    assert result["devices_applied"] is True
+    assert result["strategy"] == "MirroredStrategy" and result["replicas"] == 2
+    assert result["global_batch"] == 64 and result["per_replica_batches"] == [32, 32]
+    assert result["finite"] and result["losses"][-1] < result["losses"][0]
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_two_workers_train_together_with_tf_config(tiny_transform, tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(
+            _worker(
+                "multi-worker", tiny_transform, str(tmp_path / f"logs{index}"), env={"TF_CONFIG": json.dumps(tf_config)}
+            )
+        )
+    results = [_result(p) for p in processes]
+    for result in results:
+        assert result["strategy"] == "MultiWorkerMirroredStrategy" and result["replicas"] == 2
+        assert result["global_batch"] == 64 and result["per_replica_batches"] == [32]
+        assert result["finite"]
+    # Synchronous training: both workers see the same all-reduced model, hence the same loss curve.
+    np.testing.assert_allclose(results[0]["losses"], results[1]["losses"], rtol=1e-4)
+
+
+def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server, monkeypatch, tmp_path):
+    """TF cannot write s3:// or minio://: BackupAndRestore writes a local folder that is restored from the store
+    before fitting and copied back after every epoch, so a retried Trainer pod resumes."""
+    from tfxflow.components import object_store
+    from tfxflow.components.model.trainer import BackupMirror, local_backup
+
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    object_store.clear_client_cache()
+    bucket = s3_server.create_bucket("trainer-backup")
+    remote = f"minio://{bucket}/root/_trainer_backup/abc"
+    object_store.write_bytes(f"{remote}/chief/checkpoint", b"epoch 3")
+    local, callbacks = local_backup(remote, str(tmp_path))
+    assert (
+        local == str(tmp_path / "backup") and (tmp_path / "backup" / "chief" / "checkpoint").read_bytes() == b"epoch 3"
+    )
+    (mirror,) = callbacks
+    assert isinstance(mirror, BackupMirror)
+    (tmp_path / "backup" / "chief" / "checkpoint").write_bytes(b"epoch 4")
+    (tmp_path / "backup" / "chief" / "ckpt-4.index").write_bytes(b"index 4")
+    object_store.write_bytes(f"{remote}/chief/ckpt-3.index", b"index 3")  # the epoch before, gone locally
+    mirror.on_epoch_end(4)
+    assert object_store.read_bytes(f"{remote}/chief/checkpoint") == b"epoch 4"
+    assert object_store.list_files(remote) == ["chief/checkpoint", "chief/ckpt-4.index"]
+    assert local_backup(str(tmp_path / "mounted"), str(tmp_path)) == (str(tmp_path / "mounted"), [])
+    assert local_backup(None, str(tmp_path)) == (None, [])
+    object_store.clear_client_cache()

@@ -1,0 +1,418 @@
+"""The Kubeflow compile: the spec parses with KFP's protos and holds what a cluster run needs."""
+
+import dataclasses
+import importlib.util
+import json
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.kubernetes import kubernetes_executor_config_pb2
+from kfp.pipeline_spec import pipeline_spec_pb2
+from tfx.proto import trainer_pb2
+from tfx.utils import import_utils
+
+from tests.pipeline.conftest import IMAGE, kubeflow_config
+from tfxflow.pipeline.beam_runners import BeamRunner
+from tfxflow.pipeline.config import ConfigError
+from tfxflow.pipeline.kfp import compiler as kf
+
+# Each step after the ones it must follow; the spec's dependencies must imply this order.
+ORDER = [
+    "MlflowStart",
+    "CsvExampleGen",
+    "StatisticsGen",
+    "ExampleValidator",
+    "DataGate",
+    "Transform",
+    "Trainer",
+    "Evaluator",
+    "ServingCheck",
+    "MlflowRecord",
+    "Pusher",
+    "MlflowFinish",
+]
+
+
+def _ancestors(tasks: dict, name: str) -> set:
+    seen, todo = set(), list(tasks[name].get("dependentTasks", []))
+    while todo:
+        parent = todo.pop()
+        if parent not in seen:
+            seen.add(parent)
+            todo += tasks[parent].get("dependentTasks", [])
+    return seen
+
+
+def _executor(spec: dict, step: str) -> dict:
+    return spec["deploymentSpec"]["executors"][spec["components"][step]["executorLabel"]]
+
+
+def test_spec_parses_with_kfp_protos(compiled):
+    result, spec, platform, _ = compiled
+    parsed = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())  # strict: unknown fields fail
+    assert parsed.pipeline_info.name == "tfxflow-taxi"
+    assert parsed.schema_version == "2.1.0"
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    with open(result.path, encoding="utf-8") as f:
+        assert len([d for d in yaml.safe_load_all(f) if d]) == 2  # the spec, then the platform spec
+
+
+def test_dag_order(compiled):
+    _, spec, _, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    assert set(ORDER) <= set(tasks)
+    for before, after in zip(ORDER, ORDER[1:], strict=False):
+        assert before in _ancestors(tasks, after), f"{after} does not wait for {before}"
+    assert "EmbeddedSchema" in _ancestors(tasks, "ExampleValidator")
+    # The baselines come from a step that reads the serving directory: open-source KFP runs no resolver.
+    assert "ServedBaseline" in _ancestors(tasks, "Evaluator") and "ServedBaseline" in _ancestors(tasks, "DataGate")
+    assert tasks["Evaluator"]["inputs"]["artifacts"]["baseline_model"]["taskOutputArtifact"] == {
+        "producerTask": "ServedBaseline",
+        "outputArtifactKey": "model",
+    }
+    assert tasks["DataGate"]["inputs"]["artifacts"]["baseline_statistics"]["taskOutputArtifact"] == {
+        "producerTask": "ServedBaseline",
+        "outputArtifactKey": "statistics",
+    }
+    assert tasks["Pusher"]["inputs"]["artifacts"]["statistics"]["taskOutputArtifact"]["producerTask"] == "StatisticsGen"
+    assert not any("resolver" in name for name in tasks)
+
+
+def test_every_step_runs_the_project_image_through_its_entrypoint(compiled):
+    _, spec, _, _ = compiled
+    containers = {label: e["container"] for label, e in spec["deploymentSpec"]["executors"].items() if "container" in e}
+    assert len(containers) == len(spec["deploymentSpec"]["executors"]) == 14
+    for label, container in containers.items():
+        assert container["image"] == IMAGE, label
+        assert container["command"] == list(kf.ENTRYPOINT), label
+        args = container["args"]
+        assert args[0] == "--tfxflow_artifact_types" and json.loads(args[1]), label
+        assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=0" in args
+
+
+def test_entry_points_and_executor_classes_exist(compiled):
+    _, spec, _, _ = compiled
+    assert importlib.util.find_spec(kf.ENTRYPOINT[2]) is not None
+    assert importlib.util.find_spec("tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor") is not None
+    for label, executor in spec["deploymentSpec"]["executors"].items():
+        container = executor["container"]
+        args = container["args"]
+        executor_class = import_utils.import_class_by_path(args[args.index("--executor_class_path") + 1])
+        assert hasattr(executor_class, "Do"), label
+        # TFX's ExampleGen driver hook is Vertex AI's; open-source KFP ignores it.
+        assert "lifecycle" not in container, label
+
+
+def test_trainer_requests_gpus_and_lands_on_gpu_nodes(compiled):
+    _, spec, platform, _ = compiled
+    resources = _executor(spec, "Trainer")["container"]["resources"]
+    assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
+    assert resources["cpuLimit"] == resources["cpuRequest"] == 8.0
+    assert resources["memoryLimit"] == resources["memoryRequest"] == 32.0
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    trainer = executors[spec["components"]["Trainer"]["executorLabel"]]
+    assert trainer["nodeSelector"] == {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+    assert trainer["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"},
+    ]
+    for step in ("Transform", "Evaluator", "CsvExampleGen"):
+        assert _executor(spec, step)["container"]["resources"] == {
+            "cpuRequest": 2.0,
+            "cpuLimit": 2.0,
+            "memoryRequest": 8.0,
+            "memoryLimit": 8.0,
+        }
+        assert (
+            spec["components"][step]["executorLabel"] not in executors
+            or "nodeSelector" not in executors[spec["components"][step]["executorLabel"]]
+        )
+
+
+def test_platform_config_matches_kfp_kubernetes_proto(compiled):
+    _, _, platform, _ = compiled
+    for config in platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values():
+        # kfp-kubernetes 1.0 predates the tolerations field; everything else must parse strictly.
+        without_tolerations = {k: v for k, v in config.items() if k != "tolerations"}
+        json_format.ParseDict(without_tolerations, kubernetes_executor_config_pb2.KubernetesExecutorConfig())
+
+
+def test_runtime_parameters_with_defaults(compiled):
+    result, spec, _, _ = compiled
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(parameters) == {"data_root", "train_args", "serving_data_root", "allowed_anomaly_types"}
+    assert parameters["data_root"] == {
+        "parameterType": "STRING",
+        "defaultValue": "gs://ml-data/taxi",
+        "isOptional": True,
+    }
+    assert parameters["allowed_anomaly_types"]["defaultValue"] == "FEATURE_TYPE_LOW_NUMBER_VALUES"
+    train_args = json_format.Parse(parameters["train_args"]["defaultValue"], trainer_pb2.TrainArgs())
+    assert train_args.num_steps == 500
+    assert result.parameters["serving_data_root"] == ""
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["CsvExampleGen"]["inputs"]["parameters"]["input_base"] == {"componentInputParameter": "data_root"}
+    assert tasks["Trainer"]["inputs"]["parameters"]["train_args"] == {"componentInputParameter": "train_args"}
+    assert tasks["DataGate"]["inputs"]["parameters"]["serving_data_root"] == {
+        "componentInputParameter": "serving_data_root"
+    }
+
+
+def test_pipeline_root_schema_and_serving(compiled):
+    _, spec, platform, config = compiled
+    assert spec["defaultPipelineRoot"] == config.pipeline_root
+    tasks = spec["root"]["dag"]["tasks"]
+    # The schema travels in the spec: compiling reads no store.
+    schema_param = tasks["EmbeddedSchema"]["inputs"]["parameters"]["schema_text"]
+    with open(config.schema_path, encoding="utf-8") as source:
+        assert schema_param["runtimeValue"]["constant"] == source.read()
+    pusher = tasks["Pusher"]["inputs"]["parameters"]["push_destination"]
+    assert "/serving/models/taxi" in pusher["runtimeValue"]["constant"]
+    assert (
+        tasks["ServedBaseline"]["inputs"]["parameters"]["model_base"]["runtimeValue"]["constant"]
+        == "/serving/models/taxi"
+    )
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for step in ("Pusher", "ServedBaseline"):
+        assert executors[spec["components"][step]["executorLabel"]]["pvcMount"] == [
+            {"constant": "tf-serving-models", "mountPath": "/serving"}
+        ]
+
+
+def test_object_store_endpoint_and_credentials_from_the_install(compiled):
+    """minio:// locations: every step gets the install's MinIO endpoint, and its credentials from the secret
+    KFP's own launcher reads; the spec holds no credential."""
+    _, spec, platform, _ = compiled
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for step, component in spec["components"].items():
+        label = component["executorLabel"]
+        container = spec["deploymentSpec"]["executors"][label]["container"]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        if step in kf.TRACKING_STEPS:  # MLflow's own S3 client must not be pointed at MinIO
+            assert "AWS_ENDPOINT_URL" not in env, step
+            continue
+        assert env["AWS_ENDPOINT_URL"] == "http://minio-service.kubeflow:9000", step
+        assert {
+            "secretName": "mlpipeline-minio-artifact",
+            "keyToEnv": [
+                {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+                {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"},
+            ],
+        } in executors[label]["secretAsEnv"], step
+
+
+def test_caching_and_tracking_environment(compiled):
+    _, spec, platform, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    for name, task in tasks.items():
+        if "cachingOptions" in task:
+            assert task["cachingOptions"]["enableCache"] is (
+                name not in ("MlflowStart", "CsvExampleGen", "ServedBaseline")
+            ), name
+    assert tasks["MlflowStart"]["inputs"]["parameters"]["run_key"]["runtimeValue"]["constant"] == kf.RUN_KEY
+    assert tasks["MlflowStart"]["inputs"]["parameters"]["tracking_uri"]["runtimeValue"]["constant"] == ""
+    params = json.loads(tasks["MlflowStart"]["inputs"]["parameters"]["params_json"]["runtimeValue"]["constant"])
+    assert params["pipeline"]["orchestrator"] == "kubeflow" and params["train_steps"] == 500
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for step in spec["components"]:
+        label = spec["components"][step]["executorLabel"]
+        secrets = [s["secretName"] for s in executors.get(label, {}).get("secretAsEnv", [])]
+        tracking = {
+            "secretName": "mlflow-tracking",
+            "keyToEnv": [
+                {"secretKey": "MLFLOW_TRACKING_URI", "envVar": "MLFLOW_TRACKING_URI"},
+                {"secretKey": "MLFLOW_TRACKING_TOKEN", "envVar": "MLFLOW_TRACKING_TOKEN"},
+            ],
+        }
+        if step in kf.TRACKING_STEPS:
+            assert tracking in executors[label]["secretAsEnv"], step
+        else:
+            assert "mlflow-tracking" not in secrets, step
+
+
+def test_plain_tracking_uri_and_no_platform_spec(tmp_path):
+    config = kubeflow_config(
+        "gs://ml-pipelines/root",
+        gpus=0,
+        node_selector=(),
+        tolerations=(),
+        mlflow_secret="",
+        mlflow_uri="http://mlflow.mlflow.svc:5000",
+        serving_pvc="",
+        serving_dir="gs://models/serving",
+        trainer_cpu="",
+        trainer_memory="",
+        step_cpu="",
+        step_memory="",
+    )
+    result = kf.compile_pipeline(config, str(tmp_path / "spec.yaml"))
+    spec, platform = kf.load_spec(result.path)
+    assert platform == {}  # gs:// only: the pod's own identity (Workload Identity), no secret, no claim
+    # The default claim is not mounted when the serving directory is in a bucket.
+    with_claim = kf.compile_pipeline(
+        dataclasses.replace(config, serving_pvc="tf-serving-models"), str(tmp_path / "claim.yaml")
+    )
+    assert kf.load_spec(with_claim.path)[1] == {}
+    assert "resources" not in _executor(spec, "Trainer")["container"]
+    for step in spec["components"]:
+        executor = spec["deploymentSpec"]["executors"][spec["components"][step]["executorLabel"]]
+        env = executor.get("container", {}).get("env")
+        assert env == (
+            [{"name": "MLFLOW_TRACKING_URI", "value": "http://mlflow.mlflow.svc:5000"}]
+            if step in kf.TRACKING_STEPS
+            else None
+        ), step
+
+
+def test_untracked_compile_has_no_tracking_steps(tmp_path):
+    config = kubeflow_config("s3://ml/root", tracking=False, mlflow_secret="")
+    spec, _ = kf.load_spec(kf.compile_pipeline(config, str(tmp_path / "spec.yaml")).path)
+    assert not set(kf.TRACKING_STEPS) & set(spec["root"]["dag"]["tasks"])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"image": "tfxflow:latest"}, "pinned tag"),
+        ({"image": "tfxflow"}, "pinned tag"),
+        ({"pipeline_root": "bucket/root"}, "--pipeline-root"),
+        ({"pipeline_root": "/mnt/pipelines"}, "launcher stores artifacts only under"),
+        ({"mlflow_secret": "", "mlflow_uri": ""}, "--mlflow-uri or --mlflow-secret"),
+        ({"serving_dir": "/models"}, "not on the volume"),
+        ({"serving_dir": "/serving/models", "serving_pvc": ""}, "--serving-pvc"),
+        ({"data_root": "/data/taxi"}, "--data-pvc"),
+        ({"data_root": "/elsewhere/taxi", "data_pvc": "taxi-data"}, "not on the volume --data-pvc mounts at /data"),
+        ({"data_root": "hdfs://nn/taxi"}, "gs://, s3:// and minio://"),
+        ({"mlflow_secret": "Not_A_Name"}, "not a valid Kubernetes object name"),
+        ({"step_memory": "lots"}, "--step-memory"),
+        ({"step_cpu": "two"}, "--step-cpu"),
+    ],
+)
+def test_config_errors_name_the_flag(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts", **overrides))
+
+
+def test_toleration_syntax():
+    assert kf.Toleration.parse("gpu=true:NoSchedule").to_dict() == {
+        "key": "gpu",
+        "operator": "Equal",
+        "value": "true",
+        "effect": "NoSchedule",
+    }
+    assert kf.Toleration.parse("nvidia.com/gpu").to_dict() == {"key": "nvidia.com/gpu", "operator": "Exists"}
+    with pytest.raises(ConfigError, match="effect one of"):
+        kf.Toleration.parse("gpu:Sometimes")
+
+
+def test_compile_refuses_what_the_backend_would_and_writes_nothing(tmp_path):
+    """A Vertex-style accelerator name compiles with TFX, but KFP's driver makes it the Kubernetes resource name
+    of the Trainer's limit, which the API server refuses: the compile stops with the backend's rule."""
+    config = kubeflow_config("minio://mlpipeline/v2/artifacts", gpu_resource="NVIDIA_TESLA_T4")
+    output = tmp_path / "spec.yaml"
+    with pytest.raises(ConfigError) as err:
+        kf.compile_pipeline(config, str(output))
+    message = str(err.value)
+    assert "NVIDIA_TESLA_T4" in message and "accelerator" in message and "driver.go" in message
+    assert not output.exists()
+
+
+def _beam_args_of_every_step(spec: dict) -> dict:
+    """{step: the Beam options among its container arguments}."""
+    out = {}
+    for step, component in spec["components"].items():
+        args = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]["args"]
+        out[step] = [a for a in args if a.startswith("--") and "=" in a]
+    return out
+
+
+def test_flink_and_dataflow_arguments_reach_every_step(tmp_path):
+    """The compiled steps carry the preset's exact options (TFX hands the same list to every Beam executor);
+    the workers run the steps' image unless another is named."""
+    flink = kubeflow_config(
+        "gs://ml-artifacts/root",
+        beam=BeamRunner(runner="flink", flink_master="flink-jobmanager.flink:8081", parallelism=16, image=IMAGE),
+    )
+    spec, _ = kf.load_spec(kf.compile_pipeline(flink, str(tmp_path / "flink.yaml")).path)
+    expected = [
+        "--runner=FlinkRunner",
+        "--flink_master=flink-jobmanager.flink:8081",
+        "--parallelism=16",
+        "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}",
+        f"--sdk_container_image={IMAGE}",
+    ]
+    steps = _beam_args_of_every_step(spec)
+    assert set(steps) >= {"CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"}
+    for step, args in steps.items():
+        assert args == expected, step
+    dataflow = kubeflow_config(
+        "gs://ml-artifacts/root",
+        beam=BeamRunner(
+            runner="dataflow",
+            project="ml-prod-4711",
+            region="europe-west4",
+            temp_location="gs://ml-tmp/dataflow",
+            machine_type="n2-highmem-8",
+            image=IMAGE,
+        ),
+        tracking=False,
+        mlflow_secret="",
+    )
+    spec, _ = kf.load_spec(kf.compile_pipeline(dataflow, str(tmp_path / "dataflow.yaml")).path)
+    for step, args in _beam_args_of_every_step(spec).items():
+        assert args == [
+            "--runner=DataflowRunner",
+            "--project=ml-prod-4711",
+            "--region=europe-west4",
+            "--temp_location=gs://ml-tmp/dataflow",
+            "--machine_type=n2-highmem-8",
+            f"--sdk_container_image={IMAGE}",
+        ], step
+
+
+def test_default_stays_the_direct_runner_sized_to_the_pod():
+    config = kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts"))
+    assert config.beam is None and config.beam_pipeline_args == [
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=0",
+    ]
+    # A direct BeamRunner is folded into beam_mode and beam_workers (one source for each setting).
+    folded = kf.check_kubeflow_config(
+        kubeflow_config(
+            "minio://mlpipeline/v2/artifacts", beam=BeamRunner(direct_mode="multi_threading", direct_workers=3)
+        )
+    )
+    assert (folded.beam, folded.beam_mode, folded.beam_workers) == (None, "multi_threading", 3)
+    # Workers in the step's own process read the launcher's local copies: any pipeline root will do.
+    loopback = kf.check_kubeflow_config(
+        kubeflow_config("minio://mlpipeline/v2/artifacts", beam=BeamRunner(runner="portable"))
+    )
+    assert loopback.beam_pipeline_args == [
+        "--runner=PortableRunner",
+        "--job_endpoint=embed",
+        "--environment_type=LOOPBACK",
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            {"pipeline_root": "minio://mlpipeline/v2/artifacts"},
+            "--beam-runner flink runs the Beam workers outside the step's pod, .* --pipeline-root .* gs:// URI, got "
+            "'minio://mlpipeline/v2/artifacts'",
+        ),
+        ({"data_root": "/data/taxi", "data_pvc": "taxi-data"}, "--data-root .* gs:// URI, got '/data/taxi'"),
+        ({"beam": BeamRunner(runner="flink", image=IMAGE)}, "--beam-runner flink needs --flink-master host:port"),
+    ],
+)
+def test_remote_workers_need_gcs_locations(overrides, message):
+    values = {
+        "beam": BeamRunner(runner="flink", flink_master="jm:8081", image=IMAGE),
+        "pipeline_root": "gs://ml-artifacts/root",
+        **overrides,
+    }
+    with pytest.raises(ConfigError, match=message):
+        kf.check_kubeflow_config(kubeflow_config(values.pop("pipeline_root"), **values))

@@ -1,0 +1,151 @@
+"""The local runner's helpers: content-addressed schema staging, file fingerprints, the failure summary."""
+
+import io
+import logging
+import os
+import re
+import threading
+import time
+
+from tfxflow.components.gate import DataGateError
+from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline.local.runner import (
+    NAME_WIDTH,
+    ComponentProgress,
+    ComponentTiming,
+    format_elapsed,
+    print_failure,
+    tree_rss_bytes,
+)
+from tfxflow.pipeline.staging import files_fingerprint, stage_schema
+
+
+def test_staged_schema_path_changes_exactly_when_the_content_does(tmp_path):
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text('feature { name: "a" type: INT }\n')
+    root = str(tmp_path / "root")
+    first = stage_schema(str(schema), root)
+    assert stage_schema(str(schema), root) == first
+    with open(first, encoding="utf-8") as f:
+        assert f.read() == schema.read_text()
+    schema.write_text('feature { name: "a" type: FLOAT }\n')
+    second = stage_schema(str(schema), root)
+    assert second != first and os.path.basename(second) == "schema.pbtxt"
+    with open(second, encoding="utf-8") as f:
+        assert "FLOAT" in f.read()
+
+
+def test_fingerprint_follows_files_added_and_changed(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text("x\n1\n")
+    one = files_fingerprint([str(a)])
+    assert files_fingerprint([str(a)]) == one
+    b = tmp_path / "b.csv"
+    b.write_text("x\n2\n")
+    two = files_fingerprint([str(a), str(b)])
+    assert two != one
+    a.write_text("x\n10\n")
+    assert files_fingerprint([str(a), str(b)]) != two
+
+
+def test_failure_summary_names_where_the_data_was_refused(tmp_path):
+    config = config_lib.build_run_config(environ={}, home=str(tmp_path))
+    out = io.StringIO()
+    timings = [ComponentTiming("CsvExampleGen", "cached", 0.0), ComponentTiming("DataGate", "FAILED", 0.25)]
+    print_failure(DataGateError("data gate: 1 anomaly"), timings, 2.0, config, out)
+    text = out.getvalue()
+    assert "Run of tfxflow-taxi: stopped at DataGate after 2.0 s" in text
+    assert "DataGate" in text and "FAILED       0.2  12.5%" in text
+    assert "data:           refused by DataGate (the reasons follow)" in text
+    assert f"pushed:         no; the served model is untouched: no version in {tmp_path}/serving/taxi yet" in text
+
+
+class _FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _record(msg: str, *args) -> logging.LogRecord:
+    return logging.LogRecord("absl", logging.INFO, __file__, 1, msg, args, None)
+
+
+def test_heartbeat_line_names_component_elapsed_rows_and_memory():
+    from tfxflow.components import progress
+
+    clock, out = _FakeClock(), io.StringIO()
+    tracker = ComponentProgress(out=out, clock=clock, total=14, memory=lambda: 812 * 2**20)
+    for name in ("CsvExampleGen", "ImportSchemaGen", "StatisticsGen", "ExampleValidator"):
+        tracker.emit(_record("Component %s is running.", name))
+        tracker.emit(_record("Component %s is finished.", name))
+    tracker.emit(_record("Component %s is running.", "Transform"))
+    assert tracker.heartbeat.line() == f"[5/14] {'Transform':<{NAME_WIDTH}} ... 0s elapsed, 812 MB resident"
+    progress.start("rows")
+    progress.advance(1_000_000)
+    progress.advance(234_567)
+    clock.now += 90.4
+    assert (
+        tracker.heartbeat.line()
+        == f"[5/14] {'Transform':<{NAME_WIDTH}} ... 1m30s elapsed, 1,234,567 rows, 812 MB resident"
+    )
+    clock.now += 7200
+    assert "2h01m elapsed" in tracker.heartbeat.line()
+    tracker.emit(_record("Component %s is finished.", "Transform"))
+    # The count belongs to the component that finished; nothing is running now.
+    assert progress.snapshot() == (None, "rows") and tracker.heartbeat.line() is None
+
+
+def test_heartbeat_prints_while_a_component_runs_and_stops_with_the_run():
+    out = io.StringIO()
+    tracker = ComponentProgress(out=out, total=3, heartbeat_s=0.2)
+
+    def beats() -> list:
+        return [line for line in out.getvalue().splitlines() if " elapsed" in line]
+
+    with tracker.heartbeat:
+        tracker.emit(_record("Component %s is running.", "StatisticsGen"))
+        deadline = time.monotonic() + 10
+        while len(beats()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tracker.emit(_record("Component %s is finished.", "StatisticsGen"))
+        after_finish = len(beats())
+        time.sleep(0.6)  # no component running: no heartbeat
+        assert len(beats()) == after_finish >= 3
+    assert not any(t.name == "tfxflow-heartbeat" for t in threading.enumerate())
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"[1/3] {'StatisticsGen':<{NAME_WIDTH}} running ..."
+    assert all(re.fullmatch(r"\[1/3\] StatisticsGen +\.\.\. [0-9]s elapsed, [0-9,]+ MB resident", b) for b in beats())
+    assert lines[-1].startswith(f"[1/3] {'StatisticsGen':<{NAME_WIDTH}} ran ")  # none after the component's end
+
+
+def test_heartbeat_thread_stops_when_the_run_fails():
+    tracker = ComponentProgress(out=io.StringIO(), total=2, heartbeat_s=0.05)
+    try:
+        with tracker.heartbeat:
+            tracker.emit(_record("Component %s is running.", "Trainer"))
+            raise RuntimeError("the Trainer failed")
+    except RuntimeError:
+        tracker.fail()
+    assert not any(t.name == "tfxflow-heartbeat" for t in threading.enumerate())
+    assert tracker.timings[-1].status == "FAILED" and tracker.heartbeat.line() is None
+
+
+def test_resident_memory_counts_child_processes():
+    import subprocess
+    import sys
+
+    import psutil
+
+    alone = tree_rss_bytes()
+    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(200 * 2**20); import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 20
+        while psutil.Process(child.pid).memory_info().rss < 200 * 2**20 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert tree_rss_bytes() - alone > 190 * 2**20
+    finally:
+        child.kill()
+        child.wait()
+    assert format_elapsed(59.9) == "59s" and format_elapsed(61) == "1m01s" and format_elapsed(3600) == "1h00m"

@@ -1,0 +1,128 @@
+"""create_pipeline wires the components as documented, without touching any file."""
+
+import json
+
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.model.hardware import HardwareConfig
+from tfxflow.components.tracking import TrackingSettings
+from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig
+from tfxflow.pipeline.definition import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
+
+FEATURES = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "numeric": ["a"]})
+
+
+def _pipeline(**kwargs):
+    return create_pipeline(
+        pipeline_name="p",
+        pipeline_root="/nonexistent/root",
+        data_root="/nonexistent/data",
+        schema_path="/nonexistent/schema.pbtxt",
+        features=FEATURES,
+        serving_dir="/nonexistent/serving",
+        model_name="m",
+        **kwargs,
+    )
+
+
+def test_components_and_their_wiring():
+    pipeline = _pipeline(
+        training=TrainingConfig(train_steps=77, batch_size=32, hardware=HardwareConfig(precision="mixed_bfloat16")),
+        trainer_backup_dir="/nonexistent/backup",
+        keep_versions=3,
+    )
+    by_id = {c.id: c for c in pipeline.components}
+    assert set(by_id) == {
+        "CsvExampleGen",
+        "StatisticsGen",
+        "ImportSchemaGen",
+        "ExampleValidator",
+        "blessed_data_statistics_resolver",
+        "DataGate",
+        "Transform",
+        "Trainer",
+        "latest_blessed_model_resolver",
+        "Evaluator",
+        "ServingCheck",
+        "Pusher",
+    }
+    # ExampleGen checks *.csv files only, with the schema's types and the label's rule.
+    example_gen = by_id["CsvExampleGen"]
+    assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv"
+    assert example_gen.executor_spec.executor_class.__module__ == "tfxflow.components.csv_input"
+    checks = json.loads(example_gen.exec_properties["custom_config"])["custom_config"]["value"]
+    assert checks["schema_path"] == "/nonexistent/schema.pbtxt" and checks["label"]["column"] == "t"
+    # The gate reads the validator's anomalies, the statistics and the baseline for drift; Transform waits.
+    gate_inputs = by_id["DataGate"].inputs
+    assert gate_inputs["anomalies"].producer_component_id == "ExampleValidator"
+    assert gate_inputs["statistics"].producer_component_id == "StatisticsGen"
+    assert gate_inputs["baseline_statistics"].producer_component_id == "blessed_data_statistics_resolver"
+    assert "DataGate" in {node.id for node in by_id["Transform"].upstream_nodes}
+    assert by_id["Transform"].exec_properties["preprocessing_fn"] == PREPROCESSING_FN
+    assert by_id["Trainer"].exec_properties["run_fn"] == RUN_FN
+    assert json.loads(by_id["Trainer"].exec_properties["train_args"]) == {"num_steps": 77}
+    trainer_config = json.loads(by_id["Trainer"].exec_properties["custom_config"])
+    assert trainer_config["training"]["batch_size"] == 32
+    assert trainer_config["training"]["backup_root"] == "/nonexistent/backup"
+    assert trainer_config["hardware"]["precision"] == "mixed_bfloat16"
+    assert trainer_config["features"]["label"]["name"] == "y"
+    # The Evaluator compares against the resolver's latest blessed model; the Pusher waits for the blessing.
+    evaluator_inputs = by_id["Evaluator"].inputs
+    assert evaluator_inputs["baseline_model"].producer_component_id == "latest_blessed_model_resolver"
+    assert by_id["Pusher"].inputs["model_blessing"].producer_component_id == "Evaluator"
+    # The serving check runs on the evaluated candidate; the Pusher checks its verdict as TFX's infra blessing.
+    check = by_id["ServingCheck"]
+    assert check.inputs["model"].producer_component_id == "Trainer"
+    assert "Evaluator" in {node.id for node in check.upstream_nodes}
+    assert by_id["Pusher"].inputs["infra_blessing"].producer_component_id == "ServingCheck"
+    assert check.exec_properties["max_latency_ms"] == 0.0
+    assert json.loads(check.exec_properties["eval_config"])["modelSpecs"][0]["signatureName"] == "serving_default"
+    push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
+    assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
+    # The atomic Pusher (components/pusher.py) with the retention setting; Transform skips its own statistics.
+    assert by_id["Pusher"].executor_spec.executor_class.__module__ == "tfxflow.components.pusher"
+    assert json.loads(by_id["Pusher"].exec_properties["custom_config"]) == {"keep_versions": 3}
+    assert by_id["Transform"].exec_properties["disable_statistics"] == 1
+
+
+def test_drift_check_and_serving_data_are_optional():
+    by_id = {c.id: c for c in _pipeline(drift_check=False).components}
+    assert "blessed_data_statistics_resolver" not in by_id
+    assert "baseline_statistics" not in by_id["DataGate"].inputs
+    gate = {c.id: c for c in _pipeline(serving_data_root="/srv", serving_data_fingerprint="abc").components}["DataGate"]
+    assert gate.exec_properties["serving_data_root"] == "/srv"
+    assert gate.exec_properties["serving_data_fingerprint"] == "abc"
+
+
+def test_tracking_wraps_the_run_without_touching_the_cache_keys():
+    settings = TrackingSettings("http://127.0.0.1:5000", "exp", "run-1", {"training": {"batch_size": 32}})
+    by_id = {c.id: c for c in _pipeline(tracking=settings).components}
+    untracked = {c.id: c for c in _pipeline().components}
+    start, record, finish = by_id["MlflowStart"], by_id["MlflowRecord"], by_id["MlflowFinish"]
+    assert start.exec_properties["run_key"] == "run-1"
+    assert json.loads(start.exec_properties["params_json"]) == {"training": {"batch_size": 32}}
+    assert "MlflowStart" in {n.id for n in by_id["CsvExampleGen"].upstream_nodes}
+    assert "MlflowRecord" in {n.id for n in by_id["Pusher"].upstream_nodes}
+    assert record.inputs["run_id"].producer_component_id == "MlflowStart"
+    assert record.inputs["evaluation"].producer_component_id == "Evaluator"
+    assert record.inputs["anomalies_found"].producer_component_id == "DataGate"
+    assert finish.inputs["pushed_model"].producer_component_id == "Pusher"
+    # The components that train get exactly the same properties with or without tracking.
+    for component in ("CsvExampleGen", "Transform", "Trainer", "Evaluator"):
+        assert by_id[component].exec_properties == untracked[component].exec_properties
+
+
+def test_eval_config_thresholds_and_label():
+    config = eval_config(
+        EvaluationConfig(min_value=0.7, max_regression=0.01, slice_columns=("payment_type",)), "big_tipper"
+    )
+    spec = config.model_specs[0]
+    assert spec.label_key == "big_tipper"
+    assert list(spec.preprocessing_function_names) == ["transform_features"]
+    accuracy = next(m for m in config.metrics_specs[0].metrics if m.class_name == "BinaryAccuracy")
+    # judged on the overall slice only, whatever the slices evaluated
+    assert not accuracy.HasField("threshold") and len(accuracy.per_slice_thresholds) == 1
+    only = accuracy.per_slice_thresholds[0]
+    assert [list(s.feature_keys) for s in only.slicing_specs] == [[]]
+    assert only.threshold.value_threshold.lower_bound.value == 0.7
+    assert only.threshold.change_threshold.absolute.value == -0.01
+    assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["payment_type"]]
