@@ -28,6 +28,7 @@ from typing import Dict, List, Optional
 
 import psutil
 
+from tfxflow.components import names
 from tfxflow.pipeline.config import bundled_taxi_data_root
 from tfxflow.pipeline.reports import run_record as report_lib
 
@@ -207,7 +208,7 @@ def _table(results: Dict[str, Measured], columns: List[str]) -> str:
 
 def _example_gen_rate(entry: dict) -> Optional[float]:
     """ExampleGen's rows per second per core used (it reads up to one file per core at a time)."""
-    seconds = (entry["components"].get("CsvExampleGen") or {}).get("seconds")
+    seconds = (entry["components"].get(names.EXAMPLE_GEN) or {}).get("seconds")
     if not seconds:
         return None
     cores = max(1, min(os.cpu_count() or 1, entry.get("files", 1)))
@@ -269,7 +270,7 @@ def _goals(results: Dict[str, Measured], series: List[dict]) -> List[str]:
             + ", ".join(f"{scale}x {rate:,.0f}" for scale, rate in rates)
             + f" (goal >= 50,000): {verdict(slowest >= 50_000)}"
         )
-    peaks = [(e["scale"], e["peak_rss_mb_by_component"].get("CsvExampleGen")) for e in series]
+    peaks = [(e["scale"], e["peak_rss_mb_by_component"].get(names.EXAMPLE_GEN)) for e in series]
     peaks = [(scale, mb) for scale, mb in peaks if mb]
     if len(peaks) > 1:
         lines.append(

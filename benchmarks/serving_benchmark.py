@@ -32,6 +32,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
+from tfxflow.components import names
+
 BATCH_SIZES = (1, 8, 32, 128, 256, 512, 1024)
 WITHIN = 0.9  # max_batch_size: the smallest batch with this share of the best throughput
 
@@ -52,10 +54,10 @@ def eval_examples(home: str, count: int) -> List[bytes]:
     import tensorflow as tf
 
     runs = sorted(
-        glob.glob(os.path.join(home, "pipeline_root", "CsvExampleGen", "examples", "*")),
+        glob.glob(os.path.join(home, "pipeline_root", names.EXAMPLE_GEN, "examples", "*")),
         key=lambda p: int(os.path.basename(p)),
     )
-    files = sorted(glob.glob(os.path.join(runs[-1], "Split-eval", "*")))
+    files = sorted(glob.glob(os.path.join(names.split_dir(runs[-1], "eval"), "*")))
     return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP").take(count)]
 
 
@@ -71,7 +73,7 @@ def measure(signature, examples: List[bytes], batch: int, seconds: float) -> Dic
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline or len(latencies) < 5:
         started = time.perf_counter()
-        signature(examples=request)["probabilities"].numpy()
+        signature(examples=request)[names.OUTPUT_KEY].numpy()
         latencies.append(time.perf_counter() - started)
     p50, p99 = np.percentile(latencies, [50, 99])
     return {
@@ -124,7 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     import tensorflow as tf
 
-    signature = tf.saved_model.load(model_dir).signatures["serving_default"]
+    signature = tf.saved_model.load(model_dir).signatures[names.SERVING_SIGNATURE]
     examples = eval_examples(home, 1024)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"model {model_dir}; {len(examples)} eval rows; {cores} cores\n")

@@ -26,6 +26,8 @@ import tempfile
 import time
 from typing import Dict, List
 
+from tfxflow.components import names
+
 # Google's module uses tf.keras, which must mean Keras 2 (tf-keras) under TF 2.16. Set before TF loads.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -76,7 +78,7 @@ def prepare(workdir: str) -> Dict[str, Dict[str, str]]:
         outputs = run.component(name).outputs
         uris[name] = {"graph": outputs["transform_graph"][0].uri, "examples": outputs["transformed_examples"][0].uri}
     uris["raw"] = {
-        "examples": run.component("CsvExampleGen").outputs["examples"][0].uri,
+        "examples": run.component(names.EXAMPLE_GEN).outputs["examples"][0].uri,
         "schema": run.component("SchemaGen").outputs["schema"][0].uri,
     }
     return uris
@@ -108,7 +110,7 @@ def raw_eval_accuracy(export_dir: str, raw_examples_uri: str, output_key: str) -
     import numpy as np
     import tensorflow as tf
 
-    files = glob.glob(os.path.join(raw_examples_uri, "Split-eval", "*"))
+    files = glob.glob(os.path.join(names.split_dir(raw_examples_uri, "eval"), "*"))
     serialized = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
     labels = []
     for record in serialized:
@@ -117,7 +119,7 @@ def raw_eval_accuracy(export_dir: str, raw_examples_uri: str, output_key: str) -
         fare = features["fare"].float_list.value
         labels.append(int(bool(tips) and bool(fare) and tips[0] > 0.2 * fare[0]))
     model = tf.saved_model.load(export_dir)
-    serve = model.signatures["serving_default"]
+    serve = model.signatures[names.SERVING_SIGNATURE]
     probabilities = []
     for start in range(0, len(serialized), 1024):
         out = serve(examples=tf.constant(serialized[start : start + 1024]))
@@ -215,8 +217,8 @@ def bench_ours(
         model, history, info = trainer.train(
             features,
             output,
-            [os.path.join(examples, "Split-train", "*")],
-            [os.path.join(examples, "Split-eval", "*")],
+            [os.path.join(names.split_dir(examples, "train"), "*")],
+            [os.path.join(names.split_dir(examples, "eval"), "*")],
             train_steps=steps,
             eval_steps=0,
             model_params=model_lib.ModelParams(preset=preset),

@@ -29,7 +29,7 @@ from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts
 
-from tfxflow.components import object_store
+from tfxflow.components import names, object_store
 
 STATISTICS_KEY = "statistics"
 BLESSING_KEY = "model_blessing"
@@ -111,7 +111,7 @@ def served_info(uri: str) -> Optional[dict]:
 
 
 @component
-def ServedBaseline(  # pylint: disable=invalid-name
+def ServedBaseline(  # noqa: N802 (TFX's function components are named like classes)
     model_base: Parameter[str],
     model: OutputArtifact[standard_artifacts.Model],
     statistics: OutputArtifact[standard_artifacts.ExampleStatistics],
@@ -135,7 +135,7 @@ def ServedBaseline(  # pylint: disable=invalid-name
         splits = sorted(name for name in fileio.listdir(stats_dir)) if fileio.exists(stats_dir) else []
         for name in splits:
             _copy_tree(os.path.join(stats_dir, name), os.path.join(statistics.uri, name.rstrip("/")))
-        split_names = [name.rstrip("/")[len("Split-") :] for name in splits if name.startswith("Split-")]
+        split_names = [names.split_of(name) for name in splits if names.split_of(name)]
         statistics.split_names = artifact_utils.encode_split_names(split_names)
         info["statistics"] = bool(split_names)
     for artifact in (model, statistics):

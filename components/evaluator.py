@@ -29,7 +29,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import csv_input, tf_example
+from tfxflow.components import csv_input, names, tf_example
 
 MAX_ROWS_KEY = "max_eval_rows"
 SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after
@@ -68,7 +68,7 @@ def sampled_examples(
     plan = {}
     for split in artifact_utils.decode_split_names(examples.split_names):
         source = artifact_utils.get_split_uri([examples], split)
-        target = os.path.join(folder, f"Split-{split}")
+        target = names.split_dir(folder, split)
         fileio.makedirs(target)
         files = sorted(fileio.glob(os.path.join(source, "*")))
         rows = sizes.get(split, 0)

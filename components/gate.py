@@ -18,7 +18,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
-from tfxflow.components import drift
+from tfxflow.components import drift, names
 from tfxflow.components.errors import DataError
 
 ANOMALIES_FILE = "SchemaDiff.pb"
@@ -70,12 +70,12 @@ def read_anomalies(anomalies_uri: str) -> List[Anomaly]:
     found = []
     for entry in sorted(fileio.listdir(anomalies_uri)):
         path = os.path.join(anomalies_uri, entry.rstrip("/"), ANOMALIES_FILE)
-        if not (entry.startswith("Split-") and fileio.exists(path)):
+        if not (names.split_of(entry) and fileio.exists(path)):
             continue
         anomalies = anomalies_pb2.Anomalies()
         with fileio.open(path, "rb") as f:
             anomalies.ParseFromString(f.read())
-        found += anomaly_list(anomalies, entry.rstrip("/")[len("Split-") :])
+        found += anomaly_list(anomalies, names.split_of(entry))
     return found
 
 
@@ -108,7 +108,7 @@ def parse_allowed(text: str) -> List[str]:
 def _load_split(statistics_uri: str, split: str):
     import tensorflow_data_validation as tfdv
 
-    return tfdv.load_stats_binary(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))
+    return tfdv.load_stats_binary(os.path.join(names.split_dir(statistics_uri, split), STATISTICS_FILE))
 
 
 def _compared(baseline, current, schema, kind: str, where: str, what: str) -> Tuple[List[Anomaly], List[str]]:
@@ -135,7 +135,7 @@ def compare(
 
     current = _load_split(statistics_uri, split)
     found, notes = [], []
-    if baseline_uri and not fileio.exists(os.path.join(baseline_uri, f"Split-{split}", STATISTICS_FILE)):
+    if baseline_uri and not fileio.exists(os.path.join(names.split_dir(baseline_uri, split), STATISTICS_FILE)):
         notes.append(f"drift: the baseline {baseline_uri} has no '{split}' split, not compared")
     elif baseline_uri:
         anomalies, lines = _compared(
@@ -172,7 +172,7 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
     seen = {
         split: int(_load_split(statistics_uri, split).datasets[0].num_examples)
         for split in counts["split_rows"]
-        if fileio.exists(os.path.join(statistics_uri, f"Split-{split}", STATISTICS_FILE))
+        if fileio.exists(os.path.join(names.split_dir(statistics_uri, split), STATISTICS_FILE))
     }
     written = ", ".join(f"{split} {rows:,}" for split, rows in counts["split_rows"].items())
     note = f"row counts: {counts['rows_read']:,} read = {written} written = StatisticsGen's"
@@ -225,7 +225,7 @@ class GateResult(TypedDict):
 
 
 @component
-def DataGate(  # pylint: disable=invalid-name
+def DataGate(  # noqa: N802 (TFX's function components are named like classes)
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     schema: InputArtifact[standard_artifacts.Schema],

@@ -49,12 +49,11 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, json_utils, proto_utils
 
-from tfxflow.components import object_store
+from tfxflow.components import names, object_store
 
 INCOMING_PREFIX = ".incoming-"
 CLAIMS_DIR = ".claims"  # on an object store, one empty object per version a push has taken
 STALE_INCOMING_S = 3600  # an incoming folder this old belongs to a push that died
-DEFAULT_KEEP_VERSIONS = 5
 STATISTICS_KEY = "statistics"
 # Where a pushed version keeps the statistics of its training data (a SavedModel's folder for extra files).
 STATISTICS_DIR = "assets.extra/tfxflow/statistics"
@@ -227,7 +226,7 @@ def iso_time(epoch: float) -> str:
 
 def _copy_statistics(statistics_uri: str, version_dir: str) -> None:
     """Copies every split's statistics file into the version's `STATISTICS_DIR`."""
-    for split_dir in fileio.glob(os.path.join(statistics_uri, "Split-*")):
+    for split_dir in fileio.glob(os.path.join(statistics_uri, names.SPLIT_PREFIX + "*")):
         name = os.path.basename(split_dir.rstrip("/"))
         target = os.path.join(version_dir, STATISTICS_DIR, name)
         fileio.makedirs(target)
@@ -347,7 +346,7 @@ class Executor(tfx_pusher.Executor):
         if destination.WhichOneof("destination") != "filesystem":
             raise NotImplementedError("this Pusher pushes to a file-system destination only")
         custom = json_utils.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
-        keep = max(2, int(custom.get("keep_versions", DEFAULT_KEEP_VERSIONS)))
+        keep = max(2, int(custom.get("keep_versions", names.DEFAULT_KEEP_VERSIONS)))
         base = destination.filesystem.base_directory
         now = time.time()
         model_path = self.GetModelPath(input_dict)
@@ -400,7 +399,7 @@ class Pusher(base_component.BaseComponent):
         model: types.BaseChannel,
         model_blessing: types.BaseChannel,
         base_directory: str,
-        keep_versions: int = DEFAULT_KEEP_VERSIONS,
+        keep_versions: int = names.DEFAULT_KEEP_VERSIONS,
         statistics: Optional[types.BaseChannel] = None,
         infra_blessing: Optional[types.BaseChannel] = None,
     ):

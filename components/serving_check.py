@@ -39,12 +39,13 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
+from tfxflow.components import names
 from tfxflow.components.model import features as features_lib
 
 RESULT_FILE = "serving_check.json"
 SERVING_ENVIRONMENT = "SERVING"
-SIGNATURES = ("serving_default", "serving_raw")
-OUTPUT_KEY = "probabilities"
+SIGNATURES = (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
+OUTPUT_KEY = names.OUTPUT_KEY
 BATCH_SIZES = (1, 32, 256)
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_GOLDEN_ROWS = 64
@@ -139,7 +140,7 @@ def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Seque
     eval_config = json_format.Parse(eval_config_json, tfma.EvalConfig())
     shared = tfma.default_eval_shared_model(eval_saved_model_path=model_dir, eval_config=eval_config)
     model = shared.model_loader.construct_fn()
-    signature = eval_config.model_specs[0].signature_name or "serving_default"
+    signature = eval_config.model_specs[0].signature_name or names.SERVING_SIGNATURE
     predict = model_util.get_callable(model, signature)
     output = predict(tf.constant(list(examples)))
     return np.asarray(output[OUTPUT_KEY], dtype=np.float64).reshape(len(examples), -1)

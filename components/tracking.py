@@ -22,6 +22,8 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
+from tfxflow.components import names
+
 RUN_KEY_TAG = "tfxflow.pipeline_run"
 PIPELINE_TAG = "tfxflow.pipeline"
 
@@ -144,7 +146,7 @@ def run_key_for(run_key: str, output_uri: str) -> str:
 
 
 @component
-def MlflowStart(  # pylint: disable=invalid-name
+def MlflowStart(  # noqa: N802 (TFX's function components are named like classes)
     tracking_uri: Parameter[str],
     experiment: Parameter[str],
     run_key: Parameter[str],
@@ -165,8 +167,8 @@ def split_rows(statistics_uri: str) -> Dict[str, int]:
     for entry in sorted(fileio.listdir(statistics_uri)):
         name = entry.rstrip("/")
         path = os.path.join(statistics_uri, name, "FeatureStats.pb")
-        if name.startswith("Split-") and fileio.exists(path):
-            rows[name[len("Split-") :]] = int(tfdv.load_stats_binary(path).datasets[0].num_examples)
+        if names.split_of(name) and fileio.exists(path):
+            rows[names.split_of(name)] = int(tfdv.load_stats_binary(path).datasets[0].num_examples)
     return rows
 
 
@@ -255,7 +257,7 @@ class RecordResult(TypedDict):
 
 
 @component
-def MlflowRecord(  # pylint: disable=invalid-name
+def MlflowRecord(  # noqa: N802 (TFX's function components are named like classes)
     run_id: str,
     anomalies_found: int,
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
@@ -278,7 +280,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
     mlflow_client = client(tracking_uri)
     metrics: List[Metric] = [Metric("data.anomalies", anomalies_found, 0, 0)]
     metrics += [Metric(f"data.rows.{split}", count, 0, 0) for split, count in split_rows(statistics.uri).items()]
-    with fileio.open(os.path.join(model_run.uri, "training_info.json"), "r") as f:
+    with fileio.open(os.path.join(model_run.uri, names.TRAINING_INFO_FILE), "r") as f:
         info = json.load(f)
     for name, values in info.pop("history", {}).items():
         series = f"val.{name[4:]}" if name.startswith("val_") else f"train.{name}"
@@ -330,7 +332,7 @@ def MlflowRecord(  # pylint: disable=invalid-name
     with tempfile.TemporaryDirectory() as folder:
         for name, content in (
             ("evaluation.json", evaluation_by_slice),
-            ("training_info.json", info),
+            (names.TRAINING_INFO_FILE, info),
             (serving_check_lib.RESULT_FILE, served),
         ):
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
@@ -373,7 +375,7 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
         def __call__(self, examples_b64):
             # JSON cannot carry raw bytes and MLflow's scoring server does not decode {"b64": ...}.
             examples = tf.io.decode_base64(examples_b64)
-            return self.saved_model.signatures["serving_default"](examples=examples)["probabilities"]
+            return self.saved_model.signatures[names.SERVING_SIGNATURE](examples=examples)[names.OUTPUT_KEY]
 
     # Unnamed tensors: MLflow's TF pyfunc hands the module a plain array of serialized tf.Examples.
     signature = ModelSignature(
@@ -411,7 +413,7 @@ def served_version(mlflow_client, registered_name: str, pushed_version: str) -> 
 
 
 @component
-def MlflowFinish(  # pylint: disable=invalid-name
+def MlflowFinish(  # noqa: N802 (TFX's function components are named like classes)
     run_id: str,
     model: InputArtifact[standard_artifacts.Model],
     pushed_model: InputArtifact[standard_artifacts.PushedModel],

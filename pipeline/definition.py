@@ -20,7 +20,7 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from tfxflow.components import csv_input, drift
+from tfxflow.components import csv_input, drift, names
 from tfxflow.components import evaluator as evaluator_lib
 from tfxflow.components import pusher as pusher_lib
 from tfxflow.components import serving_check as serving_check_lib
@@ -70,7 +70,7 @@ def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
-                signature_name="serving_default",
+                signature_name=names.SERVING_SIGNATURE,
                 label_key=label_key,
                 preprocessing_function_names=["transform_features"],
             )
@@ -102,7 +102,7 @@ def create_pipeline(
     serving_data_fingerprint: str = "",
     tracking: Optional[tracking_lib.TrackingSettings] = None,
     train_args: Optional[RuntimeParameter] = None,
-    keep_versions: int = 5,
+    keep_versions: int = names.DEFAULT_KEEP_VERSIONS,
     baseline_source: str = "metadata",
     schema_text: str = "",
 ) -> Pipeline:
@@ -150,16 +150,20 @@ def create_pipeline(
         output_config=output_config,
         custom_config=csv_input.make_example_gen_config(schema_path, features.label, schema_text=schema_text),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
-    ).with_id("CsvExampleGen")
+    ).with_id(names.EXAMPLE_GEN)
     # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles.
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], stats_options=drift.stats_options())
+    statistics_gen = StatisticsGen(
+        examples=example_gen.outputs["examples"], stats_options=drift.stats_options()
+    ).with_id(names.STATISTICS_GEN)
     schema_gen = EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=schema_path)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
     baseline_nodes = []
     baseline_statistics = baseline_blessing = None
-    served = ServedBaseline(model_base=model_base) if baseline_source == "serving" else None
+    served = (
+        ServedBaseline(model_base=model_base).with_id(names.SERVED_BASELINE) if baseline_source == "serving" else None
+    )
     if served is not None:
         baseline_nodes = [served]
         if drift_check:
@@ -187,7 +191,7 @@ def create_pipeline(
         ),
         serving_data_root=serving_data_root or "",
         serving_data_fingerprint=serving_data_fingerprint,
-    )
+    ).with_id(names.DATA_GATE)
 
     feature_dict = features.to_dict()
     transform = Transform(
@@ -217,7 +221,7 @@ def create_pipeline(
             "raw_examples": True,
             **training.custom_config(backup_root=trainer_backup_dir),
         },
-    )
+    ).with_id(names.TRAINER)
     model_resolvers = []
     if served is not None:
         baseline_model = served.outputs["model"]
@@ -237,7 +241,7 @@ def create_pipeline(
         baseline_model=baseline_model,
         eval_config=eval_config(evaluation, features.label.name),
         max_eval_rows=evaluation.max_rows,
-    )
+    ).with_id(names.EVALUATOR)
     # A version appears complete or not at all, with its training data's statistics; the newest
     # `keep_versions` are kept (components/pusher.py).
     # The candidate loads and answers in a TensorFlow-only process as the Evaluator's model did, within the
@@ -249,7 +253,7 @@ def create_pipeline(
         features=feature_dict,
         eval_config=eval_config(evaluation, features.label.name),
         max_latency_ms=evaluation.max_latency_ms,
-    )
+    ).with_id(names.SERVING_CHECK)
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
     pusher = pusher_lib.Pusher(
         model=trainer.outputs["model"],
@@ -258,7 +262,7 @@ def create_pipeline(
         base_directory=model_base,
         keep_versions=keep_versions,
         statistics=statistics_gen.outputs["statistics"],
-    )
+    ).with_id(names.PUSHER)
     tracking_nodes = []
     if tracking is not None:
         start = tracking_lib.MlflowStart(
@@ -267,7 +271,7 @@ def create_pipeline(
             run_key=tracking.run_key,
             pipeline_name=pipeline_name,
             params_json=json.dumps(tracking.params, sort_keys=True),
-        )
+        ).with_id(names.MLFLOW_START)
         # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
         example_gen.add_upstream_node(start)
         for node in baseline_nodes:

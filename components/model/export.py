@@ -9,12 +9,13 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
+from tfxflow.components import names
 from tfxflow.components.model import features as features_lib
 
-SERVING_SIGNATURE = "serving_default"
-RAW_SIGNATURE = "serving_raw"
+SERVING_SIGNATURE = names.SERVING_SIGNATURE
+RAW_SIGNATURE = names.RAW_SIGNATURE
 TRANSFORM_SIGNATURE = "transform_features"
-OUTPUT_KEY = "probabilities"
+OUTPUT_KEY = names.OUTPUT_KEY
 EXAMPLES_INPUT = "examples"  # serving_default's input
 # TF Serving replays these PredictionLog records when it loads a version, before it takes traffic, so the
 # first requests do not pay for the lazy initialisation (tensorflow/serving#385, #1414).

@@ -10,6 +10,8 @@ from typing import Dict, List, Optional
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from tfxflow.components import names
+
 _STATES = {
     metadata_store_pb2.Execution.COMPLETE: "done",
     metadata_store_pb2.Execution.CACHED: "cached",
@@ -151,17 +153,17 @@ def first_output(record: Optional[ComponentRecord], key: str) -> Optional[metada
 def _fill_results(report: RunReport) -> None:
     from tfxflow.components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON, ROLLED_BACK  # imports TFX: only for a run
 
-    stats = first_output(report.component("StatisticsGen"), "statistics")
+    stats = first_output(report.component(names.STATISTICS_GEN), "statistics")
     if stats is not None:
         from tfxflow.components.tracking import split_rows  # imports TFX: only when there is a run to report
 
         report.rows = split_rows(stats.uri)
-    checks = first_output(report.component("DataGate"), "checks")
+    checks = first_output(report.component(names.DATA_GATE), "checks")
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:
             report.gate_checks = f.read()
-    evaluation = first_output(report.component("Evaluator"), "evaluation")
-    blessing = first_output(report.component("Evaluator"), "blessing")
+    evaluation = first_output(report.component(names.EVALUATOR), "evaluation")
+    blessing = first_output(report.component(names.EVALUATOR), "blessing")
     if blessing is not None and _prop(blessing, "blessed") is not None:
         report.blessed = bool(_prop(blessing, "blessed"))
         report.blessing_revoked = _prop(blessing, ROLLED_BACK) if not report.blessed else None
@@ -173,12 +175,12 @@ def _fill_results(report: RunReport) -> None:
         report.metrics, report.baseline_metrics = overall_metrics(evaluation.uri)
         if report.blessed is False:
             report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))
-    served = first_output(report.component("ServingCheck"), "blessing")
+    served = first_output(report.component(names.SERVING_CHECK), "blessing")
     if served is not None:
         from tfxflow.components.serving_check import read_result
 
         report.serving_check = read_result(served.uri)
-    pushed = first_output(report.component("Pusher"), "pushed_model")
+    pushed = first_output(report.component(names.PUSHER), "pushed_model")
     if pushed is not None:
         report.not_pushed_reason = _prop(pushed, NOT_PUSHED_REASON)
         report.after_rollback = _prop(pushed, AFTER_ROLLBACK)

@@ -16,6 +16,7 @@ import socket
 import time
 from typing import Callable, Dict, Optional
 
+from tfxflow.components import names
 from tfxflow.components.baseline import ACCEPTED_AT, ACCEPTED_BY, ACCEPTED_REASON
 from tfxflow.pipeline.config import ConfigError, Paths
 from tfxflow.pipeline.reports import run_record as report_lib
@@ -51,7 +52,7 @@ def accept(
             f"no {what} {pipeline_name} in {metadata_path}: nothing to accept (--home, "
             "--metadata-path and --pipeline-name must name the store and pipeline the run used)"
         )
-    statistics = report_lib.first_output(run.component("StatisticsGen"), "statistics")
+    statistics = report_lib.first_output(run.component(names.STATISTICS_GEN), "statistics")
     if statistics is None:
         raise ConfigError(
             f"run {run.run_id} has no statistics (it stopped before StatisticsGen finished): nothing to accept"
@@ -64,7 +65,7 @@ def accept(
     artifact.custom_properties[ACCEPTED_BY].string_value = by
     artifact.custom_properties[ACCEPTED_REASON].string_value = reason
     store.put_artifacts([artifact])
-    gate = run.component("DataGate")
+    gate = run.component(names.DATA_GATE)
     return Accepted(
         run_id=run.run_id,
         artifact_id=artifact.id,
