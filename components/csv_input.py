@@ -271,7 +271,7 @@ def check_csv_files(
     paths: Sequence[str], rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None, opener=None
 ) -> CsvSummary:
     """Scans `paths` in order; raises InputDataError listing every problem, else returns the summary."""
-    opener = opener or (lambda path: open(path, "rb"))  # pylint: disable=consider-using-with
+    opener = opener or (lambda path: open(path, "rb"))
     summary = CsvSummary()
     for path in paths:
         with opener(path) as stream:
@@ -705,7 +705,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """ExampleGen's executor: streams every CSV file once (see `ingest`), writes the splits and records the
     row counts; a file that breaks a rule is refused with the exact message of `check_csv_files`."""
 
-    def Do(self, input_dict, output_dict, exec_properties):  # pylint: disable=invalid-name
+    def Do(self, input_dict, output_dict, exec_properties):
         self._log_startup(input_dict, output_dict, exec_properties)
         files = _input_files(exec_properties)
         if not files:

@@ -466,7 +466,8 @@ class _GCS:
                 pass  # already gone
 
 
-def _backend(uri: str):
+def backend(uri: str):
+    """(the store of `uri`'s scheme and bucket, the key within it)."""
     scheme, bucket, key = split(uri)
     store = _GCS(bucket, uri) if scheme == "gs" else _S3(scheme, bucket, uri)
     return store, key
@@ -561,7 +562,7 @@ def download(uri: str, local_path: str) -> int:
     if not is_remote(uri):
         return _copy_local(uri, local_path)
     local_path = _local(local_path)
-    store, key = _backend(uri)
+    store, key = backend(uri)
     with store.errors():
         if key and not uri.endswith("/") and store.is_object(key):
             _replace_into(local_path, lambda temp: store.get_file(key, temp))
@@ -592,7 +593,7 @@ def upload(local_path: str, uri: str) -> int:
     local_path = _local(local_path)
     if not os.path.exists(local_path):
         raise FileNotFoundError(f"No such file or folder: {local_path}")
-    store, key = _backend(uri)
+    store, key = backend(uri)
     if os.path.isfile(local_path):
         if not key or uri.endswith("/"):
             raise ValueError(
@@ -620,7 +621,7 @@ def exists(uri: str) -> bool:
     For the bucket itself (no key): whether it holds any object."""
     if not is_remote(uri):
         return os.path.exists(_local(uri))
-    store, key = _backend(uri)
+    store, key = backend(uri)
     with store.errors():
         if key and not uri.endswith("/") and store.is_object(key):
             return True
@@ -632,7 +633,7 @@ def list_names(uri: str) -> List[str]:
     FileNotFoundError when nothing is there; NotADirectoryError when `uri` is a single object."""
     if not is_remote(uri):
         return sorted(os.listdir(_local(uri)))
-    store, key = _backend(uri)
+    store, key = backend(uri)
     prefix = key + "/" if key else ""
     with store.errors():
         keys, prefixes = store.children(prefix)
@@ -654,7 +655,7 @@ def list_files(uri: str) -> List[str]:
             for folder, _, files in os.walk(root)
             for name in files
         )
-    store, key = _backend(uri)
+    store, key = backend(uri)
     prefix = key + "/" if key else ""
     with store.errors():
         return sorted(k[len(prefix) :] for k in store.walk(prefix) if not k.endswith("/"))
@@ -665,7 +666,7 @@ def read_bytes(uri: str) -> bytes:
     if not is_remote(uri):
         with open(_local(uri), "rb") as f:
             return f.read()
-    store, key = _backend(uri)
+    store, key = backend(uri)
     if not key or uri.endswith("/"):
         raise ValueError(f"{uri} names a bucket or folder, not an object")
     with store.errors():
@@ -683,7 +684,7 @@ def write_bytes(uri: str, data: bytes) -> None:
 
         _replace_into(path, write)
         return
-    store, key = _backend(uri)
+    store, key = backend(uri)
     if not key or uri.endswith("/"):
         raise ValueError(f"Cannot write to {uri}: the URI must name an object (bucket/key, without a trailing /)")
     with store.errors():
@@ -703,7 +704,7 @@ def create(uri: str, data: bytes = b"") -> bool:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         return True
-    store, key = _backend(uri)
+    store, key = backend(uri)
     if not key or uri.endswith("/"):
         raise ValueError(f"Cannot create {uri}: the URI must name an object (bucket/key, without a trailing /)")
     with store.errors():
@@ -726,7 +727,7 @@ def delete(uri: str) -> int:
             os.remove(path)
             return 1
         return 0
-    store, key = _backend(uri)
+    store, key = backend(uri)
     if not key:
         raise ValueError(f"Refusing to delete the whole bucket {uri}: name a key under it")
     with store.errors():

@@ -30,7 +30,7 @@ def parse_schema(text: str, where: str = "the schema") -> schema_pb2.Schema:
 
 
 @component
-def EmbeddedSchema(  # pylint: disable=invalid-name
+def EmbeddedSchema(  # noqa: N802 (TFX's function components are named like classes)
     schema_text: Parameter[str],
     schema: OutputArtifact[standard_artifacts.Schema],
 ) -> None:

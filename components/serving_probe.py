@@ -171,7 +171,7 @@ def main(argv):
         request = json.load(f)
     try:
         result = probe(request)
-    except Exception as err:  # pylint: disable=broad-except  # every failure is the answer, not a crash
+    except Exception as err:  # noqa: BLE001 (every failure is the answer, not a crash)
         result = {"error": f"{type(err).__name__}: {err}".strip(), "traceback": traceback.format_exc()[-4000:]}
     result["foreign_modules"] = sorted(set(_foreign()) - set(result.get("modules_of_tensorflow", ())))
     with open(argv[2], "w", encoding="utf-8") as f:

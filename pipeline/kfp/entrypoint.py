@@ -214,7 +214,7 @@ def remove_dir_markers(uris: Sequence[str]) -> int:
     folder it creates; KFP's launcher fails to download them, kubeflow/pipelines#13476). Returns how many."""
     removed = 0
     for uri in uris:
-        store, key = object_store._backend(uri.rstrip("/"))  # pylint: disable=protected-access
+        store, key = object_store.backend(uri.rstrip("/"))
         with store.errors():
             markers = [k for k in store.walk(key + "/") if k.endswith("/")]
             if markers:
@@ -319,8 +319,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 label=step_label(args),
             ),
             argv=args,
-            flags_parser=tfx_entrypoint._parse_flags,
-        )  # pylint: disable=protected-access
+            flags_parser=tfx_entrypoint._parse_flags,  # noqa: SLF001 (TFX's own flag parser, as its main uses)
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -227,7 +227,7 @@ def recover_interrupted(
 
         try:
             recovery.mlflow_run_id = _kill_mlflow_run(tracking_lib, run)
-        except Exception as err:  # pylint: disable=broad-except  # MLflow's client raises many kinds
+        except Exception as err:  # noqa: BLE001 (MLflow's client raises many kinds)
             recovery.warnings.append(f"could not mark the MLflow run of {run['run_key']} KILLED: {err}")
     mark_ended(metadata_path)
     return recovery

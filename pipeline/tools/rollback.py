@@ -301,7 +301,7 @@ def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]
         return move_tracking(client(uri), registered_name, result)
     except TrackingError as err:
         return [f"not updated: {err}"]
-    except Exception as err:  # pylint: disable=broad-except  # MLflow's client raises many kinds
+    except Exception as err:  # noqa: BLE001 (MLflow's client raises many kinds)
         first = (str(err).strip().splitlines() or [""])[0][:300]
         return [f"not updated ({uri}): {type(err).__name__}: {first}"]
 
@@ -429,7 +429,7 @@ def rollback(
         if os.path.exists(metadata_path):
             try:
                 result.metadata = revoke_blessings(metadata_path, pipeline_name, chosen.log + entries)
-            except Exception as err:  # pylint: disable=broad-except  # ML Metadata raises RuntimeErrors of its own
+            except Exception as err:  # noqa: BLE001 (ML Metadata raises RuntimeErrors of its own)
                 first = (str(err).strip().splitlines() or [""])[0][:300]
                 result.metadata = [f"not updated ({metadata_path}): {type(err).__name__}: {first}"]
             dropped = drop_last_run_record(metadata_path)

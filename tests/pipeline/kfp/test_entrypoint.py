@@ -333,7 +333,7 @@ def test_remote_beam_steps_need_gcs_and_their_folder_markers_are_removed(monkeyp
             self.deleted += keys
 
     store = Store()
-    monkeypatch.setattr(object_store, "_backend", lambda uri: (store, object_store.split(uri)[2]))
+    monkeypatch.setattr(object_store, "backend", lambda uri: (store, object_store.split(uri)[2]))
     assert remove_dir_markers(["gs://ml/root/stats/"]) == 2
     assert store.deleted == ["root/stats/", "root/stats/Split-train/"]
 
@@ -346,7 +346,7 @@ def test_a_step_logs_a_heartbeat_while_its_executor_runs(monkeypatch, capsys):
     from tfxflow.pipeline.kfp import entrypoint as kfp_entrypoint
 
     monkeypatch.setattr(tfx_entrypoint, "main", lambda parsed: time.sleep(0.7))
-    kfp_entrypoint._run_and_restore(None, "", {}, [], label="transform", heartbeat_s=0.2)  # pylint: disable=protected-access
+    kfp_entrypoint._run_and_restore(None, "", {}, [], label="transform", heartbeat_s=0.2)
     beats = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tfxflow: transform ... ")]
     assert 2 <= len(beats) <= 4, beats
     assert all(" elapsed, " in b and b.endswith(" MB resident") for b in beats)
