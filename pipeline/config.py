@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
+from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
+from tfxflow.pipeline import settings as settings_lib
+from tfxflow.pipeline.settings import ConfigError, at_least, int_list, setting
 
 if TYPE_CHECKING:  # pipeline.beam_runners imports this module (ConfigError)
     from tfxflow.pipeline.beam_runners import BeamRunner
@@ -20,71 +23,108 @@ BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
 TRACKING_MODES = ("required", "optional", "off")
 
 
+def _presets() -> Tuple[str, ...]:
+    from tfxflow.components.model.presets import PRESETS
+
+    return tuple(sorted(PRESETS))
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-    """Trainer knobs; steps count batches of `batch_size`.
+    """Trainer knobs; steps count batches of `batch_size`. Each field with a `key` becomes that entry of the
+    Trainer's `custom_config` (components/model/trainer.py and keras_model.py read it strictly).
 
     The defaults suit the taxi data (11k training rows): 300 steps of 256 are about 7 epochs; longer
     training overfits (validation loss rises after about 400 steps while training accuracy nears 1).
     """
 
-    train_steps: int = 300  # optimizer steps, each of one global batch
-    eval_steps: int = 0  # 0: one pass over the eval split after each epoch, at most 100 batches
-    batch_size: int = 256  # per replica: the global batch is batch_size x replicas x grad_accum_steps
-    eval_every_steps: int = 100
-    learning_rate: float = 0.001  # applied to the global batch as is
-    model_preset: str = "default"
-    hidden_units: Optional[Sequence[int]] = None  # None: the preset's
-    max_embedding_dim: Optional[int] = None  # None: the preset's
-    dropout: float = 0.0
-    grad_accum_steps: int = 1
-    early_stopping_patience: int = 3
-    seed: int = 42
-    hardware: HardwareConfig = HardwareConfig()
+    train_steps: int = setting(300, help="optimizer steps, each of one global batch", check=at_least(1))
+    eval_steps: int = setting(0, help="validation batches after each epoch (0: the eval split, at most 100)")
+    batch_size: int = setting(
+        256,
+        help="examples per replica: the global batch is this x replicas x --grad-accum-steps",
+        check=at_least(1),
+        key=("training", "batch_size"),
+    )
+    eval_every_steps: int = setting(
+        100,
+        help="validate after this many steps (one Keras epoch)",
+        check=at_least(1),
+        key=("training", "eval_every_steps"),
+    )
+    learning_rate: float = setting(
+        0.001, help="applied to the global batch as is", key=("model", "learning_rate"), check=at_least(0)
+    )
+    model_preset: str = setting(
+        "default",
+        choices=_presets(),
+        help="model size: 'default' suits the taxi data, 'large' has wide layers for GPU benchmarks",
+        key=("model", "preset"),
+    )
+    hidden_units: Optional[Sequence[int]] = setting(
+        None,
+        parse=int_list,
+        metavar="N,N,...",
+        help="comma-separated layer sizes (default: the preset's)",
+        key=("model", "hidden_units"),
+    )
+    # None: the preset's
+    max_embedding_dim: Optional[int] = setting(None, cli=False, key=("model", "max_embedding_dim"))
+    dropout: float = setting(0.0, help="dropout rate after each hidden layer", key=("model", "dropout"))
+    grad_accum_steps: int = setting(
+        1,
+        help="accumulate gradients over this many micro-batches of --batch-size per update",
+        check=at_least(1),
+        key=("training", "grad_accum_steps"),
+    )
+    early_stopping_patience: int = setting(
+        3,
+        help="epochs without val_loss improvement before stopping (0: off)",
+        check=at_least(0),
+        key=("training", "early_stopping_patience"),
+    )
+    seed: int = setting(42, help="seed of shuffling and initialisation", key=("training", "seed"))
+    hardware: HardwareConfig = setting(HardwareConfig(), cli=False)
 
     def custom_config(self, backup_root: Optional[str] = None) -> dict:
-        """The Trainer's `custom_config` entries (plain JSON-able values)."""
-        return {
-            "model": {
-                "preset": self.model_preset,
-                "hidden_units": None if self.hidden_units is None else list(self.hidden_units),
-                "max_embedding_dim": self.max_embedding_dim,
-                "learning_rate": self.learning_rate,
-                "dropout": self.dropout,
-            },
-            "training": {
-                "batch_size": self.batch_size,
-                "eval_every_steps": self.eval_every_steps,
-                "seed": self.seed,
-                "grad_accum_steps": self.grad_accum_steps,
-                "early_stopping_patience": self.early_stopping_patience,
-                "backup_root": backup_root,
-            },
-            "hardware": self.hardware.to_dict(),
-        }
+        """The Trainer's `custom_config` entries (plain JSON-able values), built from the fields' keys."""
+        custom = settings_lib.sections(self)
+        custom["training"]["backup_root"] = backup_root
+        custom["hardware"] = self.hardware.to_dict()
+        return custom
 
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationConfig:
     """Blessing rules: a value threshold on `metric`, and no regression beyond `max_regression` vs. baseline."""
 
-    metric: str = "binary_accuracy"
-    min_value: float = 0.6
-    max_regression: float = 1e-10
-    slice_columns: Sequence[str] = ()
+    metric: str = setting("binary_accuracy", cli=False)
+    min_value: float = setting(0.6, flag="--min-accuracy", help="blessing needs binary_accuracy at least this")
+    max_regression: float = setting(1e-10, help="blessing allows at most this drop vs. the last blessed model")
+    slice_columns: Sequence[str] = setting(
+        (), flag="--slice-by", metavar="COLUMN", help="also evaluate per value of this column (repeatable)"
+    )
     # A larger eval split is evaluated on a systematic sample of at most this many rows (every k-th row of a
     # random split): TFMA costs about 0.3 ms a row on 2 cores; on 50,000 rows an accuracy near 0.9 has a
     # standard error of 0.13%, and candidate and baseline are judged on the same rows.
-    max_rows: int = 50_000
-    # The serving check refuses a model whose p99 latency for single requests is above this (0: no bound).
-    max_latency_ms: float = 0.0
+    max_rows: int = setting(
+        50_000,
+        flag="--eval-max-rows",
+        metavar="N",
+        help="a larger eval split is evaluated on every k-th row, at most N (0: all rows)",
+        check=at_least(0, " (0: every row of the eval split)"),
+    )
+    max_latency_ms: float = setting(
+        0.0,
+        metavar="MS",
+        help="the serving check refuses to push a model whose p99 latency for single requests is above this "
+        "(0: no bound)",
+        check=at_least(0, " (0: no bound)"),
+    )
 
     def check(self) -> None:
         """Raises ConfigError naming the flag of a value that cannot work."""
-        if self.max_rows < 0:
-            raise ConfigError("--eval-max-rows must be >= 0 (0: every row of the eval split)")
-        if self.max_latency_ms < 0:
-            raise ConfigError("--max-latency-ms must be >= 0 (0: no bound)")
+        settings_lib.check(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +135,64 @@ class SplitConfig:
     eval_buckets: int = 1
 
 
-class ConfigError(ValueError):
-    """A run configuration that cannot work; the message names the flag or file at fault."""
+@dataclasses.dataclass(frozen=True)
+class PipelineSettings:
+    """The flags `tfxflow run` and `tfxflow kubeflow compile` share besides training and evaluation: what the
+    pipeline reads, what it is named, what stops it, and where it is tracked."""
+
+    dataset: str = setting(
+        DEFAULT_DATASET,
+        metavar="NAME",
+        help="name of the schemas/<dataset>/ folder; also names the pipeline and the model",
+    )
+    schema_path: Optional[str] = setting(
+        None,
+        flag="--schema",
+        metavar="FILE",
+        help="curated schema (default: schemas/<dataset>/schema.pbtxt); a compiled spec carries its content",
+    )
+    feature_config_path: Optional[str] = setting(
+        None,
+        flag="--feature-config",
+        metavar="FILE",
+        help="feature config YAML (default: schemas/<dataset>/features.yaml)",
+    )
+    pipeline_name: Optional[str] = setting(None, metavar="NAME", help="pipeline name (default: tfxflow-<dataset>)")
+    model_name: Optional[str] = setting(None, metavar="NAME", help="serving model name (default: <dataset>)")
+    allowed_anomaly_types: Tuple[str, ...] = setting(
+        (),
+        flag="--allow-anomaly",
+        metavar="TYPE",
+        help="an anomaly type (e.g. FEATURE_TYPE_LOW_NUMBER_VALUES) that does not stop the run (repeatable)",
+    )
+    serving_data_root: Optional[str] = setting(
+        None,
+        flag="--serving-data",
+        metavar="DIR",
+        help="CSV files of serving requests (no label): validated against the schema's SERVING environment "
+        "and compared with the training data (skew)",
+    )
+    drift_check: bool = setting(
+        True, flag="--no-drift-check", help="do not compare the data with the data of the last blessed model"
+    )
+    experiment: Optional[str] = setting(None, metavar="NAME", help="MLflow experiment (default: the pipeline name)")
+    mlflow_uri: Optional[str] = setting(
+        None,
+        metavar="URI",
+        help="tracking server or store (default: $MLFLOW_TRACKING_URI, else sqlite:///<home>/mlflow/mlflow.db)",
+    )
+    tracking: str = setting(
+        "required",
+        choices=TRACKING_MODES,
+        help="required: stop before any work if the store does not answer; optional: run untracked then; "
+        "off: do not track",
+    )
+
+
+def check_shared(training: TrainingConfig, evaluation: EvaluationConfig) -> None:
+    """The checks of the settings a local run and a compiled pipeline share; raises ConfigError naming the flag."""
+    settings_lib.check(training)
+    settings_lib.check(evaluation)
 
 
 def bundled_taxi_data_root() -> str:
@@ -166,7 +262,7 @@ class RunConfig:
     tracking_uri: Optional[str] = None  # MLflow; None: not tracked
     tracking_mode: str = "required"  # required: an unreachable store stops the run; optional: runs untracked
     experiment: str = ""  # MLflow experiment; default: the pipeline name
-    keep_versions: int = 5  # model versions kept in the serving directory (at least 2)
+    keep_versions: int = DEFAULT_KEEP_VERSIONS  # model versions kept in the serving directory (at least 2)
 
     @property
     def model_base_dir(self) -> str:
@@ -245,7 +341,7 @@ def build_run_config(
     tracking_uri: Optional[str] = None,
     tracking_mode: str = "required",
     experiment: Optional[str] = None,
-    keep_versions: int = 5,
+    keep_versions: int = DEFAULT_KEEP_VERSIONS,
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
     if data_root is None and dataset != DEFAULT_DATASET:
@@ -266,11 +362,9 @@ def build_run_config(
         )
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
-    evaluation.check()
+    check_shared(training, evaluation)
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
-    if min(training.train_steps, training.batch_size, training.grad_accum_steps, training.eval_every_steps) < 1:
-        raise ConfigError("--train-steps, --batch-size, --grad-accum-steps and --eval-every-steps must be >= 1")
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)
     pipeline_name = pipeline_name or f"tfxflow-{dataset}"
     if tracking_mode != "off":

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 
 from absl import logging
 
+from tfxflow.pipeline.settings import int_list, json_value, setting, strict_fields
+
 if TYPE_CHECKING:
     import tensorflow as tf
 
@@ -28,15 +30,25 @@ PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 @dataclasses.dataclass(frozen=True)
 class HardwareConfig:
-    """How the Trainer uses the machine."""
+    """How the Trainer uses the machine: the `hardware` section of its `custom_config`, and the CLI's flags."""
 
-    precision: str = "auto"
-    memory_growth: bool = True
-    gpu_memory_limit_mb: Optional[int] = None
-    visible_gpus: Optional[Tuple[int, ...]] = None  # None: all
-    cpu_replicas: int = 1  # with no GPU, split the CPU into this many logical devices and mirror over them
-    xla: bool = False
-    steps_per_execution: int = 20  # batches per tf.function call: less Python overhead per step
+    precision: str = setting(
+        "auto", choices=PRECISIONS, help="auto: mixed_float16 on GPUs of compute capability >= 7.0, else float32"
+    )
+    memory_growth: bool = setting(True, flag="--no-memory-growth", help="let TensorFlow reserve all GPU memory")
+    gpu_memory_limit_mb: Optional[int] = setting(
+        None, type=int, metavar="MB", help="cap each GPU's memory (default: grow as needed)"
+    )
+    visible_gpus: Optional[Tuple[int, ...]] = setting(  # None: all
+        None, parse=int_list, metavar="I,I,...", help="comma-separated GPU indices (default: all)"
+    )
+    cpu_replicas: int = setting(  # with no GPU, split the CPU into this many logical devices and mirror over them
+        1, help="with no GPU, mirror over this many logical CPU devices"
+    )
+    xla: bool = setting(False, help="compile the train step with XLA (jit_compile)")
+    steps_per_execution: int = setting(  # less Python overhead per step
+        20, help="batches per tf.function call"
+    )
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -47,14 +59,12 @@ class HardwareConfig:
             raise ValueError("gpu_memory_limit_mb must be >= 1 MB")
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["visible_gpus"] = None if self.visible_gpus is None else list(self.visible_gpus)
-        return data
+        return {f.name: json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "HardwareConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        """The inverse of `to_dict`; raises ValueError naming a key it does not know."""
+        values = strict_fields(cls, data, "custom_config['hardware']")
         if values.get("visible_gpus") is not None:
             values["visible_gpus"] = tuple(int(i) for i in values["visible_gpus"])
         return cls(**values)

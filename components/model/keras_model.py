@@ -11,6 +11,7 @@ import tf_keras as keras
 
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model.presets import PRESETS
+from tfxflow.pipeline.settings import strict_fields
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -46,8 +47,9 @@ class ModelParams:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelParams":
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known and v is not None}
+        """The `model` section of the Trainer's custom_config (None: the default); raises ValueError naming an
+        unknown key."""
+        values = {k: v for k, v in strict_fields(cls, data, "custom_config['model']").items() if v is not None}
         if "hidden_units" in values:
             values["hidden_units"] = tuple(int(u) for u in values["hidden_units"]) or None
         return cls(**values)

@@ -26,8 +26,11 @@ from tfxflow.components.model import export
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
+from tfxflow.pipeline.settings import strict_fields
 
 TRAINING_INFO_FILE = "training_info.json"
+# The entries of the Trainer's custom_config (pipeline/definition.py; TrainingConfig.custom_config).
+CUSTOM_CONFIG_KEYS = ("features", "raw_examples", "model", "training", "hardware")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +54,8 @@ class TrainParams:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TrainParams":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The `training` section of the Trainer's custom_config; raises ValueError naming an unknown key."""
+        return cls(**strict_fields(cls, data, "custom_config['training']"))
 
     def global_batch(self, replicas: int) -> int:
         """Per-replica batch x replicas."""
@@ -319,6 +322,9 @@ def recorded_rows(file_patterns: Iterable[str], split: str) -> Optional[int]:
 def run_fn(fn_args) -> None:
     """TFX Trainer entry point: trains per `custom_config`, exports the serving model, writes what it used."""
     custom = fn_args.custom_config or {}
+    unknown = sorted(set(custom) - set(CUSTOM_CONFIG_KEYS))
+    if unknown:  # a setting spelled differently here and where the pipeline is built would be lost silently
+        raise ValueError(f"Trainer custom_config: unknown key(s) {unknown}; known: {sorted(CUSTOM_CONFIG_KEYS)}")
     config = features_lib.as_config(custom["features"])
     hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
     train_params = TrainParams.from_dict(custom.get("training", {}))

@@ -35,8 +35,10 @@ from tfxflow.pipeline.config import (
     SplitConfig,
     TrainingConfig,
     beam_runner_of,
+    check_shared,
     split_beam_runner,
 )
+from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -227,7 +229,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
     if config.gpus < 0:
         raise ConfigError("--gpus must be >= 0")
-    config.evaluation.check()
+    check_shared(config.training, config.evaluation)
     beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
         _remote_worker_locations(config, beam)
@@ -245,8 +247,6 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     for flag, cpu in (("--trainer-cpu", config.trainer_cpu), ("--step-cpu", config.step_cpu)):
         if cpu and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", cpu):
             raise ConfigError(f"{flag} '{cpu}': expected a number of CPUs such as 2 or 0.5")
-    if min(config.training.train_steps, config.training.batch_size) < 1:
-        raise ConfigError("--train-steps and --batch-size must be >= 1")
     return dataclasses.replace(
         config,
         experiment=config.experiment or config.pipeline_name,
@@ -445,7 +445,6 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
     from tfxflow.pipeline.kfp import spec_check as kfp_check
-    from tfxflow.pipeline.staging import tracking_params
 
     started = time.monotonic()
     config = check_kubeflow_config(config)

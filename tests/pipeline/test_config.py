@@ -112,3 +112,51 @@ def test_beam_runner_errors_name_the_flag(tmp_path):
                 image="registry.example.com/ml/tfxflow:0.1.0",
             ),
         )
+
+
+@pytest.mark.parametrize(
+    "training, evaluation, message",
+    [
+        (
+            config_lib.TrainingConfig(eval_every_steps=0),
+            config_lib.EvaluationConfig(),
+            "--eval-every-steps must be >= 1",
+        ),
+        (
+            config_lib.TrainingConfig(grad_accum_steps=0),
+            config_lib.EvaluationConfig(),
+            "--grad-accum-steps must be >= 1",
+        ),
+        (config_lib.TrainingConfig(), config_lib.EvaluationConfig(max_rows=-1), "--eval-max-rows must be >= 0"),
+    ],
+)
+def test_shared_settings_are_checked_alike_for_a_run_and_a_compiled_pipeline(training, evaluation, message, tmp_path):
+    from tests.pipeline.conftest import kubeflow_config
+    from tfxflow.pipeline.kfp.compiler import check_kubeflow_config
+
+    with pytest.raises(config_lib.ConfigError, match=message):
+        config_lib.build_run_config(environ={}, home=str(tmp_path), training=training, evaluation=evaluation)
+    with pytest.raises(config_lib.ConfigError, match=message):
+        check_kubeflow_config(
+            kubeflow_config("minio://mlpipeline/v2/artifacts", training=training, evaluation=evaluation)
+        )
+
+
+def test_trainer_custom_config_is_built_from_the_declared_keys():
+    custom = config_lib.TrainingConfig(hidden_units=(8, 4), seed=3).custom_config(backup_root="/b")
+    assert custom["model"] == {
+        "preset": "default",
+        "hidden_units": [8, 4],
+        "max_embedding_dim": None,
+        "learning_rate": 0.001,
+        "dropout": 0.0,
+    }
+    assert custom["training"] == {
+        "batch_size": 256,
+        "eval_every_steps": 100,
+        "seed": 3,
+        "grad_accum_steps": 1,
+        "early_stopping_patience": 3,
+        "backup_root": "/b",
+    }
+    assert custom["hardware"]["precision"] == "auto"

@@ -48,3 +48,8 @@ def test_config_validation_and_round_trip():
         hardware.HardwareConfig(precision="fp8")
     with pytest.raises(ValueError, match="gpu_memory_limit_mb"):
         hardware.HardwareConfig(gpu_memory_limit_mb=0)
+
+
+def test_unknown_key_is_an_error_naming_it():
+    with pytest.raises(ValueError, match=r"custom_config\['hardware'\]: unknown key\(s\) \['precison'\]"):
+        hardware.HardwareConfig.from_dict({"precison": "float32"})

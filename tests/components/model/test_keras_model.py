@@ -88,3 +88,38 @@ def test_autograph_leaves_tf_keras_code_alone():
     rules = [str(r) for r in autograph_config.CONVERSION_RULES]
     assert rules.count("DoNotConvert rule for tf_keras") == 1
     assert conversion.is_allowlisted(tf_keras.Model.train_step)
+
+
+def test_custom_config_of_the_training_settings_parses_strictly_on_the_trainer_side():
+    from tfxflow.components.model.hardware import HardwareConfig
+    from tfxflow.pipeline.config import TrainingConfig
+
+    training = TrainingConfig(
+        batch_size=64,
+        learning_rate=0.01,
+        model_preset="large",
+        hidden_units=(32, 16),
+        dropout=0.1,
+        grad_accum_steps=2,
+        early_stopping_patience=0,
+        seed=7,
+        hardware=HardwareConfig(precision="mixed_bfloat16", visible_gpus=(1,)),
+    )
+    custom = training.custom_config(backup_root="/tmp/backup")
+    model = model_lib.ModelParams.from_dict(custom["model"])
+    assert (model.preset, model.hidden_units, model.learning_rate, model.dropout) == ("large", (32, 16), 0.01, 0.1)
+    params = trainer_lib.TrainParams.from_dict(custom["training"])
+    assert (params.batch_size, params.grad_accum_steps, params.seed, params.backup_root) == (64, 2, 7, "/tmp/backup")
+    assert params.early_stopping_patience == 0 and params.eval_every_steps == training.eval_every_steps
+    assert HardwareConfig.from_dict(custom["hardware"]) == training.hardware
+
+
+def test_unknown_custom_config_keys_are_errors_naming_them():
+    import types
+
+    with pytest.raises(ValueError, match=r"custom_config\['model'\]: unknown key\(s\) \['hidden_unit'\]"):
+        model_lib.ModelParams.from_dict({"hidden_unit": [8]})
+    with pytest.raises(ValueError, match=r"custom_config\['training'\]: unknown key\(s\) \['batchsize'\]"):
+        trainer_lib.TrainParams.from_dict({"batchsize": 8})
+    with pytest.raises(ValueError, match=r"Trainer custom_config: unknown key\(s\) \['modle'\]"):
+        trainer_lib.run_fn(types.SimpleNamespace(custom_config={"features": {}, "modle": {}}))

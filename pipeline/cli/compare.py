@@ -1,0 +1,64 @@
+"""`tfxflow compare`: the params that differ between MLflow runs, their key metrics, the best."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tfxflow.pipeline.cli import common
+from tfxflow.pipeline.config import DEFAULT_DATASET
+from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
+
+HELP = "compare MLflow runs: the params that differ, key metrics, the best"
+
+
+def add_parser(sub) -> None:
+    cmp = sub.add_parser("compare", help=HELP, description=HELP, formatter_class=common.HelpFormatter)
+    cmp.add_argument("--home", metavar="DIR", help=f"finds the embedded store {common.HOME_HELP}")
+    cmp.add_argument(
+        "--mlflow-uri",
+        metavar="URI",
+        help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the embedded store under --home)",
+    )
+    cmp.add_argument("--experiment", metavar="NAME", default=f"tfxflow-{DEFAULT_DATASET}", help="MLflow experiment")
+    cmp.add_argument("--last", type=int, default=5, metavar="N", help="the last N runs")
+    cmp.add_argument("--runs", metavar="ID,ID,...", help="comma-separated MLflow run ids instead of --last")
+    cmp.add_argument(
+        "--metric", default="eval.binary_accuracy", metavar="NAME", help="marks the best run; the metric plotted"
+    )
+    cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV to this file")
+    cmp.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to this file")
+    cmp.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of --metric across the runs to this file")
+
+
+def main(args: argparse.Namespace) -> int:
+    from tfxflow.pipeline import config as config_lib
+    from tfxflow.pipeline.reports import compare as compare_lib
+    from tfxflow.pipeline.tracking_store import TrackingError, check_tracking, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(args.mlflow_uri, os.environ, config_lib.resolve_home(args.home, os.environ))
+    try:
+        if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
+            raise ValueError(f"no MLflow store at {uri}: run the pipeline first, or pass --home or --mlflow-uri")
+        check_tracking(uri)
+        from mlflow import MlflowClient
+
+        run_ids = [r.strip() for r in (args.runs or "").split(",") if r.strip()]
+        runs = compare_lib.load_runs(MlflowClient(uri), args.experiment, args.last, run_ids)
+        if not runs:
+            raise ValueError(f"--experiment {args.experiment}: no runs yet in {uri}")
+        comparison = compare_lib.compare(runs, args.metric)
+        print(compare_lib.as_text(comparison))
+        for path, render in ((args.csv, compare_lib.as_csv), (args.markdown, compare_lib.as_markdown)):
+            if path:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(render(comparison))
+                print(f"wrote {path}")
+        if args.plot:
+            compare_lib.plot(comparison, args.metric, args.plot)
+            print(f"wrote {args.plot}")
+    except (ValueError, TrackingError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    return 0

@@ -1,0 +1,470 @@
+"""`tfxflow kubeflow`: compile the pipeline for Kubeflow Pipelines, check a compiled spec, write TF Serving's
+canary config, and submit, schedule or unschedule runs."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import sys
+
+from tfxflow.pipeline import settings
+from tfxflow.pipeline.cli import common
+from tfxflow.pipeline.config import DEFAULT_DATASET, PipelineSettings
+from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
+
+HELP = "compile the pipeline for Kubeflow Pipelines; check, submit or schedule it"
+COMMANDS = {
+    "compile": "compile to a KFP v2 pipeline spec (YAML)",
+    "check": "check a compiled spec against the open-source KFP backend's rules",
+    "serving-config": "TF Serving's model config for a stable and a canary version (version labels)",
+    "submit": "start one run of a compiled pipeline",
+    "schedule": "create or replace a recurring run of a compiled pipeline",
+    "unschedule": "delete a recurring run",
+}
+# What a compiled pipeline can do with each `--tracking` of `tfxflow run`: its tracking steps need the store,
+# so there is no `optional`.
+COMPILE_TRACKING = ("required", "off")
+
+
+def _compile_tracking(text: str) -> str:
+    """`--tracking` of `kubeflow compile`: `on`, its spelling before it took run's vocabulary, still works."""
+    if text == "on":
+        print(
+            "warning: --tracking on is deprecated, use --tracking required (the same); 'on' goes in the next release",
+            file=sys.stderr,
+        )
+        return "required"
+    return text
+
+
+def add_parser(sub) -> None:
+    kf = sub.add_parser("kubeflow", help=HELP, description=HELP, formatter_class=common.HelpFormatter)
+    kf_sub = kf.add_subparsers(dest="kubeflow_command", required=True, metavar="COMMAND")
+    fmt = common.HelpFormatter
+
+    def command(name: str):
+        return kf_sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name], formatter_class=fmt)
+
+    _add_compile(command("compile"))
+    check = command("check")
+    check.add_argument("spec", metavar="SPEC", help="the compiled file (YAML)")
+    canary = command("serving-config")
+    canary.add_argument("--model-name", default=DEFAULT_DATASET, metavar="NAME", help="the served model's name")
+    canary.add_argument(
+        "--base-path",
+        metavar="DIR",
+        help="the model's folder as TF Serving sees it (default: /serving/models/<model-name>, as kubeflow/serving/)",
+    )
+    canary.add_argument(
+        "--serving-dir",
+        metavar="DIR",
+        help="a local serving directory to pick the versions from: the newest is the canary, the one before it stable",
+    )
+    canary.add_argument("--stable", type=int, metavar="VERSION", help="the version most traffic keeps")
+    canary.add_argument("--canary", type=int, metavar="VERSION", help="the version on trial")
+    canary.add_argument("--out", metavar="FILE", help="write the config here (default: print it)")
+    for name in ("submit", "schedule", "unschedule"):
+        cmd = command(name)
+        conn = cmd.add_argument_group("connection (never printed)")
+        conn.add_argument("--host", metavar="URL", help="KFP API endpoint (default: $KFP_HOST)")
+        conn.add_argument(
+            "--namespace", metavar="NAME", help="profile namespace on multi-user Kubeflow (default: $KFP_NAMESPACE)"
+        )
+        conn.add_argument("--token-file", metavar="FILE", help="file holding a bearer token (default: $KFP_TOKEN)")
+        cmd.add_argument(
+            "--kfp-experiment",
+            metavar="NAME",
+            help="KFP experiment (default: the pipeline's name)",
+        )
+        cmd.add_argument(
+            "--experiment",
+            dest="kfp_experiment",
+            metavar="NAME",
+            action=common.DeprecatedAlias,
+            instead="--kfp-experiment",
+            help="deprecated spelling of --kfp-experiment",
+        )
+        if name in ("submit", "schedule"):
+            cmd.add_argument(
+                "--spec", required=True, metavar="FILE", help="the compiled file (tfxflow kubeflow compile)"
+            )
+            cmd.add_argument(
+                "--param",
+                action="append",
+                default=[],
+                metavar="NAME=VALUE",
+                help="pipeline parameter (repeatable): data_root, train_args, serving_data_root, allowed_anomaly_types",
+            )
+        if name == "submit":
+            cmd.add_argument("--run-name", metavar="NAME", help="the run's name (default: <pipeline>-<time>)")
+        else:
+            cmd.add_argument(
+                "--name", required=True, metavar="NAME", help="the recurring run's name, unique in the experiment"
+            )
+        if name == "schedule":
+            cmd.add_argument(
+                "--cron", required=True, metavar="CRON", help="six fields, seconds first: '0 0 3 * * *' is 03:00 daily"
+            )
+            cmd.add_argument(
+                "--max-concurrency", type=int, default=1, metavar="N", help="runs of the schedule at most at once"
+            )
+            cmd.add_argument("--catchup", action="store_true", help="backfill missed intervals (default: no)")
+        if name == "unschedule":
+            cmd.add_argument(
+                "--pipeline-name",
+                metavar="NAME",
+                help=f"names the default experiment (default: tfxflow-{DEFAULT_DATASET})",
+            )
+
+
+def _add_compile(comp) -> None:
+    where = comp.add_argument_group("image and paths (object-store URIs, or paths on mounted volumes)")
+    where.add_argument(
+        "--image", required=True, metavar="IMAGE", help="the project image (kubeflow/Dockerfile), pinned: repo/name:tag"
+    )
+    where.add_argument(
+        "--pipeline-root",
+        required=True,
+        metavar="URI",
+        help="gs://, s3:// or minio://, e.g. minio://mlpipeline/v2/artifacts (open-source Kubeflow)",
+    )
+    where.add_argument(
+        "--data-root",
+        required=True,
+        metavar="URI",
+        help="folder of CSV files, compiled as the data_root pipeline parameter (a run may set another)",
+    )
+    where.add_argument(
+        "--serving-dir",
+        metavar="URI",
+        help="TF Serving model base (default: <mount>/models on --serving-pvc, or "
+        "<pipeline-root>/serving with --serving-pvc '')",
+    )
+    where.add_argument(
+        "--serving-pvc",
+        default="tf-serving-models",
+        metavar="CLAIM",
+        help="PersistentVolumeClaim of the serving directory (kubeflow/serving/); '': none",
+    )
+    where.add_argument("--serving-mount", default="/serving", metavar="DIR", help="where --serving-pvc is mounted")
+    where.add_argument(
+        "--data-pvc",
+        default="",
+        metavar="CLAIM",
+        help="PersistentVolumeClaim holding --data-root and --serving-data when they are paths",
+    )
+    where.add_argument("--data-mount", default="/data", metavar="DIR", help="where --data-pvc is mounted")
+    where.add_argument(
+        "--s3-endpoint",
+        default="",
+        metavar="URL",
+        help="S3 endpoint of s3:// and minio:// locations (default for minio://: http://minio-service.kubeflow:9000)",
+    )
+    where.add_argument(
+        "--object-store-secret",
+        default="mlpipeline-minio-artifact",
+        metavar="SECRET",
+        help="secret with the keys accesskey and secretkey for s3:// and minio:// ('': the pod's own identity)",
+    )
+    where.add_argument("--output", metavar="FILE", help="compiled file (default: ./<pipeline-name>.yaml)")
+    data = comp.add_argument_group(
+        "data and model (--allow-anomaly and --serving-data give the defaults of the pipeline parameters "
+        "allowed_anomaly_types and serving_data_root)"
+    )
+    common.add_pipeline_settings(
+        data,
+        only=(
+            "dataset",
+            "schema_path",
+            "feature_config_path",
+            "pipeline_name",
+            "model_name",
+            "allowed_anomaly_types",
+            "serving_data_root",
+            "drift_check",
+        ),
+    )
+    common.add_evaluation_args(data)
+    common.add_training_args(comp)
+    k8s = comp.add_argument_group("cluster")
+    k8s.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs the Trainer requests (0: none)")
+    k8s.add_argument(
+        "--gpu-resource", default="nvidia.com/gpu", metavar="NAME", help="Kubernetes resource name of the GPU"
+    )
+    k8s.add_argument(
+        "--trainer-cpu", default="4", metavar="CPUS", help="CPUs of the Trainer (request and limit; '': none)"
+    )
+    k8s.add_argument(
+        "--trainer-memory", default="16G", metavar="SIZE", help="memory of the Trainer (request and limit)"
+    )
+    k8s.add_argument(
+        "--step-cpu", default="2", metavar="CPUS", help="CPUs of every other step (request and limit; '': none)"
+    )
+    k8s.add_argument(
+        "--step-memory", default="8G", metavar="SIZE", help="memory of every other step (request and limit)"
+    )
+    k8s.add_argument(
+        "--node-selector",
+        action="append",
+        default=[],
+        metavar="LABEL=VALUE",
+        help="Trainer node selector (repeatable), e.g. nvidia.com/gpu.present=true",
+    )
+    k8s.add_argument(
+        "--toleration",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE][:EFFECT]",
+        help="Trainer toleration (repeatable), e.g. nvidia.com/gpu:NoSchedule",
+    )
+    common.add_beam_args(comp.add_argument_group("Beam runner (pipeline/beam_runners.py)"), kubeflow=True)
+    track = comp.add_argument_group("tracking (MLflow)")
+    common.add_pipeline_settings(
+        track,
+        only=("tracking", "mlflow_uri", "experiment"),
+        overrides={
+            "tracking": {
+                "choices": COMPILE_TRACKING,
+                "type": _compile_tracking,
+                "help": "required: the pipeline records each run in MLflow (its tracking steps need the store); "
+                "off: it has no tracking steps ('on': deprecated spelling of required)",
+            },
+            "mlflow_uri": {"help": "$MLFLOW_TRACKING_URI of the tracking steps"},
+        },
+    )
+    track.add_argument(
+        "--mlflow-secret",
+        default="",
+        metavar="SECRET",
+        help="Kubernetes secret whose keys (--mlflow-secret-key) become the tracking steps' environment",
+    )
+    track.add_argument(
+        "--mlflow-secret-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a key of --mlflow-secret (repeatable; default: MLFLOW_TRACKING_URI)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from tfxflow.pipeline.config import ConfigError
+    from tfxflow.pipeline.kfp.client import KfpError
+
+    try:
+        if args.kubeflow_command == "compile":
+            return _compile(args)
+        if args.kubeflow_command == "check":
+            return _check(args.spec)
+        if args.kubeflow_command == "serving-config":
+            return _serving_config(args)
+        return _remote(args)
+    except (ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except KfpError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from tfxflow.pipeline import config as config_lib
+    from tfxflow.pipeline.beam_runners import describe
+    from tfxflow.pipeline.kfp import compiler as kf
+
+    shared = settings.from_args(PipelineSettings, args)
+    schema_path, features = config_lib.load_schema_and_features(
+        shared.dataset, shared.schema_path, shared.feature_config_path
+    )
+    pipeline_name = shared.pipeline_name or f"tfxflow-{shared.dataset}"
+    beam, beam_mode, beam_workers = common.beam_runner(args, kubeflow=True)
+    root = args.pipeline_root.rstrip("/")
+    serving_dir = args.serving_dir or (
+        f"{args.serving_mount.rstrip('/')}/models" if args.serving_pvc else f"{root}/serving"
+    )
+    config = kf.KubeflowConfig(
+        pipeline_name=pipeline_name,
+        model_name=shared.model_name or shared.dataset,
+        image=args.image,
+        pipeline_root=root,
+        data_root=args.data_root,
+        serving_dir=serving_dir,
+        schema_path=schema_path,
+        features=features,
+        training=common.training_config(args),
+        evaluation=common.evaluation_config(args),
+        allowed_anomaly_types=shared.allowed_anomaly_types,
+        serving_data_root=shared.serving_data_root or "",
+        gpus=args.gpus,
+        gpu_resource=args.gpu_resource,
+        trainer_cpu=args.trainer_cpu,
+        trainer_memory=args.trainer_memory,
+        step_cpu=args.step_cpu,
+        step_memory=args.step_memory,
+        drift_check=shared.drift_check,
+        node_selector=kf.parse_key_values(args.node_selector, "--node-selector"),
+        tolerations=tuple(kf.Toleration.parse(t) for t in args.toleration),
+        beam_mode=beam_mode,
+        beam_workers=beam_workers,
+        beam=beam,
+        tracking=shared.tracking != "off",
+        experiment=shared.experiment or "",
+        mlflow_uri=shared.mlflow_uri or "",
+        mlflow_secret=args.mlflow_secret,
+        mlflow_secret_keys=tuple(args.mlflow_secret_key) or (kf.TRACKING_ENV,),
+        serving_pvc=args.serving_pvc or "",
+        serving_mount=args.serving_mount,
+        data_pvc=args.data_pvc,
+        data_mount=args.data_mount,
+        s3_endpoint=args.s3_endpoint,
+        object_store_secret=args.object_store_secret,
+    )
+    kf.check_kubeflow_config(config)  # before TensorFlow is imported: a wrong flag answers at once
+    output = os.path.abspath(args.output or f"{pipeline_name}.yaml")
+    import tempfile
+
+    from tfxflow.pipeline.local.runner import configure_logging, stderr_to
+
+    # TensorFlow's and TFX's import-time chatter goes to a log kept only when compiling fails.
+    log_file = os.path.join(tempfile.gettempdir(), f"tfxflow-compile-{os.getpid()}.log")
+    configure_logging(log_file)
+    try:
+        with stderr_to(log_file):
+            result = kf.compile_pipeline(config, output)
+    except Exception as err:  # pylint: disable=broad-except
+        logging.getLogger(__name__).exception("compile failed")
+        if isinstance(err, ValueError):  # a configuration error, printed by the caller
+            os.remove(log_file)
+            raise
+        print(f"error: compiling failed: {type(err).__name__}: {err}\n  full log: {log_file}", file=sys.stderr)
+        return 1
+    os.remove(log_file)
+    gpu = f"{config.gpus} x {config.gpu_resource}" if config.gpus else "none"
+    print(
+        f"tfxflow: compiled {pipeline_name} ({len(result.steps)} steps) in {result.seconds:.1f} s\n"
+        f"  spec:       {result.path}\n  image:      {config.image}\n  root:       {config.pipeline_root}\n"
+        f"  schema:     {config.schema_path} (in the spec, sha256 {result.schema_sha256})\n"
+        f"  serving:    {config.serving_dir}"
+        + (f" on claim {config.serving_pvc}" if config.serving_pvc else "")
+        + "\n  baselines:  the newest version under the serving directory"
+        + ("" if config.drift_check else " (no drift check)")
+        + "\n"
+        f"  trainer:    GPUs {gpu}"
+        + (f", node selector {dict(config.node_selector)}" if config.node_selector else "")
+        + (f", {len(config.tolerations)} toleration(s)" if config.tolerations else "")
+        + "\n"
+        f"  beam:       {describe(config.beam_runner)}\n"
+        "  parameters: " + ", ".join(f"{k}={v!r}" for k, v in sorted(result.parameters.items()))
+    )
+    return 0
+
+
+def _serving_config(args: argparse.Namespace) -> int:
+    from tfxflow.pipeline.kfp import serving_config
+
+    available = (
+        serving_config.served_versions(os.path.join(args.serving_dir, args.model_name)) if args.serving_dir else []
+    )
+    stable, canary = serving_config.choose_versions(available, args.stable, args.canary)
+    text = serving_config.config_text(
+        serving_config.canary_config(
+            args.model_name, args.base_path or f"/serving/models/{args.model_name}", stable, canary
+        )
+    )
+    if not args.out:
+        print(text, end="")
+        return 0
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(
+        f"tfxflow: wrote {args.out}: {args.model_name} version {stable} labelled stable, {canary} labelled canary "
+        "(kubeflow/serving/canary/README.md: load, label, route)"
+    )
+    return 0
+
+
+def _check(path: str) -> int:
+    from tfxflow.pipeline.kfp import spec_check as kfp_check
+
+    problems = kfp_check.check_file(path)
+    if problems:
+        print(kfp_check.format_problems(path, problems), file=sys.stderr)
+        return 1
+    print(f"tfxflow: {path}: admitted by the open-source KFP 2.x backend's rules (pipeline/kfp/spec_check.py)")
+    return 0
+
+
+def _remote(args: argparse.Namespace) -> int:
+    from tfxflow.pipeline.kfp import client as kfp_client
+    from tfxflow.pipeline.kfp.compiler import load_spec, parse_key_values
+
+    connection = kfp_client.connection_from(args.host, args.namespace, args.token_file, os.environ)
+    if args.kubeflow_command == "unschedule":
+        experiment = args.kfp_experiment or args.pipeline_name or f"tfxflow-{DEFAULT_DATASET}"
+        removed = kfp_client.unschedule(kfp_client.make_client(connection), experiment, args.name, connection.namespace)
+        print(
+            f"tfxflow: removed recurring run '{args.name}' from experiment {experiment}: {', '.join(removed)}"
+            if removed
+            else f"tfxflow: no recurring run '{args.name}' in experiment {experiment}; nothing to do"
+        )
+        return 0
+    from tfxflow.pipeline.kfp import spec_check as kfp_check
+
+    problems = kfp_check.check_file(args.spec)  # what the API server would refuse at run creation
+    if problems:
+        raise ValueError(kfp_check.format_problems(args.spec, problems))
+    spec, _ = load_spec(args.spec)
+    pipeline_name = spec["pipelineInfo"]["name"]
+    # The backend does not read the spec's default root: a run without one writes to the namespace's.
+    pipeline_root = spec.get("defaultPipelineRoot") or None
+    declared = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    params = dict(parse_key_values(args.param, "--param"))
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise ValueError(
+            f"--param {', '.join(unknown)}: not a parameter of {args.spec} (it has {', '.join(sorted(declared))})"
+        )
+    if args.kubeflow_command == "schedule":
+        kfp_client.check_cron(args.cron)  # before any call to the cluster
+    experiment = args.kfp_experiment or pipeline_name
+    client = kfp_client.make_client(connection)
+    if args.kubeflow_command == "submit":
+        run_name = args.run_name or f"{pipeline_name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        done = kfp_client.submit(
+            client,
+            args.spec,
+            pipeline_name,
+            experiment,
+            run_name,
+            params,
+            connection.namespace,
+            pipeline_root=pipeline_root,
+        )
+        print(
+            f"tfxflow: run '{run_name}' started: run id {done.run_id}\n  experiment: {experiment} "
+            f"({done.experiment_id})\n  pipeline version: {done.version_id}\n  UI: {connection.host}/#/runs/details/"
+            f"{done.run_id}"
+        )
+        return 0
+    done = kfp_client.schedule(
+        client,
+        args.spec,
+        pipeline_name,
+        experiment,
+        args.name,
+        args.cron,
+        params,
+        args.max_concurrency,
+        args.catchup,
+        connection.namespace,
+        pipeline_root=pipeline_root,
+    )
+    replaced = f"; replaced {', '.join(done.replaced)}" if done.replaced else ""
+    print(
+        f"tfxflow: recurring run '{args.name}' ({done.recurring_run_id}) in experiment {experiment}: cron "
+        f"'{kfp_client.check_cron(args.cron)}', at most {args.max_concurrency} at once, catch-up "
+        f"{'on' if args.catchup else 'off'}{replaced}\n  pipeline version: {done.version_id}"
+    )
+    return 0

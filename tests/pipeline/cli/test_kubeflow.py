@@ -1,0 +1,110 @@
+"""`tfxflow kubeflow`: compile from the command line, check the spec; the Beam flags of compile; deprecated
+spellings."""
+
+import yaml
+
+from tests import helpers
+from tests.pipeline.cli.test_run import _beam
+
+
+def test_kubeflow_compile_from_the_command_line(tmp_path):
+    spec = tmp_path / "taxi.yaml"
+    result = helpers.run_cli(
+        "kubeflow",
+        "compile",
+        "--image",
+        "registry.example.com/ml/tfxflow:0.1.0",
+        "--pipeline-root",
+        "minio://mlpipeline/v2/artifacts",
+        "--data-root",
+        "minio://mlpipeline/data/taxi",
+        "--mlflow-uri",
+        "http://mlflow.mlflow.svc:5000",
+        "--train-steps",
+        "700",
+        "--gpus",
+        "4",
+        "--node-selector",
+        "cloud.google.com/gke-accelerator=nvidia-h100-80gb",
+        "--output",
+        str(spec),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # TensorFlow's start-up chatter goes to a log, kept only on failure
+    assert f"spec:       {spec}" in result.stdout
+    assert (
+        "GPUs 4 x nvidia.com/gpu, node selector {'cloud.google.com/gke-accelerator': 'nvidia-h100-80gb'}"
+        in result.stdout
+    )
+    assert "train_args='{\"num_steps\": 700}'" in result.stdout
+    assert spec.stat().st_size > 10_000
+    assert "serving:    /serving/models on claim tf-serving-models" in result.stdout
+    checked = helpers.run_cli("kubeflow", "check", str(spec), timeout=120)
+    assert checked.returncode == 0 and "admitted" in checked.stdout, checked.stderr
+    # What TFX's V2 runner emits for a resolver node, which the open-source backend refuses at run creation.
+    documents = [d for d in yaml.safe_load_all(spec.read_text()) if d]
+    documents[0]["deploymentSpec"]["executors"]["Evaluator_executor"] = {"resolver": {"outputArtifactQueries": {}}}
+    resolver_spec = tmp_path / "with-resolver.yaml"
+    resolver_spec.write_text(yaml.safe_dump_all(documents))
+    refused_spec = helpers.run_cli("kubeflow", "check", str(resolver_spec), timeout=120)
+    assert refused_spec.returncode == 1 and "Traceback" not in refused_spec.stderr
+    assert "Evaluator_executor" in refused_spec.stderr and "non-container and non-importer" in refused_spec.stderr
+    missing = helpers.run_cli("kubeflow", "check", str(tmp_path / "missing.yaml"), timeout=120)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert f"{tmp_path / 'missing.yaml'}: cannot read the compiled spec" in missing.stderr
+
+    refused = helpers.run_cli(
+        "kubeflow",
+        "compile",
+        "--image",
+        "tfxflow",
+        "--pipeline-root",
+        "gs://b/r",
+        "--data-root",
+        "gs://b/d",
+        "--tracking",
+        "off",
+        "--output",
+        str(tmp_path / "x.yaml"),
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "--image 'tfxflow': give a pinned tag or digest" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "x.yaml").exists()
+
+
+def test_beam_flags_of_kubeflow_compile_default_to_the_pods_direct_runner_and_the_steps_image():
+    from tfxflow.pipeline.beam_runners import beam_pipeline_args
+
+    runner, mode, workers = _beam(kubeflow=True)
+    assert (runner.runner, mode, workers) == ("direct", "multi_processing", 0)
+    runner, _, _ = _beam(
+        "--beam-runner",
+        "dataflow",
+        "--dataflow-project",
+        "ml-prod-4711",
+        "--dataflow-region",
+        "us-central1",
+        "--dataflow-temp-location",
+        "gs://ml-tmp/dataflow",
+        kubeflow=True,
+    )
+    assert beam_pipeline_args(runner) == [
+        "--runner=DataflowRunner",
+        "--project=ml-prod-4711",
+        "--region=us-central1",
+        "--temp_location=gs://ml-tmp/dataflow",
+        "--sdk_container_image=registry.example.com/ml/tfxflow:0.1.0",
+    ]
+    runner, _, _ = _beam(
+        "--beam-runner",
+        "spark",
+        "--spark-master-url",
+        "spark://spark-master:7077",
+        "--beam-image",
+        "registry.example.com/ml/beam-worker:2",
+        kubeflow=True,
+    )
+    assert runner.image == "registry.example.com/ml/beam-worker:2"
+    runner, _, _ = _beam("--beam-runner", "portable", kubeflow=True)
+    assert runner.image == "" and beam_pipeline_args(runner)[-1] == "--environment_type=LOOPBACK"

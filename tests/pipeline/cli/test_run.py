@@ -1,0 +1,105 @@
+"""`tfxflow run`: configuration errors give one clear line and exit status 2; the Beam flags make the runner."""
+
+import os
+
+from tests import helpers
+
+
+def test_missing_data_root_is_one_clear_line(tmp_path):
+    result = helpers.run_cli("run", "--home", str(tmp_path), "--data-root", str(tmp_path / "missing"), timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: --data-root {tmp_path}/missing: no such folder"
+    assert not os.path.exists(tmp_path / "serving")
+
+
+def test_bad_feature_config_names_the_file(tmp_path):
+    features = tmp_path / "features.yaml"
+    features.write_text("label: {name: y, column: tips}\nnumeric: [fare]\nbuckets: 3\n")
+    result = helpers.run_cli("run", "--home", str(tmp_path), "--feature-config", str(features), timeout=300)
+    assert result.returncode == 2
+    assert f"error: {features}: unknown key(s) ['buckets']" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_home_that_cannot_be_created_is_one_clear_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = helpers.run_cli("run", "--home", str(blocker / "home"), timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: cannot write to the home folder {blocker}/home: Not a directory; nothing was run"
+    )
+
+
+def test_bad_hidden_units_flag(tmp_path):
+    result = helpers.run_cli("run", "--home", str(tmp_path), "--hidden-units", "64,x", timeout=300)
+    assert result.returncode == 2 and "--hidden-units must be comma-separated integers" in result.stderr
+
+
+def _beam(*argv: str, kubeflow: bool = False):
+    """(BeamRunner, beam_mode, beam_workers) that `tfxflow run` / `kubeflow compile` make of Beam flags."""
+    from tfxflow.pipeline.cli import common
+    from tfxflow.pipeline.cli.main import build_parser
+
+    base = (
+        [
+            "kubeflow",
+            "compile",
+            "--image",
+            "registry.example.com/ml/tfxflow:0.1.0",
+            "--pipeline-root",
+            "gs://ml-artifacts/root",
+            "--data-root",
+            "gs://ml-data/taxi",
+        ]
+        if kubeflow
+        else ["run"]
+    )
+    return common.beam_runner(build_parser().parse_args(base + list(argv)), kubeflow=kubeflow)
+
+
+def test_beam_flags_make_the_runner_of_run():
+    from tfxflow.pipeline.beam_runners import BeamRunner, beam_pipeline_args
+
+    runner, mode, workers = _beam()
+    assert (runner.runner, mode, workers) == ("direct", "in_memory", 1) and beam_pipeline_args(runner) == []
+    assert _beam("--beam-mode", "multi_processing", "--beam-workers", "0")[1:] == ("multi_processing", 0)
+    runner, _, _ = _beam("--beam-runner", "portable")
+    assert runner == BeamRunner(runner="portable")
+    runner, _, _ = _beam(
+        "--beam-runner",
+        "flink",
+        "--flink-master",
+        "flink-jobmanager:8081",
+        "--flink-parallelism",
+        "4",
+        "--beam-image",
+        "registry.example.com/ml/tfxflow:0.1.0",
+        "--beam-arg=--flink_version=1.17",
+    )
+    assert beam_pipeline_args(runner) == [
+        "--runner=FlinkRunner",
+        "--flink_master=flink-jobmanager:8081",
+        "--parallelism=4",
+        "--environment_type=DOCKER",
+        "--environment_config=registry.example.com/ml/tfxflow:0.1.0",
+        "--sdk_container_image=registry.example.com/ml/tfxflow:0.1.0",
+        "--flink_version=1.17",
+    ]
+
+
+def test_beam_flag_errors_are_one_line_before_any_work(tmp_path):
+    result = helpers.run_cli("run", "--home", str(tmp_path), "--beam-runner", "flink", timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "error: --beam-runner flink needs --flink-master host:port (the JobManager's "
+        "REST endpoint, e.g. flink-jobmanager:8081)"
+    )
+    result = helpers.run_cli(
+        "run", "--home", str(tmp_path), "--beam-runner", "portable", "--beam-workers", "4", timeout=300
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: --beam-workers is a setting of --beam-runner direct, not of --beam-runner portable"
+    )
+    assert not os.path.exists(tmp_path / "pipeline_root")
