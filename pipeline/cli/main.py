@@ -87,7 +87,7 @@ def console_main() -> None:
     sys.stderr.flush()
     logging.shutdown()
     # TF 2.16 raises ignored exceptions from AtomicFunction.__del__ while the interpreter tears down.
-    os._exit(code)  # pylint: disable=protected-access
+    os._exit(code)
 
 
 if __name__ == "__main__":

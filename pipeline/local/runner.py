@@ -213,7 +213,7 @@ def configure_logging(log_file: str) -> None:
 
     absl_logging.set_verbosity(absl_logging.INFO)
     # absl prints a "not initialized" warning to stderr once when it is used outside app.run.
-    absl_logging._warn_preinit_stderr = False  # pylint: disable=protected-access
+    absl_logging._warn_preinit_stderr = False  # noqa: SLF001 (absl has no public switch)
 
 
 @contextlib.contextmanager
@@ -344,7 +344,7 @@ def _close_failed_run(tracking, err: BaseException) -> None:
         tracking_lib.finish_run(
             tracking.uri, tracking.experiment, tracking.run_key, "FAILED", f"{type(err).__name__}: {err}"
         )
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # noqa: BLE001 (recording the failure must not hide the run's own error)
         logging.getLogger(__name__).exception("could not mark the MLflow run failed")
 
 

@@ -8,7 +8,6 @@ import pytest
 
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.cli.main import build_parser
-from tfxflow.pipeline.cli.run import main as run_main  # noqa: F401  # the subcommand modules import alone
 
 COMPILE = [
     "kubeflow",
@@ -28,21 +27,21 @@ def _parsers():
     while todo:
         words, parser = todo.pop()
         yield words, parser
-        for action in parser._actions:  # pylint: disable=protected-access
-            if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
                 todo += [(words + (name,), sub) for name, sub in action.choices.items()]
 
 
 def _help_of(parser, action) -> str:
-    formatter = parser._get_formatter()  # pylint: disable=protected-access
-    return formatter._expand_help(action) if action.help else ""  # pylint: disable=protected-access
+    formatter = parser._get_formatter()
+    return formatter._expand_help(action) if action.help else ""
 
 
 def test_every_subcommand_has_a_help_line():
     for words, parser in _parsers():
-        for action in parser._actions:  # pylint: disable=protected-access
-            if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
-                helps = {choice.dest: choice.help for choice in action._choices_actions}  # pylint: disable=protected-access
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {choice.dest: choice.help for choice in action._choices_actions}
                 assert set(helps) == set(action.choices), words
                 assert all(helps.values()), (words, helps)
     top = build_parser().format_help()
@@ -54,7 +53,7 @@ def test_every_subcommand_has_a_help_line():
 
 @pytest.mark.parametrize("words,parser", list(_parsers()), ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
 def test_help_states_each_default_once_and_required_flags_as_required(words, parser):
-    for action in parser._actions:  # pylint: disable=protected-access
+    for action in parser._actions:
         if not action.option_strings or action.help == argparse.SUPPRESS:
             continue
         text = _help_of(parser, action)
