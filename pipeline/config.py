@@ -240,15 +240,16 @@ class Paths:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """Everything a local run needs, validated."""
+class SharedConfig:
+    """What a local run (RunConfig) and a compiled Kubeflow pipeline (pipeline/kfp/compiler.py's KubeflowConfig)
+    both are: the data, the schema and features, the settings of every step, the Beam runner. Each adds its
+    own fields; a field here is declared once for both."""
 
     pipeline_name: str
     model_name: str
     data_root: str
     schema_path: str
     features: FeatureConfig
-    paths: Paths
     training: TrainingConfig = TrainingConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     split: SplitConfig = SplitConfig()
@@ -259,15 +260,7 @@ class RunConfig:
     allowed_anomaly_types: Tuple[str, ...] = ()
     drift_check: bool = True
     serving_data_root: Optional[str] = None  # CSV files of serving requests (no label), for skew
-    tracking_uri: Optional[str] = None  # MLflow; None: not tracked
-    tracking_mode: str = "required"  # required: an unreachable store stops the run; optional: runs untracked
     experiment: str = ""  # MLflow experiment; default: the pipeline name
-    keep_versions: int = DEFAULT_KEEP_VERSIONS  # model versions kept in the serving directory (at least 2)
-
-    @property
-    def model_base_dir(self) -> str:
-        """`<serving_dir>/<model_name>`: the folder of the model's integer versions, TF Serving's base path."""
-        return os.path.join(self.paths.serving_dir, self.model_name)
 
     @property
     def beam_runner(self) -> "BeamRunner":
@@ -279,6 +272,21 @@ class RunConfig:
         from tfxflow.pipeline.beam_runners import beam_pipeline_args
 
         return beam_pipeline_args(self.beam_runner)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig(SharedConfig):
+    """Everything a local run needs, validated."""
+
+    paths: Paths
+    tracking_uri: Optional[str] = None  # MLflow; None: not tracked
+    tracking_mode: str = "required"  # required: an unreachable store stops the run; optional: runs untracked
+    keep_versions: int = DEFAULT_KEEP_VERSIONS  # model versions kept in the serving directory (at least 2)
+
+    @property
+    def model_base_dir(self) -> str:
+        """`<serving_dir>/<model_name>`: the folder of the model's integer versions, TF Serving's base path."""
+        return os.path.join(self.paths.serving_dir, self.model_name)
 
 
 def beam_runner_of(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int) -> "BeamRunner":

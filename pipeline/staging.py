@@ -7,35 +7,10 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from tfxflow.components.model.features import FeatureConfig
-    from tfxflow.pipeline.beam_runners import BeamRunner
-    from tfxflow.pipeline.config import EvaluationConfig, RunConfig, SplitConfig, TrainingConfig
-
-
-class TrackedConfig(Protocol):
-    """What `tracking_params` reads: the fields a local run's RunConfig and a compiled pipeline's KubeflowConfig
-    share (named here, so this module needs neither)."""
-
-    pipeline_name: str
-    model_name: str
-    data_root: str
-    schema_path: str
-    features: "FeatureConfig"
-    serving_data_root: Optional[str]
-    training: "TrainingConfig"
-    evaluation: "EvaluationConfig"
-    split: "SplitConfig"
-    beam_mode: str
-    beam_workers: int
-    enable_cache: bool
-    allowed_anomaly_types: Tuple[str, ...]
-    drift_check: bool
-
-    @property
-    def beam_runner(self) -> "BeamRunner": ...
+    from tfxflow.pipeline.config import RunConfig, SharedConfig
 
 
 def stage_schema(schema_path: str, pipeline_root: str) -> str:
@@ -97,7 +72,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def tracking_params(config: TrackedConfig, schema_path: str) -> dict:
+def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
     """What an MLflow run records as params: every knob, the data, hashes of schema and feature config,
     the code version and the package versions."""
     import importlib.metadata

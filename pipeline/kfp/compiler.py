@@ -24,20 +24,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import object_store
-from tfxflow.components.model.features import FeatureConfig
-from tfxflow.pipeline.beam_runners import BeamRunner, beam_pipeline_args
-from tfxflow.pipeline.config import (
-    ConfigError,
-    EvaluationConfig,
-    SplitConfig,
-    TrainingConfig,
-    beam_runner_of,
-    check_shared,
-    split_beam_runner,
-)
+from tfxflow.pipeline.beam_runners import BeamRunner
+from tfxflow.pipeline.config import ConfigError, SharedConfig, check_shared, split_beam_runner
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 
@@ -89,24 +80,19 @@ class Toleration:
         return data
 
 
-@dataclasses.dataclass(frozen=True)
-class KubeflowConfig:
-    """Everything a compiled Kubeflow pipeline needs, validated. Paths are object-store URIs (gs://, s3://)
-    or paths inside the containers (a mounted volume)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KubeflowConfig(SharedConfig):
+    """Everything a compiled Kubeflow pipeline needs, validated: the fields a local run has too (SharedConfig),
+    and the cluster's. Paths are object-store URIs (gs://, s3://) or paths inside the containers (a mounted
+    volume); `data_root` and `serving_data_root` are the defaults of the pipeline parameters of those names,
+    `schema_path` the local curated schema, whose content is compiled into the spec."""
 
-    pipeline_name: str
-    model_name: str
     image: str
     pipeline_root: str  # gs://, s3:// or minio:// (KFP's launcher uploads nowhere else)
-    data_root: str  # the default of the `data_root` pipeline parameter
     serving_dir: str
-    schema_path: str  # the local curated schema; its content is compiled into the spec
-    features: FeatureConfig
-    training: TrainingConfig = TrainingConfig()
-    evaluation: EvaluationConfig = EvaluationConfig()
-    split: SplitConfig = SplitConfig()
-    allowed_anomaly_types: Tuple[str, ...] = ()
-    serving_data_root: str = ""  # the default of the `serving_data_root` parameter; empty: no skew check
+    serving_data_root: str = ""  # empty: no skew check
+    beam_mode: str = "multi_processing"  # the DirectRunner's in each step's pod, when `beam` is None
+    beam_workers: int = 0  # 0: one per core of the step's pod
     gpus: int = 1
     gpu_resource: str = GPU_RESOURCE
     trainer_cpu: str = "4"  # the Trainer's CPU request and limit; empty: the cluster's default
@@ -115,11 +101,7 @@ class KubeflowConfig:
     step_memory: str = "8G"
     node_selector: Tuple[Tuple[str, str], ...] = ()
     tolerations: Tuple[Toleration, ...] = ()
-    beam_mode: str = "multi_processing"  # the DirectRunner's, when `beam` is None
-    beam_workers: int = 0  # 0: one per core of the step's pod
-    beam: Optional[BeamRunner] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
     tracking: bool = True
-    experiment: str = ""  # MLflow experiment; default: the pipeline name
     mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
     mlflow_secret: str = ""  # a Kubernetes secret whose keys become the tracking steps' environment
     mlflow_secret_keys: Tuple[str, ...] = (TRACKING_ENV,)
@@ -127,20 +109,10 @@ class KubeflowConfig:
     serving_mount: str = "/serving"
     data_pvc: str = ""  # a PersistentVolumeClaim holding data folders, mounted at data_mount where they are read
     data_mount: str = "/data"
-    enable_cache: bool = True
-    drift_check: bool = True
     # s3:// and minio:// locations: the endpoint (empty: AWS for s3://, the install's MinIO for minio://) and
     # the secret holding the credentials (empty: the pod's own identity, e.g. IAM roles for service accounts).
     s3_endpoint: str = ""
     object_store_secret: str = OBJECT_STORE_SECRET
-
-    @property
-    def beam_runner(self) -> BeamRunner:
-        return beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
-
-    @property
-    def beam_pipeline_args(self) -> List[str]:
-        return beam_pipeline_args(self.beam_runner)
 
     @property
     def trainer_backup_dir(self) -> str:

@@ -48,3 +48,15 @@ def test_up_to_date_needs_the_same_fingerprint_and_the_outputs(tmp_path):
     assert up_to_date(config, "another") is None
     shutil.rmtree(pushed)  # the served model was removed: run again
     assert up_to_date(config, fingerprint) is None
+
+
+def test_staging_names_neither_runner():
+    """tracking_params reads the SharedConfig both configs extend: staging imports no compiler (no cycle)."""
+    import ast
+
+    from tfxflow.pipeline import staging
+
+    with open(staging.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module is not None}
+    assert not {m for m in imported if m.startswith(("tfxflow.pipeline.kfp", "tfxflow.pipeline.local"))}
