@@ -83,6 +83,17 @@ def training_config(args: argparse.Namespace) -> TrainingConfig:
     return settings.from_args(TrainingConfig, args, hardware=settings.from_args(HardwareConfig, args))
 
 
+def _direct_defaults(kubeflow: bool) -> Tuple[str, int]:
+    """(beam_mode, beam_workers) of the DirectRunner by default: the config's field defaults (a local run: in
+    memory, one worker; a Kubeflow step: multi_processing, one worker per core of its pod)."""
+    if kubeflow:
+        from tfxflow.pipeline.kfp.compiler import KubeflowConfig as config_class
+    else:
+        from tfxflow.pipeline.config import RunConfig as config_class
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
+    return defaults["beam_mode"], defaults["beam_workers"]
+
+
 def add_beam_args(group, kubeflow: bool) -> None:
     """The Beam runner's flags, shared by `run` and `kubeflow compile` (pipeline/beam_runners.py)."""
     from tfxflow.pipeline.beam_runners import ENVIRONMENT_TYPES, RUNNERS
@@ -95,7 +106,7 @@ def add_beam_args(group, kubeflow: bool) -> None:
         + (" of each step" if kubeflow else "")
         + ", a portable job service, a Flink or Spark cluster, or Dataflow",
     )
-    mode, workers = ("multi_processing", "0") if kubeflow else ("in_memory", "1")
+    mode, workers = _direct_defaults(kubeflow)
     group.add_argument("--beam-mode", choices=BEAM_MODES, help=f"direct: the DirectRunner's mode (default: {mode})")
     group.add_argument(
         "--beam-workers",
@@ -157,7 +168,7 @@ def beam_runner(args: argparse.Namespace, kubeflow: bool) -> Tuple[Any, str, int
     (Kubeflow: multi_processing, one worker per core of the pod). Raises ConfigError naming the flag."""
     from tfxflow.pipeline import beam_runners
 
-    direct_mode, direct_workers = ("multi_processing", 0) if kubeflow else ("in_memory", 1)
+    direct_mode, direct_workers = _direct_defaults(kubeflow)
     image = args.beam_image or ""
     runner = beam_runners.BeamRunner(
         runner=args.beam_runner,

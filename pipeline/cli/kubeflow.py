@@ -4,6 +4,7 @@ canary config, and submit, schedule or unschedule runs."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import logging
 import os
@@ -120,6 +121,10 @@ def add_parser(sub) -> None:
 
 
 def _add_compile(comp) -> None:
+    from tfxflow.pipeline.kfp.compiler import KubeflowConfig
+
+    # The cluster's defaults are KubeflowConfig's: one value for the flag, its help and a config built in code.
+    kf_default = {f.name: f.default for f in dataclasses.fields(KubeflowConfig)}
     where = comp.add_argument_group("image and paths (object-store URIs, or paths on mounted volumes)")
     where.add_argument(
         "--image", required=True, metavar="IMAGE", help="the project image (kubeflow/Dockerfile), pinned: repo/name:tag"
@@ -148,23 +153,27 @@ def _add_compile(comp) -> None:
         metavar="CLAIM",
         help="PersistentVolumeClaim of the serving directory (kubeflow/serving/); '': none",
     )
-    where.add_argument("--serving-mount", default="/serving", metavar="DIR", help="where --serving-pvc is mounted")
+    where.add_argument(
+        "--serving-mount", default=kf_default["serving_mount"], metavar="DIR", help="where --serving-pvc is mounted"
+    )
     where.add_argument(
         "--data-pvc",
-        default="",
+        default=kf_default["data_pvc"],
         metavar="CLAIM",
         help="PersistentVolumeClaim holding --data-root and --serving-data when they are paths",
     )
-    where.add_argument("--data-mount", default="/data", metavar="DIR", help="where --data-pvc is mounted")
+    where.add_argument(
+        "--data-mount", default=kf_default["data_mount"], metavar="DIR", help="where --data-pvc is mounted"
+    )
     where.add_argument(
         "--s3-endpoint",
-        default="",
+        default=kf_default["s3_endpoint"],
         metavar="URL",
         help="S3 endpoint of s3:// and minio:// locations (default for minio://: http://minio-service.kubeflow:9000)",
     )
     where.add_argument(
         "--object-store-secret",
-        default="mlpipeline-minio-artifact",
+        default=kf_default["object_store_secret"],
         metavar="SECRET",
         help="secret with the keys accesskey and secretkey for s3:// and minio:// ('': the pod's own identity)",
     )
@@ -189,21 +198,35 @@ def _add_compile(comp) -> None:
     common.add_evaluation_args(data)
     common.add_training_args(comp)
     k8s = comp.add_argument_group("cluster")
-    k8s.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs the Trainer requests (0: none)")
     k8s.add_argument(
-        "--gpu-resource", default="nvidia.com/gpu", metavar="NAME", help="Kubernetes resource name of the GPU"
+        "--gpus", type=int, default=kf_default["gpus"], metavar="N", help="GPUs the Trainer requests (0: none)"
     )
     k8s.add_argument(
-        "--trainer-cpu", default="4", metavar="CPUS", help="CPUs of the Trainer (request and limit; '': none)"
+        "--gpu-resource", default=kf_default["gpu_resource"], metavar="NAME", help="Kubernetes resource name of the GPU"
     )
     k8s.add_argument(
-        "--trainer-memory", default="16G", metavar="SIZE", help="memory of the Trainer (request and limit)"
+        "--trainer-cpu",
+        default=kf_default["trainer_cpu"],
+        metavar="CPUS",
+        help="CPUs of the Trainer (request and limit; '': none)",
     )
     k8s.add_argument(
-        "--step-cpu", default="2", metavar="CPUS", help="CPUs of every other step (request and limit; '': none)"
+        "--trainer-memory",
+        default=kf_default["trainer_memory"],
+        metavar="SIZE",
+        help="memory of the Trainer (request and limit)",
     )
     k8s.add_argument(
-        "--step-memory", default="8G", metavar="SIZE", help="memory of every other step (request and limit)"
+        "--step-cpu",
+        default=kf_default["step_cpu"],
+        metavar="CPUS",
+        help="CPUs of every other step (request and limit; '': none)",
+    )
+    k8s.add_argument(
+        "--step-memory",
+        default=kf_default["step_memory"],
+        metavar="SIZE",
+        help="memory of every other step (request and limit)",
     )
     k8s.add_argument(
         "--node-selector",

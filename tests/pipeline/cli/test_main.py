@@ -39,6 +39,7 @@ def _help_of(parser, action) -> str:
 
 def test_every_subcommand_has_a_help_line():
     for words, parser in _parsers():
+        assert parser.format_help(), words  # every --help prints
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 helps = {choice.dest: choice.help for choice in action._choices_actions}
