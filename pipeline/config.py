@@ -7,6 +7,7 @@ import glob
 import os
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Tuple
 
+from tfxflow.components.model import presets
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
@@ -23,12 +24,6 @@ BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
 TRACKING_MODES = ("required", "optional", "off")
 
 
-def _presets() -> Tuple[str, ...]:
-    from tfxflow.components.model.presets import PRESETS
-
-    return tuple(sorted(PRESETS))
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     """Trainer knobs; steps count batches of `batch_size`. Each field with a `key` becomes that entry of the
@@ -41,23 +36,26 @@ class TrainingConfig:
     train_steps: int = setting(300, help="optimizer steps, each of one global batch", check=at_least(1))
     eval_steps: int = setting(0, help="validation batches after each epoch (0: the eval split, at most 100)")
     batch_size: int = setting(
-        256,
+        presets.BATCH_SIZE,
         help="examples per replica: the global batch is this x replicas x --grad-accum-steps",
         check=at_least(1),
         key=("training", "batch_size"),
     )
     eval_every_steps: int = setting(
-        100,
+        presets.EVAL_EVERY_STEPS,
         help="validate after this many steps (one Keras epoch)",
         check=at_least(1),
         key=("training", "eval_every_steps"),
     )
     learning_rate: float = setting(
-        0.001, help="applied to the global batch as is", key=("model", "learning_rate"), check=at_least(0)
+        presets.LEARNING_RATE,
+        help="applied to the global batch as is",
+        key=("model", "learning_rate"),
+        check=at_least(0),
     )
     model_preset: str = setting(
-        "default",
-        choices=_presets(),
+        presets.DEFAULT_PRESET,
+        choices=sorted(presets.PRESETS),
         help="model size: 'default' suits the taxi data, 'large' has wide layers for GPU benchmarks",
         key=("model", "preset"),
     )
@@ -70,20 +68,20 @@ class TrainingConfig:
     )
     # None: the preset's
     max_embedding_dim: Optional[int] = setting(None, cli=False, key=("model", "max_embedding_dim"))
-    dropout: float = setting(0.0, help="dropout rate after each hidden layer", key=("model", "dropout"))
+    dropout: float = setting(presets.DROPOUT, help="dropout rate after each hidden layer", key=("model", "dropout"))
     grad_accum_steps: int = setting(
-        1,
+        presets.GRAD_ACCUM_STEPS,
         help="accumulate gradients over this many micro-batches of --batch-size per update",
         check=at_least(1),
         key=("training", "grad_accum_steps"),
     )
     early_stopping_patience: int = setting(
-        3,
+        presets.EARLY_STOPPING_PATIENCE,
         help="epochs without val_loss improvement before stopping (0: off)",
         check=at_least(0),
         key=("training", "early_stopping_patience"),
     )
-    seed: int = setting(42, help="seed of shuffling and initialisation", key=("training", "seed"))
+    seed: int = setting(presets.SEED, help="seed of shuffling and initialisation", key=("training", "seed"))
     hardware: HardwareConfig = setting(HardwareConfig(), cli=False)
 
     def custom_config(self, backup_root: Optional[str] = None) -> dict:

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import presets
 from tfxflow.components.model.presets import PRESETS
 from tfxflow.pipeline.settings import strict_fields
 
@@ -21,11 +22,11 @@ class ModelParams:
     """Hyperparameters of the model and its optimiser. `hidden_units` and `max_embedding_dim` override the
     preset's. The learning rate applies to the global (all-replica) batch as is, without rescaling."""
 
-    preset: str = "default"
+    preset: str = presets.DEFAULT_PRESET
     hidden_units: Optional[Tuple[int, ...]] = None
     max_embedding_dim: Optional[int] = None
-    learning_rate: float = 0.001
-    dropout: float = 0.0
+    learning_rate: float = presets.LEARNING_RATE
+    dropout: float = presets.DROPOUT
     optimizer: str = "adam"
 
     def __post_init__(self):

@@ -1,4 +1,4 @@
-"""Model size presets (plain data, so the CLI can list them without importing TensorFlow)."""
+"""Model size presets and the Trainer's defaults (plain data, so the CLI reads them without importing TensorFlow)."""
 
 import dataclasses
 from typing import Tuple
@@ -17,3 +17,15 @@ PRESETS = {
     # Wide layers, so a training step is bound by compute rather than input: the GPU benchmark model.
     "large": Preset(hidden_units=(2048, 2048, 1024, 512), max_embedding_dim=64, multiple_of=8),
 }
+
+DEFAULT_PRESET = "default"
+
+# The Trainer's defaults, one value each: the settings and flags (pipeline/config.py's TrainingConfig) and the
+# Trainer's own parameters (trainer.TrainParams, keras_model.ModelParams) read them from here.
+BATCH_SIZE = 256  # per replica
+EVAL_EVERY_STEPS = 100
+LEARNING_RATE = 0.001
+DROPOUT = 0.0
+GRAD_ACCUM_STEPS = 1
+EARLY_STOPPING_PATIENCE = 3  # epochs without val_loss improvement; 0: off
+SEED = 42

@@ -22,7 +22,7 @@ import tf_keras as keras
 from absl import logging
 
 from tfxflow.components import object_store
-from tfxflow.components.model import export
+from tfxflow.components.model import export, presets
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
@@ -37,15 +37,15 @@ CUSTOM_CONFIG_KEYS = ("features", "raw_examples", "model", "training", "hardware
 class TrainParams:
     """Input pipeline, schedule and callbacks."""
 
-    batch_size: int = 256  # per replica
-    eval_every_steps: int = 100
+    batch_size: int = presets.BATCH_SIZE  # per replica
+    eval_every_steps: int = presets.EVAL_EVERY_STEPS
     shuffle_buffer: int = 10_000
     cache: bool = True  # keep serialized records in memory after the first pass, when they are small:
     cache_max_mb: int = 64  # at most this much compressed input (several times that in memory)
     max_eval_batches: int = 100  # validation after each epoch reads at most this many batches
-    seed: int = 42
-    grad_accum_steps: int = 1
-    early_stopping_patience: int = 3  # epochs without val_loss improvement; 0: off
+    seed: int = presets.SEED
+    grad_accum_steps: int = presets.GRAD_ACCUM_STEPS
+    early_stopping_patience: int = presets.EARLY_STOPPING_PATIENCE  # epochs without val_loss improvement; 0: off
     backup_root: Optional[str] = None  # durable folder for BackupAndRestore; None: no resume
 
     def __post_init__(self):
