@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit and end-to-end)"
-	@echo "make test-fast  run the unit tests only"
+	@echo "make test-fast  run the unit tests only (no server, no TFX run, no training: about a minute)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, 1x/10x/100x data (about 12 min);\n                 ARGS="--scale 1000" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
@@ -44,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.pipeline_benchmark $(ARGS)

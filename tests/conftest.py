@@ -4,6 +4,16 @@ import pytest
 
 from tests import helpers
 
+# Session fixtures that start a real server on 127.0.0.1 or run Transform on data: a test using one is an
+# integration test (not in `make test-fast`) without marking it again.
+INTEGRATION_FIXTURES = frozenset({"mlflow_server", "s3_server", "tiny_transform"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):

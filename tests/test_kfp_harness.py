@@ -467,6 +467,8 @@ def test_the_backend_refuses_specs_it_cannot_run(tmp_path, kfp):
 
 MARKER_PRODUCER = """
 import boto3
+
+pytestmark = pytest.mark.integration
 folder = out("model")
 os.makedirs(os.path.join(folder, "variables"))
 with open(os.path.join(folder, "saved_model.pb"), "wb") as f:

@@ -3,7 +3,11 @@ refusal."""
 
 import json
 
+import pytest
+
 from benchmarks import drift_calibration
+
+pytestmark = pytest.mark.integration
 
 
 def test_prints_both_tables_and_writes_the_samples(tmp_path, capsys):

@@ -245,6 +245,7 @@ def test_a_text_label_column_is_counted_by_the_scans_rule(tmp_path):
     assert result.label_classes == {"0": 1, "1": 1}
 
 
+@pytest.mark.integration
 def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(tmp_path):
     """TFX's own CsvExampleGen executor (Beam, type inference) and the streaming ingestion, on the bundled
     taxi CSV: the same tf.Examples in the same splits."""
@@ -300,6 +301,7 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
         assert got == expected, split
 
 
+@pytest.mark.integration
 def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_path):
     from tfxflow.components.schema import parse_schema
 

@@ -91,6 +91,7 @@ def _refused(taxi, sample: pd.DataFrame, kind: str = "drift"):
     return sorted(c.feature for c in comparisons if c.shifted)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "rows,replace,seed",
     [
@@ -114,6 +115,7 @@ def test_a_random_sample_of_the_same_data_is_not_refused(taxi, rows, replace, se
 SHIFTS = {(s.kind, s.magnitude): s for s in calibration.SHIFTS}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "shift,refused",
     [
@@ -132,6 +134,7 @@ def test_a_shift_a_data_owner_wants_to_hear_about_is_refused_at_2000_rows(taxi, 
     assert _refused(taxi, sample) == refused
 
 
+@pytest.mark.integration
 def test_skew_is_measured_the_same_way_on_the_skew_comparators(taxi):
     frame, _ = taxi
     serving = frame.sample(2000, random_state=8).drop(columns=["tips"])

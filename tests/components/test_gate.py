@@ -213,6 +213,7 @@ def test_a_baseline_without_a_blessing_is_the_accepted_data(tmp_path, gate_input
     ) in result["checks"]
 
 
+@pytest.mark.integration
 def test_serving_data_is_validated_and_compared_for_skew(tmp_path, gate_inputs):
     serving = tmp_path / "serving"
     serving.mkdir()

@@ -39,7 +39,7 @@ def _push_in_subprocess(model, base, version, file_size_limit, ignore_sigxfsz):
 
     # Python ignores SIGXFSZ at start-up; the default action kills the process at the write past the limit.
     code = (
-        "import signal, sys; from components import pusher\n"
+        "import signal, sys; from tfxflow.components import pusher\n"
         + ("" if ignore_sigxfsz else "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n")
         + "try:\n    pusher.push_atomically(sys.argv[1], sys.argv[2], int(sys.argv[3]))\n"
         "except Exception as err:\n    print(err); sys.exit(7)"
@@ -59,6 +59,7 @@ def _big_variables(model, size):
         f.write(os.urandom(size))
 
 
+@pytest.mark.integration
 def test_process_killed_mid_copy_leaves_no_version(tmp_path):
     model = _saved_model(tmp_path / "model")
     _big_variables(model, 1 << 20)
@@ -83,6 +84,7 @@ def test_process_killed_mid_copy_leaves_no_version(tmp_path):
     assert sorted(os.listdir(base)) == ["1800000000", "1800000002"]
 
 
+@pytest.mark.integration
 def test_full_disk_mid_copy_leaves_nothing_behind(tmp_path):
     model = _saved_model(tmp_path / "model")
     _big_variables(model, 1 << 20)

@@ -20,6 +20,8 @@ from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline.config import EvaluationConfig
 from tfxflow.pipeline.definition import eval_config
 
+pytestmark = pytest.mark.integration
+
 SCHEMA = """
 feature { name: "x1" type: FLOAT }
 feature { name: "x2" type: FLOAT }

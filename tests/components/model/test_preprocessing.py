@@ -56,6 +56,7 @@ def transformed(tmp_path_factory):
     return data
 
 
+@pytest.mark.integration
 def test_numeric_is_z_scored_with_missing_filled_by_the_mean(transformed):
     # Present fares 10, 20, 30 have mean 20; the missing one is filled with 20, so the column is
     # [10, 20, 30, 20] with mean 20 and population std sqrt(50).
@@ -65,6 +66,7 @@ def test_numeric_is_z_scored_with_missing_filled_by_the_mean(transformed):
     assert fares[3] == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.integration
 def test_vocabulary_ids_put_the_most_frequent_value_first(transformed):
     ids = [row["payment_type_xf"] for row in transformed]
     assert ids[0] == ids[1] == 0  # Cash, seen twice
@@ -82,12 +84,14 @@ def test_missing_categorical_values_become_reserved_values():
     assert list(ints.numpy()) == [features_lib.MISSING_INT, 7]
 
 
+@pytest.mark.integration
 def test_bucketize_orders_by_value(transformed):
     buckets = [row["pickup_latitude_xf"] for row in transformed]
     assert set(buckets) <= {0, 1}
     assert buckets[0] == 0 and buckets[2] == 1
 
 
+@pytest.mark.integration
 def test_label_is_tip_above_twenty_percent_of_fare(transformed):
     # 3 > 0.2*10, 1 < 0.2*20, 10 > 0.2*30; a missing fare gives 0.
     assert [row["big_tipper"] for row in transformed] == [1, 0, 1, 0]

@@ -9,6 +9,8 @@ import yaml
 from tests.helpers import TFXFLOW, free_port
 from tests.kfp_server import FakeKfp
 
+pytestmark = pytest.mark.integration
+
 TOKEN = "kfp-token-that-must-not-leak"
 
 

@@ -71,6 +71,7 @@ def test_refusals_name_the_flag(available, stable, canary, message):
         serving_config.choose_versions(available, stable, canary)
 
 
+@pytest.mark.integration
 def test_cli_writes_the_config_from_a_serving_directory(tmp_path):
     serving = _serving_dir(tmp_path, [100, 200, 300])
     out = tmp_path / "models.config"

@@ -13,7 +13,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd
 from tfxflow.pipeline.local import run_guard
 
 HOLD_LOCK = (
-    "import sys, time\nfrom pipeline.run_guard import RunLock\n"
+    "import sys, time\nfrom tfxflow.pipeline.local.run_guard import RunLock\n"
     "with RunLock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(600)"
 )
 

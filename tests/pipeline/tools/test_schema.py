@@ -13,6 +13,8 @@ from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline.config import schema_columns
 from tfxflow.pipeline.tools import schema as schema_tool
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def inferred(tmp_path_factory):
