@@ -31,7 +31,7 @@ class ConfigError(ValueError):
 def setting(
     default: Any = _MISSING,
     *,
-    help: str = "",  # noqa: A002  # argparse's name
+    help: str = "",  # argparse's name
     flag: Optional[str] = None,
     metavar: Optional[str] = None,
     choices: Optional[Iterable[str]] = None,
@@ -39,7 +39,7 @@ def setting(
     check: Optional[Callable[[Any], Optional[str]]] = None,
     key: Optional[Tuple[str, str]] = None,
     cli: bool = True,
-    type: Optional[Callable[[str], Any]] = None,  # noqa: A002  # argparse's name
+    type: Optional[Callable[[str], Any]] = None,  # argparse's name
 ) -> Any:
     """A dataclass field with its flag, help, check and custom_config key (see the module docstring)."""
     metadata = {
