@@ -98,21 +98,23 @@ def hbars(
     """Horizontal bars, one per (label, value, kind); `kind` picks the colour (`colours`, default by state)
     and is named in the bar's hover text. Values are scaled to the largest."""
     palette = dict(STATE_COLOURS, **(colours or {}))
-    gap = 6
+    gap, pad = 6, 2  # pad: room for the glyphs of the first and last labels
     value_width = 90
+    size = 11 if bar_height >= 14 else 10
     span = max(width - label_width - value_width, 40)
     top = max((v for _, v, _ in items), default=0.0) or 1.0
+    chars = max(int((label_width - 8) / (0.56 * size)), 4)  # a character is about 0.56 em wide
     body = []
     for i, (label, value, kind) in enumerate(items):
-        y = i * (bar_height + gap)
+        y = pad + i * (bar_height + gap)
+        baseline = y + bar_height / 2 + 0.35 * size  # text centred on the bar
         w = span * max(value, 0.0) / top
-        chars = max(int((label_width - 8) / 6.2), 4)  # about 6 px a character at 11 px
-        body.append(_text(label_width - 6, y + bar_height * 0.72, _clip(label, chars), anchor="end"))
+        body.append(_text(label_width - 6, baseline, _clip(label, chars), size=size, anchor="end"))
         tip = f"{label}: {fmt(value)}{unit}" + (f" ({kind})" if kind else "")
         body.append(_rect(label_width, y, w, bar_height, palette.get(kind, palette["other"]), tip, f"bar {kind}"))
         suffix = f" {kind}" if kind in ("cached", "failed") else ""
-        body.append(_text(label_width + w + 4, y + bar_height * 0.72, f"{fmt(value)}{unit}{suffix}", size=10))
-    height = max(len(items) * (bar_height + gap) - gap, bar_height)
+        body.append(_text(label_width + w + 4, baseline, f"{fmt(value)}{unit}{suffix}", size=10))
+    height = max(len(items) * (bar_height + gap) - gap, bar_height) + 2 * pad
     return _svg(width, height, title, body, "chart hbars")
 
 
