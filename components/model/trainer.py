@@ -21,14 +21,13 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from tfxflow.components import object_store
+from tfxflow.components import names, object_store
 from tfxflow.components.model import export, presets
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
 from tfxflow.pipeline.settings import strict_fields
 
-TRAINING_INFO_FILE = "training_info.json"
 # The entries of the Trainer's custom_config (pipeline/definition.py; TrainingConfig.custom_config).
 CUSTOM_CONFIG_KEYS = ("features", "raw_examples", "model", "training", "hardware")
 
@@ -379,6 +378,6 @@ def run_fn(fn_args) -> None:
         tf.io.gfile.rmtree(backup_dir)
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
     tf.io.gfile.makedirs(fn_args.model_run_dir)
-    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_INFO_FILE), "w") as f:
+    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, names.TRAINING_INFO_FILE), "w") as f:
         json.dump(info, f, indent=2)
     logging.info("Final epoch metrics: %s", {k: round(v[-1], 4) for k, v in info["history"].items()})
