@@ -269,6 +269,7 @@ def test_missing_bucket(s3, tmp_path):
         assert s3[0].endpoint in message, message
 
 
+@pytest.mark.integration
 def test_wrong_credentials(auth_s3_server, monkeypatch, tmp_path):
     _isolate_aws(monkeypatch, tmp_path, auth_s3_server.env)
     (tmp_path / "f").write_bytes(b"1")

@@ -45,6 +45,7 @@ def test_missing_id_range_is_an_error():
         model_lib.build_model(CONFIG, {"c_xf": 12})
 
 
+@pytest.mark.integration
 def test_a_few_steps_train_with_finite_falling_loss():
     tf.keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)

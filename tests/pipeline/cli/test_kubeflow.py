@@ -1,12 +1,14 @@
 """`tfxflow kubeflow`: compile from the command line, check the spec; the Beam flags of compile; deprecated
 spellings."""
 
+import pytest
 import yaml
 
 from tests import helpers
 from tests.pipeline.cli.test_run import _beam
 
 
+@pytest.mark.integration
 def test_kubeflow_compile_from_the_command_line(tmp_path):
     spec = tmp_path / "taxi.yaml"
     result = helpers.run_cli(

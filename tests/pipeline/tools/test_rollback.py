@@ -211,6 +211,7 @@ def test_cli_rolls_back_and_says_what_moved(models, tmp_path, capsys):
     assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
 
 
+@pytest.mark.integration
 def test_mlflow_champion_moves_back_and_the_rollback_is_tagged(models, tmp_path):
     from mlflow import MlflowClient
 
