@@ -28,7 +28,7 @@ SECTIONS = (  # (anchor, heading): the page's order and its table of contents
 )
 TRAINING_METRICS = ("loss", "binary_accuracy", "accuracy", "auc")  # first in this order, then the rest
 MAX_TRAINING_CHARTS = 4
-MAX_DRIFT_CHARTS = 20
+MAX_DRIFT_CHARTS = 12  # the most shifted; the table lists every check
 
 STYLE = """
 :root{--fg:#1f2933;--muted:#52606d;--line:#e4e7eb;--bg:#fff;--soft:#f5f7fa;--ok:#2e8b57;--bad:#c0392b;
@@ -225,10 +225,15 @@ def _gate(page: RunPage) -> str:
 
 def _drift(page: RunPage) -> str:
     if not page.distances:
-        return _note(page.notes.get("drift") or "nothing was compared")
+        return _note(page.notes.get("drift") or "nothing was compared") + _note(page.notes.get("skew"))
+    compared = []
+    if any(d.kind == "drift" for d in page.distances):
+        compared.append(f"drift: the training split against {page.baseline_name}")
+    if any(d.kind == "skew" for d in page.distances):
+        compared.append("skew: the serving data against the training split")
     body = (
-        f"<p>The training split against {esc(page.baseline_name)} on common bins; a feature is refused when the "
-        "distance is over its threshold and the chi-squared test says it is not sampling noise.</p>"
+        f"<p>{esc('; '.join(compared))}, on common bins. A feature is refused when the distance is over its "
+        "threshold and the chi-squared test says it is not sampling noise.</p>"
     )
     rows = []
     for d in page.distances:
@@ -254,19 +259,20 @@ def _drift(page: RunPage) -> str:
             d.labels,
             d.baseline,
             d.current,
-            title=f"{d.feature}: baseline vs. current",
+            title=f"{d.feature} ({d.kind}): baseline vs. current",
+            names=("baseline", "current") if d.kind == "drift" else ("training", "serving"),
             width=min(520, max(260, 46 * len(d.labels))),
             height=140,
         )
         state = "over" if d.shifted else "ok"
         cards.append(
-            f'<div class="card"><h3>{esc(d.feature)} <span class="{state}">{esc(d.measure)} {d.value:.4f} '
-            f"(threshold {d.threshold:g})</span></h3>{chart}</div>"
+            f'<div class="card"><h3>{esc(d.feature)} ({esc(d.kind)}) <span class="{state}">'
+            f"{esc(d.measure)} {d.value:.4f} (threshold {d.threshold:g})</span></h3>{chart}</div>"
         )
     body += '<div class="grid">' + "".join(cards) + "</div>"
     if len(page.distances) > MAX_DRIFT_CHARTS:
         body += _note(f"charts for the first {MAX_DRIFT_CHARTS} of {len(page.distances)} checks")
-    return body + _note(page.notes.get("drift"))
+    return body + _note(page.notes.get("drift")) + _note(page.notes.get("skew"))
 
 
 def _training_order(metrics: Iterable[str]) -> List[str]:

@@ -292,9 +292,12 @@ def distance_checks(baseline, current, schema, kind: str) -> Tuple[List[Distance
                 current=[float(v) for v in cur[:MAX_BINS]],
             )
         )
-    # The refused and nearest-to-threshold first: what a reader looks for.
-    checks.sort(key=lambda d: (not d.shifted, -(d.value / d.threshold if d.threshold else 0.0), d.feature))
-    return checks, notes
+    return ordered(checks), notes
+
+
+def ordered(checks: Sequence[DistanceCheck]) -> List[DistanceCheck]:
+    """The refused first, then by distance over threshold: what a reader looks for."""
+    return sorted(checks, key=lambda d: (not d.shifted, -(d.value / d.threshold if d.threshold else 0.0), d.feature))
 
 
 # --- metadata ------------------------------------------------------------------------------------------------
@@ -308,8 +311,11 @@ def _inputs(store, execution_id: int) -> Dict[str, List[Any]]:
     artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
     found: Dict[str, List[Any]] = {}
     for event in events:
-        key = event.path.steps[0].key if event.path.steps else ""
-        found.setdefault(key, []).append(artifacts[event.artifact_id])
+        # One event holds every key an artifact was given under (the same statistics as `statistics` and
+        # `baseline_statistics` when ExampleGen and StatisticsGen were cached): key and index steps in turn.
+        for step in event.path.steps:
+            if step.HasField("key"):
+                found.setdefault(step.key, []).append(artifacts[event.artifact_id])
     return found
 
 
@@ -339,7 +345,7 @@ def _schema(schema_artifact):
     return io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_artifact.uri))
 
 
-def _gate(page: RunPage, store, report: run_record.RunReport, execution) -> None:
+def _gate(page: RunPage, store, report: run_record.RunReport, execution, skew: bool) -> None:
     """Anomalies, drift charts and, for a refusal, its message: re-derived from the gate's inputs in ML
     Metadata with the gate's own functions (an in-process executor's exception is not kept in ML Metadata)."""
     from tfxflow.components import gate
@@ -373,6 +379,10 @@ def _gate(page: RunPage, store, report: run_record.RunReport, execution) -> None
                 page.notes["drift"] = "; ".join(skipped)
     elif "drift" not in page.notes:
         page.notes["drift"] = "no baseline to compare with (no blessed model yet, or the drift check is off)"
+    serving_root = _prop(execution, "serving_data_root")
+    serving_anomalies: List[Any] = []
+    if serving_root and current is not None and inputs.get("schema"):
+        serving_anomalies = _skew(page, current, _schema(inputs["schema"][0]), serving_root, skew)
     if record.state != "FAILED" or page.failure:
         return
     # The refusal, as the gate words it: row counts first, then the anomalies its configuration does not allow.
@@ -383,17 +393,45 @@ def _gate(page: RunPage, store, report: run_record.RunReport, execution) -> None
             page.failure = f"data gate: {refusal}"
             return
         notes.append(rows_note)
-    drifted = [
-        gate.Anomaly(f"{TRAIN_SPLIT} vs. {page.baseline_name} {gate.DRIFT}", d.feature, _anomaly_type(d), d.text)
-        for d in page.distances
-        if d.shifted
-    ]
-    if page.distances:
-        notes.append(f"drift vs. {page.baseline_name}: {len({d.feature for d in page.distances})} features compared")
-    blockers = gate.blocking(found + drifted, page.allowed_anomaly_types)
-    if _prop(execution, "serving_data_root"):
-        notes.append("skew vs. serving data: not re-derived for this page")
+    where = {
+        "drift": f"{TRAIN_SPLIT} vs. {page.baseline_name} {gate.DRIFT}",
+        "skew": f"{TRAIN_SPLIT} vs. serving (skew)",
+    }
+    shifted = [gate.Anomaly(where[d.kind], d.feature, _anomaly_type(d), d.text) for d in page.distances if d.shifted]
+    for kind, against in (("drift", page.baseline_name), ("skew", "serving data")):
+        compared = {d.feature for d in page.distances if d.kind == kind}
+        if compared:
+            notes.append(f"{kind} vs. {against}: {len(compared)} features compared")
+    if "skew" in page.notes:
+        notes.append(page.notes["skew"])
+    blockers = gate.blocking(found + serving_anomalies + shifted, page.allowed_anomaly_types)
     page.failure = gate.report(blockers, notes) if blockers else None
+
+
+def _skew(page: RunPage, current, schema, serving_root: str, recompute: bool) -> List[Any]:
+    """Skew of the serving data against the training split, as the gate measured it: its statistics are not
+    kept in ML Metadata, so they are computed again from the CSV files (a Beam pass over them). Returns the
+    serving data's anomalies against the schema's SERVING environment."""
+    if not recompute:
+        page.notes["skew"] = f"skew vs. the serving data in {serving_root}: not computed again for this page"
+        return []
+    import tensorflow_data_validation as tfdv
+
+    from tfxflow.components import csv_input, gate
+    from tfxflow.components.errors import DataError
+
+    try:
+        serving = csv_input.csv_statistics(serving_root, schema)
+    except (DataError, OSError) as err:  # the files changed or went away since the run
+        page.notes["skew"] = f"skew vs. the serving data in {serving_root}: not computed again ({err})"
+        return []
+    found = gate.anomaly_list(tfdv.validate_statistics(serving, schema, environment="SERVING"), "serving")
+    page.anomalies += [AnomalyRow(a.split, a.feature, a.type, a.description) for a in found]
+    checks, skipped = distance_checks(current, serving, schema, "skew")
+    page.distances = ordered(page.distances + checks)
+    if skipped:
+        page.notes["skew"] = "; ".join(skipped)
+    return found
 
 
 def _anomaly_type(check: DistanceCheck) -> str:
@@ -544,12 +582,14 @@ def collect(
     mlflow_run_id: Optional[str] = None,
     code_commit: Optional[str] = None,
     error: Optional[str] = None,
+    skew: bool = True,
 ) -> Optional[RunPage]:
     """The page of `run_id` (default: the latest run of `pipeline_name`), or None when the store has no such run.
 
     `settings` and `defaults`: the run's settings and the defaults (nested mappings or dataclasses); the page
     lists those that differ. `error`: the message of the exception that ended the run, which ML Metadata does
-    not keep for an in-process executor; without it a data gate's refusal is re-derived from its inputs."""
+    not keep for an in-process executor; without it a data gate's refusal is re-derived from its inputs.
+    `skew`: with serving data, compute its statistics again for the skew charts (one Beam pass over it)."""
     report = run_record.read_run(metadata_path, pipeline_name, run_id)
     if report is None:
         return None
@@ -586,7 +626,7 @@ def collect(
         page.notes["data"] = "StatisticsGen did not finish in this run: no statistics"
     gate_record = report.component(names.DATA_GATE)
     if gate_record is not None:
-        _gate(page, store, report, executions[gate_record.execution_id])
+        _gate(page, store, report, executions[gate_record.execution_id], skew)
     else:
         page.notes["gate"] = "the data gate did not run"
     _training(page, report)

@@ -217,3 +217,27 @@ def test_no_store_or_no_run_gives_none(tmp_path):
     write_store(path, [("CsvExampleGen", mlmd.Execution.COMPLETE, {})])
     assert page_lib.collect(path, "another-pipeline") is None
     assert page_lib.collect(path, PIPELINE, "no-such-run") is None
+
+
+def test_an_artifact_given_under_two_keys_is_found_under_both():
+    """ML Metadata keeps one event per artifact: the same statistics as `statistics` and `baseline_statistics`
+    (a run whose ExampleGen and StatisticsGen were cached) is one event with both keys in its path."""
+    event = mlmd.Event(type=mlmd.Event.INPUT, artifact_id=4)
+    for key in ("statistics", "baseline_statistics"):
+        event.path.steps.add().key = key
+        event.path.steps.add().index = 0
+    other = mlmd.Event(type=mlmd.Event.OUTPUT, artifact_id=5)
+    other.path.steps.add().key = "checks"
+
+    class Store:
+        def get_events_by_execution_ids(self, ids):
+            return [event, other]
+
+        def get_artifacts_by_id(self, ids):
+            return [mlmd.Artifact(id=i, uri=f"/a/{i}") for i in ids]
+
+    inputs = page_lib._inputs(Store(), 8)
+    assert {k: [a.uri for a in v] for k, v in inputs.items()} == {
+        "statistics": ["/a/4"],
+        "baseline_statistics": ["/a/4"],
+    }
