@@ -10,6 +10,8 @@ from typing import Optional
 # Node ids in the pipeline (pipeline/definition.py). ML Metadata, the run summary, `accept-data` and the
 # Kubeflow compiler look components up by them.
 MLFLOW_START = "MlflowStart"
+MLFLOW_RECORD = "MlflowRecord"
+MLFLOW_FINISH = "MlflowFinish"
 EXAMPLE_GEN = "CsvExampleGen"
 STATISTICS_GEN = "StatisticsGen"
 SERVED_BASELINE = "ServedBaseline"

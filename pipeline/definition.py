@@ -288,7 +288,7 @@ def create_pipeline(
             blessing=evaluator.outputs["blessing"],
             serving_check=serving_check.outputs["blessing"],
             tracking_uri=tracking.uri,
-        )
+        ).with_id(names.MLFLOW_RECORD)
         pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
         finish = tracking_lib.MlflowFinish(
             run_id=start.outputs["run_id"],
@@ -296,7 +296,7 @@ def create_pipeline(
             pushed_model=pusher.outputs["pushed_model"],
             tracking_uri=tracking.uri,
             registered_model_name=model_name,
-        )
+        ).with_id(names.MLFLOW_FINISH)
         tracking_nodes = [start, record, finish]
     return Pipeline(
         pipeline_name=pipeline_name,

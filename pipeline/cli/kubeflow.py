@@ -4,7 +4,6 @@ canary config, and submit, schedule or unschedule runs."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import logging
 import os
@@ -121,10 +120,10 @@ def add_parser(sub) -> None:
 
 
 def _add_compile(comp) -> None:
-    from tfxflow.pipeline.kfp.compiler import KubeflowConfig
+    from tfxflow.pipeline.kfp.compiler import SERVING_PVC, KubeflowConfig
 
-    # The cluster's defaults are KubeflowConfig's: one value for the flag, its help and a config built in code.
-    kf_default = {f.name: f.default for f in dataclasses.fields(KubeflowConfig)}
+    # The cluster's settings are declared on KubeflowConfig: one value for the flag, its help and a config
+    # built in code.
     where = comp.add_argument_group("image and paths (object-store URIs, or paths on mounted volumes)")
     where.add_argument(
         "--image", required=True, metavar="IMAGE", help="the project image (kubeflow/Dockerfile), pinned: repo/name:tag"
@@ -147,35 +146,11 @@ def _add_compile(comp) -> None:
         help="TF Serving model base (default: <mount>/models on --serving-pvc, or "
         "<pipeline-root>/serving with --serving-pvc '')",
     )
-    where.add_argument(
-        "--serving-pvc",
-        default="tf-serving-models",
-        metavar="CLAIM",
-        help="PersistentVolumeClaim of the serving directory (kubeflow/serving/); '': none",
-    )
-    where.add_argument(
-        "--serving-mount", default=kf_default["serving_mount"], metavar="DIR", help="where --serving-pvc is mounted"
-    )
-    where.add_argument(
-        "--data-pvc",
-        default=kf_default["data_pvc"],
-        metavar="CLAIM",
-        help="PersistentVolumeClaim holding --data-root and --serving-data when they are paths",
-    )
-    where.add_argument(
-        "--data-mount", default=kf_default["data_mount"], metavar="DIR", help="where --data-pvc is mounted"
-    )
-    where.add_argument(
-        "--s3-endpoint",
-        default=kf_default["s3_endpoint"],
-        metavar="URL",
-        help="S3 endpoint of s3:// and minio:// locations (default for minio://: http://minio-service.kubeflow:9000)",
-    )
-    where.add_argument(
-        "--object-store-secret",
-        default=kf_default["object_store_secret"],
-        metavar="SECRET",
-        help="secret with the keys accesskey and secretkey for s3:// and minio:// ('': the pod's own identity)",
+    settings.add_arguments(
+        where,
+        KubeflowConfig,
+        only=("serving_pvc", "serving_mount", "data_pvc", "data_mount", "s3_endpoint", "object_store_secret"),
+        defaults={"serving_pvc": SERVING_PVC},
     )
     where.add_argument("--output", metavar="FILE", help="compiled file (default: ./<pipeline-name>.yaml)")
     data = comp.add_argument_group(
@@ -198,35 +173,10 @@ def _add_compile(comp) -> None:
     common.add_evaluation_args(data)
     common.add_training_args(comp)
     k8s = comp.add_argument_group("cluster")
-    k8s.add_argument(
-        "--gpus", type=int, default=kf_default["gpus"], metavar="N", help="GPUs the Trainer requests (0: none)"
-    )
-    k8s.add_argument(
-        "--gpu-resource", default=kf_default["gpu_resource"], metavar="NAME", help="Kubernetes resource name of the GPU"
-    )
-    k8s.add_argument(
-        "--trainer-cpu",
-        default=kf_default["trainer_cpu"],
-        metavar="CPUS",
-        help="CPUs of the Trainer (request and limit; '': none)",
-    )
-    k8s.add_argument(
-        "--trainer-memory",
-        default=kf_default["trainer_memory"],
-        metavar="SIZE",
-        help="memory of the Trainer (request and limit)",
-    )
-    k8s.add_argument(
-        "--step-cpu",
-        default=kf_default["step_cpu"],
-        metavar="CPUS",
-        help="CPUs of every other step (request and limit; '': none)",
-    )
-    k8s.add_argument(
-        "--step-memory",
-        default=kf_default["step_memory"],
-        metavar="SIZE",
-        help="memory of every other step (request and limit)",
+    settings.add_arguments(
+        k8s,
+        KubeflowConfig,
+        only=("gpus", "gpu_resource", "trainer_cpu", "trainer_memory", "step_cpu", "step_memory"),
     )
     k8s.add_argument(
         "--node-selector",
@@ -257,12 +207,7 @@ def _add_compile(comp) -> None:
             "mlflow_uri": {"help": "$MLFLOW_TRACKING_URI of the tracking steps"},
         },
     )
-    track.add_argument(
-        "--mlflow-secret",
-        default="",
-        metavar="SECRET",
-        help="Kubernetes secret whose keys (--mlflow-secret-key) become the tracking steps' environment",
-    )
+    settings.add_arguments(track, KubeflowConfig, only=("mlflow_secret",))
     track.add_argument(
         "--mlflow-secret-key",
         action="append",

@@ -26,25 +26,27 @@ import json
 import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components import object_store
+from tfxflow.components import names, object_store
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import ConfigError, SharedConfig, check_shared, split_beam_runner
+from tfxflow.pipeline.settings import setting
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 
 GPU_RESOURCE = "nvidia.com/gpu"
+SERVING_PVC = "tf-serving-models"  # kubeflow/serving/'s claim
 ENTRYPOINT = ("python", "-m", "tfxflow.pipeline.kfp.entrypoint")
 # Resolved by KFP backends 2.5 and later (kubeflow/pipelines#11599); MlflowStart falls back to its output
 # folder on older ones.
 RUN_KEY = "{{$.pipeline_job_uuid}}"
-NEVER_CACHED = ("MlflowStart", "CsvExampleGen", "ServedBaseline")
+NEVER_CACHED = (names.MLFLOW_START, names.EXAMPLE_GEN, names.SERVED_BASELINE)
 PIPELINE_ROOT_SCHEMES = object_store.REMOTE_SCHEMES  # what KFP's launcher uploads to (launcher_v2.go)
 # An open-source Kubeflow install's MinIO, and the secret its launcher reads (copied into every profile
 # namespace); its keys become boto3's standard variables in the steps.
 MINIO_ENDPOINT = object_store.KUBEFLOW_MINIO_ENDPOINT
 OBJECT_STORE_SECRET = object_store.KUBEFLOW_CREDENTIALS_SECRET
 OBJECT_STORE_KEYS = (("accesskey", "AWS_ACCESS_KEY_ID"), ("secretkey", "AWS_SECRET_ACCESS_KEY"))
-TRACKING_STEPS = ("MlflowStart", "MlflowRecord", "MlflowFinish")
+TRACKING_STEPS = (names.MLFLOW_START, names.MLFLOW_RECORD, names.MLFLOW_FINISH)
 TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -93,26 +95,43 @@ class KubeflowConfig(SharedConfig):
     serving_data_root: str = ""  # empty: no skew check
     beam_mode: str = "multi_processing"  # the DirectRunner's in each step's pod, when `beam` is None
     beam_workers: int = 0  # 0: one per core of the step's pod
-    gpus: int = 1
-    gpu_resource: str = GPU_RESOURCE
-    trainer_cpu: str = "4"  # the Trainer's CPU request and limit; empty: the cluster's default
-    trainer_memory: str = "16G"
-    step_cpu: str = "2"  # every other step's CPU request and limit
-    step_memory: str = "8G"
+    gpus: int = setting(1, metavar="N", help="GPUs the Trainer requests (0: none)")
+    gpu_resource: str = setting(GPU_RESOURCE, metavar="NAME", help="Kubernetes resource name of the GPU")
+    trainer_cpu: str = setting("4", metavar="CPUS", help="CPUs of the Trainer (request and limit; '': none)")
+    trainer_memory: str = setting("16G", metavar="SIZE", help="memory of the Trainer (request and limit)")
+    step_cpu: str = setting("2", metavar="CPUS", help="CPUs of every other step (request and limit; '': none)")
+    step_memory: str = setting("8G", metavar="SIZE", help="memory of every other step (request and limit)")
     node_selector: Tuple[Tuple[str, str], ...] = ()
     tolerations: Tuple[Toleration, ...] = ()
     tracking: bool = True
     mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
-    mlflow_secret: str = ""  # a Kubernetes secret whose keys become the tracking steps' environment
+    mlflow_secret: str = setting(
+        "",
+        metavar="SECRET",
+        help="Kubernetes secret whose keys (--mlflow-secret-key) become the tracking steps' environment",
+    )
     mlflow_secret_keys: Tuple[str, ...] = (TRACKING_ENV,)
-    serving_pvc: str = ""  # a PersistentVolumeClaim mounted at serving_mount in the steps that use it
-    serving_mount: str = "/serving"
-    data_pvc: str = ""  # a PersistentVolumeClaim holding data folders, mounted at data_mount where they are read
-    data_mount: str = "/data"
+    # The command line's default is kubeflow/serving/'s claim (SERVING_PVC); a config built in code has none.
+    serving_pvc: str = setting(
+        "", metavar="CLAIM", help="PersistentVolumeClaim of the serving directory (kubeflow/serving/); '': none"
+    )
+    serving_mount: str = setting("/serving", metavar="DIR", help="where --serving-pvc is mounted")
+    data_pvc: str = setting(
+        "", metavar="CLAIM", help="PersistentVolumeClaim holding --data-root and --serving-data when they are paths"
+    )
+    data_mount: str = setting("/data", metavar="DIR", help="where --data-pvc is mounted")
     # s3:// and minio:// locations: the endpoint (empty: AWS for s3://, the install's MinIO for minio://) and
     # the secret holding the credentials (empty: the pod's own identity, e.g. IAM roles for service accounts).
-    s3_endpoint: str = ""
-    object_store_secret: str = OBJECT_STORE_SECRET
+    s3_endpoint: str = setting(
+        "",
+        metavar="URL",
+        help=f"S3 endpoint of s3:// and minio:// locations (default for minio://: {MINIO_ENDPOINT})",
+    )
+    object_store_secret: str = setting(
+        OBJECT_STORE_SECRET,
+        metavar="SECRET",
+        help="secret with the keys accesskey and secretkey for s3:// and minio:// ('': the pod's own identity)",
+    )
 
     @property
     def trainer_backup_dir(self) -> str:
@@ -290,7 +309,7 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
         resources.accelerator.type = config.gpu_resource
         resources.accelerator.count = config.gpus
     if resources.ByteSize():
-        trainer = next(node for node in pipeline.components if node.id == "Trainer")
+        trainer = next(node for node in pipeline.components if node.id == names.TRAINER)
         trainer.with_platform_config(resources)
     return pipeline
 
@@ -376,7 +395,7 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         if secrets:
             platform.setdefault(label, {})["secretAsEnv"] = secrets
         resources = container.setdefault("resources", {})
-        if name == "Trainer":
+        if name == names.TRAINER:
             resources.update(_resources(config.trainer_cpu, config.trainer_memory))
             if config.node_selector:
                 platform.setdefault(label, {})["nodeSelector"] = {"labels": dict(config.node_selector)}
@@ -387,9 +406,9 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         if not resources:
             del container["resources"]
         mounts = []
-        if name in ("Pusher", "ServedBaseline") and config.serving_pvc and not _scheme(config.serving_dir):
+        if name in (names.PUSHER, names.SERVED_BASELINE) and config.serving_pvc and not _scheme(config.serving_dir):
             mounts.append({"constant": config.serving_pvc, "mountPath": config.serving_mount})
-        if name in ("CsvExampleGen", "DataGate") and config.data_pvc:
+        if name in (names.EXAMPLE_GEN, names.DATA_GATE) and config.data_pvc:
             mounts.append({"constant": config.data_pvc, "mountPath": config.data_mount})
         if mounts:
             platform.setdefault(label, {})["pvcMount"] = mounts

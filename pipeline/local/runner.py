@@ -12,6 +12,7 @@ import time
 import uuid
 from typing import Callable, List, Optional, TextIO, Tuple
 
+from tfxflow.components import names
 from tfxflow.components import progress as rows_progress
 from tfxflow.pipeline.config import RunConfig
 from tfxflow.pipeline.local import run_guard
@@ -395,7 +396,7 @@ def print_failure(
     lines.append("")
     if isinstance(err, DataError):
         lines.append(f"  data:           refused by {failed} (the reasons follow)")
-    if any(t.name == "Pusher" and t.status == "ran" for t in timings):
+    if any(t.name == names.PUSHER and t.status == "ran" for t in timings):
         lines.append(f"  pushed:         yes, before the failure: {newest_version(config)}")
     else:
         lines.append(f"  pushed:         no; the served model is untouched: {newest_version(config)}")
@@ -434,7 +435,7 @@ def print_summary(
     lines += _timing_table(timings, wall)
     rows = ", ".join(f"{split} {count:,}" for split, count in result.rows.items()) or "n/a"
     lines += ["", f"  rows read:      {rows}"]
-    gate = result.component("DataGate")
+    gate = result.component(names.DATA_GATE)
     if gate is not None:
         lines.append(f"  data gate:      {'passed' if gate.state in ('done', 'cached') else gate.state}")
         for check in (result.gate_checks or "").split("; "):
