@@ -8,11 +8,11 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast lint bench bench-trainer bench-drift bench-serving lock clean help
+.PHONY: install browser run test test-fast lint bench bench-trainer bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
-	@echo "make test       run every test (unit and end-to-end)"
+	@echo "make test       run every test (unit, integration, end-to-end; installs chromium for the page tests)"
 	@echo "make test-fast  run the unit tests only (no server, no TFX run, no training: about a minute)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, 1x/10x/100x data (about 12 min);\n                 ARGS="--scale 1000" adds 15M rows"
@@ -36,7 +36,13 @@ $(STAMP): requirements.lock setup.py
 run: $(STAMP)
 	$(BIN)/tfxflow run $(ARGS)
 
-test: $(STAMP)
+# Headless Chromium renders the run page in the tests (tests/browser.py): Debian's package, installed once.
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else echo "the tests need Debian's chromium: sudo apt-get install -y chromium"; exit 1; fi; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -51,7 +51,8 @@ def serving_data_fingerprint(serving_data_root: "str | None") -> str:
     return files_fingerprint(check_data_root(serving_data_root, "--serving-data")) if serving_data_root else ""
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
+    """The commit of the code this package runs from, when it runs from a git checkout; else "unknown"."""
     import subprocess
 
     try:
@@ -118,7 +119,7 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
             "allowed_anomaly_types": list(config.allowed_anomaly_types),
             "drift_check": config.drift_check,
         },
-        "code": {"git_commit": _git_commit()},
+        "code": {"git_commit": git_commit()},
         "versions": {name: importlib.metadata.version(dist) for name, dist in packages.items()},
     }
 

@@ -1,5 +1,5 @@
 """`tfxflow`: the command line of the pipeline; `build_parser` assembles one parser of the subcommand modules
-(run, compare, data, rollback, kubeflow), `main` dispatches to them."""
+(run, report, compare, data, rollback, kubeflow), `main` dispatches to them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import List, Optional
 
-from tfxflow.pipeline.cli import common, compare, data, kubeflow, rollback
+from tfxflow.pipeline.cli import common, compare, data, kubeflow, report, rollback
 from tfxflow.pipeline.cli import run as run_cli
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_DATA_GATE, EXIT_TERMINATED
 
@@ -25,6 +25,7 @@ def _description() -> str:
     """The top-level help: every command and Kubeflow subcommand with its help line, from the modules."""
     commands = [
         ("run", run_cli.HELP),
+        ("report", report.HELP),
         ("compare", compare.HELP),
         ("infer-schema", data.INFER_HELP),
         ("accept-data", data.ACCEPT_HELP),
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS, prog="tfxflow"
     )
     run_cli.add_parser(sub)
+    report.add_parser(sub)
     compare.add_parser(sub)
     data.add_parsers(sub)
     rollback.add_parser(sub)
@@ -64,6 +66,7 @@ _parser = build_parser  # the name tests and tools used before the CLI was split
 
 _COMMANDS = {
     "run": run_cli.main,
+    "report": report.main,
     "compare": compare.main,
     "infer-schema": data.infer_schema,
     "accept-data": data.accept_data,

@@ -301,6 +301,8 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         print_failure(err, progress.timings, time.monotonic() - started, config, out)
         if tracking is not None:
             _close_failed_run(tracking, err)
+        if isinstance(err, Exception):  # not after SIGTERM or Ctrl-C: the user wants the run to stop now
+            _publish(config, tracking, out, error=_failure_text(err))
         raise
     finally:
         logging.getLogger().removeHandler(progress)
@@ -320,6 +322,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     if tracking is not None:
         result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
     print_summary(result, progress.timings, wall, config, out)
+    _publish(config, tracking, out, run_id=result.run_id, mlflow_run_id=result.mlflow_run_id)
     record_last_run(
         config,
         fingerprint or run_fingerprint(config),
@@ -335,6 +338,48 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         },
     )
     return result
+
+
+def _publish(config: RunConfig, tracking, out: TextIO, *, run_id=None, mlflow_run_id=None, error=None) -> None:
+    """Writes the run's page (and a pushed model's card) and ends the console output with its path. A page
+    that cannot be written is a warning: it never fails the run or hides the run's own error."""
+    from tfxflow.pipeline.reports import publish
+    from tfxflow.pipeline.staging import git_commit
+
+    started = time.monotonic()
+    try:
+        if mlflow_run_id is None and tracking is not None:
+            mlflow_run_id = _mlflow_run_id(tracking)
+        published = publish.publish(
+            config, run_id=run_id, mlflow_run_id=mlflow_run_id, code_commit=git_commit(), error=error
+        )
+    except Exception as err:  # noqa: BLE001 (the page is a view of the run; the run's outcome stands)
+        logging.getLogger(__name__).exception("could not write the run page")
+        print(f"  report:         not written ({type(err).__name__}: {err}; see the log)", file=out, flush=True)
+        return
+    seconds = time.monotonic() - started
+    if published.model_card:
+        print(f"  model card:     {published.model_card}", file=out)
+    where = " (and in the MLflow run)" if published.logged_to_mlflow else ""
+    print(f"  report:         {published.report}{where} ({seconds:.1f} s)", file=out, flush=True)
+
+
+def _failure_text(err: Exception) -> str:
+    """What the page says stopped the run: a data refusal as the user reads it on the console."""
+    from tfxflow.components.errors import DataError
+
+    return str(err) if isinstance(err, DataError) else f"{type(err).__name__}: {err}"
+
+
+def _mlflow_run_id(tracking) -> Optional[str]:
+    """The MLflow run of a pipeline run that stopped, or None when MLflow does not answer."""
+    from tfxflow.components import tracking as tracking_lib
+
+    try:
+        run = tracking_lib.find_run(tracking_lib.client(tracking.uri), tracking.experiment, tracking.run_key)
+    except Exception:  # noqa: BLE001 (MLflow's client raises many kinds; the page is written without it)
+        return None
+    return run.info.run_id if run is not None else None
 
 
 def _close_failed_run(tracking, err: BaseException) -> None:

@@ -2,17 +2,16 @@
 sample of the taxi data, collected from ML Metadata, rendered, and opened in headless Chromium with every
 request it makes recorded."""
 
-import dataclasses
 import os
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from mlflow import MlflowClient
 
 from tests import browser, helpers
 from tfxflow.pipeline.config import TrainingConfig
-from tfxflow.pipeline.reports import html, model_card, run_record
-from tfxflow.pipeline.reports import page as page_lib
+from tfxflow.pipeline.reports import html, model_card, publish, run_record
 
 pytestmark = pytest.mark.e2e
 
@@ -23,9 +22,17 @@ MAX_PAGE_BYTES = 250_000
 SCREEN = (1280, 4000)
 
 
+def _report_line(stdout: str) -> str:
+    """The page a run wrote, from the last line of its console output."""
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("  report:"), stdout[-2000:]
+    return last.split()[1]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A pushed run and a refused one (a column missing) in one home, each with its page and model card."""
+    """A pushed run and a refused one (a column missing) in one home: the pages and the model card the runs
+    wrote themselves, and each page collected again in this process to read its content."""
     base = tmp_path_factory.mktemp("report")
     data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
     home = str(base / "home")
@@ -39,23 +46,29 @@ def runs(tmp_path_factory):
     metadata = os.path.join(home, "metadata", "metadata.sqlite")
     ids = run_record.run_ids(run_record.open_store(metadata), PIPELINE)
     assert len(ids) == 2
-    settings = dataclasses.replace(TrainingConfig(), train_steps=60, batch_size=64, eval_every_steps=30)
     pages = {}
-    for name, run_id in zip(("pushed", "refused"), ids, strict=True):
-        page = page_lib.collect(
-            metadata, PIPELINE, run_id, settings=settings, defaults=TrainingConfig(), code_commit="0123abc"
-        )
-        path = html.write(page, str(base / "pages" / f"{name}.html"))
+    for name, run_id, result in zip(("pushed", "refused"), ids, (good, bad), strict=True):
+        path = _report_line(result.stdout)
+        assert path == publish.report_path(home, run_id) and os.path.isfile(path)
+        # Drawn again from ML Metadata and the settings saved beside the page, as `tfxflow report` does.
+        page = publish.write_report(home, metadata, PIPELINE, run_id, out=str(base / "pages" / f"{name}.html"))
         pages[name] = {"page": page, "path": path, "document": open(path, encoding="utf-8").read()}
-    return {"base": base, "home": home, "pages": pages, "bad_stderr": bad.stderr}
+    return {"base": base, "home": home, "pages": pages, "good_stdout": good.stdout, "bad_stderr": bad.stderr}
 
 
 def test_the_pushed_runs_page_shows_each_part_of_the_run(runs):
     page, document = runs["pages"]["pushed"]["page"], runs["pages"]["pushed"]["document"]
     assert page.status == "succeeded" and page.pushed and page.verdict.startswith("blessed and pushed as version")
     assert os.path.isdir(page.pushed_destination)
-    assert page.settings["train_steps"] == ("60", str(TrainingConfig().train_steps))
-    assert set(page.settings) <= {"train_steps", "batch_size", "eval_every_steps"}  # only what differs
+    assert page.settings["training.train_steps"] == ("60", str(TrainingConfig().train_steps))
+    # Only what differs from the defaults.
+    assert set(page.settings) == {
+        "training.train_steps",
+        "training.batch_size",
+        "training.eval_every_steps",
+        "evaluation.max_rows",
+    }
+    assert re.fullmatch(r"[0-9a-f]{40}|unknown", page.code_commit)
     assert page.mlflow_run_id and re.fullmatch(r"[0-9a-f]{32}", page.mlflow_run_id)
     assert {"tfxflow", "TFX", "TensorFlow"} <= set(page.versions)
     assert {c.name for c in page.components} >= {"CsvExampleGen", "StatisticsGen", "DataGate", "Trainer", "Pusher"}
@@ -96,6 +109,12 @@ def test_the_refused_runs_page_shows_the_refusal_and_the_drift_that_caused_it(ru
     assert page.training == {} and page.evaluation is None and "training" in page.notes
     assert '<header class="refused">' in document and "What stopped the run at DataGate" in document
     assert "no Trainer ran in this run" in document
+    # The run logged its page to its MLflow run, which it marked FAILED.
+    client = MlflowClient(f"sqlite:///{runs['home']}/mlflow/mlflow.db")
+    assert client.get_run(page.mlflow_run_id).info.status == "FAILED"
+    assert [a.path for a in client.list_artifacts(page.mlflow_run_id, "report")] == [
+        f"report/{os.path.basename(runs['pages']['refused']['path'])}"
+    ]
 
 
 def test_the_model_card_of_the_pushed_model(runs):
@@ -103,8 +122,31 @@ def test_the_model_card_of_the_pushed_model(runs):
     card = model_card.render_markdown(page)
     assert card.startswith(f"# Model card: {PIPELINE} version {page.pushed_version}")
     assert "the probability that tips > 0.2 x fare" in card and "| numeric | fare, trip_miles, trip_seconds |" in card
-    assert "## Limitations" in card and "| code commit | 0123abc |" in card
+    assert "## Limitations" in card and f"| code commit | {page.code_commit} |" in card
     assert "<script" not in model_card.render_html(page)
+    # The run kept the card under the home folder, and MLflow has it with the page and on the registered version.
+    written = os.path.join(runs["home"], "model_cards", "taxi", f"{page.pushed_version}.md")
+    assert open(written, encoding="utf-8").read() == card
+    assert f"  model card:     {written}" in runs["good_stdout"]
+    client = MlflowClient(f"sqlite:///{runs['home']}/mlflow/mlflow.db")
+    logged = {a.path for folder in ("report", "model_card") for a in client.list_artifacts(page.mlflow_run_id, folder)}
+    assert logged == {
+        f"report/{os.path.basename(runs['pages']['pushed']['path'])}",
+        f"model_card/{page.pushed_version}.md",
+        f"model_card/{page.pushed_version}.html",
+    }
+    [version] = client.search_model_versions("name='taxi'")
+    assert version.description == card
+
+
+def test_tfxflow_report_writes_any_recorded_run_again(runs, tmp_path):
+    refused = runs["pages"]["refused"]["page"]
+    out = tmp_path / "again.html"
+    result = helpers.run_cli("report", "--home", runs["home"], "--run", refused.run_id, "--out", str(out))
+    assert result.returncode == 0 and f"wrote {out}" in result.stdout, result.stderr[-2000:]
+    assert "What stopped the run at DataGate" in out.read_text(encoding="utf-8")
+    unknown = helpers.run_cli("report", "--home", runs["home"], "--run", "no-such-run")
+    assert unknown.returncode == 2 and refused.run_id in unknown.stderr
 
 
 @pytest.mark.parametrize("name", ["pushed", "refused"])
