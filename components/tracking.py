@@ -285,6 +285,9 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     for name, values in info.pop("history", {}).items():
         series = f"val.{name[4:]}" if name.startswith("val_") else f"train.{name}"
         metrics += [Metric(series, value, 0, epoch) for epoch, value in enumerate(values, start=1)]
+    # The baseline model's values beside the candidate's, so runs can be compared with what they were judged against.
+    _, baseline = overall_metrics(evaluation.uri)
+    metrics += [Metric(f"baseline.{name}", value, 0, 0) for name, value in baseline.items()]
     evaluation_by_slice = evaluation_metrics(evaluation.uri)
     for slice_name, values in evaluation_by_slice.items():
         prefix = "eval" if slice_name == "overall" else f"eval_slice.{metric_name(slice_name)}"

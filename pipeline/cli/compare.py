@@ -22,14 +22,21 @@ def add_parser(sub) -> None:
         help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the embedded store under --home)",
     )
     cmp.add_argument("--experiment", metavar="NAME", default=f"tfxflow-{DEFAULT_DATASET}", help="MLflow experiment")
-    cmp.add_argument("--last", type=int, default=5, metavar="N", help="the last N runs")
+    cmp.add_argument("--last", type=int, default=5, metavar="N", help="the last N runs that trained a model")
+    cmp.add_argument(
+        "--all", action="store_true", help="count every run in --last, also those refused or failed before training"
+    )
     cmp.add_argument("--runs", metavar="ID,ID,...", help="comma-separated MLflow run ids instead of --last")
     cmp.add_argument(
         "--metric", default="eval.binary_accuracy", metavar="NAME", help="marks the best run; the metric plotted"
     )
     cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV to this file")
     cmp.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to this file")
-    cmp.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of --metric across the runs to this file")
+    cmp.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="write a PNG to this file: --metric per run beside its baseline, and each run's validation curve",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,18 +52,25 @@ def main(args: argparse.Namespace) -> int:
         from mlflow import MlflowClient
 
         run_ids = [r.strip() for r in (args.runs or "").split(",") if r.strip()]
-        runs = compare_lib.load_runs(MlflowClient(uri), args.experiment, args.last, run_ids)
-        if not runs:
-            raise ValueError(f"--experiment {args.experiment}: no runs yet in {uri}")
-        comparison = compare_lib.compare(runs, args.metric)
+        mlflow_client = MlflowClient(uri)
+        loaded = compare_lib.load_runs(mlflow_client, args.experiment, args.last, run_ids, include_all=args.all)
+        if not loaded.runs:
+            what = "runs" if args.all else f"runs that trained a model ({loaded.skipped} others; --all lists them)"
+            raise ValueError(f"--experiment {args.experiment}: no {what} yet in {uri}")
+        comparison = compare_lib.compare(loaded.runs, args.metric)
         print(compare_lib.as_text(comparison))
+        if loaded.skipped:
+            print(
+                f"({loaded.skipped} more recent run(s) left out: refused or failed before training; --all lists them)"
+            )
         for path, render in ((args.csv, compare_lib.as_csv), (args.markdown, compare_lib.as_markdown)):
             if path:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(render(comparison))
                 print(f"wrote {path}")
         if args.plot:
-            compare_lib.plot(comparison, args.metric, args.plot)
+            curves = compare_lib.validation_curves(mlflow_client, comparison.runs, args.metric)
+            compare_lib.plot(comparison, args.metric, args.plot, curves)
             print(f"wrote {args.plot}")
     except (ValueError, TrackingError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,5 +1,9 @@
 """`tfxflow compare`: pipeline runs side by side from MLflow: the params that differ, the key metrics, the best
-marked; as a table, CSV or Markdown, and a PNG plot of one metric across runs."""
+marked; as a table, CSV or Markdown, and a PNG plot: one metric per run beside its baseline, and each run's
+validation curve per epoch.
+
+By default only runs that trained a model are compared: a run the data gate refused has no metric to compare,
+and a few of them would otherwise fill `--last N`."""
 
 from __future__ import annotations
 
@@ -30,6 +34,19 @@ class RunRow:
     params: Dict[str, str]
     metrics: Dict[str, float]
     tags: Dict[str, str]
+
+    @property
+    def trained(self) -> bool:
+        """Whether the run trained a model (the Trainer's per-epoch curves or the Evaluator's metrics)."""
+        return any(name.startswith(("train.", "val.", "eval.")) for name in self.metrics)
+
+
+@dataclasses.dataclass
+class LoadedRuns:
+    """The runs to compare, oldest first, and how many newer runs were left out for not having trained."""
+
+    runs: List[RunRow]
+    skipped: int = 0
 
 
 @dataclasses.dataclass
@@ -67,28 +84,49 @@ def _format(value: Optional[float]) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:.4f}"
 
 
-def load_runs(mlflow_client, experiment: str, last: int = 5, run_ids: Sequence[str] = ()) -> List[RunRow]:
-    """The named runs, else the last `last` runs of `experiment`, oldest first."""
+def load_runs(
+    mlflow_client, experiment: str, last: int = 5, run_ids: Sequence[str] = (), include_all: bool = False
+) -> LoadedRuns:
+    """The named runs, else the last `last` runs of `experiment` that trained a model (every run with
+    `include_all`), oldest first, with the count of runs left out between them."""
     if run_ids:
-        runs = [mlflow_client.get_run(run_id) for run_id in run_ids]
-    else:
-        found = mlflow_client.get_experiment_by_name(experiment)
-        if found is None:
-            raise ValueError(f"--experiment {experiment}: no such MLflow experiment")
-        runs = mlflow_client.search_runs(
-            [found.experiment_id], order_by=["attributes.start_time DESC"], max_results=last
-        )[::-1]
-    return [
-        RunRow(
-            r.info.run_id,
-            r.info.run_name or "",
-            r.info.status,
-            dict(r.data.params),
-            dict(r.data.metrics),
-            dict(r.data.tags),
+        return LoadedRuns([_row(mlflow_client.get_run(run_id)) for run_id in run_ids])
+    found = mlflow_client.get_experiment_by_name(experiment)
+    if found is None:
+        raise ValueError(f"--experiment {experiment}: no such MLflow experiment")
+    kept: List[RunRow] = []
+    skipped = 0
+    page_token = None
+    while len(kept) < last:
+        page = mlflow_client.search_runs(
+            [found.experiment_id],
+            order_by=["attributes.start_time DESC"],
+            max_results=max(last, 100) if not include_all else last,
+            page_token=page_token,
         )
-        for r in runs
-    ]
+        for run in page:
+            row = _row(run)
+            if include_all or row.trained:
+                kept.append(row)
+                if len(kept) == last:
+                    break
+            else:
+                skipped += 1
+        page_token = page.token
+        if not page_token:
+            break
+    return LoadedRuns(kept[::-1], skipped)
+
+
+def _row(run) -> RunRow:
+    return RunRow(
+        run.info.run_id,
+        run.info.run_name or "",
+        run.info.status,
+        dict(run.data.params),
+        dict(run.data.metrics),
+        dict(run.data.tags),
+    )
 
 
 def compare(
@@ -143,8 +181,20 @@ def as_csv(comparison: Comparison) -> str:
     return out.getvalue()
 
 
-def plot(comparison: Comparison, metric: str, path: str) -> None:
-    """A PNG bar chart of `metric` per run, the best run highlighted."""
+def baseline_metric(metric: str) -> Optional[str]:
+    """The MLflow metric of the baseline model's value of an eval metric (`eval.auc` -> `baseline.auc`)."""
+    return "baseline." + metric[len("eval.") :] if metric.startswith("eval.") else None
+
+
+def curve_metric(metric: str) -> str:
+    """The per-epoch validation series closest to `metric` (`eval.auc` -> `val.auc`; else `val.loss`)."""
+    name = metric.split(".", 1)[-1]
+    return f"val.{name}" if metric.startswith(("eval.", "val.", "train.")) else "val.loss"
+
+
+def plot(comparison: Comparison, metric: str, path: str, curves: Optional[Dict[str, List[float]]] = None) -> None:
+    """A PNG of two panels: `metric` per run with the baseline model's value beside it (the best run marked),
+    and each run's validation curve per epoch overlaid (`curves`: run id -> values by epoch)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display
@@ -152,13 +202,68 @@ def plot(comparison: Comparison, metric: str, path: str) -> None:
 
     runs = [run for run in comparison.runs if metric in run.metrics]
     if not runs:
-        raise ValueError(f"--plot: no run has the metric '{metric}'")
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(runs)), 3.5))
-    colors = ["tab:orange" if run.run_id == comparison.best_run else "tab:blue" for run in runs]
-    ax.bar([run.run_id[:8] for run in runs], [run.metrics[metric] for run in runs], color=colors)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} across runs (best highlighted)")
-    ax.tick_params(axis="x", labelrotation=45)
+        have = sorted({m for run in comparison.runs for m in run.metrics if m.startswith("eval.")})
+        raise ValueError(
+            f"--plot: none of these {len(comparison.runs)} runs has the metric '{metric}'"
+            + (f" (they have: {', '.join(have)})" if have else " (none trained a model)")
+        )
+    curves = {run_id: values for run_id, values in (curves or {}).items() if values}
+    fig, axes = plt.subplots(1, 2 if curves else 1, figsize=(max(6.0, 1.4 * len(runs)) + (6 if curves else 0), 4))
+    bars = axes[0] if curves else axes
+    labels = [_label(run, comparison.params) for run in runs]
+    positions = range(len(runs))
+    width = 0.4
+    baseline = baseline_metric(metric)
+    bars.bar(
+        [x - width / 2 for x in positions],
+        [run.metrics[metric] for run in runs],
+        width,
+        label="this run's model",
+        color=["tab:orange" if run.run_id == comparison.best_run else "tab:blue" for run in runs],
+    )
+    if baseline and any(baseline in run.metrics for run in runs):
+        bars.bar(
+            [x + width / 2 for x in positions],
+            [run.metrics.get(baseline, math.nan) for run in runs],
+            width,
+            label="baseline (the last blessed model)",
+            color="tab:gray",
+        )
+    bars.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
+    values = [v for run in runs for v in (run.metrics[metric], run.metrics.get(baseline or "")) if v is not None]
+    low, high = min(values), max(values)
+    if low > 0 and high - low < 0.5 * high:  # close values: a zoomed axis shows the differences
+        bars.set_ylim(max(0.0, low - (high - low) - 0.02 * high), high + 0.35 * (high - low) + 0.01 * high)
+    bars.set_ylabel(metric)
+    bars.set_title(f"{metric} per run (best in orange)")
+    bars.legend(fontsize=8, loc="upper left", ncols=2)
+    if curves:
+        series = curve_metric(metric)
+        for run in comparison.runs:
+            if run.run_id in curves:
+                values = curves[run.run_id]
+                axes[1].plot(range(1, len(values) + 1), values, marker="o", label=_label(run, comparison.params))
+        axes[1].xaxis.get_major_locator().set_params(integer=True)
+        axes[1].set_xlabel("epoch")
+        axes[1].set_ylabel(series)
+        axes[1].set_title(f"{series} per epoch")
+        axes[1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _label(run: RunRow, params: Sequence[str]) -> str:
+    """The run's short id and the values of the params that differ (e.g. `1a2b3c4d lr=0.003`)."""
+    shown = [f"{p.rsplit('.', 1)[-1]}={run.params[p]}" for p in params[:2] if p in run.params]
+    return " ".join([run.run_id[:8], *shown])
+
+
+def validation_curves(mlflow_client, runs: Sequence[RunRow], metric: str) -> Dict[str, List[float]]:
+    """Each run's validation series for `metric` by epoch (MLflow keeps one value per step)."""
+    series = curve_metric(metric)
+    curves = {}
+    for run in runs:
+        history = sorted(mlflow_client.get_metric_history(run.run_id, series), key=lambda m: m.step)
+        curves[run.run_id] = [m.value for m in history]
+    return curves

@@ -173,6 +173,9 @@ def test_compare_shows_the_differing_param_and_both_metrics(tracked_runs, mlflow
     with open(markdown, encoding="utf-8") as f:
         assert "| model.learning_rate |" in f.read()
     assert os.path.getsize(tmp_path / "accuracy.png") > 1000
+    # The plot's baseline bar: the second run was judged against the first run's blessed model; the first had none.
+    first, second = (run.data.metrics for run in tracked_runs["runs"])
+    assert "baseline.binary_accuracy" not in first and 0.5 < second["baseline.binary_accuracy"] <= 1
 
 
 def test_an_unreachable_server_stops_before_any_work(tmp_path):
