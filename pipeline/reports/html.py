@@ -28,7 +28,7 @@ SECTIONS = (  # (anchor, heading): the page's order and its table of contents
 )
 TRAINING_METRICS = ("loss", "binary_accuracy", "accuracy", "auc")  # first in this order, then the rest
 MAX_TRAINING_CHARTS = 4
-MAX_DRIFT_CHARTS = 12  # the most shifted; the table lists every check
+MAX_DRIFT_CHARTS = 50  # one per checked feature, the most shifted first, up to the feature cap; the table lists all
 
 STYLE = """
 :root{--fg:#1f2933;--muted:#52606d;--line:#e4e7eb;--bg:#fff;--soft:#f5f7fa;--ok:#2e8b57;--bad:#c0392b;
