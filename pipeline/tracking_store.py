@@ -32,7 +32,7 @@ def resolve_tracking_uri(flag: Optional[str], environ: Mapping[str, str], home: 
 
 
 def _get(url: str, timeout: float) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked below
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s) only, checked below
         return response.read()
 
 

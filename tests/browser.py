@@ -78,7 +78,7 @@ def chromium() -> str:
 
 
 class _Quiet(http.server.BaseHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (BaseHTTPRequestHandler's signature)
+    def log_message(self, format, *args):  # BaseHTTPRequestHandler's signature
         pass
 
 
@@ -118,7 +118,7 @@ class PageServer(_Server):
         self.document = document
 
         class Handler(_Quiet):
-            def do_GET(self):  # noqa: N802 (http.server's naming)
+            def do_GET(self):  # http.server's naming
                 owner = self.server_owner
                 owner.record("GET", self.path)
                 if self.path != PAGE_PATH:
@@ -164,7 +164,7 @@ class RecordingProxy(_Server):
                 self.send_header("Connection", "close")
                 self.end_headers()
 
-            do_GET = do_POST = do_HEAD = do_PUT = do_OPTIONS = do_CONNECT = _answer  # noqa: N815
+            do_GET = do_POST = do_HEAD = do_PUT = do_OPTIONS = do_CONNECT = _answer
 
         super().__init__(Handler)
 
@@ -195,9 +195,7 @@ class Rendered:
 
 
 def _run(binary: str, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
-    done = subprocess.run(  # noqa: S603
-        [binary, *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+    done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"chromium exited with {done.returncode}: {done.stderr[-2000:]}")
     return done

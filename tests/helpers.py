@@ -134,8 +134,8 @@ class MlflowServer:
 
         os.makedirs(self.folder, exist_ok=True)
         mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
-        log = open(os.path.join(self.folder, "server.log"), "wb")  # noqa: SIM115 - the server outlives this call
-        self.process = subprocess.Popen(  # noqa: S603
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
+        self.process = subprocess.Popen(
             [
                 mlflow,
                 "server",
@@ -221,9 +221,9 @@ class S3Server:
 
         os.makedirs(self.folder, exist_ok=True)
         moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-        log = open(os.path.join(self.folder, "server.log"), "wb")  # noqa: SIM115 - the server outlives this call
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
         self.process = subprocess.Popen(
-            [moto, "-H", "127.0.0.1", "-p", str(self.port)],  # noqa: S603
+            [moto, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

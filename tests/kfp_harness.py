@@ -1538,11 +1538,11 @@ class LocalKfp:
         out = None
         if logs_path:
             try:
-                out = open(logs_path, "w+b")  # noqa: SIM115 - os.Create before the command starts
+                out = open(logs_path, "w+b")  # os.Create before the command starts
             except OSError as e:
                 log.write(f"[kfp-harness] E Error creating logFilePath, {logs_path}: {e}\n")
         if out is None:
-            out = open(os.path.join(task_dir, "stdout.txt"), "w+b")  # noqa: SIM115
+            out = open(os.path.join(task_dir, "stdout.txt"), "w+b")
         log.write(f"[kfp-harness] running {argv[0]} with {len(argv) - 1} argument(s) in {cwd}\n")
         log.flush()
         try:
@@ -1552,7 +1552,7 @@ class LocalKfp:
                     cwd=cwd,
                     env=env,
                     stdin=subprocess.DEVNULL,
-                    stdout=out,  # noqa: S603
+                    stdout=out,
                     stderr=subprocess.STDOUT,
                     timeout=self.task_timeout,
                     check=False,

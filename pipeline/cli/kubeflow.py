@@ -301,7 +301,7 @@ def _compile(args: argparse.Namespace) -> int:
     try:
         with stderr_to(log_file):
             result = kf.compile_pipeline(config, output)
-    except Exception as err:  # noqa: BLE001 (the log gets the traceback, the console one line)
+    except Exception as err:  # the log gets the traceback, the console one line
         logging.getLogger(__name__).exception("compile failed")
         if isinstance(err, ValueError):  # a configuration error, printed by the caller
             os.remove(log_file)

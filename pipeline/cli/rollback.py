@@ -95,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as err:  # ConfigError: why no rollback was done
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except Exception as err:  # noqa: BLE001 (the file system or object store refused)
+    except Exception as err:  # the file system or object store refused
         logging.getLogger(__name__).exception("rollback failed")
         first_line = (str(err).strip().splitlines() or [""])[0][:300]
         print(

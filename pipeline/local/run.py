@@ -107,7 +107,7 @@ def _stopped(err: BaseException, config, log_file: str) -> int:
         )
         if recovery is not None and recovery.executions:
             canceled = f"; marked CANCELED in ML Metadata: {', '.join(recovery.executions)}"
-    except Exception:  # noqa: BLE001 (the next run cleans up what this one could not)
+    except Exception:  # the next run cleans up what this one could not
         logging.getLogger(__name__).exception("clean-up after %s failed", how)
     print(
         f"\nerror: the run was stopped ({how}){canceled}\n  finished components are reused when you run again"
@@ -127,7 +127,7 @@ def _run_locked(config, log_file: str, force: bool) -> int:
         recovery = run_guard.recover_interrupted(
             config.paths.metadata_path, config.pipeline_name, config.paths.pipeline_root
         )
-    except Exception as err:  # noqa: BLE001 (leftovers of a dead run never block a new one)
+    except Exception as err:  # leftovers of a dead run never block a new one
         logging.getLogger(__name__).exception("recovery failed")
         print(f"warning: could not clean up after an interrupted run: {type(err).__name__}: {err}", file=sys.stderr)
         recovery = None
@@ -161,7 +161,7 @@ def _run_locked(config, log_file: str, force: bool) -> int:
     try:
         with stderr_to(log_file):
             run_local(config, fingerprint=fingerprint)
-    except Exception as err:  # noqa: BLE001 (the log gets the traceback, the console one line)
+    except Exception as err:  # the log gets the traceback, the console one line
         # The traceback goes to the log file; the console gets the error and where to look.
         logging.getLogger(__name__).exception("run failed")
         return _failed(err, config, log_file)

@@ -353,7 +353,7 @@ def _publish(config: RunConfig, tracking, out: TextIO, *, run_id=None, mlflow_ru
         published = publish.publish(
             config, run_id=run_id, mlflow_run_id=mlflow_run_id, code_commit=git_commit(), error=error
         )
-    except Exception as err:  # noqa: BLE001 (the page is a view of the run; the run's outcome stands)
+    except Exception as err:  # the page is a view of the run; the run's outcome stands
         logging.getLogger(__name__).exception("could not write the run page")
         print(f"  report:         not written ({type(err).__name__}: {err}; see the log)", file=out, flush=True)
         return
@@ -390,7 +390,7 @@ def _close_failed_run(tracking, err: BaseException) -> None:
         tracking_lib.finish_run(
             tracking.uri, tracking.experiment, tracking.run_key, "FAILED", f"{type(err).__name__}: {err}"
         )
-    except Exception:  # noqa: BLE001 (recording the failure must not hide the run's own error)
+    except Exception:  # recording the failure must not hide the run's own error
         logging.getLogger(__name__).exception("could not mark the MLflow run failed")
 
 
