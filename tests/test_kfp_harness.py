@@ -15,6 +15,8 @@ import yaml
 
 from tests.kfp_harness import CACHED, FAILED, NOT_RUN, SUCCEEDED, LocalKfp, NotEmulated, Refused
 
+pytestmark = pytest.mark.integration
+
 # Every step starts with this: the executor input from argv[1], and KFP's LocalPathForURI under the local root
 # the harness gives the step (a pod's launcher uses / itself).
 PRELUDE = """
@@ -467,8 +469,6 @@ def test_the_backend_refuses_specs_it_cannot_run(tmp_path, kfp):
 
 MARKER_PRODUCER = """
 import boto3
-
-pytestmark = pytest.mark.integration
 folder = out("model")
 os.makedirs(os.path.join(folder, "variables"))
 with open(os.path.join(folder, "saved_model.pb"), "wb") as f:
