@@ -3,6 +3,7 @@
 import os
 
 from tests import helpers
+from tests.pipeline.cli.test_main import COMPILE
 
 
 def test_missing_data_root_is_one_clear_line(tmp_path):
@@ -41,20 +42,7 @@ def _beam(*argv: str, kubeflow: bool = False):
     from tfxflow.pipeline.cli import common
     from tfxflow.pipeline.cli.main import build_parser
 
-    base = (
-        [
-            "kubeflow",
-            "compile",
-            "--image",
-            "registry.example.com/ml/tfxflow:0.1.0",
-            "--pipeline-root",
-            "gs://ml-artifacts/root",
-            "--data-root",
-            "gs://ml-data/taxi",
-        ]
-        if kubeflow
-        else ["run"]
-    )
+    base = COMPILE if kubeflow else ["run"]
     return common.beam_runner(build_parser().parse_args(base + list(argv)), kubeflow=kubeflow)
 
 
