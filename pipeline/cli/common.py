@@ -21,6 +21,27 @@ from tfxflow.pipeline.config import (
 HOME_HELP = f"(default: ${HOME_ENV}, else ./tfxflow_home)"
 
 
+def add_metadata_path(parser) -> None:
+    """--metadata-path, as every command that reads a home's ML Metadata store spells it."""
+    parser.add_argument(
+        "--metadata-path", metavar="FILE", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)"
+    )
+
+
+def add_pipeline_name(parser) -> None:
+    """--pipeline-name of the commands that look a pipeline's runs up (`run` and `compile` declare their own)."""
+    parser.add_argument("--pipeline-name", metavar="NAME", help="pipeline name (default: tfxflow-<dataset>)")
+
+
+def add_mlflow_uri(parser) -> None:
+    """--mlflow-uri of the commands that read a home's MLflow store."""
+    parser.add_argument(
+        "--mlflow-uri",
+        metavar="URI",
+        help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the embedded store under --home)",
+    )
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """States each option's default once: as `(default: X)` after the help, unless the help already says what
     the default is, and not at all where there is nothing to state (a switch, None, an empty value). A

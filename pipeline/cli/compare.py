@@ -16,11 +16,7 @@ HELP = "compare MLflow runs: the params that differ, key metrics, the best"
 def add_parser(sub) -> None:
     cmp = sub.add_parser("compare", help=HELP, description=HELP, formatter_class=common.HelpFormatter)
     cmp.add_argument("--home", metavar="DIR", help=f"finds the embedded store {common.HOME_HELP}")
-    cmp.add_argument(
-        "--mlflow-uri",
-        metavar="URI",
-        help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the embedded store under --home)",
-    )
+    common.add_mlflow_uri(cmp)
     cmp.add_argument("--experiment", metavar="NAME", default=f"tfxflow-{DEFAULT_DATASET}", help="MLflow experiment")
     cmp.add_argument("--last", type=int, default=5, metavar="N", help="the last N runs that trained a model")
     cmp.add_argument(

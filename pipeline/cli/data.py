@@ -38,13 +38,11 @@ def add_parsers(sub) -> None:
         "accept-data", help=ACCEPT_HELP, description=ACCEPT_HELP, formatter_class=common.HelpFormatter
     )
     accept.add_argument("--home", metavar="DIR", help=f"the run's home folder {common.HOME_HELP}")
-    accept.add_argument(
-        "--metadata-path", metavar="FILE", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)"
-    )
+    common.add_metadata_path(accept)
     accept.add_argument(
         "--dataset", default=DEFAULT_DATASET, metavar="NAME", help="names the pipeline: tfxflow-<dataset>"
     )
-    accept.add_argument("--pipeline-name", metavar="NAME", help="pipeline name (default: tfxflow-<dataset>)")
+    common.add_pipeline_name(accept)
     accept.add_argument(
         "--run", dest="run_id", metavar="RUN_ID", help="the pipeline run whose data to accept (default: the latest)"
     )

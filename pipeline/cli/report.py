@@ -17,11 +17,9 @@ def add_parser(sub) -> None:
     rep = sub.add_parser("report", help=HELP, description=HELP, formatter_class=common.HelpFormatter)
     rep.add_argument("--home", metavar="DIR", help=f"the runs' home folder {common.HOME_HELP}")
     rep.add_argument("--dataset", default=DEFAULT_DATASET, metavar="NAME", help="names the pipeline")
-    rep.add_argument("--pipeline-name", metavar="NAME", help="pipeline name (default: tfxflow-<dataset>)")
+    common.add_pipeline_name(rep)
     rep.add_argument("--model-name", metavar="NAME", help="serving model name, for --model-card (default: <dataset>)")
-    rep.add_argument(
-        "--metadata-path", metavar="FILE", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)"
-    )
+    common.add_metadata_path(rep)
     rep.add_argument("--run", metavar="ID", help="the pipeline run (default: the latest; --list shows them)")
     rep.add_argument("--list", action="store_true", help="list the recorded runs, newest last, and stop")
     rep.add_argument("--out", metavar="FILE", help="where to write the page (default: <home>/reports/<run>.html)")
@@ -33,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
 
     home = os.path.abspath(config_lib.resolve_home(args.home, os.environ))
     paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
-    pipeline_name = args.pipeline_name or f"tfxflow-{args.dataset}"
+    pipeline_name = common.pipeline_name(args)
     if not os.path.isfile(paths.metadata_path):
         print(
             f"error: no ML Metadata store at {paths.metadata_path}: run the pipeline first, or pass --home",

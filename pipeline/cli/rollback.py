@@ -39,15 +39,9 @@ def add_parser(sub) -> None:
     back.add_argument(
         "--reason", default="", metavar="TEXT", help="why, recorded with who and when (serving log, MLflow, MLMD)"
     )
-    back.add_argument(
-        "--mlflow-uri",
-        metavar="URI",
-        help="tracking server or store (default: $MLFLOW_TRACKING_URI, else the embedded store under --home)",
-    )
-    back.add_argument(
-        "--metadata-path", metavar="FILE", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)"
-    )
-    back.add_argument("--pipeline-name", metavar="NAME", help="pipeline name (default: tfxflow-<dataset>)")
+    common.add_mlflow_uri(back)
+    common.add_metadata_path(back)
+    common.add_pipeline_name(back)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -25,9 +25,7 @@ def add_parser(sub) -> None:
     )
     common.add_pipeline_settings(paths, only=("schema_path", "feature_config_path", "pipeline_name", "model_name"))
     paths.add_argument("--pipeline-root", metavar="DIR", help="TFX's artifacts (default: <home>/pipeline_root)")
-    paths.add_argument(
-        "--metadata-path", metavar="FILE", help="MLMD SQLite file (default: <home>/metadata/metadata.sqlite)"
-    )
+    common.add_metadata_path(paths)
     paths.add_argument("--serving-dir", metavar="DIR", help="TF Serving model base (default: <home>/serving)")
     paths.add_argument(
         "--keep-versions",
