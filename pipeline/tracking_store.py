@@ -85,9 +85,10 @@ def _check_server(uri: str, timeout: float, experiment: Optional[str], model_nam
         if search.status_code in (401, 403):
             raise _refused(shown, search, creds, "read experiments")
         if search.status_code != 200:
+            message = _json(search).get("message", "")
             raise TrackingError(
-                f"MLflow tracking server {shown} answered HTTP {search.status_code} to a search of experiments; "
-                f"{advice}"
+                f"MLflow tracking server {shown} is up but answered HTTP {search.status_code} to a search of "
+                f"experiments{f' ({message})' if message else ''}; its log says why"
             )
         try:
             body = search.json()
@@ -156,7 +157,7 @@ def _check_write(shown: str, creds, timeout: float, experiment: Optional[str], m
 
 
 def check_tracking(
-    uri: str, timeout: float = 5.0, experiment: Optional[str] = None, model_name: Optional[str] = None
+    uri: str, timeout: float = 10.0, experiment: Optional[str] = None, model_name: Optional[str] = None
 ) -> str:
     """Raises TrackingError unless the store at `uri` answers; returns a one-line description of it.
 

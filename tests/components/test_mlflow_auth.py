@@ -48,3 +48,7 @@ def test_mlflow_host_creds_carry_every_client_setting(monkeypatch):
     assert (creds.username, creds.password, creds.token) == ("alice", "hunter2", "tok")
     assert (creds.server_cert_path, creds.client_cert_path, creds.verify) == ("/ca.pem", "/client.pem", "/ca.pem")
     assert mlflow_auth.describe_credentials(creds) == "user 'alice'"
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+    assert mlflow_auth.describe_credentials(mlflow_auth.host_creds("https://mlflow.team")) == (
+        "a token ($MLFLOW_TRACKING_TOKEN)"
+    )
