@@ -294,6 +294,8 @@ class PostgresServer:
     def start(self, timeout: float = 60.0) -> "PostgresServer":
         import time
 
+        if not os.access(os.path.join(self.BIN, "initdb"), os.X_OK):
+            raise RuntimeError(f"PostgreSQL's server binaries (initdb, postgres) are not in {self.BIN}")
         if os.geteuid() == 0:
             import pwd
 
