@@ -98,18 +98,48 @@ def _check_server(uri: str, timeout: float, experiment: Optional[str], model_nam
             raise TrackingError(f"{shown} does not answer like an MLflow tracking server; {advice}")
         _check_write(shown, creds, timeout, experiment, model_name)
     except MlflowException as err:
-        reason = _reason(err)
-        raise TrackingError(f"MLflow tracking server {shown} cannot be reached ({reason}); {advice}") from None
+        raise _unreachable(shown, creds, _root_error(err), advice) from None
     return f"MLflow tracking server {shown}"
 
 
-def _reason(err: BaseException) -> str:
-    """The innermost error behind MLflow's "API request ... failed" (connection refused, name not known)."""
+def _root_error(err: BaseException) -> BaseException:
+    """The deepest OS-level error behind MLflow's "API request ... failed" (connection refused, name not known,
+    a TLS failure); urllib3 leaves a TypeError of its own below some of them, which says nothing."""
+    found = err
     while err.__cause__ or err.__context__:
         err = err.__cause__ or err.__context__
-    reason = getattr(err, "reason", None) or err  # urllib3's MaxRetryError, NewConnectionError
+        if isinstance(err, OSError):
+            found = err
+    return found
+
+
+def _unreachable(shown: str, creds, root: BaseException, advice: str) -> TrackingError:
+    """The message for a request that got no HTTP answer: TLS settings named where TLS is why."""
+    import ssl
+
+    reason = getattr(root, "reason", None) or root  # urllib3's MaxRetryError, NewConnectionError
     text = str(reason)
-    return text.split(": ", 1)[1] if text.startswith("<") and ": " in text else text
+    text = text.split(": ", 1)[1] if text.startswith("<") and ": " in text else text
+    if isinstance(root, ssl.SSLCertVerificationError):
+        return TrackingError(
+            f"MLflow tracking server {shown} is up but its TLS certificate is not trusted "
+            f"({root.verify_message or text}); set "
+            f"${mlflow_auth.SERVER_CERT_ENV} to the certificate of the authority that signed it (or "
+            f"${mlflow_auth.INSECURE_TLS_ENV}=true to skip the check)"
+        )
+    if "invalid path" in text and (creds.server_cert_path or creds.client_cert_path):
+        return TrackingError(
+            f"MLflow tracking server {shown}: {text}; check ${mlflow_auth.SERVER_CERT_ENV} and "
+            f"${mlflow_auth.CLIENT_CERT_ENV}"
+        )
+    if isinstance(root, (ssl.SSLError, ConnectionResetError)) and shown.startswith("https:"):
+        # A server that asks for a client certificate closes a connection that brings none.
+        sent = f"${mlflow_auth.CLIENT_CERT_ENV} is set" if creds.client_cert_path else "none was sent"
+        advice = (
+            f"if it asks for a client certificate ({sent}), set ${mlflow_auth.CLIENT_CERT_ENV} to a file with "
+            f"the certificate and its key; else {advice}"
+        )
+    return TrackingError(f"MLflow tracking server {shown} cannot be reached ({text}); {advice}")
 
 
 WRITE_CHECK_TAG = "tfxflow.write_check"
