@@ -5,7 +5,8 @@ A user with write access runs the pipeline with credentials in the URI (its regi
 alias, `tfxflow compare`, the champion loaded through `models:/...@champion`, with credentials in MLflow's
 environment variables); a user who may only read, and a user who sends none, are refused before any work; and
 the password is found nowhere: console, run log, home folder (ML Metadata included), MLflow's database,
-the artifact store.
+the artifact store. On a second server that serves HTTPS only and asks for a client certificate, the writer
+runs by bearer token with MLflow's TLS variables.
 """
 
 import base64
@@ -185,3 +186,44 @@ def test_the_password_is_nowhere(written, refused, team_server, postgres_server)
     for entry in s3.list_objects_v2(Bucket="team-artifacts")["Contents"]:
         body = s3.get_object(Bucket="team-artifacts", Key=entry["Key"])["Body"].read()
         assert not any(secret.encode() in body for secret in secrets), entry["Key"]
+
+
+@pytest.fixture(scope="module")
+def token_run(secure_mlflow_server, tmp_path_factory):
+    """The writer's run by bearer token, against the server that serves HTTPS only and asks for a client
+    certificate: MLflow's TLS settings in the environment, as a team sets them."""
+    base = tmp_path_factory.mktemp("secure")
+    server = secure_mlflow_server
+    env = {
+        **NO_CREDENTIALS,
+        "MLFLOW_TRACKING_TOKEN": server.WRITER_TOKEN,
+        "MLFLOW_TRACKING_SERVER_CERT_PATH": server.tls.ca,
+        "MLFLOW_TRACKING_CLIENT_CERT_PATH": server.tls.client_bundle,
+    }
+    data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
+    home = str(base / "home")
+    run = helpers.run_cli("run", "--home", home, "--data-root", data, "--mlflow-uri", server.uri, *FLAGS, env=env)
+    return {"home": home, "run": run, "env": env}
+
+
+def test_a_run_by_token_over_mutual_tls_is_tracked_and_registered(token_run, secure_mlflow_server, monkeypatch):
+    server = secure_mlflow_server
+    result = token_run["run"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"mlflow:  MLflow tracking server {server.uri}" in result.stdout
+    for key, value in token_run["env"].items():
+        if value is not None:
+            monkeypatch.setenv(key, value)
+    client = MlflowClient(server.uri)
+    (run,) = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
+    assert run.info.status == "FINISHED" and run.data.tags["tfxflow.pushed"] == "yes"
+    assert client.get_model_version_by_alias("taxi", "champion").run_id == run.info.run_id
+    keys = [o["Key"] for o in server.s3.client().list_objects_v2(Bucket=server.bucket)["Contents"]]
+    assert any(k.endswith("/MLmodel") for k in keys), keys[:20]
+    # The token is a credential like a password: nowhere in the console or the home folder.
+    token = server.WRITER_TOKEN
+    assert token not in result.stdout + result.stderr
+    for root, _, names in os.walk(token_run["home"]):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as f:
+                assert token.encode() not in f.read(), os.path.join(root, name)

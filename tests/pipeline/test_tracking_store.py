@@ -119,3 +119,96 @@ def test_a_reader_may_not_write_to_an_existing_experiment_or_model(team_mlflow_s
         )
     # What does not exist yet, the run creates as its owner: nothing to refuse.
     assert tracking.check_tracking(team_mlflow_server.uri, experiment="store-check-new", model_name="new-model")
+
+
+WRITER_TOKEN, READER_TOKEN = helpers.TeamMlflowServer.WRITER_TOKEN, helpers.TeamMlflowServer.READER_TOKEN
+
+
+@pytest.fixture
+def tls_env(secure_mlflow_server, monkeypatch):
+    """No MLflow client setting but the TLS files the secure server asks for; returns a setter for more."""
+    for key in [k for k in os.environ if k.startswith("MLFLOW_TRACKING_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("MLFLOW_TRACKING_SERVER_CERT_PATH", secure_mlflow_server.tls.ca)
+    monkeypatch.setenv("MLFLOW_TRACKING_CLIENT_CERT_PATH", secure_mlflow_server.tls.client_bundle)
+
+    def setenv(**values):
+        for key, value in values.items():
+            if value is None:
+                monkeypatch.delenv(f"MLFLOW_TRACKING_{key}", raising=False)
+            else:
+                monkeypatch.setenv(f"MLFLOW_TRACKING_{key}", value)
+
+    return setenv
+
+
+def test_a_token_over_mutual_tls_may_write(secure_mlflow_server, tls_env):
+    from mlflow import MlflowClient
+
+    tls_env(TOKEN=WRITER_TOKEN)
+    client = MlflowClient(secure_mlflow_server.uri)
+    client.create_experiment("token-check")
+    assert tracking.check_tracking(secure_mlflow_server.uri, experiment="token-check") == (
+        f"MLflow tracking server {secure_mlflow_server.uri}"
+    )
+    experiment = client.get_experiment_by_name("token-check")
+    assert experiment.tags[tracking.WRITE_CHECK_TAG]
+    # The experiment's owner is the token's user: MLflow's permission store says so.
+    permission = secure_mlflow_server.admin(
+        "/api/3.0/mlflow/users/permissions/get",
+        method="GET",
+        params={"username": "writer", "resource_type": "experiment", "resource_id": experiment.experiment_id},
+    )
+    assert permission["permission"] == "MANAGE"
+
+
+def test_a_wrong_token_is_a_401_and_a_readers_token_a_403(secure_mlflow_server, tls_env):
+    from mlflow import MlflowClient
+
+    tls_env(TOKEN=WRITER_TOKEN)
+    MlflowClient(secure_mlflow_server.uri).create_experiment("token-owned")
+    tls_env(TOKEN="not-a-token-x7")
+    with pytest.raises(tracking.TrackingError) as err:
+        tracking.check_tracking(secure_mlflow_server.uri)
+    assert "HTTP 401 (Unauthorized) to read experiments: it did not accept the credentials sent (a token " in str(
+        err.value
+    )
+    assert "not-a-token-x7" not in str(err.value)
+    tls_env(TOKEN=READER_TOKEN)
+    with pytest.raises(tracking.TrackingError) as err:
+        tracking.check_tracking(secure_mlflow_server.uri, experiment="token-owned")
+    assert str(err.value).startswith(
+        f"MLflow tracking server {secure_mlflow_server.uri} is up but answered HTTP 403 (Forbidden): a token "
+        "($MLFLOW_TRACKING_TOKEN) may not write to experiment 'token-owned' (EDIT permission)"
+    )
+
+
+def test_an_untrusted_server_certificate_names_the_setting(secure_mlflow_server, tls_env):
+    tls_env(TOKEN=WRITER_TOKEN, SERVER_CERT_PATH=None)
+    with pytest.raises(tracking.TrackingError) as err:
+        tracking.check_tracking(secure_mlflow_server.uri, timeout=5)
+    assert str(err.value) == (
+        f"MLflow tracking server {secure_mlflow_server.uri} is up but its TLS certificate is not trusted "
+        "(self-signed certificate in certificate chain); set $MLFLOW_TRACKING_SERVER_CERT_PATH to the "
+        "certificate of the authority that signed it (or $MLFLOW_TRACKING_INSECURE_TLS=true to skip the check)"
+    )
+    tls_env(INSECURE_TLS="true")
+    assert tracking.check_tracking(secure_mlflow_server.uri, timeout=5)
+
+
+def test_a_missing_client_certificate_or_a_wrong_path_names_the_setting(secure_mlflow_server, tls_env):
+    tls_env(TOKEN=WRITER_TOKEN, CLIENT_CERT_PATH=None)
+    with pytest.raises(tracking.TrackingError) as err:
+        tracking.check_tracking(secure_mlflow_server.uri, timeout=5)
+    assert str(err.value).startswith(f"MLflow tracking server {secure_mlflow_server.uri} cannot be reached (")
+    assert "if it asks for a client certificate (none was sent), set $MLFLOW_TRACKING_CLIENT_CERT_PATH" in str(
+        err.value
+    )
+    tls_env(SERVER_CERT_PATH="/nonexistent/tfxflow-ca.pem")
+    with pytest.raises(tracking.TrackingError) as err:
+        tracking.check_tracking(secure_mlflow_server.uri, timeout=5)
+    assert str(err.value) == (
+        f"MLflow tracking server {secure_mlflow_server.uri}: Could not find a suitable TLS CA certificate "
+        "bundle, invalid path: /nonexistent/tfxflow-ca.pem; check $MLFLOW_TRACKING_SERVER_CERT_PATH and "
+        "$MLFLOW_TRACKING_CLIENT_CERT_PATH"
+    )
