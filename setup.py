@@ -34,6 +34,14 @@ setup(
         "pyarrow>=10,<11",
         "google-crc32c>=1.5,<2",
     ],
-    extras_require={"test": ["pytest>=8,<9", "moto[server]>=5,<6", "kubernetes-validate>=1.28,<2"]},
+    extras_require={
+        "test": [
+            "pytest>=8,<9",
+            "moto[server]>=5,<6",
+            "kubernetes-validate>=1.28,<2",
+            "psycopg2-binary>=2.9,<3",
+            "mlflow[auth]>=2.16,<4",
+        ]
+    },
     entry_points={"console_scripts": ["tfxflow=tfxflow.pipeline.cli.main:console_main"]},
 )

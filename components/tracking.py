@@ -60,14 +60,18 @@ TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 
 def resolve_uri(uri: str) -> str:
     """`uri`, or when empty the container's $MLFLOW_TRACKING_URI (on Kubeflow the URI, and any credentials,
-    come from the pod's environment, never from the compiled pipeline)."""
+    come from the pod's environment, never from the compiled pipeline). A user:password in it moves into
+    $MLFLOW_TRACKING_USERNAME/$MLFLOW_TRACKING_PASSWORD, where MLflow's client reads them, so that no error
+    message or log line of MLflow's shows them."""
+    from tfxflow.components import mlflow_auth
+
     uri = uri or os.environ.get(TRACKING_URI_ENV, "")
     if not uri:
         raise ValueError(
             f"no MLflow tracking URI: the tracking_uri parameter is empty and ${TRACKING_URI_ENV} "
             "is not set in this container"
         )
-    return uri
+    return mlflow_auth.adopt_uri_credentials(uri)
 
 
 def client(uri: str):

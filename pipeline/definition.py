@@ -265,6 +265,15 @@ def create_pipeline(
     ).with_id(names.PUSHER)
     tracking_nodes = []
     if tracking is not None:
+        from tfxflow.components import mlflow_auth
+
+        # Exec properties land in ML Metadata, the run log and a compiled spec: credentials travel in the
+        # environment instead (tracking_store.resolve_tracking_uri moves them there).
+        if mlflow_auth.split_credentials(tracking.uri)[1] is not None:
+            raise ValueError(
+                f"tracking URI {mlflow_auth.redact_uri(tracking.uri)} carries credentials: pass them in "
+                f"${mlflow_auth.USERNAME_ENV}/${mlflow_auth.PASSWORD_ENV} instead"
+            )
         start = tracking_lib.MlflowStart(
             tracking_uri=tracking.uri,
             experiment=tracking.experiment,

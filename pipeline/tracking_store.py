@@ -7,14 +7,13 @@ work, unless tracking is explicitly optional, so no model is pushed untracked by
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Mapping, Optional
+from typing import MutableMapping, Optional
 
-TRACKING_ENV = "MLFLOW_TRACKING_URI"
+from tfxflow.components import mlflow_auth
+
+TRACKING_ENV = mlflow_auth.TRACKING_URI_ENV
 EMBEDDED_DB = os.path.join("mlflow", "mlflow.db")
 
 
@@ -22,45 +21,183 @@ class TrackingError(RuntimeError):
     """The tracking store cannot be used; the message names the URI and what to do."""
 
 
-def resolve_tracking_uri(flag: Optional[str], environ: Mapping[str, str], home: str) -> str:
-    """`--mlflow-uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<home>/mlflow/mlflow.db`."""
+def resolve_tracking_uri(flag: Optional[str], environ: MutableMapping[str, str], home: str) -> str:
+    """`--mlflow-uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<home>/mlflow/mlflow.db`; without credentials:
+    a user:password in it moves into `environ`'s $MLFLOW_TRACKING_USERNAME/$MLFLOW_TRACKING_PASSWORD, where
+    MLflow's client (in this process and the ones it starts) reads them, so no URI shown or stored has them."""
     if flag:
-        return flag
+        return mlflow_auth.adopt_uri_credentials(flag, environ)
     if environ.get(TRACKING_ENV):
-        return environ[TRACKING_ENV]
+        return mlflow_auth.adopt_uri_credentials(environ[TRACKING_ENV], environ)
     return "sqlite:///" + os.path.join(os.path.abspath(home), EMBEDDED_DB)
 
 
-def _get(url: str, timeout: float) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s) only, checked below
-        return response.read()
+def _request(creds, endpoint: str, timeout: float, method: str = "GET", **kwargs):
+    """One request with MLflow's own helper (its credentials, TLS settings and headers), without its retries:
+    MLflow's client retries for minutes before it gives up, the check answers within `timeout`."""
+    from mlflow.utils.rest_utils import http_request
+
+    return http_request(creds, endpoint, method, max_retries=0, timeout=timeout, raise_on_status=False, **kwargs)
 
 
-def check_tracking(uri: str, timeout: float = 5.0) -> str:
+def _refused(shown: str, response, creds, what: str) -> TrackingError:
+    """The message for a 401 or 403: the server is up, and what to set or ask for."""
+    sent = mlflow_auth.describe_credentials(creds)
+    if response.status_code == 401:
+        told = (
+            "no credentials were sent"
+            if sent == "none"
+            else f"it did not accept the credentials sent ({sent}): check the password or token"
+        )
+        return TrackingError(
+            f"MLflow tracking server {shown} is up but answered HTTP 401 (Unauthorized) to {what}: {told}; "
+            f"set ${mlflow_auth.USERNAME_ENV} and ${mlflow_auth.PASSWORD_ENV} (or ${mlflow_auth.TOKEN_ENV}) "
+            "to a user of this server"
+        )
+    return TrackingError(
+        f"MLflow tracking server {shown} is up but answered HTTP 403 (Forbidden): {sent} may not {what}; "
+        "ask the server's admin for that permission, or use the credentials of a user who has it"
+    )
+
+
+def _json(response) -> dict:
+    try:
+        found = response.json()
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _check_server(uri: str, timeout: float, experiment: Optional[str], model_name: Optional[str]) -> str:
+    from mlflow.exceptions import MlflowException
+
+    shown = mlflow_auth.redact_uri(uri)
+    advice = "start it, or point --mlflow-uri / $MLFLOW_TRACKING_URI at a running one, or pass --tracking optional"
+    clean, user, password = mlflow_auth.split_credentials(uri)
+    creds = mlflow_auth.host_creds(clean.rstrip("/"))
+    if user is not None:  # callers adopt them into the environment; a URI that still has them wins
+        creds.username, creds.password = user, password or ""
+    try:
+        health = _request(creds, "/health", timeout)
+        if health.status_code != 200 or health.text.strip() != "OK":
+            raise TrackingError(f"{shown} does not answer like an MLflow tracking server; {advice}")
+        search = _request(creds, "/api/2.0/mlflow/experiments/search", timeout, params={"max_results": 1})
+        if search.status_code in (401, 403):
+            raise _refused(shown, search, creds, "read experiments")
+        if search.status_code != 200:
+            message = _json(search).get("message", "")
+            raise TrackingError(
+                f"MLflow tracking server {shown} is up but answered HTTP {search.status_code} to a search of "
+                f"experiments{f' ({message})' if message else ''}; its log says why"
+            )
+        try:
+            body = search.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise TrackingError(f"{shown} does not answer like an MLflow tracking server; {advice}")
+        _check_write(shown, creds, timeout, experiment, model_name)
+    except MlflowException as err:
+        raise _unreachable(shown, creds, _root_error(err), advice) from None
+    return f"MLflow tracking server {shown}"
+
+
+def _root_error(err: BaseException) -> BaseException:
+    """The deepest OS-level error behind MLflow's "API request ... failed" (connection refused, name not known,
+    a TLS failure); urllib3 leaves a TypeError of its own below some of them, which says nothing."""
+    found = err
+    while err.__cause__ or err.__context__:
+        err = err.__cause__ or err.__context__
+        if isinstance(err, OSError):
+            found = err
+    return found
+
+
+def _unreachable(shown: str, creds, root: BaseException, advice: str) -> TrackingError:
+    """The message for a request that got no HTTP answer: TLS settings named where TLS is why."""
+    import ssl
+
+    reason = getattr(root, "reason", None) or root  # urllib3's MaxRetryError, NewConnectionError
+    text = str(reason)
+    text = text.split(": ", 1)[1] if text.startswith("<") and ": " in text else text
+    if isinstance(root, ssl.SSLCertVerificationError):
+        return TrackingError(
+            f"MLflow tracking server {shown} is up but its TLS certificate is not trusted "
+            f"({root.verify_message or text}); set "
+            f"${mlflow_auth.SERVER_CERT_ENV} to the certificate of the authority that signed it (or "
+            f"${mlflow_auth.INSECURE_TLS_ENV}=true to skip the check)"
+        )
+    if "invalid path" in text and (creds.server_cert_path or creds.client_cert_path):
+        return TrackingError(
+            f"MLflow tracking server {shown}: {text}; check ${mlflow_auth.SERVER_CERT_ENV} and "
+            f"${mlflow_auth.CLIENT_CERT_ENV}"
+        )
+    if isinstance(root, (ssl.SSLError, ConnectionResetError)) and shown.startswith("https:"):
+        # A server that asks for a client certificate closes a connection that brings none.
+        sent = f"${mlflow_auth.CLIENT_CERT_ENV} is set" if creds.client_cert_path else "none was sent"
+        advice = (
+            f"if it asks for a client certificate ({sent}), set ${mlflow_auth.CLIENT_CERT_ENV} to a file with "
+            f"the certificate and its key; else {advice}"
+        )
+    return TrackingError(f"MLflow tracking server {shown} cannot be reached ({text}); {advice}")
+
+
+WRITE_CHECK_TAG = "tfxflow.write_check"
+
+
+def _check_write(shown: str, creds, timeout: float, experiment: Optional[str], model_name: Optional[str]) -> None:
+    """Writes a harmless tag (the time of the check) on the run's experiment and registered model where they
+    exist, with the same permission a run needs there (EDIT): a user who may only read is refused now, before
+    any work, rather than by the first tracking step. What does not exist yet is created by the run as its
+    owner."""
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if experiment:
+        found = _request(
+            creds, "/api/2.0/mlflow/experiments/get-by-name", timeout, params={"experiment_name": experiment}
+        )
+        if found.status_code in (401, 403):
+            raise _refused(shown, found, creds, f"read experiment '{experiment}'")
+        experiment_id = _json(found).get("experiment", {}).get("experiment_id") if found.status_code == 200 else None
+        if experiment_id:
+            tagged = _request(
+                creds,
+                "/api/2.0/mlflow/experiments/set-experiment-tag",
+                timeout,
+                method="POST",
+                json={"experiment_id": experiment_id, "key": WRITE_CHECK_TAG, "value": now},
+            )
+            if tagged.status_code in (401, 403):
+                raise _refused(shown, tagged, creds, f"write to experiment '{experiment}' (EDIT permission)")
+    if model_name:
+        found = _request(creds, "/api/2.0/mlflow/registered-models/get", timeout, params={"name": model_name})
+        if found.status_code in (401, 403):
+            raise _refused(shown, found, creds, f"read registered model '{model_name}'")
+        if found.status_code == 200:
+            tagged = _request(
+                creds,
+                "/api/2.0/mlflow/registered-models/set-tag",
+                timeout,
+                method="POST",
+                json={"name": model_name, "key": WRITE_CHECK_TAG, "value": now},
+            )
+            if tagged.status_code in (401, 403):
+                raise _refused(shown, tagged, creds, f"register versions of model '{model_name}' (EDIT permission)")
+
+
+def check_tracking(
+    uri: str, timeout: float = 10.0, experiment: Optional[str] = None, model_name: Optional[str] = None
+) -> str:
     """Raises TrackingError unless the store at `uri` answers; returns a one-line description of it.
 
-    An HTTP server must answer MLflow's /health and its REST API within `timeout` seconds (MLflow's own client
-    retries for minutes before it gives up). A SQLite store's folder is created.
+    An HTTP server must answer MLflow's /health and its REST API within `timeout` seconds, with the credentials
+    MLflow's client would send; given the run's `experiment` and registered `model_name`, the user must be
+    allowed to write to those that exist (a harmless tag). A SQLite store's folder is created.
     """
     parsed = urllib.parse.urlparse(uri)
-    advice = "start it, or point --mlflow-uri / $MLFLOW_TRACKING_URI at a running one, or pass --tracking optional"
     if parsed.scheme in ("http", "https"):
-        base = uri.rstrip("/")
-        try:
-            health = _get(f"{base}/health", timeout).decode("utf-8", "replace").strip()
-            search = json.loads(_get(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", timeout))
-        except urllib.error.HTTPError as err:
-            raise TrackingError(
-                f"MLflow tracking server {uri} answered HTTP {err.code} ({err.reason}); {advice}"
-            ) from None
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise TrackingError(f"MLflow tracking server {uri} cannot be reached ({reason}); {advice}") from None
-        except ValueError:
-            raise TrackingError(f"{uri} does not answer like an MLflow tracking server; {advice}") from None
-        if health != "OK" or not isinstance(search, dict):
-            raise TrackingError(f"{uri} does not answer like an MLflow tracking server; {advice}")
-        return f"MLflow tracking server {uri}"
+        return _check_server(uri, timeout, experiment, model_name)
     if parsed.scheme == "sqlite":
         path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
         folder = os.path.dirname(os.path.abspath(path))
@@ -71,4 +208,7 @@ def check_tracking(uri: str, timeout: float = 5.0) -> str:
         if not os.access(folder, os.W_OK):
             raise TrackingError(f"MLflow tracking store {uri}: {folder} is not writable")
         return f"MLflow SQLite store {path}"
-    raise TrackingError(f"MLflow tracking URI {uri}: use http(s):// for a server or sqlite:/// for a local store")
+    raise TrackingError(
+        f"MLflow tracking URI {mlflow_auth.redact_uri(uri)}: "
+        "use http(s):// for a server or sqlite:/// for a local store"
+    )

@@ -7,7 +7,7 @@ import os
 import random
 import subprocess
 import sys
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
 
 import tensorflow as tf
 from google.protobuf import text_format
@@ -77,9 +77,15 @@ def pushed_versions(serving_dir: str, model_name: str) -> List[str]:
     return sorted((n for n in os.listdir(base) if n.isdigit()), key=int) if os.path.isdir(base) else []
 
 
-def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """Runs the installed `tfxflow` console script as a user would."""
-    return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False)
+def run_cli(*args: str, timeout: int = 900, env: "Dict[str, str] | None" = None) -> subprocess.CompletedProcess:
+    """Runs the installed `tfxflow` console script as a user would; `env` adds to (or with None values, removes
+    from) this process's environment."""
+    environ = None
+    if env is not None:
+        environ = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+        for key in [k for k, v in env.items() if v is None]:
+            environ.pop(key, None)
+    return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False, env=environ)
 
 
 def tree_snapshot(folder: str) -> Dict[str, tuple]:
@@ -254,4 +260,316 @@ class S3Server:
         except ProcessLookupError:
             pass
         self.process.wait(timeout=30)
+        self.process = None
+
+
+def _as_postgres_user(command: List[str]) -> List[str]:
+    """PostgreSQL refuses to run as root: there, run it as `nobody`."""
+    return ["runuser", "-u", "nobody", "--", *command] if os.geteuid() == 0 else command
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL cluster (the server binaries in /usr/local/bin) on a free port of 127.0.0.1, its
+    unix socket in its own folder; trust authentication on loopback only."""
+
+    BIN = "/usr/local/bin"
+
+    def __init__(self):
+        import tempfile
+
+        # Not under pytest's tmp folders: those are private to root, and the server may run as `nobody`.
+        self.folder = tempfile.mkdtemp(prefix="tfxflow-pg-")
+        self.port = free_port()
+        self.process: "subprocess.Popen | None" = None
+
+    def uri(self, database: str) -> str:
+        """SQLAlchemy's URI of `database` (its default PostgreSQL driver: psycopg2)."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def connect(self, database: str = "postgres"):
+        import psycopg2
+
+        return psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=database)
+
+    def start(self, timeout: float = 60.0) -> "PostgresServer":
+        import time
+
+        if not os.access(os.path.join(self.BIN, "initdb"), os.X_OK):
+            raise RuntimeError(f"PostgreSQL's server binaries (initdb, postgres) are not in {self.BIN}")
+        if os.geteuid() == 0:
+            import pwd
+
+            nobody = pwd.getpwnam("nobody")
+            os.chown(self.folder, nobody.pw_uid, nobody.pw_gid)
+        data = os.path.join(self.folder, "data")
+        subprocess.run(
+            _as_postgres_user(
+                [os.path.join(self.BIN, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+            ),
+            cwd=self.folder,
+            check=True,
+            capture_output=True,
+        )
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
+        self.process = subprocess.Popen(
+            _as_postgres_user(
+                [
+                    os.path.join(self.BIN, "postgres"),
+                    "-D",
+                    data,
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-k",
+                    self.folder,
+                ]
+            ),
+            cwd=self.folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"postgres exited with {self.process.returncode}; see {log.name}")
+            try:
+                self.connect().close()
+                return self
+            except Exception:  # noqa: BLE001 (psycopg2's OperationalError until the server accepts connections)
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"postgres did not answer on port {self.port} within {timeout:.0f} s")
+
+    def create_database(self, name: str) -> str:
+        connection = self.connect()
+        connection.autocommit = True  # CREATE DATABASE cannot run in a transaction
+        with connection.cursor() as cursor:
+            cursor.execute(f'CREATE DATABASE "{name}"')
+        connection.close()
+        return self.uri(name)
+
+    def dump(self, database: str) -> str:
+        """Every row of every table of `database`, as text: what a secret must not be found in."""
+        connection = self.connect(database)
+        lines = []
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+            for (table,) in cursor.fetchall():
+                cursor.execute(f'SELECT * FROM "{table}"')
+                lines += [f"{table}: {row!r}" for row in cursor.fetchall()]
+        connection.close()
+        return "\n".join(lines)
+
+    def stop(self) -> None:
+        """A fast shutdown (SIGINT), then the folder goes."""
+        import shutil
+        import signal
+
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGINT)
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class TlsFiles(NamedTuple):
+    """A throwaway certificate authority, and the server's (for 127.0.0.1) and a client's keys it signed."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+    client_bundle: str  # certificate and key in one file: what $MLFLOW_TRACKING_CLIENT_CERT_PATH names
+
+    @classmethod
+    def create(cls, folder: str) -> "TlsFiles":
+        """Made with the `openssl` command: a CA, a server certificate for IP 127.0.0.1, a client certificate."""
+        os.makedirs(folder, exist_ok=True)
+
+        def path(name: str) -> str:
+            return os.path.join(folder, name)
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+        openssl(
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=tfxflow test CA",
+            "-keyout", path("ca.key"), "-out", path("ca.pem"),
+        )  # fmt: skip
+        for name, extension in (("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+            openssl(
+                "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN=tfxflow test {name}",
+                "-keyout", path(f"{name}.key"), "-out", path(f"{name}.csr"),
+            )  # fmt: skip
+            with open(path(f"{name}.ext"), "w", encoding="utf-8") as f:
+                f.write(extension + "\n")
+            openssl(
+                "x509", "-req", "-in", path(f"{name}.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-CAcreateserial", "-days", "2", "-extfile", path(f"{name}.ext"), "-out", path(f"{name}.pem"),
+            )  # fmt: skip
+        with open(path("client-bundle.pem"), "w", encoding="utf-8") as bundle:
+            for name in ("client.pem", "client.key"):
+                with open(path(name), encoding="utf-8") as part:
+                    bundle.write(part.read())
+        return cls(
+            *(path(name) for name in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")),
+            path("client-bundle.pem"),
+        )
+
+
+class TeamMlflowServer:
+    """`mlflow server --app-name basic-auth` as teams run it: runs in PostgreSQL, users in another PostgreSQL
+    database, artifacts proxied to an S3-compatible store; default permission READ."""
+
+    ADMIN = "admin"
+    ADMIN_PASSWORD = "tfxflow-admin-pw-4Qz"
+    WRITER = ("writer", "Wr1ter:s3cret@tfxflow")  # ':' and '@' must survive a URI
+    READER = ("reader", "Re4der-s3cret-tfxflow")
+    # Bearer tokens of the same users, where the server takes tokens (`tokens=`).
+    WRITER_TOKEN = "tfxflow-writer-token-7Hc2"
+    READER_TOKEN = "tfxflow-reader-token-Q9xe"
+
+    def __init__(
+        self,
+        folder: str,
+        postgres: PostgresServer,
+        s3: S3Server,
+        bucket: str,
+        tls: "TlsFiles | None" = None,
+        tokens: "Dict[str, str] | None" = None,
+    ):
+        """With `tls`, it serves HTTPS only and asks each client for a certificate signed by `tls.ca`; with
+        `tokens` ({token: username}), a bearer token authenticates as its user (tests.mlflow_token_auth)."""
+        self.folder = folder
+        self.postgres = postgres
+        self.s3 = s3
+        self.bucket = bucket
+        self.tls = tls
+        self.tokens = tokens
+        self.port = free_port()
+        self.uri = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        # One cluster may serve several servers in a session: databases of their own.
+        self.databases = (f"mlflow_{self.port}", f"mlflow_auth_{self.port}")
+        self.process: "subprocess.Popen | None" = None
+
+    def start(self, timeout: float = 180.0) -> "TeamMlflowServer":
+        import time
+
+        os.makedirs(self.folder, exist_ok=True)
+        backend, users = (self.postgres.create_database(name) for name in self.databases)
+        self.s3.create_bucket(self.bucket)
+        config = os.path.join(self.folder, "basic_auth.ini")
+        authorization = "mlflow.server.auth:authenticate_request_basic_auth"
+        extra_env: Dict[str, str] = {}
+        if self.tokens is not None:
+            import json
+
+            from tests import mlflow_token_auth
+
+            authorization = f"{mlflow_token_auth.__name__}:authenticate_request"
+            tokens_file = os.path.join(self.folder, "tokens.json")
+            with open(tokens_file, "w", encoding="utf-8") as f:
+                json.dump(self.tokens, f)
+            repo_root = os.path.dirname(os.path.dirname(os.path.abspath(mlflow_token_auth.__file__)))
+            extra_env = {mlflow_token_auth.TOKENS_FILE_ENV: tokens_file, "PYTHONPATH": repo_root}
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(
+                "[mlflow]\ndefault_permission = READ\n"
+                f"database_uri = {users}\nadmin_username = {self.ADMIN}\nadmin_password = {self.ADMIN_PASSWORD}\n"
+                f"authorization_function = {authorization}\n"
+                # Checking a password costs a PBKDF2 hash, about a second per request on a busy machine.
+                "auth_cache_ttl_seconds = 300\n"
+            )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_TRACKING_", "AWS_", "MLFLOW_S3_"))}
+        env.update(
+            MLFLOW_AUTH_CONFIG_PATH=config,
+            MLFLOW_FLASK_SERVER_SECRET_KEY="tfxflow-test-flask-key",
+            MLFLOW_S3_ENDPOINT_URL=self.s3.endpoint,
+            AWS_ACCESS_KEY_ID=self.s3.ACCESS_KEY,
+            AWS_SECRET_ACCESS_KEY=self.s3.SECRET_KEY,
+            AWS_DEFAULT_REGION="us-east-1",
+            **extra_env,
+        )
+        tls_options = []
+        if self.tls is not None:
+            tls_options = [
+                "--uvicorn-opts",
+                f"--ssl-certfile {self.tls.server_cert} --ssl-keyfile {self.tls.server_key} "
+                f"--ssl-ca-certs {self.tls.ca} --ssl-cert-reqs 2",  # 2: ssl.CERT_REQUIRED
+            ]
+        mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
+        self.process = subprocess.Popen(
+            [
+                mlflow,
+                "server",
+                "--app-name",
+                "basic-auth",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+                "--backend-store-uri",
+                backend,
+                "--artifacts-destination",
+                f"s3://{self.bucket}/mlflow",
+                *tls_options,
+            ],
+            cwd=self.folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited with {self.process.returncode}; see {log.name}")
+            try:
+                if self.request("GET", "/health", timeout=2).text.strip() == "OK":
+                    return self
+            except OSError:  # requests' ConnectionError and SSLError are OSErrors
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"mlflow server did not answer on {self.uri} within {timeout:.0f} s")
+
+    def request(self, method: str, endpoint: str, **kwargs):
+        """A request to the server, with the client certificate its TLS asks for."""
+        import requests
+
+        if self.tls is not None:
+            kwargs.update(verify=self.tls.ca, cert=(self.tls.client_cert, self.tls.client_key))
+        return requests.request(method, f"{self.uri}{endpoint}", **kwargs)
+
+    def admin(self, endpoint: str, method: str = "POST", **kwargs) -> dict:
+        """A call of MLflow's REST or auth API as the admin."""
+        response = self.request(method, endpoint, auth=(self.ADMIN, self.ADMIN_PASSWORD), timeout=30, **kwargs)
+        response.raise_for_status()
+        return response.json() if response.content else {}
+
+    def create_user(self, username: str, password: str) -> None:
+        self.admin("/api/2.0/mlflow/users/create", json={"username": username, "password": password})
+
+    def stop(self) -> None:
+        import signal
+
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.process = None

@@ -213,7 +213,10 @@ def _add_compile(comp) -> None:
         action="append",
         default=[],
         metavar="KEY",
-        help="a key of --mlflow-secret (repeatable; default: MLFLOW_TRACKING_URI)",
+        help="a key of --mlflow-secret, set as the variable of that name (repeatable; default: MLFLOW_TRACKING_URI): "
+        "MLFLOW_TRACKING_URI, MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (basic auth), "
+        "MLFLOW_TRACKING_TOKEN (bearer), MLFLOW_TRACKING_INSECURE_TLS, MLFLOW_TRACKING_SERVER_CERT_PATH, "
+        "MLFLOW_TRACKING_CLIENT_CERT_PATH",
     )
 
 
@@ -243,6 +246,8 @@ def _compile(args: argparse.Namespace) -> int:
     from tfxflow.pipeline.kfp import compiler as kf
 
     shared = settings.from_args(PipelineSettings, args)
+    if args.mlflow_secret_key and not args.mlflow_secret:
+        raise config_lib.ConfigError("--mlflow-secret-key names a key of --mlflow-secret: pass --mlflow-secret too")
     schema_path, features = config_lib.load_schema_and_features(
         shared.dataset, shared.schema_path, shared.feature_config_path
     )

@@ -26,7 +26,7 @@ import json
 import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components import names, object_store
+from tfxflow.components import mlflow_auth, names, object_store
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import ConfigError, SharedConfig, check_shared, split_beam_runner
 from tfxflow.pipeline.settings import setting
@@ -201,6 +201,38 @@ def _location(flag: str, uri: str, claim: str, mount: str, claim_flag: str) -> N
         raise ConfigError(f"{flag} {uri} is not on the volume {claim_flag} mounts at {mount}")
 
 
+def _check_tracking_credentials(config: "KubeflowConfig") -> None:
+    """No credential in the compiled spec: they come from --mlflow-secret's keys, which must be names MLflow's
+    client reads (a misspelt key would leave the steps unauthenticated without a word)."""
+    if mlflow_auth.split_credentials(config.mlflow_uri)[1] is not None:
+        raise ConfigError(
+            f"--mlflow-uri {mlflow_auth.redact_uri(config.mlflow_uri)} carries credentials, which would be "
+            "written into the compiled spec in clear: give it without them and put them in --mlflow-secret "
+            f"(keys {mlflow_auth.USERNAME_ENV} and {mlflow_auth.PASSWORD_ENV}, or {mlflow_auth.TOKEN_ENV}, each "
+            "named with --mlflow-secret-key)"
+        )
+    if not config.mlflow_secret:
+        return
+    keys = config.mlflow_secret_keys
+    for key in keys:
+        if key.startswith("MLFLOW_TRACKING_") and key not in mlflow_auth.CLIENT_ENV:
+            raise ConfigError(
+                f"--mlflow-secret-key {key}: not a variable MLflow's client reads; "
+                f"expected one of {', '.join(mlflow_auth.CLIENT_ENV)}"
+            )
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"--mlflow-secret-key: a key is given twice ({', '.join(keys)})")
+    if (mlflow_auth.USERNAME_ENV in keys) != (mlflow_auth.PASSWORD_ENV in keys):
+        raise ConfigError(
+            f"--mlflow-secret-key: basic auth needs both {mlflow_auth.USERNAME_ENV} and {mlflow_auth.PASSWORD_ENV}"
+        )
+    if TRACKING_ENV not in keys and not config.mlflow_uri:
+        raise ConfigError(
+            f"--mlflow-secret {config.mlflow_secret}: the tracking steps get no ${TRACKING_ENV}: add "
+            f"--mlflow-secret-key {TRACKING_ENV}, or pass --mlflow-uri"
+        )
+
+
 def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     """Raises ConfigError naming the flag at fault; returns the config with defaults filled in."""
     last = config.image.rsplit("/", 1)[-1]
@@ -232,6 +264,8 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             "tracking needs --mlflow-uri or --mlflow-secret (the tracking steps read "
             f"${TRACKING_ENV} from either), or --tracking off"
         )
+    if config.tracking:
+        _check_tracking_credentials(config)
     for flag, size in (("--trainer-memory", config.trainer_memory), ("--step-memory", config.step_memory)):
         if size:
             _gigabytes(size, flag)

@@ -143,7 +143,9 @@ def _run_locked(config, log_file: str, force: bool) -> int:
         from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
 
         try:
-            tracking_line = check_tracking(config.tracking_uri)
+            tracking_line = check_tracking(
+                config.tracking_uri, experiment=config.experiment, model_name=config.model_name
+            )
         except TrackingError as err:
             if config.tracking_mode == "required":
                 print(f"error: {err}", file=sys.stderr)

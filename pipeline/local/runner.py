@@ -14,6 +14,7 @@ from typing import Callable, List, Optional, TextIO, Tuple
 
 from tfxflow.components import names
 from tfxflow.components import progress as rows_progress
+from tfxflow.components.mlflow_auth import redact_uri
 from tfxflow.pipeline.config import RunConfig
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.reports import run_record as report_lib
@@ -525,6 +526,7 @@ def print_summary(
         lines.append(f"  pushed:         no ({why}); the served model is untouched: {newest_version(config)}")
     if result.mlflow_run_id:
         lines.append(
-            f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' ({config.tracking_uri})"
+            f"  mlflow:         run {result.mlflow_run_id} in experiment '{config.experiment}' "
+            f"({redact_uri(config.tracking_uri)})"
         )
     print("\n".join(lines), file=out, flush=True)

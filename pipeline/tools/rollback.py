@@ -290,12 +290,14 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
 
 def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]:
     """`move_tracking` on the store at `uri`, never raising: what could not be done is a line of the result."""
+    from tfxflow.components.mlflow_auth import redact_uri
     from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
 
     if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
         return [f"no MLflow store at {uri}: nothing moved in MLflow"]
     try:
-        check_tracking(uri)  # a server that does not answer fails in seconds, not after MLflow's retries
+        # A server that does not answer, or a user who may not move the alias, fails in seconds with a reason.
+        check_tracking(uri, model_name=registered_name)
         from tfxflow.components.tracking import client
 
         return move_tracking(client(uri), registered_name, result)
@@ -303,7 +305,7 @@ def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]
         return [f"not updated: {err}"]
     except Exception as err:  # noqa: BLE001 (MLflow's client raises many kinds)
         first = (str(err).strip().splitlines() or [""])[0][:300]
-        return [f"not updated ({uri}): {type(err).__name__}: {first}"]
+        return [f"not updated ({redact_uri(uri)}): {type(err).__name__}: {first}"]
 
 
 # ---------------------------------------------------------------------------------------------------------

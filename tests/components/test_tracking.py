@@ -1,5 +1,7 @@
 """Helpers of the MLflow tracking components, against a real `mlflow server`."""
 
+import os
+
 import pytest
 from mlflow import MlflowClient
 
@@ -57,3 +59,14 @@ def test_tracking_uri_comes_from_the_environment_when_the_parameter_is_empty(mon
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     with pytest.raises(ValueError, match="MLFLOW_TRACKING_URI"):
         resolve_uri("")
+
+
+def test_credentials_in_the_containers_uri_move_to_mlflows_variables(monkeypatch):
+    """A Kubeflow secret may hold the URI with user:password: the steps' MLflow calls get them from the
+    variables MLflow's client reads, and nothing MLflow shows (its errors print the URL) carries them."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice:hunter2@mlflow.mlflow.svc:5000")
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    assert resolve_uri("") == "http://mlflow.mlflow.svc:5000"
+    assert os.environ["MLFLOW_TRACKING_URI"] == "http://mlflow.mlflow.svc:5000"
+    assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == ("alice", "hunter2")

@@ -110,3 +110,31 @@ def test_beam_flags_of_kubeflow_compile_default_to_the_pods_direct_runner_and_th
     assert runner.image == "registry.example.com/ml/beam-worker:2"
     runner, _, _ = _beam("--beam-runner", "portable", kubeflow=True)
     assert runner.image == "" and beam_pipeline_args(runner)[-1] == "--environment_type=LOOPBACK"
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--mlflow-uri", "http://alice:hunter2@mlflow:5000"],
+            "--mlflow-uri http://***@mlflow:5000 carries credentials",
+        ),
+        (
+            ["--mlflow-uri", "http://mlflow:5000", "--mlflow-secret-key", "MLFLOW_TRACKING_TOKEN"],
+            "pass --mlflow-secret",
+        ),
+        (
+            ["--mlflow-secret", "mlflow-tracking", "--mlflow-secret-key", "MLFLOW_TRACKING_PASWORD"],
+            "MLFLOW_TRACKING_PASWORD: not a variable MLflow's client reads",
+        ),
+    ],
+)
+def test_compile_refuses_tracking_credentials_it_would_mishandle(flags, message, tmp_path, capsys):
+    from tfxflow.pipeline.cli.main import main
+
+    output = tmp_path / "spec.yaml"
+    common = ["kubeflow", "compile", "--image", "registry.example.com/ml/tfxflow:0.1.0", "--output", str(output)]
+    assert main([*common, "--pipeline-root", "s3://ml/root", "--data-root", "s3://ml/data", *flags]) == 2
+    stderr = capsys.readouterr().err
+    assert message in stderr and "hunter2" not in stderr and "alice" not in stderr
+    assert not output.exists()

@@ -265,6 +265,27 @@ def test_plain_tracking_uri_and_no_platform_spec(tmp_path):
         ), step
 
 
+def test_basic_auth_credentials_come_from_the_secret_only(tmp_path):
+    keys = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+    config = kubeflow_config("s3://ml/root", mlflow_uri="http://mlflow.mlflow.svc:5000", mlflow_secret_keys=keys)
+    spec, platform = kf.load_spec(kf.compile_pipeline(config, str(tmp_path / "spec.yaml")).path)
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for step in kf.TRACKING_STEPS:
+        label = spec["components"][step]["executorLabel"]
+        assert {"secretName": "mlflow-tracking", "keyToEnv": [{"secretKey": k, "envVar": k} for k in keys]} in (
+            executors[label]["secretAsEnv"]
+        ), step
+        env = spec["deploymentSpec"]["executors"][label]["container"]["env"]
+        assert {"name": "MLFLOW_TRACKING_URI", "value": "http://mlflow.mlflow.svc:5000"} in env, step
+
+
+def test_credentials_in_the_uri_are_refused_unshown():
+    with pytest.raises(ConfigError) as refused:
+        kf.check_kubeflow_config(kubeflow_config("s3://ml/root", mlflow_uri="http://alice:hunter2@mlflow:5000"))
+    assert "hunter2" not in str(refused.value) and "alice" not in str(refused.value)
+    assert "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in str(refused.value)
+
+
 def test_untracked_compile_has_no_tracking_steps(tmp_path):
     config = kubeflow_config("s3://ml/root", tracking=False, mlflow_secret="")
     spec, _ = kf.load_spec(kf.compile_pipeline(config, str(tmp_path / "spec.yaml")).path)
@@ -285,6 +306,11 @@ def test_untracked_compile_has_no_tracking_steps(tmp_path):
         ({"data_root": "/elsewhere/taxi", "data_pvc": "taxi-data"}, "not on the volume --data-pvc mounts at /data"),
         ({"data_root": "hdfs://nn/taxi"}, "gs://, s3:// and minio://"),
         ({"mlflow_secret": "Not_A_Name"}, "not a valid Kubernetes object name"),
+        ({"mlflow_uri": "http://alice:hunter2@mlflow:5000"}, r"http://\*\*\*@mlflow:5000 carries credentials"),
+        ({"mlflow_secret_keys": ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_PASWORD")}, "MLFLOW_TRACKING_PASWORD: not a"),
+        ({"mlflow_secret_keys": ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME")}, "needs both"),
+        ({"mlflow_secret_keys": ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI")}, "given twice"),
+        ({"mlflow_secret_keys": ("MLFLOW_TRACKING_TOKEN",)}, "get no \\$MLFLOW_TRACKING_URI"),
         ({"step_memory": "lots"}, "--step-memory"),
         ({"step_cpu": "two"}, "--step-cpu"),
     ],
