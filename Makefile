@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install browser run test test-fast lint bench bench-trainer bench-drift bench-serving lock clean help
+.PHONY: install system-deps run test test-fast lint bench bench-trainer bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -36,13 +36,21 @@ $(STAMP): requirements.lock setup.py
 run: $(STAMP)
 	$(BIN)/tfxflow run $(ARGS)
 
-# Headless Chromium renders the run page in the tests (tests/browser.py): Debian's package, installed once.
-browser:
-	@command -v chromium >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
-	  else echo "the tests need Debian's chromium: sudo apt-get install -y chromium"; exit 1; fi; }
+# What the tests start besides Python, from Debian's packages, installed once where missing: headless Chromium
+# renders the run page (tests/browser.py); PostgreSQL's server binaries and openssl make the team MLflow servers
+# (tests/helpers.py's PostgresServer, TlsFiles).
+SYSTEM_PACKAGES = $(if $(shell command -v chromium),,chromium) \
+  $(if $(shell command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null),,postgresql) \
+  $(if $(shell command -v openssl),,openssl)
 
-test: $(STAMP) browser
+system-deps:
+	@test -z "$(strip $(SYSTEM_PACKAGES))" || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(strip $(SYSTEM_PACKAGES)); \
+	  else echo "the tests need Debian's $(strip $(SYSTEM_PACKAGES)): sudo apt-get install -y $(strip $(SYSTEM_PACKAGES))"; \
+	    exit 1; fi; }
+
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

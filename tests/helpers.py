@@ -269,10 +269,21 @@ def _as_postgres_user(command: List[str]) -> List[str]:
 
 
 class PostgresServer:
-    """A throwaway PostgreSQL cluster (the server binaries in /usr/local/bin) on a free port of 127.0.0.1, its
+    """A throwaway PostgreSQL cluster (PostgreSQL's server binaries: `binaries()`) on a free port of 127.0.0.1, its
     unix socket in its own folder; trust authentication on loopback only."""
 
-    BIN = "/usr/local/bin"
+    @staticmethod
+    def binaries() -> "str | None":
+        """The folder of PostgreSQL's server binaries: `initdb`'s on PATH, else the newest of Debian's packages
+        (which keeps them off PATH, in /usr/lib/postgresql/<version>/bin)."""
+        import glob
+        import shutil
+
+        found = shutil.which("initdb")
+        if found:
+            return os.path.dirname(os.path.realpath(found))
+        debian = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+        return os.path.dirname(debian[-1]) if debian else None
 
     def __init__(self):
         import tempfile
@@ -294,8 +305,12 @@ class PostgresServer:
     def start(self, timeout: float = 60.0) -> "PostgresServer":
         import time
 
-        if not os.access(os.path.join(self.BIN, "initdb"), os.X_OK):
-            raise RuntimeError(f"PostgreSQL's server binaries (initdb, postgres) are not in {self.BIN}")
+        binaries = self.binaries()
+        if binaries is None:
+            raise RuntimeError(
+                "PostgreSQL's server binaries (initdb, postgres) are neither on PATH nor in /usr/lib/postgresql: "
+                "`make system-deps` installs Debian's"
+            )
         if os.geteuid() == 0:
             import pwd
 
@@ -304,7 +319,7 @@ class PostgresServer:
         data = os.path.join(self.folder, "data")
         subprocess.run(
             _as_postgres_user(
-                [os.path.join(self.BIN, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+                [os.path.join(binaries, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"]
             ),
             cwd=self.folder,
             check=True,
@@ -314,7 +329,7 @@ class PostgresServer:
         self.process = subprocess.Popen(
             _as_postgres_user(
                 [
-                    os.path.join(self.BIN, "postgres"),
+                    os.path.join(binaries, "postgres"),
                     "-D",
                     data,
                     "-h",
