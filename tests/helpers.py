@@ -128,34 +128,38 @@ def free_port() -> int:
 class MlflowServer:
     """A real `mlflow server` on 127.0.0.1: SQLite backend and artifact store in `folder`."""
 
+    tls: "TlsFiles | None" = None
+
     def __init__(self, folder: str):
         self.folder = folder
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.process: "subprocess.Popen | None" = None
 
-    def start(self, timeout: float = 120.0) -> "MlflowServer":
+    def _arguments(self) -> List[str]:
+        """The `mlflow server` options besides host, port and workers."""
+        return [
+            "--backend-store-uri",
+            f"sqlite:///{self.folder}/mlflow.db",
+            "--artifacts-destination",
+            os.path.join(self.folder, "artifacts"),
+        ]
+
+    def _environment(self) -> "Dict[str, str] | None":
+        """The server's environment; None: this process's."""
+        return None
+
+    def start(self, timeout: float = 180.0) -> "MlflowServer":
         import time
-        import urllib.request
 
         os.makedirs(self.folder, exist_ok=True)
         mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
+        arguments, env = self._arguments(), self._environment()
         log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
         self.process = subprocess.Popen(
-            [
-                mlflow,
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--workers",
-                "1",
-                "--backend-store-uri",
-                f"sqlite:///{self.folder}/mlflow.db",
-                "--artifacts-destination",
-                os.path.join(self.folder, "artifacts"),
-            ],
+            [mlflow, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1", *arguments],
+            cwd=self.folder,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -165,13 +169,20 @@ class MlflowServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"mlflow server exited with {self.process.returncode}; see {log.name}")
             try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
-                    if response.read().strip() == b"OK":
-                        return self
-            except OSError:
+                if self.request("GET", "/health", timeout=2).text.strip() == "OK":
+                    return self
+            except OSError:  # requests' ConnectionError and SSLError are OSErrors
                 time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"mlflow server did not answer on {self.uri} within {timeout:.0f} s")
+
+    def request(self, method: str, endpoint: str, **kwargs):
+        """A request to the server, with the client certificate its TLS asks for."""
+        import requests
+
+        if self.tls is not None:
+            kwargs.update(verify=self.tls.ca, cert=(self.tls.client_cert, self.tls.client_key))
+        return requests.request(method, f"{self.uri}{endpoint}", **kwargs)
 
     def stop(self) -> None:
         """Stops the server and the workers it spawned (uvicorn, job runners): its whole process group."""
@@ -186,6 +197,7 @@ class MlflowServer:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        self.process = None
 
 
 class S3Server:
@@ -440,7 +452,7 @@ class TlsFiles(NamedTuple):
         )
 
 
-class TeamMlflowServer:
+class TeamMlflowServer(MlflowServer):
     """`mlflow server --app-name basic-auth` as teams run it: runs in PostgreSQL, users in another PostgreSQL
     database, artifacts proxied to an S3-compatible store; default permission READ."""
 
@@ -463,23 +475,39 @@ class TeamMlflowServer:
     ):
         """With `tls`, it serves HTTPS only and asks each client for a certificate signed by `tls.ca`; with
         `tokens` ({token: username}), a bearer token authenticates as its user (tests.mlflow_token_auth)."""
-        self.folder = folder
+        super().__init__(folder)
         self.postgres = postgres
         self.s3 = s3
         self.bucket = bucket
         self.tls = tls
         self.tokens = tokens
-        self.port = free_port()
-        self.uri = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        if tls is not None:
+            self.uri = f"https://127.0.0.1:{self.port}"
         # One cluster may serve several servers in a session: databases of their own.
         self.databases = (f"mlflow_{self.port}", f"mlflow_auth_{self.port}")
-        self.process: "subprocess.Popen | None" = None
 
-    def start(self, timeout: float = 180.0) -> "TeamMlflowServer":
-        import time
+    def _arguments(self) -> List[str]:
+        backend = self.postgres.uri(self.databases[0])
+        tls = []
+        if self.tls is not None:
+            tls = [
+                "--uvicorn-opts",
+                f"--ssl-certfile {self.tls.server_cert} --ssl-keyfile {self.tls.server_key} "
+                f"--ssl-ca-certs {self.tls.ca} --ssl-cert-reqs 2",  # 2: ssl.CERT_REQUIRED
+            ]
+        return [
+            "--app-name",
+            "basic-auth",
+            "--backend-store-uri",
+            backend,
+            "--artifacts-destination",
+            f"s3://{self.bucket}/mlflow",
+            *tls,
+        ]
 
-        os.makedirs(self.folder, exist_ok=True)
-        backend, users = (self.postgres.create_database(name) for name in self.databases)
+    def _environment(self) -> Dict[str, str]:
+        """Creates the databases, the bucket and the auth config the server's environment points at."""
+        _, users = (self.postgres.create_database(name) for name in self.databases)
         self.s3.create_bucket(self.bucket)
         config = os.path.join(self.folder, "basic_auth.ini")
         authorization = "mlflow.server.auth:authenticate_request_basic_auth"
@@ -513,58 +541,7 @@ class TeamMlflowServer:
             AWS_DEFAULT_REGION="us-east-1",
             **extra_env,
         )
-        tls_options = []
-        if self.tls is not None:
-            tls_options = [
-                "--uvicorn-opts",
-                f"--ssl-certfile {self.tls.server_cert} --ssl-keyfile {self.tls.server_key} "
-                f"--ssl-ca-certs {self.tls.ca} --ssl-cert-reqs 2",  # 2: ssl.CERT_REQUIRED
-            ]
-        mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
-        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
-        self.process = subprocess.Popen(
-            [
-                mlflow,
-                "server",
-                "--app-name",
-                "basic-auth",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--workers",
-                "1",
-                "--backend-store-uri",
-                backend,
-                "--artifacts-destination",
-                f"s3://{self.bucket}/mlflow",
-                *tls_options,
-            ],
-            cwd=self.folder,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited with {self.process.returncode}; see {log.name}")
-            try:
-                if self.request("GET", "/health", timeout=2).text.strip() == "OK":
-                    return self
-            except OSError:  # requests' ConnectionError and SSLError are OSErrors
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"mlflow server did not answer on {self.uri} within {timeout:.0f} s")
-
-    def request(self, method: str, endpoint: str, **kwargs):
-        """A request to the server, with the client certificate its TLS asks for."""
-        import requests
-
-        if self.tls is not None:
-            kwargs.update(verify=self.tls.ca, cert=(self.tls.client_cert, self.tls.client_key))
-        return requests.request(method, f"{self.uri}{endpoint}", **kwargs)
+        return env
 
     def admin(self, endpoint: str, method: str = "POST", **kwargs) -> dict:
         """A call of MLflow's REST or auth API as the admin."""
@@ -574,17 +551,3 @@ class TeamMlflowServer:
 
     def create_user(self, username: str, password: str) -> None:
         self.admin("/api/2.0/mlflow/users/create", json={"username": username, "password": password})
-
-    def stop(self) -> None:
-        import signal
-
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process = None
