@@ -88,6 +88,31 @@ def run_cli(*args: str, timeout: int = 900, env: "Dict[str, str] | None" = None)
     return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False, env=environ)
 
 
+def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str, rows: int = 8):
+    """(what `models:/taxi@champion`, loaded through MLflow's pyfunc from `tracking_uri`, predicts for the first
+    `rows` rows of `data_csv`; what the newest taxi SavedModel pushed under `home` predicts for them)."""
+    import base64
+
+    import mlflow
+    import numpy as np
+
+    from tfxflow.pipeline.config import bundled_dataset_dir
+
+    examples = serialize_examples(
+        read_csv_rows(data_csv, rows), os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
+    )
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        encoded = np.array([base64.urlsafe_b64encode(e).decode() for e in examples], dtype=object)
+        predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(encoded)
+    finally:
+        mlflow.set_tracking_uri(previous)
+    served = pushed_versions(os.path.join(home, "serving"), "taxi")
+    serving = tf.saved_model.load(os.path.join(home, "serving", "taxi", served[-1])).signatures["serving_default"]
+    return predicted, serving(examples=tf.constant(examples))["probabilities"].numpy()
+
+
 def tree_snapshot(folder: str) -> Dict[str, tuple]:
     """Every file under `folder` with its size and modification time: equal snapshots, untouched folder."""
     snapshot = {}
@@ -125,16 +150,67 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class MlflowServer:
-    """A real `mlflow server` on 127.0.0.1: SQLite backend and artifact store in `folder`."""
+class LocalServer:
+    """A server process on 127.0.0.1 that a test session starts: its own process group, its output in
+    `folder`/server.log, and a readiness probe (`_ready`) polled until it answers."""
 
-    tls: "TlsFiles | None" = None
+    NAME = "server"
+    STOP_SIGNAL = "SIGTERM"
 
     def __init__(self, folder: str):
         self.folder = folder
         self.port = free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
         self.process: "subprocess.Popen | None" = None
+
+    def _ready(self) -> bool:
+        """Whether the server answers yet."""
+        raise NotImplementedError
+
+    def _launch(self, command: List[str], timeout: float, env: "Dict[str, str] | None" = None, **popen) -> None:
+        """Starts `command` and waits up to `timeout` seconds for `_ready`; stops it and raises, naming the
+        log, if it exits or does not answer."""
+        import time
+
+        os.makedirs(self.folder, exist_ok=True)
+        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
+        self.process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **popen
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.NAME} exited with {self.process.returncode}; see {log.name}")
+            if self._ready():
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"{self.NAME} did not answer on port {self.port} within {timeout:.0f} s; see {log.name}")
+
+    def stop(self) -> None:
+        """Stops the server and what it spawned (workers, job runners): its whole process group."""
+        import signal
+
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, getattr(signal, self.STOP_SIGNAL))
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process = None
+
+
+class MlflowServer(LocalServer):
+    """A real `mlflow server` on 127.0.0.1: SQLite backend and artifact store in `folder`."""
+
+    NAME = "mlflow server"
+    tls: "TlsFiles | None" = None
+
+    def __init__(self, folder: str):
+        super().__init__(folder)
+        self.uri = f"http://127.0.0.1:{self.port}"
 
     def _arguments(self) -> List[str]:
         """The `mlflow server` options besides host, port and workers."""
@@ -150,31 +226,22 @@ class MlflowServer:
         return None
 
     def start(self, timeout: float = 180.0) -> "MlflowServer":
-        import time
-
-        os.makedirs(self.folder, exist_ok=True)
         mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
+        os.makedirs(self.folder, exist_ok=True)
         arguments, env = self._arguments(), self._environment()
-        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
-        self.process = subprocess.Popen(
+        self._launch(
             [mlflow, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1", *arguments],
+            timeout,
+            env,
             cwd=self.folder,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited with {self.process.returncode}; see {log.name}")
-            try:
-                if self.request("GET", "/health", timeout=2).text.strip() == "OK":
-                    return self
-            except OSError:  # requests' ConnectionError and SSLError are OSErrors
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"mlflow server did not answer on {self.uri} within {timeout:.0f} s")
+        return self
+
+    def _ready(self) -> bool:
+        try:
+            return self.request("GET", "/health", timeout=2).text.strip() == "OK"
+        except OSError:  # requests' ConnectionError and SSLError are OSErrors
+            return False
 
     def request(self, method: str, endpoint: str, **kwargs):
         """A request to the server, with the client certificate its TLS asks for."""
@@ -184,33 +251,17 @@ class MlflowServer:
             kwargs.update(verify=self.tls.ca, cert=(self.tls.client_cert, self.tls.client_key))
         return requests.request(method, f"{self.uri}{endpoint}", **kwargs)
 
-    def stop(self) -> None:
-        """Stops the server and the workers it spawned (uvicorn, job runners): its whole process group."""
-        import signal
 
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process = None
-
-
-class S3Server:
+class S3Server(LocalServer):
     """moto's S3-compatible server on 127.0.0.1 (the protocol MinIO speaks), with test credentials."""
 
     ACCESS_KEY = "tfxflow-test-access"
     SECRET_KEY = "tfxflow-test-secret"
+    NAME = "moto_server"
 
     def __init__(self, folder: str):
-        self.folder = folder
-        self.port = free_port()
+        super().__init__(folder)
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.process: "subprocess.Popen | None" = None
 
     @property
     def env(self) -> Dict[str, str]:
@@ -234,45 +285,22 @@ class S3Server:
         )
 
     def start(self, timeout: float = 60.0) -> "S3Server":
-        import time
+        moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
+        self._launch([moto, "-H", "127.0.0.1", "-p", str(self.port)], timeout)
+        return self
+
+    def _ready(self) -> bool:
         import urllib.request
 
-        os.makedirs(self.folder, exist_ok=True)
-        moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
-        self.process = subprocess.Popen(
-            [moto, "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {self.process.returncode}; see {log.name}")
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
-                    return self
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"moto_server did not answer on {self.endpoint} within {timeout:.0f} s")
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
+                return True
+        except OSError:
+            return False
 
     def create_bucket(self, name: str) -> str:
         self.client().create_bucket(Bucket=name)
         return name
-
-    def stop(self) -> None:
-        import signal
-
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        self.process.wait(timeout=30)
-        self.process = None
 
 
 def _as_postgres_user(command: List[str]) -> List[str]:
@@ -280,9 +308,12 @@ def _as_postgres_user(command: List[str]) -> List[str]:
     return ["runuser", "-u", "nobody", "--", *command] if os.geteuid() == 0 else command
 
 
-class PostgresServer:
+class PostgresServer(LocalServer):
     """A throwaway PostgreSQL cluster (PostgreSQL's server binaries: `binaries()`) on a free port of 127.0.0.1, its
     unix socket in its own folder; trust authentication on loopback only."""
+
+    NAME = "postgres"
+    STOP_SIGNAL = "SIGINT"  # PostgreSQL's fast shutdown
 
     @staticmethod
     def binaries() -> "str | None":
@@ -301,9 +332,7 @@ class PostgresServer:
         import tempfile
 
         # Not under pytest's tmp folders: those are private to root, and the server may run as `nobody`.
-        self.folder = tempfile.mkdtemp(prefix="tfxflow-pg-")
-        self.port = free_port()
-        self.process: "subprocess.Popen | None" = None
+        super().__init__(tempfile.mkdtemp(prefix="tfxflow-pg-"))
 
     def uri(self, database: str) -> str:
         """SQLAlchemy's URI of `database` (its default PostgreSQL driver: psycopg2)."""
@@ -315,8 +344,6 @@ class PostgresServer:
         return psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=database)
 
     def start(self, timeout: float = 60.0) -> "PostgresServer":
-        import time
-
         binaries = self.binaries()
         if binaries is None:
             raise RuntimeError(
@@ -337,37 +364,18 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
-        log = open(os.path.join(self.folder, "server.log"), "wb")  # the server outlives this call
-        self.process = subprocess.Popen(
-            _as_postgres_user(
-                [
-                    os.path.join(binaries, "postgres"),
-                    "-D",
-                    data,
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(self.port),
-                    "-k",
-                    self.folder,
-                ]
-            ),
-            cwd=self.folder,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"postgres exited with {self.process.returncode}; see {log.name}")
-            try:
-                self.connect().close()
-                return self
-            except Exception:  # noqa: BLE001 (psycopg2's OperationalError until the server accepts connections)
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"postgres did not answer on port {self.port} within {timeout:.0f} s")
+        command = [os.path.join(binaries, "postgres"), "-D", data, "-h", "127.0.0.1", "-p", str(self.port)]
+        self._launch(_as_postgres_user([*command, "-k", self.folder]), timeout, cwd=self.folder)
+        return self
+
+    def _ready(self) -> bool:
+        import psycopg2
+
+        try:
+            self.connect().close()
+            return True
+        except psycopg2.OperationalError:  # until the server accepts connections
+            return False
 
     def create_database(self, name: str) -> str:
         connection = self.connect()
@@ -390,19 +398,10 @@ class PostgresServer:
         return "\n".join(lines)
 
     def stop(self) -> None:
-        """A fast shutdown (SIGINT), then the folder goes."""
+        """A fast shutdown, then the folder goes."""
         import shutil
-        import signal
 
-        if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGINT)
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process = None
+        super().stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

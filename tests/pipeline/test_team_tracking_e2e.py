@@ -9,7 +9,6 @@ the artifact store. On a second server that serves HTTPS only and asks for a cli
 runs by bearer token with MLflow's TLS variables.
 """
 
-import base64
 import os
 import urllib.parse
 
@@ -17,7 +16,6 @@ import pytest
 from mlflow import MlflowClient
 
 from tests import helpers
-from tfxflow.pipeline.config import bundled_dataset_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -72,9 +70,7 @@ def writer_env(monkeypatch):
 
 
 def test_the_run_is_tracked_registered_and_champion(written, team_server, writer_env):
-    import mlflow
     import numpy as np
-    import tensorflow as tf
 
     mlflow_client = MlflowClient(team_server.uri)
     experiment = mlflow_client.get_experiment_by_name(EXPERIMENT)
@@ -95,20 +91,9 @@ def test_the_run_is_tracked_registered_and_champion(written, team_server, writer
     assert written["compare"].returncode == 0, written["compare"].stderr[-2000:]
     assert run.info.run_id[:8] in written["compare"].stdout
     # The champion loads through MLflow's registry URI and predicts what the served SavedModel predicts.
-    rows = helpers.read_csv_rows(os.path.join(written["data"], "data.csv"), 8)
-    examples = helpers.serialize_examples(
-        rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
-    )
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(team_server.uri)
-    try:
-        encoded = np.array([base64.urlsafe_b64encode(e).decode() for e in examples], dtype=object)
-        predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(encoded)
-    finally:
-        mlflow.set_tracking_uri(previous)
-    served = helpers.pushed_versions(os.path.join(written["home"], "serving"), "taxi")
-    serving = tf.saved_model.load(os.path.join(written["home"], "serving", "taxi", served[-1]))
-    expected = serving.signatures["serving_default"](examples=tf.constant(examples))["probabilities"].numpy()
+    data = os.path.join(written["data"], "data.csv")
+    predicted, expected = helpers.champion_and_served_predictions(team_server.uri, data, written["home"])
+    assert predicted.shape == (8, 1)
     np.testing.assert_allclose(predicted, expected, rtol=1e-5)
 
 

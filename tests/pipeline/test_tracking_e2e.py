@@ -1,7 +1,6 @@
 """Every pipeline run is an MLflow run on a real `mlflow server`: params, curves, eval metrics, tags,
 artifacts, durations, and the MLflow run id recorded in ML Metadata; an unreachable server stops the run."""
 
-import base64
 import json
 import os
 
@@ -9,7 +8,6 @@ import pytest
 from mlflow import MlflowClient
 
 from tests import helpers
-from tfxflow.pipeline.config import bundled_dataset_dir
 from tfxflow.pipeline.reports import run_record as report
 
 pytestmark = pytest.mark.e2e
@@ -117,9 +115,7 @@ def test_tags_artifacts_and_the_link_to_ml_metadata(tracked_runs, tmp_path):
 
 
 def test_blessed_pushed_models_are_registered_and_the_alias_is_on_the_served_version(tracked_runs, mlflow_server):
-    import mlflow
     import numpy as np
-    import tensorflow as tf
 
     mlflow_client, runs, home = tracked_runs["client"], tracked_runs["runs"], tracked_runs["home"]
     served = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")
@@ -130,19 +126,8 @@ def test_blessed_pushed_models_are_registered_and_the_alias_is_on_the_served_ver
     champion = mlflow_client.get_model_version_by_alias("taxi", "champion")
     assert champion.version == "2" and champion.tags["tfxflow.pushed_version"] == served[-1]
     # The registered model loads through MLflow's pyfunc and predicts what the served SavedModel predicts.
-    rows = helpers.read_csv_rows(os.path.join(os.path.dirname(home), "data", "data.csv"), 8)
-    examples = helpers.serialize_examples(
-        rows, os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
-    )
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(mlflow_server.uri)
-    try:
-        encoded = np.array([base64.urlsafe_b64encode(e).decode() for e in examples], dtype=object)
-        predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(encoded)
-    finally:
-        mlflow.set_tracking_uri(previous)
-    serving = tf.saved_model.load(os.path.join(home, "serving", "taxi", served[-1])).signatures["serving_default"]
-    expected = serving(examples=tf.constant(examples))["probabilities"].numpy()
+    data = os.path.join(os.path.dirname(home), "data", "data.csv")
+    predicted, expected = helpers.champion_and_served_predictions(mlflow_server.uri, data, home)
     assert predicted.shape == (8, 1)
     np.testing.assert_allclose(predicted, expected, rtol=1e-5)
 
