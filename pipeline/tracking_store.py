@@ -153,37 +153,39 @@ def _check_write(shown: str, creds, timeout: float, experiment: Optional[str], m
     import datetime
 
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+    def lookup(endpoint: str, params: dict, what: str) -> dict:
+        found = _request(creds, endpoint, timeout, params=params)
+        if found.status_code in (401, 403):
+            raise _refused(shown, found, creds, f"read {what}")
+        return _json(found) if found.status_code == 200 else {}
+
+    def tag(endpoint: str, body: dict, what: str) -> None:
+        tagged = _request(creds, endpoint, timeout, method="POST", json={**body, "key": WRITE_CHECK_TAG, "value": now})
+        if tagged.status_code in (401, 403):
+            raise _refused(shown, tagged, creds, f"{what} (EDIT permission)")
+
     if experiment:
-        found = _request(
-            creds, "/api/2.0/mlflow/experiments/get-by-name", timeout, params={"experiment_name": experiment}
+        found = lookup(
+            "/api/2.0/mlflow/experiments/get-by-name", {"experiment_name": experiment}, f"experiment '{experiment}'"
         )
-        if found.status_code in (401, 403):
-            raise _refused(shown, found, creds, f"read experiment '{experiment}'")
-        experiment_id = _json(found).get("experiment", {}).get("experiment_id") if found.status_code == 200 else None
+        experiment_id = found.get("experiment", {}).get("experiment_id")
         if experiment_id:
-            tagged = _request(
-                creds,
+            tag(
                 "/api/2.0/mlflow/experiments/set-experiment-tag",
-                timeout,
-                method="POST",
-                json={"experiment_id": experiment_id, "key": WRITE_CHECK_TAG, "value": now},
+                {"experiment_id": experiment_id},
+                f"write to experiment '{experiment}'",
             )
-            if tagged.status_code in (401, 403):
-                raise _refused(shown, tagged, creds, f"write to experiment '{experiment}' (EDIT permission)")
     if model_name:
-        found = _request(creds, "/api/2.0/mlflow/registered-models/get", timeout, params={"name": model_name})
-        if found.status_code in (401, 403):
-            raise _refused(shown, found, creds, f"read registered model '{model_name}'")
-        if found.status_code == 200:
-            tagged = _request(
-                creds,
+        found = lookup(
+            "/api/2.0/mlflow/registered-models/get", {"name": model_name}, f"registered model '{model_name}'"
+        )
+        if found.get("registered_model"):
+            tag(
                 "/api/2.0/mlflow/registered-models/set-tag",
-                timeout,
-                method="POST",
-                json={"name": model_name, "key": WRITE_CHECK_TAG, "value": now},
+                {"name": model_name},
+                f"register versions of model '{model_name}'",
             )
-            if tagged.status_code in (401, 403):
-                raise _refused(shown, tagged, creds, f"register versions of model '{model_name}' (EDIT permission)")
 
 
 def check_tracking(
