@@ -10,6 +10,7 @@ MLflow, which keeps its cache intact; nothing is autologged (mlflow/mlflow#9600)
 No `from __future__ import annotations` here: TFX's function-component parser needs real annotation objects.
 """
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import json
@@ -391,11 +392,8 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     )
     # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
     requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in ("tensorflow", "tensorflow-transform")]
-    previous = mlflow.get_tracking_uri()
     # The fluent API is the only way to log a flavour; point it at this run, and put it back after.
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    try:
+    with fluent_api_at(uri):
         with mlflow.start_run(run_id=run_id):
             return mlflow.tensorflow.log_model(
                 ServingModule(saved_model_dir),
@@ -404,8 +402,33 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
                 registered_model_name=registered_name,
                 pip_requirements=requirements,
             )
+
+
+FLUENT_URI_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+
+
+@contextlib.contextmanager
+def fluent_api_at(uri: str):
+    """Points MLflow's process-wide fluent API (tracking and registry) at `uri`, then puts back both URIs and
+    the variables MLflow's setters also write ($MLFLOW_TRACKING_URI, $MLFLOW_REGISTRY_URI): later code in
+    this process, another component of LocalDagRunner's included, resolves URIs as before."""
+    import mlflow
+
+    saved_env = {key: os.environ.get(key) for key in FLUENT_URI_ENV}
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        yield
     finally:
-        mlflow.set_tracking_uri(previous)
+        # Unset, MLflow resolves both from the variables again; its setters write them too, so a URI set
+        # before this call is in them and comes back.
+        mlflow.set_tracking_uri(None)
+        mlflow.set_registry_uri(None)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def served_version(mlflow_client, registered_name: str, pushed_version: str) -> Optional[str]:

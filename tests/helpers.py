@@ -96,18 +96,15 @@ def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str,
     import mlflow
     import numpy as np
 
+    from tfxflow.components.tracking import fluent_api_at
     from tfxflow.pipeline.config import bundled_dataset_dir
 
     examples = serialize_examples(
         read_csv_rows(data_csv, rows), os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
     )
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(tracking_uri)
-    try:
+    with fluent_api_at(tracking_uri):
         encoded = np.array([base64.urlsafe_b64encode(e).decode() for e in examples], dtype=object)
         predicted = mlflow.pyfunc.load_model("models:/taxi@champion").predict(encoded)
-    finally:
-        mlflow.set_tracking_uri(previous)
     served = pushed_versions(os.path.join(home, "serving"), "taxi")
     serving = tf.saved_model.load(os.path.join(home, "serving", "taxi", served[-1])).signatures["serving_default"]
     return predicted, serving(examples=tf.constant(examples))["probabilities"].numpy()

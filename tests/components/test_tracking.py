@@ -61,12 +61,36 @@ def test_tracking_uri_comes_from_the_environment_when_the_parameter_is_empty(mon
         resolve_uri("")
 
 
-def test_credentials_in_the_containers_uri_move_to_mlflows_variables(monkeypatch):
+def test_credentials_in_the_containers_uri_move_to_mlflows_variables():
     """A Kubeflow secret may hold the URI with user:password: the steps' MLflow calls get them from the
     variables MLflow's client reads, and nothing MLflow shows (its errors print the URL) carries them."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice:hunter2@mlflow.mlflow.svc:5000")
-    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
-    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
-    assert resolve_uri("") == "http://mlflow.mlflow.svc:5000"
-    assert os.environ["MLFLOW_TRACKING_URI"] == "http://mlflow.mlflow.svc:5000"
-    assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == ("alice", "hunter2")
+    from unittest import mock
+
+    # patch.dict restores the whole environment, the variables the code under test adds included.
+    with mock.patch.dict(os.environ, {"MLFLOW_TRACKING_URI": "http://alice:hunter2@mlflow.mlflow.svc:5000"}):
+        os.environ.pop("MLFLOW_TRACKING_USERNAME", None)
+        os.environ.pop("MLFLOW_TRACKING_PASSWORD", None)
+        assert resolve_uri("") == "http://mlflow.mlflow.svc:5000"
+        assert os.environ["MLFLOW_TRACKING_URI"] == "http://mlflow.mlflow.svc:5000"
+        credentials = (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"])
+        assert credentials == ("alice", "hunter2")
+
+
+def test_the_fluent_api_is_put_back_with_its_variables():
+    """Logging the model points MLflow's process-wide fluent API at the run's server; after it, this process
+    (LocalDagRunner runs every component in it) resolves MLflow URIs as before."""
+    from unittest import mock
+
+    import mlflow
+
+    from tfxflow.components import tracking
+
+    with mock.patch.dict(os.environ, {"MLFLOW_TRACKING_URI": "sqlite:////tmp/tfxflow-before.db"}):
+        os.environ.pop("MLFLOW_REGISTRY_URI", None)
+        before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
+        with tracking.fluent_api_at("http://127.0.0.1:1"):
+            assert (mlflow.get_tracking_uri(), mlflow.get_registry_uri()) == ("http://127.0.0.1:1",) * 2
+            assert os.environ["MLFLOW_REGISTRY_URI"] == "http://127.0.0.1:1"
+        assert (mlflow.get_tracking_uri(), mlflow.get_registry_uri()) == before
+        assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:////tmp/tfxflow-before.db"
+        assert "MLFLOW_REGISTRY_URI" not in os.environ
