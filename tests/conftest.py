@@ -1,5 +1,7 @@
 """Fixtures shared by every test package."""
 
+import os
+
 import pytest
 
 from tests import helpers
@@ -15,6 +17,18 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_client_settings_unchanged():
+    """MLflow's client settings ($MLFLOW_TRACKING_*) are as they were after each test: code under test may set
+    credentials there (that is where they belong), and a test that lets them outlive it changes who later tests
+    are to every MLflow server."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_TRACKING_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_TRACKING_")}
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"the test left MLflow's client settings changed: {changed}"
 
 
 @pytest.fixture(scope="session")

@@ -197,7 +197,9 @@ def test_a_run_by_token_over_mutual_tls_is_tracked_and_registered(token_run, sec
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"mlflow:  MLflow tracking server {server.uri}" in result.stdout
     for key, value in token_run["env"].items():
-        if value is not None:
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
             monkeypatch.setenv(key, value)
     client = MlflowClient(server.uri)
     (run,) = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
