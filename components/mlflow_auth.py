@@ -65,7 +65,7 @@ def adopt_uri_credentials(uri: str, environ: MutableMapping[str, str] = os.envir
     if user is not None:
         environ[USERNAME_ENV] = user
         environ[PASSWORD_ENV] = password or ""
-    if environ.get(TRACKING_URI_ENV) and split_credentials(environ[TRACKING_URI_ENV])[1] is not None:
+    if environ.get(TRACKING_URI_ENV):
         environ[TRACKING_URI_ENV] = split_credentials(environ[TRACKING_URI_ENV])[0]
     return clean
 
@@ -78,7 +78,7 @@ def host_creds(uri: str):
 
 
 def describe_credentials(creds) -> str:
-    """Which credentials a request carried, without their values: 'user alice', 'a token' or 'none'."""
+    """Which credentials a request carried, without their values: "user 'alice'", 'a token (...)' or 'none'."""
     if creds.username and creds.password:
         return f"user '{creds.username}'"
     if creds.token:

@@ -60,12 +60,13 @@ def _refused(shown: str, response, creds, what: str) -> TrackingError:
     )
 
 
-def _json(response) -> dict:
+def _json(response) -> Optional[dict]:
+    """The response's JSON object; None where the body is not one."""
     try:
         found = response.json()
     except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _check_server(uri: str, timeout: float, experiment: Optional[str], model_name: Optional[str]) -> str:
@@ -84,17 +85,14 @@ def _check_server(uri: str, timeout: float, experiment: Optional[str], model_nam
         search = _request(creds, "/api/2.0/mlflow/experiments/search", timeout, params={"max_results": 1})
         if search.status_code in (401, 403):
             raise _refused(shown, search, creds, "read experiments")
+        body = _json(search)
         if search.status_code != 200:
-            message = _json(search).get("message", "")
+            message = (body or {}).get("message", "")
             raise TrackingError(
                 f"MLflow tracking server {shown} is up but answered HTTP {search.status_code} to a search of "
                 f"experiments{f' ({message})' if message else ''}; its log says why"
             )
-        try:
-            body = search.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        if body is None:
             raise TrackingError(f"{shown} does not answer like an MLflow tracking server; {advice}")
         _check_write(shown, creds, timeout, experiment, model_name)
     except MlflowException as err:
@@ -132,7 +130,7 @@ def _unreachable(shown: str, creds, root: BaseException, advice: str) -> Trackin
             f"MLflow tracking server {shown}: {text}; check ${mlflow_auth.SERVER_CERT_ENV} and "
             f"${mlflow_auth.CLIENT_CERT_ENV}"
         )
-    if isinstance(root, (ssl.SSLError, ConnectionResetError)) and shown.startswith("https:"):
+    if isinstance(root, (ssl.SSLError, ConnectionResetError)) and creds.host.startswith("https:"):
         # A server that asks for a client certificate closes a connection that brings none.
         sent = f"${mlflow_auth.CLIENT_CERT_ENV} is set" if creds.client_cert_path else "none was sent"
         advice = (
@@ -158,7 +156,7 @@ def _check_write(shown: str, creds, timeout: float, experiment: Optional[str], m
         found = _request(creds, endpoint, timeout, params=params)
         if found.status_code in (401, 403):
             raise _refused(shown, found, creds, f"read {what}")
-        return _json(found) if found.status_code == 200 else {}
+        return (_json(found) or {}) if found.status_code == 200 else {}
 
     def tag(endpoint: str, body: dict, what: str) -> None:
         tagged = _request(creds, endpoint, timeout, method="POST", json={**body, "key": WRITE_CHECK_TAG, "value": now})
