@@ -88,6 +88,16 @@ def run_cli(*args: str, timeout: int = 900, env: "Dict[str, str] | None" = None)
     return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False, env=environ)
 
 
+def patch_env(monkeypatch, env: "Dict[str, str | None]") -> None:
+    """Sets each variable of `env` through `monkeypatch` (undone after the test), or removes it where its value
+    is None: the same meaning `run_cli`'s `env` has."""
+    for key, value in env.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+
+
 def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str, rows: int = 8):
     """(what `models:/taxi@champion`, loaded through MLflow's pyfunc from `tracking_uri`, predicts for the first
     `rows` rows of `data_csv`; what the newest taxi SavedModel pushed under `home` predicts for them)."""

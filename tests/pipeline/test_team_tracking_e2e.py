@@ -62,11 +62,7 @@ def written(team_server, tmp_path_factory):
 
 @pytest.fixture
 def writer_env(monkeypatch):
-    for key, value in as_user(WRITER, WRITER_PASSWORD).items():
-        if value is None:
-            monkeypatch.delenv(key, raising=False)
-        else:
-            monkeypatch.setenv(key, value)
+    helpers.patch_env(monkeypatch, as_user(WRITER, WRITER_PASSWORD))
 
 
 def test_the_run_is_tracked_registered_and_champion(written, team_server, writer_env):
@@ -196,11 +192,7 @@ def test_a_run_by_token_over_mutual_tls_is_tracked_and_registered(token_run, sec
     result = token_run["run"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"mlflow:  MLflow tracking server {server.uri}" in result.stdout
-    for key, value in token_run["env"].items():
-        if value is None:
-            monkeypatch.delenv(key, raising=False)
-        else:
-            monkeypatch.setenv(key, value)
+    helpers.patch_env(monkeypatch, token_run["env"])
     client = MlflowClient(server.uri)
     (run,) = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["tfxflow.pushed"] == "yes"

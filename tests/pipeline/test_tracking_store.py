@@ -55,15 +55,10 @@ def test_an_unresolvable_host_in_a_uri_with_credentials_is_shown_redacted():
 
 
 def _as(monkeypatch, user=None, password=None, token=None):
-    for key, value in (
-        ("MLFLOW_TRACKING_USERNAME", user),
-        ("MLFLOW_TRACKING_PASSWORD", password),
-        ("MLFLOW_TRACKING_TOKEN", token),
-    ):
-        if value is None:
-            monkeypatch.delenv(key, raising=False)
-        else:
-            monkeypatch.setenv(key, value)
+    helpers.patch_env(
+        monkeypatch,
+        {"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password, "MLFLOW_TRACKING_TOKEN": token},
+    )
 
 
 def test_an_authenticated_server_without_credentials_is_a_401_naming_what_to_set(team_mlflow_server, monkeypatch):
@@ -133,11 +128,7 @@ def tls_env(secure_mlflow_server, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_CLIENT_CERT_PATH", secure_mlflow_server.tls.client_bundle)
 
     def setenv(**values):
-        for key, value in values.items():
-            if value is None:
-                monkeypatch.delenv(f"MLFLOW_TRACKING_{key}", raising=False)
-            else:
-                monkeypatch.setenv(f"MLFLOW_TRACKING_{key}", value)
+        helpers.patch_env(monkeypatch, {f"MLFLOW_TRACKING_{key}": value for key, value in values.items()})
 
     return setenv
 
