@@ -6,8 +6,10 @@ UnicodeDecodeError), silently turns a numeric column with one stray string into 
 every example in memory before it writes one. `Executor` reads each file once with Arrow's C++ reader and the
 schema's types (`ingest`), checks it in the same pass and writes the splits; a file that breaks a rule is
 scanned line by line (`check_csv_files`) for the exact report, and nothing is kept. The rules come from the
-curated schema (column types, `float_domain.disallow_nan/inf`) and the feature config's label (it must not be
-empty or one class).
+curated schema (column types, `float_domain.disallow_nan/inf`) and the feature config's label, per task: a binary
+label must not be empty everywhere or one class; a multi-class label needs a class in every row, among
+`label.classes` when they are listed, and no class that only the eval split holds when they are not; a
+regression label needs a finite number in every row (above -1 for `transform: log1p`) and more than one value.
 
 The executor runs inside ExampleGen, whose driver fingerprints the input files: changed data is always
 scanned again, in LocalDagRunner and in Kubeflow alike.
@@ -46,6 +48,7 @@ from tfx.utils import proto_utils
 
 from tfxflow.components import progress, tf_example
 from tfxflow.components.errors import DataError
+from tfxflow.components.model import tasks
 from tfxflow.components.model.features import LabelSpec
 
 MAX_LISTED = 20  # problem groups shown in one message
@@ -90,6 +93,13 @@ class CsvSummary:
     rows: Dict[str, int] = dataclasses.field(default_factory=dict)
     label_classes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     label_empty: int = 0
+    # Multi-class labels outside `label.classes` ({value: rows}, and where the first was) and the classes of
+    # each split (streaming ingestion only); a regression label's range.
+    label_unknown: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    label_unknown_at: str = ""
+    label_split_classes: Dict[str, collections.Counter] = dataclasses.field(default_factory=dict)
+    label_min: float = math.inf
+    label_max: float = -math.inf
     problems: "collections.OrderedDict[tuple, Problem]" = dataclasses.field(default_factory=collections.OrderedDict)
 
     @property
@@ -215,7 +225,8 @@ def scan_stream(
             if label_sources:
                 if not record[label_index]:
                     summary.label_empty += 1
-                summary.label_classes[label.evaluate({c: record[i] for c, i in label_at})] += 1
+                value = label.evaluate({c: record[i] for c, i in label_at})
+                _scan_label(summary, name, line, label, value, not record[label_index])
     except csv.Error as err:
         if "unexpected end of data" in str(err):
             reason = "a quoted field is never closed"
@@ -229,14 +240,43 @@ def scan_stream(
         summary.add(name, 0, "no data rows", detail="the file holds only a header")
 
 
+def _scan_label(summary: CsvSummary, name: str, line: int, label: LabelSpec, value, empty: bool) -> None:
+    """Counts one row's label (`LabelSpec.evaluate`) and records what the task does not allow."""
+    if label.task == tasks.BINARY:
+        summary.label_classes[value] += 1
+        return
+    if value is None:  # empty, or for regression not a number (the type check names that one)
+        if empty:
+            need = "a class" if label.task == tasks.MULTICLASS else "a number"
+            summary.add(name, line, "label is empty", label.column, f"a {label.task} label needs {need} in every row")
+        return
+    if label.task == tasks.MULTICLASS:
+        summary.label_classes[value] += 1
+        if label.classes and value not in label.classes:
+            summary.label_unknown[value] += 1
+            summary.label_unknown_at = summary.label_unknown_at or f"{name} line {line:,}"
+        return
+    if not math.isfinite(value):
+        summary.add(name, line, "label is not a finite number", label.column, f"{value!r}: a regression target")
+    elif label.transform == "log1p" and value <= -1:
+        summary.add(
+            name, line, "label out of range for label.transform log1p", label.column, f"{value!r}: must be > -1"
+        )
+    else:
+        summary.label_classes["rows"] += 1
+        summary.label_min = min(summary.label_min, value)
+        summary.label_max = max(summary.label_max, value)
+
+
 def check_label(summary: CsvSummary, label: Optional[LabelSpec]) -> None:
-    """A label column that is empty everywhere, or one class only, leaves nothing to learn."""
+    """What the label of all the files leaves to learn, per task (see the module docstring)."""
     if label is None or not summary.total_rows or summary.problems:
         return
     if not all(c in summary.header for c in label.raw_columns):
         return  # a missing column is reported by the schema check, which names it
     labelled = sum(summary.label_classes.values())
-    if summary.label_empty == labelled:
+    # A binary label counts its empty rows as class 0; the other tasks' labels count only rows with a value.
+    if (summary.label_empty == labelled) if label.task == tasks.BINARY else not labelled:
         summary.add(
             "all files",
             0,
@@ -244,15 +284,56 @@ def check_label(summary: CsvSummary, label: Optional[LabelSpec]) -> None:
             label.column,
             f"no row has a value for '{label.column}', so no row has a label",
         )
-    elif len(summary.label_classes) == 1:
+    elif label.task == tasks.MULTICLASS and summary.label_unknown:
+        values = ", ".join(f"{v!r} ({n:,} rows)" for v, n in summary.label_unknown.most_common(MAX_LISTED))
+        summary.add(
+            "all files",
+            0,
+            "label values not in label.classes",
+            label.column,
+            f"{values}; the first at {summary.label_unknown_at}; the feature config lists {list(label.classes)}: "
+            "add them there, or remove those rows",
+        )
+    elif label.task == tasks.REGRESSION and summary.label_min == summary.label_max:
+        summary.add(
+            "all files",
+            0,
+            "the label has one value only",
+            label.column,
+            f"'{label.column}' is {summary.label_min:g} in all {labelled:,} rows: there is nothing to learn",
+        )
+    elif label.task != tasks.REGRESSION and len(summary.label_classes) == 1:
         ((value, count),) = summary.label_classes.items()
+        need = "both classes" if label.task == tasks.BINARY else "at least 2 classes"
+        shown = value if label.task == tasks.BINARY else repr(value)
         summary.add(
             "all files",
             0,
             "the label has one class only",
             label.column,
-            f"'{label.name}' ({label.describe()}) is {value} in all {count:,} rows; training needs both classes",
+            f"'{label.name}' ({label.describe()}) is {shown} in all {count:,} rows; training needs {need}",
         )
+    elif label.task == tasks.MULTICLASS and not label.classes and summary.label_split_classes:
+        _check_split_classes(summary, label)
+
+
+def _check_split_classes(summary: CsvSummary, label: LabelSpec) -> None:
+    """Without `label.classes`, the classes are Transform's vocabulary of the training split: a class that only
+    another split holds would have no index there."""
+    train = summary.label_split_classes.get("train", collections.Counter())
+    for split, counts in sorted(summary.label_split_classes.items()):
+        unseen = {value: n for value, n in counts.items() if split != "train" and value not in train}
+        if unseen:
+            values = ", ".join(f"{v!r} ({n:,} rows)" for v, n in sorted(unseen.items())[:MAX_LISTED])
+            summary.add(
+                "all files",
+                0,
+                f"label classes only in the {split} split",
+                label.column,
+                f"{values}: the classes are learned from the training split, where these never occur; list every "
+                "class in the feature config's label.classes (then such a class is known and scored), or remove "
+                "those rows",
+            )
 
 
 def report(summary: CsvSummary) -> str:
@@ -299,6 +380,7 @@ class IngestResult:
     split_rows: Dict[str, int]
     split_files: Dict[str, int]
     label_classes: Dict[str, int]
+    label_range: Optional[Tuple[float, float]] = None  # a regression label's smallest and largest value
 
     @property
     def total_read(self) -> int:
@@ -311,6 +393,7 @@ class IngestResult:
             "split_rows": self.split_rows,
             "split_files": self.split_files,
             "label_classes": self.label_classes,
+            **({"label_range": list(self.label_range)} if self.label_range else {}),
             "rows_read_per_file": self.rows_read,
         }
 
@@ -348,16 +431,29 @@ class _Refused(Exception):
     """The fast path met something to report: the exact report comes from `check_csv_files`."""
 
 
-def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
-    """Adds the labels of `batch`'s rows to `counts` by `LabelSpec.evaluate`'s rules; returns how many rows
-    have an empty label column."""
+def _label_values(batch, label: LabelSpec) -> Tuple[np.ndarray, int]:
+    """The label of each row of `batch` by `LabelSpec.evaluate`'s rules, and how many rows have an empty label
+    column. binary: 0/1 int64; multiclass: the values' text (None when empty); regression: float64 (NaN when
+    empty). Raises _Refused on what `_scan_label` reports (the scan then names file, line and column)."""
 
     def numeric(array) -> bool:
         return pa.types.is_integer(array.type) or pa.types.is_floating(array.type)
 
     column = batch.column(label.column)
-    ratio = batch.column(label.ratio_of) if label.ratio_of else None
     empty = column.null_count
+    if label.task == tasks.MULTICLASS:
+        text = column.cast(pa.string())
+        if empty:
+            raise _Refused(f"{label.column}: empty label")
+        if label.classes and not pc.all(pc.is_in(text, value_set=pa.array(list(label.classes)))).as_py():
+            raise _Refused(f"{label.column}: a label value not in label.classes")
+        return np.asarray(text.to_pylist(), dtype=object), empty
+    if label.task == tasks.REGRESSION:
+        values = np.asarray(column.cast(pa.float64()).fill_null(np.nan), np.float64)
+        if empty or not np.isfinite(values).all() or (label.transform == "log1p" and (values <= -1).any()):
+            raise _Refused(f"{label.column}: an empty, infinite or out-of-range label")
+        return values, empty
+    ratio = batch.column(label.ratio_of) if label.ratio_of else None
     if label.greater_than is not None and numeric(column) and (ratio is None or numeric(ratio)):
         threshold = label.greater_than
         if ratio is not None:
@@ -379,9 +475,40 @@ def _label_counts(batch, label: LabelSpec, counts: collections.Counter) -> int:
             ],
             np.int64,
         )
-    classes, count = np.unique(values, return_counts=True)
-    counts.update({int(c): int(n) for c, n in zip(classes, count, strict=True)})
-    return empty
+    return values, empty
+
+
+@dataclasses.dataclass
+class _LabelTally:
+    """One file's labels: classes per split (binary and multi-class), or a regression label's range."""
+
+    splits: Dict[str, collections.Counter] = dataclasses.field(default_factory=dict)
+    empty: int = 0
+    low: float = math.inf
+    high: float = -math.inf
+
+    def add(self, label: LabelSpec, values: np.ndarray, empty: int, splits: np.ndarray, names: Sequence[str]):
+        self.empty += empty
+        if label.task == tasks.REGRESSION:
+            if len(values):
+                self.low, self.high = min(self.low, float(values.min())), max(self.high, float(values.max()))
+            self.splits.setdefault("all", collections.Counter())["rows"] += len(values)
+            return
+        for i, name in enumerate(names):
+            chosen = values[splits == i]
+            if label.task == tasks.BINARY:
+                classes, count = np.unique(chosen, return_counts=True)
+                self.splits.setdefault(name, collections.Counter()).update(
+                    {int(c): int(n) for c, n in zip(classes, count, strict=True)}
+                )
+            else:
+                self.splits.setdefault(name, collections.Counter()).update(chosen.tolist())
+
+    def total(self) -> collections.Counter:
+        counts: collections.Counter = collections.Counter()
+        for split in self.splits.values():
+            counts.update(split)
+        return counts
 
 
 class _SplitWriter:
@@ -425,8 +552,8 @@ def _ingest_file(
     use_threads: bool,
     stop: threading.Event,
 ):
-    """Reads, checks, encodes, splits and writes one file; returns (rows, label classes, empty labels,
-    {split: writer}, whether a text value spans lines). Raises _Refused on anything `check_csv_files` would
+    """Reads, checks, encodes, splits and writes one file; returns (rows, its _LabelTally, {split: writer},
+    whether a text value spans lines). Raises _Refused on anything `check_csv_files` would
     report, but for a quote left open at the end of the file (Arrow ends the value there)."""
     column_types = {c: pa.type_for_alias(_ARROW_TYPES[kinds[c]]) for c in header}
     checked = [
@@ -435,8 +562,8 @@ def _ingest_file(
     labelled = label is not None and all(c in header for c in label.raw_columns)
     writers = {name: _SplitWriter(directory, f"data_tfrecord-{index:05d}") for name, directory in split_dirs.items()}
     names = list(split_dirs)
-    classes: collections.Counter = collections.Counter()
-    rows = empty = 0
+    tally = _LabelTally()
+    rows = 0
     spanning = False  # a text value holds a line break (a quoted value over lines, or a quote never closed)
     text_columns = [c for c in header if kinds[c] == "BYTES"]
     try:
@@ -466,9 +593,11 @@ def _ingest_file(
                 if not spanning:
                     spanning = any(pc.any(pc.match_substring(batch.column(c), "\n")).as_py() for c in text_columns)
                 if labelled:
-                    empty += _label_counts(batch, label, classes)
+                    values, empty = _label_values(batch, label)
                 examples = tf_example.encode(batch, kinds)
                 splits = tf_example.split_buckets(examples, buckets)
+                if labelled:
+                    tally.add(label, values, empty, splits, names)
                 for i, name in enumerate(names):
                     writers[name].write(examples.filter(pa.array(splits == i)))
                 rows += batch.num_rows
@@ -480,7 +609,7 @@ def _ingest_file(
             writer.close()
     if not rows:
         raise _Refused(f"{path}: no data rows")
-    return rows, classes, empty, writers, spanning
+    return rows, tally, writers, spanning
 
 
 class _Readable(io.RawIOBase):
@@ -621,34 +750,41 @@ def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResul
         raise InputDataError("input data: 1 problem (nothing was ingested, trained or pushed):\n  - " + refusal)
     summary = CsvSummary(header=header)
     for path in files:
-        rows, classes, empty = results[path][:3]
+        rows, tally = results[path][:2]
         summary.rows[os.path.basename(path)] = rows
-        summary.label_classes.update(classes)
-        summary.label_empty += empty
+        summary.label_classes.update(tally.total())
+        summary.label_empty += tally.empty
+        summary.label_min, summary.label_max = min(summary.label_min, tally.low), max(summary.label_max, tally.high)
+        if label is not None and label.task == tasks.MULTICLASS:
+            for split, counts in tally.splits.items():
+                summary.label_split_classes.setdefault(split, collections.Counter()).update(counts)
     check_label(summary, label)
     # Arrow closes a quote left open at the end of a file: the rest of the file becomes one value. A file with
     # a line break inside a value is scanned line by line to tell that from a value that spans lines.
-    spanning = [path for path in files if results[path][4]]
+    spanning = [path for path in files if results[path][3]]
     if summary.problems or any(_scan_finds_problems(path, rules) for path in spanning):
         # The exact report (an open quote explains a one-class label); else the label's.
         check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
         raise InputDataError(report(summary))
     split_rows, split_files = {}, {}
     for name, directory in split_dirs.items():
-        parts = [p for path in files for p in results[path][3][name].paths]
+        parts = [p for path in files for p in results[path][2][name].paths]
         if not parts:  # as TFX's writer: one empty file, so readers of the split find one
             parts = [os.path.join(directory, "empty.gz.part")]
             with fileio.open(parts[0], "wb") as stream:
                 tf_example.TFRecordGzipWriter(stream).close()
         for i, part in enumerate(parts):
             fileio.rename(part, os.path.join(directory, f"data_tfrecord-{i:05d}-of-{len(parts):05d}.gz"))
-        split_rows[name] = sum(results[path][3][name].rows for path in files)
+        split_rows[name] = sum(results[path][2][name].rows for path in files)
         split_files[name] = len(parts)
     return IngestResult(
         rows_read=dict(summary.rows),
         split_rows=split_rows,
         split_files=split_files,
         label_classes={str(k): v for k, v in sorted(summary.label_classes.items())},
+        label_range=(summary.label_min, summary.label_max)
+        if label is not None and label.task == tasks.REGRESSION
+        else None,
     )
 
 
@@ -679,7 +815,7 @@ def _settings(exec_properties: Mapping[str, Any]) -> Tuple[Dict[str, ColumnRule]
         with fileio.open(settings["schema_path"], "r") as f:
             text_format.Parse(f.read(), schema)
     label = settings.get("label")
-    label = LabelSpec(**{**label, "positive_values": tuple(label.get("positive_values") or ())}) if label else None
+    label = LabelSpec.from_dict(label) if label else None
     return rules_from_schema(schema), label
 
 
@@ -691,9 +827,7 @@ def make_example_gen_config(schema_path: str, label: Optional[LabelSpec], schema
         {
             "schema_path": "" if schema_text else schema_path,
             "schema_text": schema_text,
-            "label": None
-            if label is None
-            else {**dataclasses.asdict(label), "positive_values": list(label.positive_values)},
+            "label": None if label is None else label.to_dict(),
         }
     )
     config = example_gen_pb2.CustomConfig()

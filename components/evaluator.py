@@ -11,6 +11,12 @@ On Kubeflow the baseline model comes from `ServedBaseline` (components/baseline.
 every run; with nothing served yet it holds no SavedModel. TFX's Evaluator would try to load it; this executor
 drops such an empty baseline first, so a first run is judged on the candidate alone, as a resolver that found
 nothing would have it.
+
+Before TFMA loads the candidate, its signatures are checked against what the eval config needs (a model of a
+user's own run_fn may export none the Evaluator can use): one line says what is missing. A model without
+`transform_features` is evaluated on the raw examples, so the label must then be a raw column. For a
+regression model, a sample of (label, prediction) pairs of the evaluated rows is kept beside TFMA's output
+(`predictions_sample.json`) for the run page's predicted-vs-actual and residual charts.
 """
 
 from __future__ import annotations
@@ -30,9 +36,12 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
 from tfxflow.components import csv_input, names, tf_example
+from tfxflow.components.errors import UserCodeError
 
 MAX_ROWS_KEY = "max_eval_rows"
 SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after
+PREDICTIONS_FILE = "predictions_sample.json"  # a regression model's (label, prediction) pairs, for the run page
+PREDICTION_PAIRS = 1000
 
 
 def has_saved_model(model: types.Artifact) -> bool:
@@ -83,6 +92,77 @@ def sampled_examples(
     return plan
 
 
+def signature_inputs(model_dir: str) -> Dict[str, Dict[str, str]]:
+    """{signature: {input name: dtype}} of a SavedModel, read from its saved_model.pb (nothing is loaded)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with fileio.open(os.path.join(model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    found = {}
+    for meta_graph in saved_model.meta_graphs:
+        if "serve" not in meta_graph.meta_info_def.tags:
+            continue
+        for name, signature in meta_graph.signature_def.items():
+            if not name.startswith("__"):
+                found[name] = {key: tf.dtypes.as_dtype(t.dtype).name for key, t in signature.inputs.items()}
+    return found
+
+
+def check_model_contract(model_dir: str, eval_config) -> Optional[Any]:
+    """Raises UserCodeError, in one line, when the model lacks what the eval config needs: a serving signature
+    that takes serialized tf.Examples, and TFMA's `transform_features` where the label comes from it. Returns
+    the eval config to use: without `transform_features` and with a raw-column label, one that reads the label
+    from the raw examples."""
+    signatures = signature_inputs(model_dir)
+    spec = eval_config.model_specs[0]
+    serving = spec.signature_name or names.SERVING_SIGNATURE
+    has = ", ".join(sorted(signatures)) or "none"
+    inputs = signatures.get(serving)
+    if inputs is None or len(inputs) != 1 or next(iter(inputs.values())) != "string":
+        raise UserCodeError(
+            f"the trained model has no '{serving}' signature that takes serialized tf.Examples (one string "
+            f"input), which the Evaluator and TF Serving's predict API call; its signatures: {has} "
+            "(run_fn must save one: see TFX's examples, e.g. taxi_utils_native_keras.py's "
+            "_get_tf_examples_serving_signature)"
+        )
+    missing = [name for name in spec.preprocessing_function_names if name not in signatures]
+    if not missing:
+        return eval_config
+    updated = type(eval_config)()
+    updated.CopyFrom(eval_config)
+    del updated.model_specs[0].preprocessing_function_names[:]
+    return updated
+
+
+def prediction_pairs(model_dir: str, eval_config, files: Sequence[str], rows: int = PREDICTION_PAIRS):
+    """(labels, predictions) of the first `rows` records of `files` (GZIP TFRecords of raw tf.Examples): the
+    label as the eval config reads it (the model's `transform_features`, else the raw column), the prediction
+    of its serving signature."""
+    import numpy as np
+    import tensorflow as tf
+    from google.protobuf import json_format
+
+    from tfxflow.components.serving_check import evaluator_predictions
+
+    records = [r.numpy() for r in tf.data.TFRecordDataset(list(files), compression_type="GZIP").take(rows)]
+    if not records:
+        return np.zeros([0]), np.zeros([0])
+    spec = eval_config.model_specs[0]
+    outputs = evaluator_predictions(model_dir, json_format.MessageToJson(eval_config), records)
+    prediction = outputs.get(spec.prediction_key) if spec.prediction_key else next(iter(outputs.values()))
+    if spec.preprocessing_function_names:
+        transformed = tf.saved_model.load(model_dir).signatures[spec.preprocessing_function_names[0]](
+            examples=tf.constant(records)
+        )
+        labels = np.asarray(transformed[spec.label_key], np.float64).reshape(-1)
+    else:
+        parsed = tf.io.parse_example(tf.constant(records), {spec.label_key: tf.io.VarLenFeature(tf.float32)})
+        labels = tf.sparse.to_dense(parsed[spec.label_key], default_value=np.nan).numpy()[:, 0].astype(np.float64)
+    return labels, np.asarray(prediction, np.float64).reshape(len(records), -1)[:, 0]
+
+
 class Executor(tfx_evaluator.Executor):
     """TFX's Evaluator on at most `max_eval_rows` rows per split, without a baseline model that holds no
     SavedModel."""
@@ -99,6 +179,21 @@ class Executor(tfx_evaluator.Executor):
             logging.info("No baseline model (nothing served yet): the candidate is judged on its own thresholds.")
             input_dict = {k: v for k, v in input_dict.items() if k != key}
         exec_properties = dict(exec_properties)
+        import tensorflow_model_analysis as tfma
+        from google.protobuf import json_format
+
+        candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        model_dir = path_utils.serving_model_path(candidate.uri)
+        config_key = standard_component_specs.EVAL_CONFIG_KEY
+        eval_config = json_format.Parse(exec_properties[config_key], tfma.EvalConfig())
+        checked = check_model_contract(model_dir, eval_config)
+        if checked is not eval_config:
+            logging.info(
+                "The model has no %s signature: the Evaluator reads the label '%s' from the raw examples.",
+                list(eval_config.model_specs[0].preprocessing_function_names),
+                eval_config.model_specs[0].label_key,
+            )
+            exec_properties[config_key] = json_format.MessageToJson(checked)
         max_rows = int(exec_properties.pop(MAX_ROWS_KEY, 0) or 0)
         splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or [
             "eval"
@@ -120,9 +215,29 @@ class Executor(tfx_evaluator.Executor):
                 evaluation.set_string_custom_property("eval_sample", json.dumps(plan, sort_keys=True))
                 logging.info("Evaluator: a sample of %s", json.dumps(plan))
             super().Do(input_dict, output_dict, exec_properties)
+            if _is_regression(checked):
+                examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
+                files = sorted(fileio.glob(os.path.join(artifact_utils.get_split_uri([examples], splits[0]), "*")))
+                labels, predictions = prediction_pairs(model_dir, checked, files)
+                with fileio.open(os.path.join(evaluation.uri, PREDICTIONS_FILE), "w") as f:
+                    f.write(json.dumps({"label": labels.tolist(), "prediction": predictions.tolist()}))
         finally:
             if fileio.exists(folder):
                 fileio.rmtree(folder)
+
+
+def _is_regression(eval_config) -> bool:
+    """Whether the config evaluates a regression (its metrics are this project's regression metrics)."""
+    return any(m.class_name == "RSquared" for spec in eval_config.metrics_specs for m in spec.metrics)
+
+
+def read_prediction_pairs(evaluation_uri: str) -> Optional[Dict[str, List[float]]]:
+    """The (label, prediction) sample the Evaluator kept for a regression model, or None."""
+    path = os.path.join(evaluation_uri, PREDICTIONS_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as f:
+        return json.loads(f.read())
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

@@ -31,10 +31,14 @@ SPLIT_PREFIX = "Split-"
 # The Trainer's record of its epochs, devices and timing, beside the model in its ModelRun output.
 TRAINING_INFO_FILE = "training_info.json"
 
+# The exported model's record of its task, label and classes, inside the SavedModel (components/model_info.py).
+MODEL_INFO_FILE = os.path.join("assets.extra", "tfxflow_model.json")
+
 # The exported model's signatures and its output (components/model/export.py).
 SERVING_SIGNATURE = "serving_default"  # serialized tf.Examples, as TFMA and TF Serving's classify/predict send
 RAW_SIGNATURE = "serving_raw"  # one tensor per raw column, as TF Serving's REST `instances`
-OUTPUT_KEY = "probabilities"
+TRANSFORM_SIGNATURE = "transform_features"  # raw tf.Examples -> transformed features and label, for TFMA
+OUTPUT_KEY = "probabilities"  # a binary model's output; components/model/tasks.py has every task's
 
 
 def split_dir(uri: str, split: str) -> str:

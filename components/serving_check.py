@@ -10,15 +10,20 @@ with `python -I`) and in it:
   serialized tf.Examples (one string input, `examples`) or one tensor per column, each a column present at
   serving (never the label or a column only the label needs) with the schema's type;
 - sends golden requests built from real eval rows, without the label, through `serving_default` (serialized
-  tf.Examples) and `serving_raw` (the rows as TF Serving's REST API takes JSON `instances`), and requires the
-  probabilities the Evaluator's model gives for them (loaded by TFMA with the Evaluator's eval config, in
-  this process) within `tolerance`;
+  tf.Examples) and `serving_raw` (the rows as TF Serving's REST API takes JSON `instances`), and requires every
+  output the Evaluator's model gives for them (loaded by TFMA with the Evaluator's eval config, in this
+  process): numbers (probabilities, scores, predictions) within `tolerance`, text (a multi-class model's class
+  names) equal;
 - measures the p50/p99 latency of single requests through `serving_default` and throughput at batches of 1,
   32 and 256.
 
 The verdict is an InfraBlessing, the artifact TFX's Pusher already checks (`blessed`): a model that does not
 load, disagrees, or whose p99 latency at batch 1 exceeds `max_latency_ms` (when set) is not pushed. The
 figures and the reason are custom properties of the blessing and `serving_check.json` inside it.
+
+`required_signatures`: the signatures the model must have (the built-in Trainer exports both; a user's own
+run_fn only needs `serving_default`, which the Evaluator uses). Another serving signature the model has is
+compared too when it answers the golden requests.
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ from tfxflow.components.model import features as features_lib
 RESULT_FILE = "serving_check.json"
 SERVING_ENVIRONMENT = "SERVING"
 SIGNATURES = (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
-OUTPUT_KEY = names.OUTPUT_KEY
 BATCH_SIZES = (1, 32, 256)
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_GOLDEN_ROWS = 64
@@ -78,14 +82,19 @@ def serving_columns(schema) -> Dict[str, str]:
 
 
 def check_signatures(
-    signatures: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str], all_columns: Sequence[str]
+    signatures: Mapping[str, Mapping[str, Any]],
+    columns: Mapping[str, str],
+    all_columns: Sequence[str],
+    required: Sequence[str] = SIGNATURES,
 ) -> List[str]:
     """What is wrong with the probe's signatures against the serving columns (empty: nothing)."""
     problems = []
-    for required in SIGNATURES:
-        if required not in signatures:
-            problems.append(f"no '{required}' signature (the model has {', '.join(sorted(signatures)) or 'none'})")
+    for name in required:
+        if name not in signatures:
+            problems.append(f"no '{name}' signature (the model has {', '.join(sorted(signatures)) or 'none'})")
     for name, signature in sorted(signatures.items()):
+        if name == names.TRANSFORM_SIGNATURE:
+            continue  # TFMA's: raw tf.Examples with the label, not a serving signature
         inputs = signature["inputs"]
         if list(inputs) == ["examples"] and inputs["examples"]["dtype"] == "string":
             continue  # serialized tf.Examples: parsed by the model's own feature spec
@@ -128,10 +137,10 @@ def golden_rows(
     return examples, instances
 
 
-def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Sequence[bytes]):
-    """The probabilities of the Evaluator's model for `examples`: the SavedModel loaded by TFMA with the
-    Evaluator's eval config, called through the signature it evaluates."""
-    import numpy as np
+def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Sequence[bytes]) -> Dict[str, Any]:
+    """Every output of the Evaluator's model for `examples`, by name: the SavedModel loaded by TFMA with the
+    Evaluator's eval config, called through the signature it evaluates. Numbers as float64 [rows, k] arrays,
+    text as [rows, k] arrays of str."""
     import tensorflow as tf
     import tensorflow_model_analysis as tfma
     from google.protobuf import json_format
@@ -143,7 +152,21 @@ def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Seque
     signature = eval_config.model_specs[0].signature_name or names.SERVING_SIGNATURE
     predict = model_util.get_callable(model, signature)
     output = predict(tf.constant(list(examples)))
-    return np.asarray(output[OUTPUT_KEY], dtype=np.float64).reshape(len(examples), -1)
+    if not isinstance(output, dict):
+        output = {"output_0": output}
+    return {name: _as_array(value.numpy(), len(examples)) for name, value in sorted(output.items())}
+
+
+def _as_array(values, rows: int):
+    """Numbers as float64, text as str, shaped [rows, k]."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if values.dtype.kind in "SO":
+        return np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else str(v), otypes=[object])(
+            values
+        ).reshape(rows, -1)
+    return values.astype(np.float64).reshape(rows, -1)
 
 
 def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
@@ -175,13 +198,16 @@ def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict
 
 def verdict(
     result: Dict[str, Any],
-    expected,
+    expected: Mapping[str, Any],
     columns: Mapping[str, str],
     all_columns: Sequence[str],
     tolerance: float,
     max_latency_ms: float,
+    required: Sequence[str] = SIGNATURES,
 ) -> List[str]:
-    """The reasons not to push (empty: the model serves). Sets `max_abs_difference` per signature in `result`."""
+    """The reasons not to push (empty: the model serves). `expected`: the Evaluator's model's outputs by name.
+    Sets `max_abs_difference` per signature in `result`, and `notes` for an optional signature that could not
+    answer the golden requests."""
     import numpy as np
 
     if "error" in result:
@@ -191,28 +217,47 @@ def verdict(
         reasons.append(
             "loading it needed modules a model server does not have: " + ", ".join(result["foreign_modules"])
         )
-    reasons += check_signatures(result["signatures"], columns, all_columns)
-    differences = {}
-    for name in SIGNATURES:
-        got = result.get("predictions", {}).get(name)
-        if isinstance(got, dict):  # the probe could not call it
-            reasons.append(f"'{name}' failed on the golden requests: {got.get('error')}")
+    reasons += check_signatures(result["signatures"], columns, all_columns, required)
+    differences, notes = {}, []
+    for name, got in sorted(result.get("predictions", {}).items()):
+        if name not in result["signatures"]:
+            continue  # reported by check_signatures when required
+        if isinstance(got, dict) and "error" in got:  # the probe could not call it
+            failure = f"'{name}' failed on the golden requests: {got.get('error')}"
+            (reasons if name in required else notes).append(failure)
             continue
-        if got is None:
-            continue
-        got = np.asarray(got, dtype=np.float64)
-        if got.shape != expected.shape:
-            reasons.append(f"'{name}' answered {got.shape} for {expected.shape} probabilities")
-            continue
-        gap = np.abs(got - expected)
-        differences[name] = float(gap.max()) if gap.size else 0.0
-        if differences[name] > tolerance:
-            row = int(np.argmax(gap.max(axis=1)))
-            reasons.append(
-                f"'{name}' disagrees with the Evaluator's model by {differences[name]:.3g} on golden row "
-                f"{row} ({got[row][0]:.6f} vs {expected[row][0]:.6f}; tolerance {tolerance:g})"
-            )
+        gaps = []
+        for output, want in sorted(expected.items()):
+            want = np.asarray(want)
+            if output not in got:
+                reasons.append(f"'{name}' has no output '{output}' (it answers {', '.join(sorted(got)) or 'nothing'})")
+                continue
+            answer = np.asarray(got[output], dtype=want.dtype)
+            if answer.shape != want.shape:
+                reasons.append(f"'{name}' answered {answer.shape} for {want.shape} '{output}'")
+                continue
+            if want.dtype.kind == "O":
+                wrong = np.flatnonzero((answer != want).any(axis=1))
+                if wrong.size:
+                    row = int(wrong[0])
+                    reasons.append(
+                        f"'{name}' answers other '{output}' than the Evaluator's model on golden row {row} "
+                        f"({list(answer[row])} vs {list(want[row])})"
+                    )
+                continue
+            gap = np.abs(answer - want)
+            gaps.append(float(gap.max()) if gap.size else 0.0)
+            if gaps[-1] > tolerance:
+                row, col = np.unravel_index(int(np.argmax(gap)), gap.shape)
+                reasons.append(
+                    f"'{name}' disagrees with the Evaluator's model by {gaps[-1]:.3g} on golden row {row} "
+                    f"({output} {answer[row][col]:.6f} vs {want[row][col]:.6f}; tolerance {tolerance:g})"
+                )
+        if gaps:
+            differences[name] = max(gaps)
     result["max_abs_difference"] = differences
+    if notes:
+        result["notes"] = notes
     p99 = result.get("latency_ms", {}).get("p99")
     if max_latency_ms and p99 is not None and p99 > max_latency_ms:
         reasons.append(f"p99 latency at batch 1 is {p99:.2f} ms, over --max-latency-ms {max_latency_ms:g}")
@@ -262,7 +307,8 @@ class Executor(base_executor.BaseExecutor):
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
         blessing = artifact_utils.get_single_instance(output_dict["blessing"])
-        config = features_lib.as_config(json_utils.loads(exec_properties["features"]))
+        config = features_lib.as_config(json_utils.loads(exec_properties["features"]), roles_required=False)
+        required = json_utils.loads(exec_properties.get("required_signatures") or "null") or list(SIGNATURES)
         tolerance = float(exec_properties.get("tolerance") or DEFAULT_TOLERANCE)
         max_latency_ms = float(exec_properties.get("max_latency_ms") or 0.0)
         schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
@@ -291,7 +337,7 @@ class Executor(base_executor.BaseExecutor):
                     {
                         "model_dir": model_dir,
                         "signatures": list(SIGNATURES),
-                        "output": OUTPUT_KEY,
+                        "outputs": sorted(expected),
                         "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
                         "instances": instances,
                         "latency_calls": LATENCY_CALLS,
@@ -300,8 +346,9 @@ class Executor(base_executor.BaseExecutor):
                     }
                 )
             )
-            reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms)
-            result["expected"] = expected.tolist()
+            reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms, required)
+            result["expected"] = {output: values.tolist() for output, values in expected.items()}
+        result["required_signatures"] = list(required)
         if not reasons:
             result.pop("traceback", None)
         result["reasons"] = reasons
@@ -339,6 +386,7 @@ class ServingCheckSpec(ComponentSpec):
         "tolerance": ExecutionParameter(type=float),
         "max_latency_ms": ExecutionParameter(type=float),
         "golden_rows": ExecutionParameter(type=int, optional=True),
+        "required_signatures": ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {
         "model": ChannelParameter(type=standard_artifacts.Model),
@@ -366,6 +414,7 @@ class ServingCheck(base_component.BaseComponent):
         max_latency_ms: float = 0.0,
         tolerance: float = DEFAULT_TOLERANCE,
         golden_rows: int = DEFAULT_GOLDEN_ROWS,
+        required_signatures: Sequence[str] = SIGNATURES,
     ):
         from google.protobuf import json_format
 
@@ -379,6 +428,7 @@ class ServingCheck(base_component.BaseComponent):
                 tolerance=float(tolerance),
                 max_latency_ms=float(max_latency_ms),
                 golden_rows=int(golden_rows),
+                required_signatures=json_utils.dumps(list(required_signatures)),
                 blessing=types.Channel(type=standard_artifacts.InfraBlessing),
             )
         )

@@ -9,10 +9,11 @@ tensorflow-transform is imported (the result lists any that were).
 
 The request file (JSON) holds `model_dir`; `examples_b64`: serialized tf.Examples (URL-safe base64) for the
 signatures that take `examples`; `instances`: the rows as TF Serving's REST API takes them (`{"instances":
-[{column: value, ...}]}`), for the signatures that take one tensor per column; `latency_calls`, `seconds` and
-`batch_sizes` for the timing. The result file (JSON) holds the signatures' inputs and outputs, every
-signature's predictions for the rows, the time to load and of the first request, p50/p99 latency of single
-requests and throughput per batch size; or `error` when the model does not load or a request fails.
+[{column: value, ...}]}`), for the signatures that take one tensor per column; `outputs`: the outputs to fetch
+from each signature; `latency_calls`, `seconds` and `batch_sizes` for the timing. The result file (JSON) holds
+the signatures' inputs and outputs, every signature's answers for the rows ({output: rows}; text decoded), the
+time to load and of the first request, p50/p99 latency of single requests and throughput per batch size; or
+`error` when the model does not load or a request fails.
 """
 
 import base64
@@ -96,9 +97,27 @@ def _feeds(description, examples, instances, batch=None):
     return feeds
 
 
+def _fetches(description, outputs):
+    """{output name: tensor name} of the outputs a signature has among `outputs` (all of them when it has
+    none of those names: a signature of other outputs is compared, and reported, by the caller)."""
+    found = {name: description["outputs"][name]["tensor"] for name in outputs if name in description["outputs"]}
+    return found or {name: info["tensor"] for name, info in description["outputs"].items()}
+
+
+def _rows(values, rows):
+    """An output as JSON rows: numbers as floats, text decoded."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if values.dtype.kind in "SO":
+        return [
+            [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in row] for row in values.reshape(rows, -1)
+        ]
+    return values.astype(np.float64).reshape(rows, -1).tolist()
+
+
 def probe(request):
     """Loads the model and answers the request's rows; returns the result dict."""
-    import numpy as np
     import tensorflow as tf
 
     # What `import tensorflow` brings by itself (it imports a Keras): only what loading and serving add counts.
@@ -122,23 +141,23 @@ def probe(request):
             continue
         description = signatures[name]
         try:
-            output = description["outputs"][request["output"]]["tensor"]
+            outputs = _fetches(description, request["outputs"])
             feeds = _feeds(description, examples, instances)
             started = time.perf_counter()
-            values = session.run(output, feed_dict=feeds)
+            values = session.run(outputs, feed_dict=feeds)
         except (KeyError, ValueError, tf.errors.OpError) as err:  # one signature's failure; the others still run
             predictions[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"}
             continue
         if "first_request_ms" not in result:
             result["first_request_ms"] = round((time.perf_counter() - started) * 1e3, 3)
-        predictions[name] = np.asarray(values, dtype=np.float64).reshape(len(examples), -1).tolist()
+        predictions[name] = {output: _rows(value, len(examples)) for output, value in values.items()}
     result["predictions"] = predictions
-    answered = [name for name in request["signatures"] if isinstance(predictions[name], list)]
+    answered = [name for name in request["signatures"] if "error" not in predictions[name]]
     if not answered:
         session.close()
         return result
     timed = signatures[answered[0]]
-    output = timed["outputs"][request["output"]]["tensor"]
+    output = _fetches(timed, request["outputs"])
     single = _feeds(timed, examples[:1], instances[:1])
     latencies = []
     for _ in range(int(request["latency_calls"])):

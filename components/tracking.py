@@ -177,8 +177,17 @@ def split_rows(statistics_uri: str) -> Dict[str, int]:
     return rows
 
 
-def evaluation_metrics(evaluation_uri: str) -> Dict[str, Dict[str, float]]:
-    """{slice name: {metric: value}} of the candidate model; the overall slice is "overall"."""
+def metric_label(key, class_names=()) -> str:
+    """A TFMA metric key's name; a per-class metric (sub-key `class_id`) as `f1.<class name>`."""
+    from tfxflow.components.eval_metrics import class_metric_name
+
+    class_id = key.sub_key.class_id.value if key.HasField("sub_key") and key.sub_key.HasField("class_id") else None
+    return class_metric_name(key.name, class_id, class_names)
+
+
+def evaluation_metrics(evaluation_uri: str, class_names=()) -> Dict[str, Dict[str, float]]:
+    """{slice name: {metric: value}} of the candidate model; the overall slice is "overall". `class_names`: a
+    multi-class model's classes in index order, which name its per-class metrics."""
     import tensorflow_model_analysis as tfma
 
     result: Dict[str, Dict[str, float]] = {}
@@ -195,12 +204,29 @@ def evaluation_metrics(evaluation_uri: str) -> Dict[str, Dict[str, float]]:
         for kv in metrics.metric_keys_and_values:
             if kv.key.is_diff or kv.key.model_name == "baseline" or not kv.value.HasField("double_value"):
                 continue
-            result.setdefault(name, {})[kv.key.name] = float(kv.value.double_value.value)
+            result.setdefault(name, {})[metric_label(kv.key, class_names)] = float(kv.value.double_value.value)
     return result
 
 
+def confusion_matrix(evaluation_uri: str, model_name: str = ""):
+    """A multi-class model's confusion matrix of the overall slice (TFMA's, at the top-scoring class) as
+    ({(actual class id, predicted class id): rows}), or None; predicted -1: no class scored above 0."""
+    import tensorflow_model_analysis as tfma
+
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.model_name != model_name or not kv.value.HasField("multi_class_confusion_matrix_at_thresholds"):
+                continue
+            matrix = kv.value.multi_class_confusion_matrix_at_thresholds.matrices[0]
+            return {(e.actual_class_id, e.predicted_class_id): float(e.num_weighted_examples) for e in matrix.entries}
+    return None
+
+
 def overall_metrics(evaluation_uri: str):
-    """(candidate, baseline) metrics of the overall slice, from the Evaluator's output."""
+    """(candidate, baseline) metrics of the overall slice, from the Evaluator's output (per-class metrics are
+    named `f1.class_<id>` here: `evaluation_metrics` names them by class)."""
     import tensorflow_model_analysis as tfma
 
     candidate: Dict[str, float] = {}
@@ -212,7 +238,7 @@ def overall_metrics(evaluation_uri: str):
             if kv.key.is_diff or not kv.value.HasField("double_value"):
                 continue
             target = baseline if kv.key.model_name == "baseline" else candidate
-            target[kv.key.name] = float(kv.value.double_value.value)
+            target[metric_label(kv.key)] = float(kv.value.double_value.value)
     return candidate, baseline
 
 
@@ -238,17 +264,19 @@ def blessing_failures(evaluation_uri: str, overall=None) -> List[str]:
                     if name in metrics and name in baseline
                     else "vs. the last blessed model"
                 )
+                # Higher is better: the allowed change is -max_regression; lower is better (rmse): +max_regression.
                 reasons.append(
-                    f"{name} {compared}: a change of {value:+.4f}, beyond the allowed "
-                    f"{min(allowed, 0.0):+.4f} (--max-regression)"
+                    f"{name} {compared}: a change of {value:+.4f}, beyond the allowed {allowed:+.4f} (--max-regression)"
                 )
             elif threshold.value_threshold.HasField("lower_bound"):
                 reasons.append(
-                    f"{name} {value:.4f} is below the minimum {threshold.value_threshold.lower_bound.value:.4f}"
+                    f"{name} {value:.4f} is below the minimum {threshold.value_threshold.lower_bound.value:.4f} "
+                    "(--blessing-threshold)"
                 )
             elif threshold.value_threshold.HasField("upper_bound"):
                 reasons.append(
-                    f"{name} {value:.4f} is above the maximum {threshold.value_threshold.upper_bound.value:.4f}"
+                    f"{name} {value:.4f} is above the maximum {threshold.value_threshold.upper_bound.value:.4f} "
+                    "(--blessing-threshold)"
                 )
             else:
                 reasons.append(f"{name} {value:.4f} failed its threshold")
@@ -290,10 +318,14 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     for name, values in info.pop("history", {}).items():
         series = f"val.{name[4:]}" if name.startswith("val_") else f"train.{name}"
         metrics += [Metric(series, value, 0, epoch) for epoch, value in enumerate(values, start=1)]
-    # The baseline model's values beside the candidate's, so runs can be compared with what they were judged against.
+    # The baseline model's values beside the candidate's, so runs can be compared with what they were judged against
+    # (overall metrics only: the baseline's classes can be in another order).
     _, baseline = overall_metrics(evaluation.uri)
-    metrics += [Metric(f"baseline.{name}", value, 0, 0) for name, value in baseline.items()]
-    evaluation_by_slice = evaluation_metrics(evaluation.uri)
+    metrics += [Metric(f"baseline.{name}", value, 0, 0) for name, value in baseline.items() if "." not in name]
+    from tfxflow.components import model_info
+
+    described = model_info.describe(model.uri)
+    evaluation_by_slice = evaluation_metrics(evaluation.uri, described.get("classes") or ())
     for slice_name, values in evaluation_by_slice.items():
         prefix = "eval" if slice_name == "overall" else f"eval_slice.{metric_name(slice_name)}"
         metrics += [Metric(f"{prefix}.{name}", value, 0, 0) for name, value in values.items()]
@@ -316,6 +348,7 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     for i in range(0, len(metrics), 500):
         mlflow_client.log_batch(run_id, metrics=metrics[i : i + 500], params=params if i == 0 else [])
     tags = {
+        "tfxflow.task": described["task"],
         "tfxflow.blessed": "yes" if blessed else "no",
         "tfxflow.model_uri": model.uri,
         "tfxflow.model_mlmd_id": str(model.id),
@@ -367,12 +400,23 @@ CHAMPION_ALIAS = "champion"
 def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_name: str) -> Any:
     """Logs the pushed SavedModel in MLflow's TensorFlow flavour and registers it as a new version of
     `registered_name`. Input: serialized tf.Examples (without the label) as URL-safe base64 strings
-    (`base64.urlsafe_b64encode`), so `mlflow models serve` takes them as JSON; output: probabilities."""
+    (`base64.urlsafe_b64encode`), so `mlflow models serve` takes them as JSON; output: the task's prediction
+    (probabilities [n, 1], a multi-class model's scores [n, K] in its classes' order, a regression's
+    predictions [n, 1]; a user's own model's only output)."""
     import mlflow
     import numpy as np
     import tensorflow as tf
     from mlflow.models import ModelSignature
     from mlflow.types import Schema, TensorSpec
+
+    from tfxflow.components import model_info
+
+    described = model_info.describe(saved_model_dir)
+    loaded_outputs = tf.saved_model.load(saved_model_dir).signatures[names.SERVING_SIGNATURE].structured_outputs
+    key = described["prediction_key"] or next(iter(sorted(loaded_outputs)))
+    width = len(described["classes"]) if described["task"] == "multiclass" and described["classes"] else 1
+    if not described["prediction_key"]:
+        width = -1  # a user's model: its output's width is its own
 
     class ServingModule(tf.Module):
         def __init__(self, path: str):
@@ -383,12 +427,12 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
         def __call__(self, examples_b64):
             # JSON cannot carry raw bytes and MLflow's scoring server does not decode {"b64": ...}.
             examples = tf.io.decode_base64(examples_b64)
-            return self.saved_model.signatures[names.SERVING_SIGNATURE](examples=examples)[names.OUTPUT_KEY]
+            return self.saved_model.signatures[names.SERVING_SIGNATURE](examples=examples)[key]
 
     # Unnamed tensors: MLflow's TF pyfunc hands the module a plain array of serialized tf.Examples.
     signature = ModelSignature(
         inputs=Schema([TensorSpec(np.dtype(object), (-1,))]),
-        outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, 1))]),
+        outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, width))]),
     )
     # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
     requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in ("tensorflow", "tensorflow-transform")]
@@ -401,6 +445,7 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
                 signature=signature,
                 registered_model_name=registered_name,
                 pip_requirements=requirements,
+                metadata={"task": described["task"], "classes": described["classes"], "output": key},
             )
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components.model import presets
+from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
@@ -92,13 +92,42 @@ class TrainingConfig:
         return custom
 
 
+def _blessing_metric_help() -> str:
+    per_task = "; ".join(f"{task}: {', '.join(names)}" for task, names in tasks.blessing_choices().items())
+    return f"the metric the blessing judges ({per_task}; default: the first of the task's)"
+
+
+def _threshold_help() -> str:
+    defaults = ", ".join(
+        f"{task.default_metric} {task.metric(task.default_metric).default_threshold:g}"
+        for task in tasks.TASK_SPECS.values()
+    )
+    return (
+        "the blessing metric's bound: a minimum, a maximum for a metric where lower is better (rmse, mae) "
+        f"(default: the metric's, e.g. {defaults}; rmse and mae have none)"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluationConfig:
-    """Blessing rules: a value threshold on `metric`, and no regression beyond `max_regression` vs. baseline."""
+    """Blessing rules: a bound on `metric`, and no regression beyond `max_regression` vs. baseline. `metric` and
+    `threshold` None: the task's defaults (components/model/tasks.py), filled in by `for_task`."""
 
-    metric: str = setting("binary_accuracy", cli=False)
-    min_value: float = setting(0.6, flag="--min-accuracy", help="blessing needs binary_accuracy at least this")
-    max_regression: float = setting(1e-10, help="blessing allows at most this drop vs. the last blessed model")
+    metric: Optional[str] = setting(
+        None,
+        flag="--blessing-metric",
+        metavar="METRIC",
+        choices=sorted(set(tasks.ALL_BLESSING_METRICS)),
+        help=_blessing_metric_help(),
+    )
+    threshold: Optional[float] = setting(
+        None, flag="--blessing-threshold", metavar="X", type=float, help=_threshold_help()
+    )
+    max_regression: float = setting(
+        1e-10,
+        help="blessing allows at most this change for the worse in the metric vs. the last blessed model",
+        check=at_least(0),
+    )
     slice_columns: Sequence[str] = setting(
         (), flag="--slice-by", metavar="COLUMN", help="also evaluate per value of this column (repeatable)"
     )
@@ -123,6 +152,35 @@ class EvaluationConfig:
     def check(self) -> None:
         """Raises ConfigError naming the flag of a value that cannot work."""
         settings_lib.check(self)
+
+    def for_task(self, task: str) -> "EvaluationConfig":
+        """This config with the task's default metric and bound filled in; raises ConfigError naming the flag
+        when the metric is not one of the task's, or has no default bound and none was given."""
+        spec = tasks.spec(task)
+        metric = self.metric or spec.default_metric
+        if metric not in spec.metric_names:
+            raise ConfigError(
+                f"--blessing-metric {metric}: not a metric of task '{task}'; its metrics are "
+                f"{', '.join(spec.metric_names)}"
+            )
+        threshold = self.threshold
+        if threshold is None:
+            threshold = spec.metric(metric).default_threshold
+            if threshold is None:
+                raise ConfigError(
+                    f"--blessing-metric {metric} has no default bound: give --blessing-threshold X, the largest "
+                    f"{metric} (in the label's units) a model may have to be pushed"
+                )
+        return dataclasses.replace(self, metric=metric, threshold=float(threshold))
+
+    def describe(self, task: str) -> str:
+        """The blessing rule in words, e.g. "binary_accuracy >= 0.6, no regression vs. the last blessed model"."""
+        resolved = self.for_task(task)
+        higher = tasks.spec(task).metric(resolved.metric).higher_is_better
+        return (
+            f"{resolved.metric} {'>=' if higher else '<='} {resolved.threshold:g}, "
+            "no regression vs. the last blessed model"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,10 +245,14 @@ class PipelineSettings:
     )
 
 
-def check_shared(training: TrainingConfig, evaluation: EvaluationConfig) -> None:
+def check_shared(
+    training: TrainingConfig, evaluation: EvaluationConfig, features: Optional[FeatureConfig] = None
+) -> None:
     """The checks of the settings a local run and a compiled pipeline share; raises ConfigError naming the flag."""
     settings_lib.check(training)
     settings_lib.check(evaluation)
+    if features is not None:
+        evaluation.for_task(features.task)
 
 
 def bundled_taxi_data_root() -> str:
@@ -368,7 +430,7 @@ def build_run_config(
         )
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
-    check_shared(training, evaluation)
+    check_shared(training, evaluation, features)
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)
@@ -402,22 +464,26 @@ def build_run_config(
 
 
 def load_schema_and_features(
-    dataset: str, schema_path: Optional[str], feature_config_path: Optional[str]
+    dataset: str, schema_path: Optional[str], feature_config_path: Optional[str], roles_required: bool = True
 ) -> Tuple[str, FeatureConfig]:
     """(absolute schema path, feature config): `schemas/<dataset>/` unless given; checks that the schema exists
-    and parses and that the feature config names only its columns."""
+    and parses, that the feature config names only its columns and that the label's type suits the task.
+    `roles_required`: False when a user's own preprocessing_fn makes the features."""
     dataset_dir = bundled_dataset_dir(dataset)
     schema_path = os.path.abspath(schema_path or os.path.join(dataset_dir, "schema.pbtxt"))
     feature_config_path = os.path.abspath(feature_config_path or os.path.join(dataset_dir, "features.yaml"))
     if not os.path.isfile(schema_path):
         raise ConfigError(f"--schema {schema_path}: no such file")
-    features = FeatureConfig.load(feature_config_path)
-    features.check_columns(schema_columns(schema_path), f"schema {schema_path}")
+    features = FeatureConfig.load(feature_config_path, roles_required=roles_required)
+    types = schema_types(schema_path)
+    features.check_columns(types, f"schema {schema_path}")
+    features.check_label_type(types[features.label.column], f"schema {schema_path}")
     return schema_path, features
 
 
-def schema_columns(schema_path: str) -> Tuple[str, ...]:
-    """Feature names of a text-format schema; raises naming the file when it does not parse."""
+def schema_types(schema_path: str) -> Dict[str, str]:
+    """{feature name: INT, FLOAT or BYTES} of a text-format schema, in its order; raises naming the file when it
+    does not parse."""
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -427,4 +493,10 @@ def schema_columns(schema_path: str) -> Tuple[str, ...]:
             text_format.Parse(f.read(), schema)
     except (text_format.ParseError, UnicodeDecodeError) as err:
         raise ConfigError(f"schema {schema_path}: does not parse: {err}") from err
-    return tuple(feature.name for feature in schema.feature)
+    kinds = {schema_pb2.INT: "INT", schema_pb2.FLOAT: "FLOAT"}
+    return {feature.name: kinds.get(feature.type, "BYTES") for feature in schema.feature}
+
+
+def schema_columns(schema_path: str) -> Tuple[str, ...]:
+    """Feature names of a text-format schema; raises naming the file when it does not parse."""
+    return tuple(schema_types(schema_path))

@@ -20,7 +20,7 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from tfxflow.components import csv_input, drift, names
+from tfxflow.components import csv_input, drift, eval_metrics, names
 from tfxflow.components import evaluator as evaluator_lib
 from tfxflow.components import pusher as pusher_lib
 from tfxflow.components import serving_check as serving_check_lib
@@ -28,6 +28,7 @@ from tfxflow.components import tracking as tracking_lib
 from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from tfxflow.components.gate import DataGate
 from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import tasks
 from tfxflow.components.schema import EmbeddedSchema
 from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
 
@@ -38,41 +39,92 @@ RUN_FN = "tfxflow.components.model.trainer.run_fn"
 BASELINE_SOURCES = ("metadata", "serving")
 
 
-def eval_config(evaluation: EvaluationConfig, label_key: str) -> tfma.EvalConfig:
-    """TFMA config: raw examples go through the model's `transform_features` signature to get the label."""
+# The Evaluator's metrics per task: (class name, module or "" for TFMA's own, config JSON or "").
+EVAL_METRICS = {
+    tasks.BINARY: (
+        ("BinaryAccuracy", "", ""),
+        ("AUC", "", ""),
+        ("Precision", "", ""),
+        ("Recall", "", ""),
+        ("MeanLabel", "", ""),
+        ("MeanPrediction", "", ""),
+    ),
+    tasks.MULTICLASS: (
+        ("MultiClassAccuracy", eval_metrics.MODULE, ""),
+        ("MacroF1", eval_metrics.MODULE, ""),
+        ("MacroPrecision", eval_metrics.MODULE, ""),
+        ("MacroRecall", eval_metrics.MODULE, ""),
+        ("PerClassScores", eval_metrics.MODULE, ""),
+        # TFMA's own matrix of the top-scoring class (threshold 0), for the run page's confusion matrix.
+        ("MultiClassConfusionMatrixAtThresholds", "", json.dumps({"thresholds": eval_metrics.ARGMAX})),
+    ),
+    tasks.REGRESSION: (
+        ("RSquared", eval_metrics.MODULE, ""),
+        ("RootMeanSquaredError", eval_metrics.MODULE, ""),
+        ("MeanAbsoluteError", eval_metrics.MODULE, ""),
+        ("MeanLabel", "", ""),
+        ("MeanPrediction", "", ""),
+    ),
+}
+# The metric name each class reports (what the blessing's --blessing-metric names).
+METRIC_NAMES = {
+    "BinaryAccuracy": "binary_accuracy",
+    "AUC": "auc",
+    "Precision": "precision",
+    "Recall": "recall",
+    "MultiClassAccuracy": "accuracy",
+    "MacroF1": "macro_f1",
+    "MacroPrecision": "macro_precision",
+    "MacroRecall": "macro_recall",
+    "RSquared": "r2",
+    "RootMeanSquaredError": "rmse",
+    "MeanAbsoluteError": "mae",
+}
+
+
+def eval_config(
+    evaluation: EvaluationConfig,
+    features: features_lib.FeatureConfig,
+    prediction_key: Optional[str] = None,
+) -> tfma.EvalConfig:
+    """TFMA config of the task: raw examples go through the model's `transform_features` signature to get the
+    label, `serving_default` gives the prediction (`prediction_key`: the task's output; "" for a model of a
+    user's own run_fn, whose one output TFMA takes). The blessing: the metric's bound, and no change for the
+    worse beyond `max_regression` against the baseline model."""
+    task = features.task_spec
+    evaluation = evaluation.for_task(task.name)
+    higher = task.metric(evaluation.metric).higher_is_better
+    bound = {"lower_bound" if higher else "upper_bound": {"value": evaluation.threshold}}
     threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": evaluation.min_value}),
+        value_threshold=tfma.GenericValueThreshold(**bound),
         change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -abs(evaluation.max_regression)}
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER if higher else tfma.MetricDirection.LOWER_IS_BETTER,
+            absolute={"value": -abs(evaluation.max_regression) if higher else abs(evaluation.max_regression)},
         ),
     )
-    metric_classes = {
-        "binary_accuracy": "BinaryAccuracy",
-        "auc": "AUC",
-        "precision": "Precision",
-        "recall": "Recall",
-    }
-    if evaluation.metric not in metric_classes:
-        raise ValueError(f"evaluation metric must be one of {sorted(metric_classes)}, got '{evaluation.metric}'")
     # The blessing judges the overall slice only: a MetricConfig's plain `threshold` would apply to every
     # slice, and one small slice (--slice-by) would veto the model.
     overall_only = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)]
     metrics = [tfma.MetricConfig(class_name="ExampleCount")]
-    for name, class_name in metric_classes.items():
+    for class_name, module, config in EVAL_METRICS[task.name]:
+        judged = METRIC_NAMES.get(class_name) == evaluation.metric
         metrics.append(
             tfma.MetricConfig(
-                class_name=class_name, per_slice_thresholds=overall_only if name == evaluation.metric else None
+                class_name=class_name,
+                module=module or None,
+                config=config or None,
+                per_slice_thresholds=overall_only if judged else None,
             )
         )
-    metrics.append(tfma.MetricConfig(class_name="MeanLabel"))
-    metrics.append(tfma.MetricConfig(class_name="MeanPrediction"))
     slicing = [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns]
+    key = task.prediction_key if prediction_key is None else prediction_key
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
                 signature_name=names.SERVING_SIGNATURE,
-                label_key=label_key,
-                preprocessing_function_names=["transform_features"],
+                label_key=features.label.name,
+                prediction_key=key or None,
+                preprocessing_function_names=[names.TRANSFORM_SIGNATURE],
             )
         ],
         slicing_specs=slicing,
@@ -239,7 +291,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_model,
-        eval_config=eval_config(evaluation, features.label.name),
+        eval_config=eval_config(evaluation, features),
         max_eval_rows=evaluation.max_rows,
     ).with_id(names.EVALUATOR)
     # A version appears complete or not at all, with its training data's statistics; the newest
@@ -251,7 +303,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         features=feature_dict,
-        eval_config=eval_config(evaluation, features.label.name),
+        eval_config=eval_config(evaluation, features),
         max_latency_ms=evaluation.max_latency_ms,
     ).with_id(names.SERVING_CHECK)
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first

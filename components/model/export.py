@@ -1,9 +1,15 @@
-"""Exports the trained model as a SavedModel whose signatures take raw tf.Examples (Transform graph inside)."""
+"""Exports the trained model as a SavedModel whose signatures take raw tf.Examples (Transform graph inside) and
+answer per task (components/model/tasks.py): `probabilities` [batch, 1] for binary; `scores` [batch, K] and
+`classes` [batch, K] (the class names, as TF Serving's classify API and the Estimator heads give them) for
+multiclass; `predictions` [batch, 1] in the label's own units for regression. All float32 whatever the
+training policy. `assets.extra/tfxflow_model.json` records the task, the label and the classes for the steps
+after the Trainer (TF Serving ignores it)."""
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Dict, Iterable, List, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -11,21 +17,30 @@ import tf_keras as keras
 
 from tfxflow.components import names
 from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import tasks
 
 SERVING_SIGNATURE = names.SERVING_SIGNATURE
 RAW_SIGNATURE = names.RAW_SIGNATURE
-TRANSFORM_SIGNATURE = "transform_features"
+TRANSFORM_SIGNATURE = names.TRANSFORM_SIGNATURE
 OUTPUT_KEY = names.OUTPUT_KEY
 EXAMPLES_INPUT = "examples"  # serving_default's input
 # TF Serving replays these PredictionLog records when it loads a version, before it takes traffic, so the
 # first requests do not pay for the lazy initialisation (tensorflow/serving#385, #1414).
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 WARMUP_BATCHES = (1, 8)
+MODEL_INFO_FILE = names.MODEL_INFO_FILE
 
 
-def as_model_inputs(transformed: Dict[str, tf.Tensor], input_names) -> Dict[str, tf.Tensor]:
-    """Selects the model's inputs from transformed features and shapes each as [batch, 1]."""
-    return {name: tf.reshape(transformed[name], [-1, 1]) for name in input_names}
+def as_model_inputs(
+    transformed: Dict[str, tf.Tensor], input_names, dtypes: Optional[Dict[str, tf.DType]] = None
+) -> Dict[str, tf.Tensor]:
+    """Selects the model's inputs from transformed features and shapes each as [batch, 1] (cast to `dtypes`
+    where given: an integer feature of a user's preprocessing_fn can be a numeric input)."""
+    inputs = {name: tf.reshape(transformed[name], [-1, 1]) for name in input_names}
+    for name, dtype in (dtypes or {}).items():
+        if name in inputs and inputs[name].dtype != dtype:
+            inputs[name] = tf.cast(inputs[name], dtype)
+    return inputs
 
 
 def serving_raw_feature_spec(tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig) -> dict:
@@ -55,56 +70,102 @@ def _as_single_value_sparse(tensor: tf.Tensor) -> tf.SparseTensor:
     return tf.SparseTensor(indices=indices, values=tensor, dense_shape=tf.stack([batch, tf.constant(1, tf.int64)]))
 
 
+def label_forward(label: features_lib.LabelSpec, values):
+    """A regression label on the scale the model trains on (`label.transform`)."""
+    return tf.math.log1p(values) if label.transform == "log1p" else values
+
+
+def label_inverse(label: features_lib.LabelSpec, values):
+    """The model's output back in the label's own units."""
+    return tf.math.expm1(values) if label.transform == "log1p" else values
+
+
+def task_outputs(config: features_lib.FeatureConfig, output, class_names: Sequence[str] = ()) -> Dict[str, Any]:
+    """The signatures' outputs of the model's `output`, per task, float32."""
+    output = tf.cast(output, tf.float32)
+    if config.task == tasks.MULTICLASS:
+        names_row = tf.constant([list(class_names)], dtype=tf.string)
+        classes = tf.tile(names_row, tf.stack([tf.shape(output)[0], 1]))
+        return {"scores": output, "classes": classes}
+    if config.task == tasks.REGRESSION:
+        return {"predictions": label_inverse(config.label, output)}
+    return {OUTPUT_KEY: output}
+
+
+def model_info(
+    config: features_lib.FeatureConfig, class_names: Sequence[str] = (), signatures: Sequence[str] = ()
+) -> Dict[str, Any]:
+    """What the steps after the Trainer need to know of an exported model: task, label, classes, outputs."""
+    task = config.task_spec
+    return {
+        "task": task.name,
+        "label": config.label.to_dict(),
+        "classes": list(class_names),
+        "outputs": list(task.outputs),
+        "prediction_key": task.prediction_key,
+        "signatures": list(signatures),
+    }
+
+
+def write_model_info(export_dir: str, info: Dict[str, Any]) -> None:
+    path = os.path.join(export_dir, MODEL_INFO_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(info, indent=1, sort_keys=True))
+
+
 def export_serving_model(
-    model: keras.Model, tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig, export_dir: str
+    model: keras.Model,
+    tf_transform_output: tft.TFTransformOutput,
+    config: features_lib.FeatureConfig,
+    export_dir: str,
+    class_names: Sequence[str] = (),
+    raw_signature: bool = True,
 ) -> None:
     """Writes `export_dir` with three signatures, float32 in and out whatever the training policy:
-    `serving_default` (serialized raw tf.Examples -> probabilities), `serving_raw` (one tensor per raw
-    feature column, for TF Serving's JSON REST API -> probabilities) and `transform_features` (serialized
-    raw tf.Examples -> transformed features and label, used by TFMA)."""
+    `serving_default` (serialized raw tf.Examples -> the task's outputs), `serving_raw` (one tensor per raw
+    feature column, for TF Serving's JSON REST API -> the same outputs; only with `raw_signature`, which needs
+    the feature config's columns) and `transform_features` (serialized raw tf.Examples -> transformed
+    features and label, used by TFMA). `class_names`: a multi-class model's classes in index order."""
     # Attached to the model so the SavedModel tracks the Transform graph's assets and variables. Create it
     # under the float32 policy: a mixed policy would cast its raw float inputs to 16 bits.
     model.tft_layer = tf_transform_output.transform_features_layer()
     input_names = list(model.input_names)
     serving_spec = serving_raw_feature_spec(tf_transform_output, config)
     full_spec = tf_transform_output.raw_feature_spec()
+    class_names = list(class_names)
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def serve_examples(serialized):
         raw = tf.io.parse_example(serialized, serving_spec)
         transformed = model.tft_layer(raw)
-        probabilities = model(as_model_inputs(transformed, input_names), training=False)
-        return {OUTPUT_KEY: tf.cast(probabilities, tf.float32)}
-
-    raw_specs = raw_input_specs(tf_transform_output, config)
-    feature_kinds = {name: spec for name, spec in full_spec.items() if name in raw_specs}
-
-    @tf.function(input_signature=[raw_specs])
-    def serve_raw(features):
-        raw = {}
-        for name, value in features.items():
-            if isinstance(feature_kinds[name], tf.io.FixedLenFeature):
-                raw[name] = tf.reshape(value, [-1] + list(feature_kinds[name].shape))
-            else:
-                raw[name] = _as_single_value_sparse(value)
-        transformed = model.tft_layer(raw)
-        probabilities = model(as_model_inputs(transformed, input_names), training=False)
-        return {OUTPUT_KEY: tf.cast(probabilities, tf.float32)}
+        return task_outputs(config, model(as_model_inputs(transformed, input_names), training=False), class_names)
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def transform_features(serialized):
         raw = tf.io.parse_example(serialized, full_spec)
         return model.tft_layer(raw)
 
-    tf.saved_model.save(
-        model,
-        export_dir,
-        signatures={
-            SERVING_SIGNATURE: serve_examples,
-            RAW_SIGNATURE: serve_raw,
-            TRANSFORM_SIGNATURE: transform_features,
-        },
-    )
+    signatures = {SERVING_SIGNATURE: serve_examples, TRANSFORM_SIGNATURE: transform_features}
+    if raw_signature:
+        raw_specs = raw_input_specs(tf_transform_output, config)
+        feature_kinds = {name: spec for name, spec in full_spec.items() if name in raw_specs}
+
+        @tf.function(input_signature=[raw_specs])
+        def serve_raw(features):
+            raw = {}
+            for name, value in features.items():
+                if isinstance(feature_kinds[name], tf.io.FixedLenFeature):
+                    raw[name] = tf.reshape(value, [-1] + list(feature_kinds[name].shape))
+                else:
+                    raw[name] = _as_single_value_sparse(value)
+            transformed = model.tft_layer(raw)
+            output = model(as_model_inputs(transformed, input_names), training=False)
+            return task_outputs(config, output, class_names)
+
+        signatures[RAW_SIGNATURE] = serve_raw
+    tf.saved_model.save(model, export_dir, signatures=signatures)
+    write_model_info(export_dir, model_info(config, class_names, sorted(signatures)))
 
 
 def warmup_rows(file_patterns: Iterable[str], columns: Sequence[str], count: int = max(WARMUP_BATCHES)) -> List[bytes]:
@@ -141,6 +202,7 @@ def write_warmup_requests(
     rows: Sequence[bytes],
     tf_transform_output: tft.TFTransformOutput,
     config: features_lib.FeatureConfig,
+    raw_signature: bool = True,
 ) -> int:
     """Writes `assets.extra/tf_serving_warmup_requests` into the SavedModel: for each batch size of
     WARMUP_BATCHES, a request through `serving_default` (serialized tf.Examples) and one through `serving_raw`
@@ -149,17 +211,16 @@ def write_warmup_requests(
 
     if not rows:
         return 0
-    specs = raw_input_specs(tf_transform_output, config)
+    specs = raw_input_specs(tf_transform_output, config) if raw_signature else {}
     path = os.path.join(export_dir, WARMUP_FILE)
     tf.io.gfile.makedirs(os.path.dirname(path))
     written = 0
     with tf.io.TFRecordWriter(path) as writer:
         for size in WARMUP_BATCHES:
             batch = list(rows[:size])
-            requests = {
-                SERVING_SIGNATURE: {EXAMPLES_INPUT: tf.constant(batch, tf.string)},
-                RAW_SIGNATURE: _raw_inputs(batch, specs),
-            }
+            requests = {SERVING_SIGNATURE: {EXAMPLES_INPUT: tf.constant(batch, tf.string)}}
+            if raw_signature:
+                requests[RAW_SIGNATURE] = _raw_inputs(batch, specs)
             for signature, inputs in requests.items():
                 request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature))
                 for name, tensor in inputs.items():

@@ -1,16 +1,18 @@
-"""The wide-and-deep Keras (tf-keras) model, built from the feature config and Transform's output sizes."""
+"""The wide-and-deep Keras (tf-keras) model, built from the feature config (or the transformed features of a
+user's preprocessing_fn) and Transform's output sizes, with the head of its task: a sigmoid for binary, a
+softmax over K classes for multiclass, a linear output on the label's scale for regression."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
 from tfxflow.components.model import features as features_lib
-from tfxflow.components.model import presets
+from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.presets import PRESETS
 from tfxflow.pipeline.settings import strict_fields
 
@@ -54,6 +56,46 @@ class ModelParams:
         if "hidden_units" in values:
             values["hidden_units"] = tuple(int(u) for u in values["hidden_units"]) or None
         return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInput:
+    """One input of the model: a transformed feature, numeric (a float) or categorical (an id below `tokens`)."""
+
+    name: str
+    kind: str  # "numeric" or "categorical"
+    tokens: int = 0
+
+
+def inputs_of(config: features_lib.FeatureConfig, num_tokens: Mapping[str, int]) -> List[ModelInput]:
+    """The inputs the feature config's roles make: numeric columns, then categorical and bucketized ones with
+    their id ranges (`num_tokens`, by transformed name, as Transform reports them)."""
+    inputs = [ModelInput(config.transformed_name(c), "numeric") for c in config.numeric]
+    for column in tuple(config.categorical) + tuple(config.bucketized):
+        name = config.transformed_name(column)
+        if name not in num_tokens:
+            raise ValueError(f"no id range for transformed feature '{name}'")
+        inputs.append(ModelInput(name, "categorical", int(num_tokens[name])))
+    return inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """The output layer and loss of a task. multiclass: `num_classes`; regression: the training target's mean
+    and standard deviation, so that the linear output starts on the label's scale (the target may be the label
+    after `transform`)."""
+
+    task: str = tasks.BINARY
+    num_classes: int = 0
+    label_mean: float = 0.0
+    label_std: float = 1.0
+
+    def __post_init__(self):
+        tasks.spec(self.task)
+        if self.task == tasks.MULTICLASS and self.num_classes < 2:
+            raise ValueError(f"a multi-class head needs at least 2 classes, got {self.num_classes}")
+        if not self.label_std > 0:
+            raise ValueError(f"the regression target's standard deviation must be > 0, got {self.label_std}")
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -115,43 +157,51 @@ def build_model(
     grad_accum_steps: int = 1,
     steps_per_execution: int = 1,
     jit_compile: bool = False,
+    head: Optional[Head] = None,
+    inputs: Optional[Sequence[ModelInput]] = None,
 ) -> keras.Model:
-    """A compiled wide-and-deep binary classifier, in the current tf-keras dtype policy.
+    """A compiled wide-and-deep model of the task's head, in the current tf-keras dtype policy.
 
-    `num_tokens` maps each categorical and bucketized *transformed* feature name to its id range (vocabulary
-    plus OOV buckets, or bucket count), as Transform reports it. Inputs are rank-1 per example ([batch, 1]).
-    Build it inside the distribution strategy's scope.
+    `inputs` (default: the feature config's roles, `inputs_of`) are transformed features, rank-1 per example
+    ([batch, 1]); `num_tokens` maps each categorical and bucketized transformed feature name to its id range
+    (vocabulary plus OOV buckets, or bucket count), as Transform reports it. `head` defaults to the config's
+    task (a multi-class head needs its class count). The output layer and the loss stay float32 under any
+    policy. Build it inside the distribution strategy's scope.
     """
-    inputs: Dict[str, keras.layers.Input] = {}
+    head = head or Head(config.task)
+    if head.task != config.task:
+        raise ValueError(f"the head is for task '{head.task}', the feature config's task is '{config.task}'")
+    model_inputs: Dict[str, keras.layers.Input] = {}
     deep, wide = [], []
-    for column in config.numeric:
-        name = config.transformed_name(column)
-        inputs[name] = keras.layers.Input(shape=(1,), name=name, dtype="float32")
-        deep.append(inputs[name])
-    for column in tuple(config.categorical) + tuple(config.bucketized):
-        name = config.transformed_name(column)
-        if name not in num_tokens:
-            raise ValueError(f"no id range for transformed feature '{name}'")
-        tokens = int(num_tokens[name])
-        inputs[name] = keras.layers.Input(shape=(1,), name=name, dtype="int64")
+    for spec in inputs if inputs is not None else inputs_of(config, num_tokens):
+        if spec.kind == "numeric":
+            model_inputs[spec.name] = keras.layers.Input(shape=(1,), name=spec.name, dtype="float32")
+            deep.append(model_inputs[spec.name])
+            continue
+        model_inputs[spec.name] = keras.layers.Input(shape=(1,), name=spec.name, dtype="int64")
         wide.append(
-            keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot", name=f"{name}_onehot")(inputs[name])
+            keras.layers.CategoryEncoding(num_tokens=spec.tokens, output_mode="one_hot", name=f"{spec.name}_onehot")(
+                model_inputs[spec.name]
+            )
         )
-        emb = keras.layers.Embedding(tokens, params.embedding_dim(tokens), name=f"{name}_embedding")(inputs[name])
-        deep.append(keras.layers.Flatten(name=f"{name}_flat")(emb))
+        emb = keras.layers.Embedding(spec.tokens, params.embedding_dim(spec.tokens), name=f"{spec.name}_embedding")(
+            model_inputs[spec.name]
+        )
+        deep.append(keras.layers.Flatten(name=f"{spec.name}_flat")(emb))
+    if not model_inputs:
+        raise ValueError("the model has no inputs: the transformed features hold nothing but the label")
 
-    x = _concat(deep, "deep_inputs")
-    for i, units in enumerate(params.units):
+    x = _concat(deep, "deep_inputs") if deep else None
+    for i, units in enumerate(params.units if x is not None else ()):
         x = keras.layers.Dense(units, activation="relu", name=f"deep_{i}")(x)
         if params.dropout:
             x = keras.layers.Dropout(params.dropout, name=f"dropout_{i}")(x)
-    both = _concat([x] + wide, "wide_and_deep")
-    # The output stays float32 whatever the compute policy, so exported signatures return float32.
-    output = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(both)
+    both = _concat(([x] if x is not None else []) + wide, "wide_and_deep")
+    output, loss, metrics = _head(head, both)
     if grad_accum_steps > 1:
-        model = AccumulatingModel(inputs=inputs, outputs=output, accum_steps=grad_accum_steps)
+        model = AccumulatingModel(inputs=model_inputs, outputs=output, accum_steps=grad_accum_steps)
     else:
-        model = keras.Model(inputs=inputs, outputs=output)
+        model = keras.Model(inputs=model_inputs, outputs=output)
     optimizer = (
         keras.optimizers.Adam(learning_rate=params.learning_rate)
         if params.optimizer == "adam"
@@ -162,12 +212,42 @@ def build_model(
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     model.compile(
         optimizer=optimizer,
-        loss=keras.losses.BinaryCrossentropy(),
-        metrics=[keras.metrics.BinaryAccuracy(name="binary_accuracy"), keras.metrics.AUC(name="auc")],
+        loss=loss,
+        metrics=metrics,
         steps_per_execution=steps_per_execution,
         jit_compile=jit_compile,
     )
     return model
+
+
+def _head(head: Head, features):
+    """(output, loss, metrics) of the task, float32 whatever the compute policy, so that exported signatures
+    return float32 and the loss is not computed in 16 bits. The metrics' names are the task's
+    `training_metrics` (tasks.py)."""
+    if head.task == tasks.MULTICLASS:
+        output = keras.layers.Dense(head.num_classes, activation="softmax", dtype="float32", name="scores")(features)
+        return (
+            output,
+            keras.losses.SparseCategoricalCrossentropy(),
+            [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
+    if head.task == tasks.REGRESSION:
+        unit = keras.layers.Dense(1, dtype="float32", name="standardized_prediction")(features)
+        # The target's own scale: the dense layer starts near 0 and learns a standardized value.
+        output = keras.layers.Rescaling(head.label_std, offset=head.label_mean, dtype="float32", name="prediction")(
+            unit
+        )
+        return (
+            output,
+            keras.losses.MeanSquaredError(),
+            [keras.metrics.RootMeanSquaredError(name="rmse"), keras.metrics.MeanAbsoluteError(name="mae")],
+        )
+    output = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(features)
+    return (
+        output,
+        keras.losses.BinaryCrossentropy(),
+        [keras.metrics.BinaryAccuracy(name="binary_accuracy"), keras.metrics.AUC(name="auc")],
+    )
 
 
 def _concat(tensors: Sequence, name: str):

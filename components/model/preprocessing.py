@@ -8,6 +8,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import tasks
+
+# Transform's vocabulary of a multi-class label whose classes the feature config does not list: the class names
+# in index order (the export's `classes` output reads it back).
+LABEL_VOCABULARY = "tfxflow_label_classes"
 
 
 def _densify(x, default_value):
@@ -49,8 +54,27 @@ def fill_categorical(x):
 
 
 def make_label(inputs: Mapping[str, Any], label: features_lib.LabelSpec):
-    """The int64 0/1 label. Rows whose label sources are missing get 0."""
+    """The label per task. binary: int64 0/1 (rows whose label sources are missing get 0); multiclass: the int64
+    index of the class (-1 for a value not among the classes, which ingestion refuses); regression: the float32
+    value in the label's own units (the Trainer applies `label.transform` itself, so TFMA compares predictions
+    with labels in those units)."""
     value = inputs[label.column]
+    if label.task == tasks.MULTICLASS:
+        value = fill_categorical(value)
+        as_text = value if value.dtype == tf.string else tf.strings.as_string(value)
+        if label.classes:
+            table = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(list(label.classes)), tf.range(len(label.classes), dtype=tf.int64)
+                ),
+                default_value=-1,
+            )
+            return table.lookup(as_text)
+        return tft.compute_and_apply_vocabulary(
+            as_text, num_oov_buckets=0, default_value=-1, vocab_filename=LABEL_VOCABULARY
+        )
+    if label.task == tasks.REGRESSION:
+        return _densify(_to_float(value), float("nan"))
     if label.greater_than is not None:
         value = _densify(_to_float(value), float("nan"))
         threshold = tf.constant(label.greater_than, tf.float32)

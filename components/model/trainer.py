@@ -22,7 +22,7 @@ import tf_keras as keras
 from absl import logging
 
 from tfxflow.components import names, object_store
-from tfxflow.components.model import export, presets
+from tfxflow.components.model import export, presets, tasks
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
@@ -97,6 +97,8 @@ def make_dataset(
     batch_size: int,
     num_workers: int = 1,
     transform=None,
+    label_fn=None,
+    input_dtypes: Optional[Mapping[str, tf.DType]] = None,
 ) -> tf.data.Dataset:
     """Batches of `batch_size` (features, label) from gzipped TFRecords of tf.Examples (for training, the
     effective batch: `TrainParams.effective_batch`): Transform's output, or with `transform` (the Transform
@@ -105,7 +107,8 @@ def make_dataset(
     Files are read in parallel; serialized records are cached after the first pass when the files are small
     (see TrainParams), shuffled per epoch, batched, then parsed in one vectorised `parse_example` per batch
     and prefetched. Across several workers, each reads its own files when there are enough of them, else its
-    own share of the records.
+    own share of the records. `label_fn` maps the label to the training target (a regression label's
+    `transform`); `input_dtypes` casts inputs to the model's dtypes.
     """
     input_names = list(input_names)
     files = list_files(file_patterns)
@@ -121,7 +124,9 @@ def make_dataset(
         if transform is not None:
             parsed = transform(parsed)
         label = tf.reshape(parsed[label_key], [-1, 1])
-        return export.as_model_inputs(parsed, input_names), label
+        if label_fn is not None:
+            label = label_fn(label)
+        return export.as_model_inputs(parsed, input_names, input_dtypes), label
 
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = (
@@ -137,6 +142,95 @@ def id_ranges(tf_transform_output: tft.TFTransformOutput, config: features_lib.F
     """The id range of every categorical and bucketized transformed feature, from Transform's schema."""
     names = [config.transformed_name(c) for c in tuple(config.categorical) + tuple(config.bucketized)]
     return {name: tf_transform_output.num_buckets_for_transformed_feature(name) for name in names}
+
+
+def transformed_inputs(tf_transform_output: tft.TFTransformOutput, label_key: str) -> List[model_lib.ModelInput]:
+    """The model's inputs when a user's own preprocessing_fn made the features (the feature config lists no
+    roles): every transformed feature but the label, floats as numeric inputs, integers with an id range in
+    Transform's schema (a vocabulary, buckets) as categorical ones, other integers as numbers. Raises
+    ValueError naming a feature the built-in model cannot take (text, or several values per row)."""
+    found = []
+    for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
+        if name == label_key:
+            continue
+        if not isinstance(spec, tf.io.FixedLenFeature) or spec.shape not in ([], [1], (), (1,)):
+            raise ValueError(
+                f"transformed feature '{name}' has several values per row ({spec}); the built-in model takes one "
+                "value per feature: make it one in preprocessing_fn, or bring a run_fn too"
+            )
+        if spec.dtype == tf.string:
+            raise ValueError(
+                f"transformed feature '{name}' is text; the built-in model takes numbers: map it to ids "
+                "(tft.compute_and_apply_vocabulary) in preprocessing_fn"
+            )
+        if spec.dtype == tf.int64:
+            try:
+                tokens = tf_transform_output.num_buckets_for_transformed_feature(name)
+                found.append(model_lib.ModelInput(name, "categorical", tokens))
+                continue
+            except ValueError:
+                pass  # an integer without an id range: a number
+        found.append(model_lib.ModelInput(name, "numeric"))
+    return found
+
+
+def class_names(tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig) -> List[str]:
+    """A multi-class label's classes in index order: the feature config's list, else Transform's vocabulary of
+    the training split (components/model/preprocessing.py). [] for the other tasks."""
+    if config.task != tasks.MULTICLASS:
+        return []
+    if config.label.classes:
+        return list(config.label.classes)
+    from tfxflow.components.model.preprocessing import LABEL_VOCABULARY
+
+    vocabulary = tf_transform_output.vocabulary_by_name(LABEL_VOCABULARY)
+    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in vocabulary]
+
+
+def target_moments(
+    file_patterns: Iterable[str],
+    feature_spec: Mapping[str, Any],
+    column: str,
+    label: features_lib.LabelSpec,
+    max_rows: int = 100_000,
+) -> Tuple[float, float]:
+    """Mean and standard deviation of a regression label's training target (after `label.transform`) over the
+    first `max_rows` rows of the files, in file order (the same on a resumed Trainer)."""
+    import numpy as np
+
+    spec = {column: feature_spec[column]}
+    values = []
+    dataset = tf.data.TFRecordDataset(list_files(file_patterns), compression_type="GZIP").take(max_rows).batch(8192)
+    for batch in dataset:
+        parsed = tf.io.parse_example(batch, spec)[column]
+        dense = parsed.values if isinstance(parsed, tf.sparse.SparseTensor) else tf.reshape(parsed, [-1])
+        values.append(export.label_forward(label, tf.cast(dense, tf.float32)).numpy())
+    target = np.concatenate(values) if values else np.zeros([0])
+    target = target[np.isfinite(target)]
+    if not target.size:
+        raise ValueError(f"no training row has a value for the label '{column}'")
+    std = float(target.std())
+    return float(target.mean()), std if std > 0 else 1.0
+
+
+def make_head(
+    config: features_lib.FeatureConfig,
+    tf_transform_output: tft.TFTransformOutput,
+    train_files: Iterable[str],
+    raw_examples: bool,
+) -> Tuple[model_lib.Head, List[str]]:
+    """The task's head and a multi-class model's class names."""
+    names_ = class_names(tf_transform_output, config)
+    if config.task == tasks.MULTICLASS:
+        return model_lib.Head(tasks.MULTICLASS, num_classes=len(names_)), names_
+    if config.task == tasks.REGRESSION:
+        if raw_examples:
+            spec, column = tf_transform_output.raw_feature_spec(), config.label.column
+        else:
+            spec, column = tf_transform_output.transformed_feature_spec(), config.label.name
+        mean, std = target_moments(train_files, spec, column, config.label)
+        return model_lib.Head(tasks.REGRESSION, label_mean=mean, label_std=std), names_
+    return model_lib.Head(tasks.BINARY), names_
 
 
 def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
@@ -216,6 +310,8 @@ def build(
     model_params: model_lib.ModelParams,
     train_params: TrainParams,
     hardware: hardware_lib.HardwareConfig,
+    head: Optional[model_lib.Head] = None,
+    inputs: Optional[Sequence[model_lib.ModelInput]] = None,
 ) -> keras.Model:
     """The compiled model, its variables placed by `strategy`, in the current dtype policy."""
     skip_autograph_for_tf_keras()
@@ -228,6 +324,8 @@ def build(
             grad_accum_steps=train_params.grad_accum_steps,
             steps_per_execution=hardware.steps_per_execution,
             jit_compile=hardware.xla,
+            head=head,
+            inputs=inputs,
         )
 
 
@@ -252,9 +350,18 @@ def train(
 
     The files hold Transform's output, or with `raw_examples` ExampleGen's examples, transformed as they are
     read: then only the rows training reads are transformed, not every row of every split. `eval_rows`, the
-    eval split's recorded size, spares a counting pass over it."""
+    eval split's recorded size, spares a counting pass over it. `info["class_names"]` holds a multi-class
+    model's classes in index order. Without roles in the feature config, the inputs are the transformed
+    features of a user's preprocessing_fn (`transformed_inputs`)."""
     strategy = strategy or hardware_lib.make_strategy()
-    model = build(strategy, config, id_ranges(tf_transform_output, config), model_params, train_params, hardware)
+    train_files = list(train_files)
+    head, names_ = make_head(config, tf_transform_output, train_files, raw_examples)
+    inputs = (
+        model_lib.inputs_of(config, id_ranges(tf_transform_output, config))
+        if config.feature_columns
+        else transformed_inputs(tf_transform_output, config.label.name)
+    )
+    model = build(strategy, config, {}, model_params, train_params, hardware, head=head, inputs=inputs)
     batch = train_params.effective_batch(strategy.num_replicas_in_sync)
     transform = None
     if raw_examples:
@@ -266,12 +373,27 @@ def train(
     else:
         spec = tf_transform_output.transformed_feature_spec()
     workers = hardware_lib.worker_count(os.environ)
-    train_ds = make_dataset(
-        train_files, spec, config.label.name, model.input_names, train_params, True, batch, workers, transform
-    )
-    eval_ds = make_dataset(
-        eval_files, spec, config.label.name, model.input_names, train_params, False, batch, workers, transform
-    )
+    label_fn = None
+    if config.task == tasks.REGRESSION:
+        label_fn = lambda y: export.label_forward(config.label, tf.cast(y, tf.float32))  # noqa: E731 (one use)
+    dtypes = {i.name: (tf.int64 if i.kind == "categorical" else tf.float32) for i in inputs}
+    datasets = [
+        make_dataset(
+            files,
+            spec,
+            config.label.name,
+            model.input_names,
+            train_params,
+            training,
+            batch,
+            workers,
+            transform,
+            label_fn=label_fn,
+            input_dtypes=dtypes,
+        )
+        for files, training in ((train_files, True), (eval_files, False))
+    ]
+    train_ds, eval_ds = datasets
     if not eval_steps and eval_rows is not None:
         eval_steps = max(1, min(train_params.max_eval_batches, math.ceil(eval_rows / batch)))
     if not eval_steps:
@@ -282,6 +404,14 @@ def train(
     replicas = strategy.num_replicas_in_sync
     info = hardware_lib.describe(strategy, hardware)
     info.update(
+        task=config.task,
+        inputs=len(inputs),
+        **({"class_names": names_} if names_ else {}),
+        **(
+            {"target_mean": head.label_mean, "target_std": head.label_std, "label_transform": config.label.transform}
+            if config.task == tasks.REGRESSION
+            else {}
+        ),
         per_replica_batch=train_params.batch_size,
         gradient_accumulation_steps=train_params.grad_accum_steps,
         global_batch=train_params.global_batch(replicas),
@@ -324,7 +454,8 @@ def run_fn(fn_args) -> None:
     unknown = sorted(set(custom) - set(CUSTOM_CONFIG_KEYS))
     if unknown:  # a setting spelled differently here and where the pipeline is built would be lost silently
         raise ValueError(f"Trainer custom_config: unknown key(s) {unknown}; known: {sorted(CUSTOM_CONFIG_KEYS)}")
-    config = features_lib.as_config(custom["features"])
+    # No roles: the features are those of a user's own preprocessing_fn (a module file).
+    config = features_lib.as_config(custom["features"], roles_required=False)
     hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
     train_params = TrainParams.from_dict(custom.get("training", {}))
     hardware_lib.configure_devices(hardware)
@@ -365,11 +496,19 @@ def run_fn(fn_args) -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     # Outside the policy: the Transform layer created at export must keep float32 inputs.
-    export.export_serving_model(model, tf_transform_output, config, fn_args.serving_model_dir)
+    raw_signature = bool(config.feature_columns)  # one tensor per column needs the columns the config names
+    export.export_serving_model(
+        model,
+        tf_transform_output,
+        config,
+        fn_args.serving_model_dir,
+        class_names=info.get("class_names", ()),
+        raw_signature=raw_signature,
+    )
     if custom.get("raw_examples"):  # real rows for TF Serving's warmup (transformed ones are not requests)
         rows = export.warmup_rows(fn_args.eval_files, config.feature_columns)
         info["warmup_requests"] = export.write_warmup_requests(
-            fn_args.serving_model_dir, rows, tf_transform_output, config
+            fn_args.serving_model_dir, rows, tf_transform_output, config, raw_signature=raw_signature
         )
     # The model is exported: nothing is left to resume.
     if _mirrored(backup_dir):

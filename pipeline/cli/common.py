@@ -87,6 +87,15 @@ def add_pipeline_settings(parser, only, **kwargs) -> None:
 
 def add_evaluation_args(group) -> None:
     settings.add_arguments(group, EvaluationConfig)
+    group.add_argument(
+        "--min-accuracy",
+        dest="threshold",
+        type=float,
+        metavar="X",
+        action=DeprecatedAlias,
+        instead="--blessing-threshold",
+        help="deprecated spelling of --blessing-threshold",
+    )
 
 
 def evaluation_config(args: argparse.Namespace) -> EvaluationConfig:

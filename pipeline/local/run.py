@@ -212,7 +212,9 @@ def _print_accept_hint(config, drifted: List[str]) -> None:
 
 
 def _print_up_to_date(config, last: dict) -> None:
-    metrics = ", ".join(f"{k} {v:.4f}" for k, v in last.get("metrics", {}).items() if k in ("binary_accuracy", "auc"))
+    from tfxflow.pipeline.local.runner import metrics_text
+
+    metrics = metrics_text(last.get("metrics", {}), last.get("task", "binary"))
     served = (
         f"version {last['pushed_version']} -> {last['pushed_destination']}"
         if last.get("pushed_version")

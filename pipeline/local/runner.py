@@ -331,7 +331,8 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
             "run_id": result.run_id,
             "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
             "wall_s": round(wall, 1),
-            "metrics": result.metrics,
+            "task": config.features.task,
+            "metrics": {k: v for k, v in result.metrics.items() if "." not in k},
             "blessed": result.blessed,
             "pushed_version": result.pushed_version,
             "pushed_destination": result.pushed_destination,
@@ -473,6 +474,18 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     return lines
 
 
+def metrics_text(metrics: dict, task: str) -> str:
+    """The task's summary metrics (components/model/tasks.py) in its order, e.g. "accuracy 0.9213, macro_f1
+    0.8120, example_count 3,751"."""
+    from tfxflow.components.model.tasks import spec
+
+    return ", ".join(
+        f"{k} {metrics[k]:.4f}" if k != "example_count" else f"{k} {int(metrics[k]):,}"
+        for k in spec(task).summary_metrics
+        if k in metrics
+    )
+
+
 def print_summary(
     result: report_lib.RunReport, timings: List[ComponentTiming], wall: float, config: RunConfig, out: TextIO
 ) -> None:
@@ -487,25 +500,18 @@ def print_summary(
         for check in (result.gate_checks or "").split("; "):
             if check:
                 lines.append(f"                  {check}")
+    task = config.features.task
     if result.metrics:
-        shown = ("binary_accuracy", "auc", "precision", "recall", "example_count")
-        metrics = ", ".join(
-            f"{k} {result.metrics[k]:.4f}" if k != "example_count" else f"{k} {int(result.metrics[k]):,}"
-            for k in shown
-            if k in result.metrics
-        )
-        lines.append(f"  eval metrics:   {metrics}")
+        lines.append(f"  eval metrics:   {metrics_text(result.metrics, task)}")
         if result.eval_sample:
             lines.append(f"                  on {result.eval_sample_text()} (--eval-max-rows)")
+    evaluation = config.evaluation.for_task(task)
     if result.baseline_metrics:
-        metric = config.evaluation.metric
+        metric = evaluation.metric
         if metric in result.baseline_metrics:
             lines.append(f"  baseline:       {metric} {result.baseline_metrics[metric]:.4f}")
     blessed = {None: "n/a", True: "yes", False: "no"}[result.blessed]
-    lines.append(
-        f"  blessed:        {blessed} ({config.evaluation.metric} >= {config.evaluation.min_value}, "
-        f"no regression vs. the last blessed model)"
-    )
+    lines.append(f"  blessed:        {blessed} ({config.evaluation.describe(task)})")
     if result.blessing_revoked:
         lines.append(f"                  blessing revoked: this model was {result.blessing_revoked}")
     for reason in result.blessing_failures if result.blessed is False and not result.blessing_revoked else ():

@@ -275,3 +275,70 @@ def line_chart(
         last = next((v for v in reversed(series[name]) if math.isfinite(v)), None)
         body.append(_text(lx + 20, ly, f"{name}" + (f" ({fmt(last)})" if last is not None else ""), size=10))
     return _svg(width, height, title, body, "chart lines")
+
+
+def scatter(
+    points: Sequence[Tuple[float, float]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    width: int = 320,
+    height: int = 300,
+    diagonal: bool = False,
+) -> str:
+    """Points (x, y) on common axes from the data's range, with `diagonal` the line y = x (a perfect
+    prediction). One path of small squares: a page shows a thousand points in a few kilobytes."""
+    left, bottom, top_pad, right = 44, 30, 8, 10
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
+    finite = [(x, y) for x, y in points if math.isfinite(x) and math.isfinite(y)]
+    xs = [x for x, _ in finite] or [0.0, 1.0]
+    ys = [y for _, y in finite] or [0.0, 1.0]
+    if diagonal:  # the same scale on both axes, so the diagonal is at 45 degrees
+        xs = ys = xs + ys
+    x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
+    x_hi, y_hi = (x_hi if x_hi - x_lo > 1e-12 else x_lo + 1), (y_hi if y_hi - y_lo > 1e-12 else y_lo + 1)
+
+    def xy(x: float, y: float) -> Tuple[float, float]:
+        return left + plot_w * (x - x_lo) / (x_hi - x_lo), top_pad + plot_h * (1 - (y - y_lo) / (y_hi - y_lo))
+
+    body = [
+        _line(left, top_pad + plot_h, left + plot_w, top_pad + plot_h, GRID),
+        _line(left, top_pad, left, top_pad + plot_h, GRID),
+    ]
+    for k in range(3):
+        v = y_lo + (y_hi - y_lo) * k / 2
+        _, y = xy(x_lo, v)
+        body.append(_text(left - 4, y + 3, fmt(v), size=9, anchor="end"))
+    body.append(_text(left, top_pad + plot_h + 12, fmt(x_lo), size=9))
+    body.append(_text(left + plot_w, top_pad + plot_h + 12, fmt(x_hi), size=9, anchor="end"))
+    body.append(_text(left + plot_w / 2, height - 4, x_label, size=10, anchor="middle"))
+    body.append(
+        f'<text x="10" y="{num(top_pad + plot_h / 2)}" font-size="10" text-anchor="middle" '
+        f'transform="rotate(-90 10 {num(top_pad + plot_h / 2)})">{esc(y_label)}</text>'
+    )
+    if diagonal:
+        (x1, y1), (x2, y2) = xy(x_lo, x_lo), xy(x_hi, x_hi)
+        body.append(_line(x1, y1, x2, y2, OVER, 1, "4,3"))
+    marks = "".join(f"M{num(px - 1.5)} {num(py - 1.5)}h3v3h-3z" for px, py in (xy(x, y) for x, y in finite))
+    if marks:
+        body.append(
+            f'<path class="points" fill="{CURRENT}" fill-opacity="0.5" d="{marks}"><title>{esc(title)}: '
+            f"{len(finite):,} rows</title></path>"
+        )
+    return _svg(width, height, title, body, "chart scatter")
+
+
+def equal_bins(values: Sequence[float], bins: int = 20) -> list:
+    """(low, high, count) of `bins` equal-width bins over the values' range, for `histogram`."""
+    finite = sorted(v for v in values if math.isfinite(v))
+    if not finite:
+        return []
+    lo, hi = finite[0], finite[-1]
+    if hi - lo < 1e-12:
+        return [(lo, hi, float(len(finite)))]
+    step = (hi - lo) / bins
+    counts = [0.0] * bins
+    for v in finite:
+        counts[min(int((v - lo) / step), bins - 1)] += 1
+    return [(lo + i * step, lo + (i + 1) * step, c) for i, c in enumerate(counts)]

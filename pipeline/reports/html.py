@@ -26,7 +26,7 @@ SECTIONS = (  # (anchor, heading): the page's order and its table of contents
     ("serving", "Serving check"),
     ("lineage", "Lineage"),
 )
-TRAINING_METRICS = ("loss", "binary_accuracy", "accuracy", "auc")  # first in this order, then the rest
+TRAINING_METRICS = ("loss", "binary_accuracy", "accuracy", "auc", "rmse", "mae")  # first in this order, then the rest
 MAX_TRAINING_CHARTS = 4
 MAX_DRIFT_CHARTS = 50  # one per checked feature, the most shifted first, up to the feature cap; the table lists all
 
@@ -317,17 +317,19 @@ def _evaluation(page: RunPage) -> str:
         body += _note(f"blessing revoked: {ev.revoked}")
     if ev.thresholds:
         body += "<h3>Blessing thresholds</h3><ul>" + "".join(f"<li>{esc(t)}</li>" for t in ev.thresholds) + "</ul>"
-    names = sorted(set(ev.metrics) | set(ev.baseline_metrics))
+    overall = ev.overall
+    names = sorted(set(overall) | set(ev.baseline_metrics))
     if names:
         rows = []
         for name in names:
-            value, base = ev.metrics.get(name), ev.baseline_metrics.get(name)
+            value, base = overall.get(name), ev.baseline_metrics.get(name)
             change = f"{value - base:+.4f}" if value is not None and base is not None else ""
             rows.append((name, _value(value), _value(base), change))
         body += "<h3>Overall</h3>" + _table(
             ("metric", "candidate", "baseline model", "change"), rows, numeric=(1, 2, 3)
         )
-    slices = {k: v for k, v in ev.slices.items() if k != "overall"}
+    body += _per_class(ev) + _confusion(ev) + _residuals(ev)
+    slices = {k: {m: v for m, v in values.items() if "." not in m} for k, values in ev.slices.items() if k != "overall"}
     if slices:
         columns = sorted({m for values in slices.values() for m in values})
         body += "<h3>By slice</h3>" + _table(
@@ -336,6 +338,64 @@ def _evaluation(page: RunPage) -> str:
             numeric=tuple(range(1, len(columns) + 1)),
         )
     return body + _note(page.notes.get("evaluation"))
+
+
+def _per_class(ev) -> str:
+    rows = ev.per_class()
+    if not rows:
+        return ""
+    return "<h3>Per class</h3>" + _table(
+        ("class", "precision", "recall", "F1", "eval rows"),
+        [
+            (
+                name,
+                *(_value(v.get(m)) for m in ("precision", "recall", "f1")),
+                f"{v['rows']:,.0f}" if "rows" in v else "",
+            )
+            for name, v in rows
+        ],
+        numeric=(1, 2, 3, 4),
+    )
+
+
+def _confusion(ev) -> str:
+    """The confusion matrix as a table: a row per actual class, a column per predicted class, each cell
+    shaded by its share of the row (so a small class's errors show as clearly as a large one's)."""
+    if not ev.confusion:
+        return ""
+    classes = list(ev.classes)
+    columns = classes + (["(none)"] if len(ev.confusion[0]) > len(classes) else [])
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    rows = []
+    for name, counts in zip(classes, ev.confusion, strict=False):
+        total = sum(counts) or 1.0
+        cells = []
+        for j, count in enumerate(counts):
+            share = count / total
+            colour = "46,139,87" if j < len(classes) and classes[j] == name else "192,57,43"
+            style = f' style="background:rgba({colour},{share * 0.8:.2f})"' if count else ""
+            cells.append(f'<td class="num"{style} title="{esc(f"{share:.1%} of {name}")}">{count:,.0f}</td>')
+        rows.append(f"<tr><th>{esc(name)}</th>{''.join(cells)}</tr>")
+    return (
+        "<h3>Confusion matrix</h3><p>Rows: the label; columns: the class with the highest score "
+        "(TFMA's, over the evaluated rows).</p>"
+        f'<table class="confusion"><tr><th>actual \\ predicted</th>{head}</tr>{"".join(rows)}</table>'
+    )
+
+
+def _residuals(ev) -> str:
+    pairs = ev.pairs or {}
+    labels, predictions = pairs.get("label") or [], pairs.get("prediction") or []
+    if not labels:
+        return ""
+    points = list(zip(labels, predictions, strict=False))
+    residuals = [p - y for y, p in points]
+    return (
+        f"<h3>Predictions</h3><p>{len(points):,} evaluated rows: prediction against label (the dashed line is a "
+        "perfect prediction), and the residuals (prediction - label).</p>"
+        + charts.scatter(points, title="prediction vs. label", x_label="label", y_label="prediction", diagonal=True)
+        + charts.histogram(charts.equal_bins(residuals), title="residuals (prediction - label)", width=320, height=120)
+    )
 
 
 def _serving(page: RunPage) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence, Tuple, Union
 
+from tfxflow.components.model.features import ROLES
 from tfxflow.pipeline.reports.charts import esc, fmt
 from tfxflow.pipeline.reports.html import CSP, STYLE
 from tfxflow.pipeline.reports.page import RunPage, features_of
@@ -40,12 +41,39 @@ class Table:
 Block = Union[Heading, Paragraph, Bullets, Table]
 
 
-def label_rule(label: dict) -> str:
+def label_rule(label: dict, task: str = "binary") -> str:
     """The label's rule in words, as components/model/features.py's LabelSpec.describe says it."""
     from tfxflow.components.model.features import LabelSpec  # light: yaml and dataclasses only
 
-    spec = LabelSpec(**{**label, "positive_values": tuple(label.get("positive_values") or ())})
-    return spec.describe()
+    return LabelSpec.from_dict({**label, "task": task}).describe()
+
+
+def _what(config: dict, classes: List[str]) -> str:
+    """What the model predicts and answers, per task."""
+    label = config.get("label", {})
+    task = config.get("task", "binary")
+    name, column = label.get("name", "?"), label.get("column", "?")
+    signatures = "for tf.Examples without the label (`serving_default`)" + (
+        " or one tensor per raw column (`serving_raw`)" if any(config.get(k) for k in ROLES) else ""
+    )
+    if task == "multiclass":
+        listed = ", ".join(f"`{c}`" for c in classes) or "the classes of the training split"
+        return (
+            f"A classifier of `{name}` into one of {len(classes) or 'K'} classes, the value of label column "
+            f"`{column}`: {listed}. The served model answers `scores` (one per class, summing to 1) and `classes` "
+            f"(their names, in the same order) {signatures}."
+        )
+    if task == "regression":
+        transform = label.get("transform", "none")
+        trained = f", trained on {transform}(`{column}`)" if transform != "none" else ""
+        return (
+            f"A regression of `{name}`, the number in label column `{column}`{trained}. The served model answers "
+            f"`predictions` in the label's own units {signatures}."
+        )
+    return (
+        f"A binary classifier of `{name}`: the probability that {label_rule(label)} (label column `{column}`). "
+        f"The served model answers `probabilities` {signatures}."
+    )
 
 
 def _title(page: RunPage) -> str:
@@ -58,17 +86,11 @@ def _purpose(page: RunPage) -> List[Block]:
     config = page.features
     if not config:
         return blocks + [Paragraph("The run recorded no feature config: the label and inputs are not known here.")]
-    label = config.get("label", {})
-    blocks.append(
-        Paragraph(
-            f"A binary classifier of `{label.get('name', '?')}`: the probability that {label_rule(label)} "
-            f"(label column `{label.get('column', '?')}`). The served model answers `probabilities` for "
-            "tf.Examples without the label (`serving_default`) or one tensor per raw column (`serving_raw`)."
-        )
-    )
-    rows = [
-        (kind, ", ".join(config.get(kind, []))) for kind in ("numeric", "categorical", "bucketized") if config.get(kind)
-    ]
+    classes = list(page.evaluation.classes) if page.evaluation is not None else []
+    blocks.append(Paragraph(_what(config, classes)))
+    rows = [(kind, ", ".join(config.get(kind, []))) for kind in ROLES if config.get(kind)]
+    if not rows:
+        rows = [("all", "the transformed features of the module file's preprocessing_fn")]
     options = [(key, str(config[key])) for key in ("num_buckets", "vocab_top_k", "num_oov_buckets") if key in config]
     blocks.append(Table(("inputs", "columns"), tuple(rows)))
     if options:
@@ -120,17 +142,34 @@ def _metrics(page: RunPage) -> List[Block]:
         return blocks + [Paragraph("The model was not evaluated in this run.")]
     verdict = {True: "Blessed", False: "Not blessed", None: "No verdict"}[ev.blessed]
     blocks.append(Paragraph(f"{verdict} by the Evaluator" + (f", on {ev.sample}." if ev.sample else ".")))
-    names = sorted(set(ev.metrics) | set(ev.baseline_metrics))
+    overall = ev.overall
+    names = sorted(set(overall) | set(ev.baseline_metrics))
     rows = tuple(
         (
             name,
-            fmt(ev.metrics[name]) if name in ev.metrics else "",
+            fmt(overall[name]) if name in overall else "",
             fmt(ev.baseline_metrics[name]) if name in ev.baseline_metrics else "",
         )
         for name in names
     )
     blocks.append(Table(("metric (overall)", "this model", "previous blessed model"), rows))
-    slices = {k: v for k, v in ev.slices.items() if k != "overall"}
+    per_class = ev.per_class()
+    if per_class:
+        blocks.append(Heading("By class", 3))
+        blocks.append(
+            Table(
+                ("class", "precision", "recall", "F1", "eval rows"),
+                tuple(
+                    (
+                        name,
+                        *(fmt(v[m]) if m in v else "" for m in ("precision", "recall", "f1")),
+                        f"{v.get('rows', 0):,.0f}",
+                    )
+                    for name, v in per_class
+                ),
+            )
+        )
+    slices = {k: {m: x for m, x in v.items() if "." not in m} for k, v in ev.slices.items() if k != "overall"}
     if slices:
         columns = tuple(sorted({m for values in slices.values() for m in values}))
         blocks.append(Heading("By slice", 3))

@@ -87,7 +87,7 @@ class DistanceCheck:
 
 @dataclasses.dataclass
 class EvalSection:
-    metrics: Dict[str, float]
+    metrics: Dict[str, float]  # overall; a multi-class model's per-class ones named `f1.<class>`
     baseline_metrics: Dict[str, float]
     slices: Dict[str, Dict[str, float]]  # slice name -> metrics, "overall" first
     blessed: Optional[bool]
@@ -95,6 +95,31 @@ class EvalSection:
     thresholds: List[str]  # the blessing's rules in words
     sample: str  # the Evaluator's sample of a large split, in words, or ""
     revoked: Optional[str] = None
+    task: str = "binary"
+    classes: List[str] = dataclasses.field(default_factory=list)  # a multi-class model's, in index order
+    # A multi-class model's confusion matrix of the overall slice: rows actual, columns predicted (the classes'
+    # order), counts of evaluated rows; a last column for rows whose top score was 0 when there are any.
+    confusion: Optional[List[List[float]]] = None
+    # A regression model's sample of evaluated rows: {"label": [...], "prediction": [...]}.
+    pairs: Optional[Dict[str, List[float]]] = None
+
+    @property
+    def overall(self) -> Dict[str, float]:
+        """The overall metrics but the per-class ones."""
+        return {k: v for k, v in self.metrics.items() if "." not in k}
+
+    def per_class(self) -> List[Tuple[str, Dict[str, float]]]:
+        """[(class, {precision, recall, f1, rows})] of a multi-class model, in the classes' order."""
+        found = []
+        for i, name in enumerate(self.classes):
+            values = {
+                m: self.metrics[f"{m}.{name}"] for m in ("precision", "recall", "f1") if f"{m}.{name}" in self.metrics
+            }
+            if self.confusion is not None and i < len(self.confusion):
+                values["rows"] = float(sum(self.confusion[i]))
+            if values:
+                found.append((name, values))
+        return found
 
 
 @dataclasses.dataclass
@@ -498,22 +523,43 @@ def _evaluation(page: RunPage, report: run_record.RunReport, executions: Mapping
     if evaluation is None:
         page.notes["evaluation"] = "no Evaluator ran in this run"
         return
-    from tfxflow.components.tracking import evaluation_metrics
+    from tfxflow.components import model_info
+    from tfxflow.components.evaluator import read_prediction_pairs
+    from tfxflow.components.tracking import confusion_matrix, evaluation_metrics
 
-    slices = evaluation_metrics(evaluation.uri)
+    model = run_record.first_output(report.component(names.TRAINER), "model")
+    described = (
+        model_info.describe(model.uri, page.features) if model is not None else model_info.describe("", page.features)
+    )
+    classes = list(described.get("classes") or [])
+    slices = evaluation_metrics(evaluation.uri, classes)
     ordered = {"overall": slices.pop("overall", report.metrics)}
     ordered.update(sorted(slices.items()))
     execution = executions.get(record.execution_id)
     page.evaluation = EvalSection(
-        metrics=dict(report.metrics),
-        baseline_metrics=dict(report.baseline_metrics),
+        metrics=dict(ordered["overall"]),
+        baseline_metrics={k: v for k, v in report.baseline_metrics.items() if "." not in k},
         slices=ordered,
         blessed=report.blessed,
         blessing_failures=list(report.blessing_failures),
         thresholds=_thresholds(_prop(execution, "eval_config") if execution is not None else None),
         sample=report.eval_sample_text(),
         revoked=report.blessing_revoked,
+        task=described["task"],
+        classes=classes,
     )
+    if described["task"] == "multiclass":
+        entries = confusion_matrix(evaluation.uri)
+        if entries:
+            size = max(len(classes), 1 + max(max(a, p) for a, p in entries))
+            unscored = any(p < 0 for _, p in entries)
+            matrix = [[0.0] * (size + unscored) for _ in range(size)]
+            for (actual, predicted), rows in entries.items():
+                matrix[actual][predicted if predicted >= 0 else size] += rows
+            page.evaluation.confusion = matrix
+            page.evaluation.classes = classes + [f"class {i}" for i in range(len(classes), size)]
+    elif described["task"] == "regression":
+        page.evaluation.pairs = read_prediction_pairs(evaluation.uri)
     if not report.baseline_metrics:
         page.notes["evaluation"] = "no baseline model: the candidate was judged against the thresholds alone"
 
@@ -629,16 +675,16 @@ def collect(
         _gate(page, store, report, executions[gate_record.execution_id], skew)
     else:
         page.notes["gate"] = "the data gate did not run"
-    _training(page, report)
-    _evaluation(page, report, executions)
-    page.serving_check = report.serving_check
-    if report.serving_check is None:
-        page.notes["serving"] = "no serving check ran in this run"
     trainer = report.component(names.TRAINER) or report.component("Transform")
     if trainer is not None:
         config = _prop(executions[trainer.execution_id], "custom_config")
         if config:
             page.features = json.loads(config).get("features")
+    _training(page, report)
+    _evaluation(page, report, executions)
+    page.serving_check = report.serving_check
+    if report.serving_check is None:
+        page.notes["serving"] = "no serving check ran in this run"
     if page.failure is None and failed is not None:
         page.failure = f"{failed.name} failed; its error is in the run's log"
     if not page.pushed and not page.not_pushed:

@@ -64,7 +64,7 @@ def _check(tiny, base, model_dir, max_latency_ms=0.0, golden_rows=16):
         {"blessing": [blessing]},
         {
             "features": json.dumps(config.to_dict()),
-            "eval_config": json_format.MessageToJson(eval_config(EvaluationConfig(), config.label.name)),
+            "eval_config": json_format.MessageToJson(eval_config(EvaluationConfig(), config)),
             "tolerance": serving_check.DEFAULT_TOLERANCE,
             "max_latency_ms": max_latency_ms,
             "golden_rows": golden_rows,
@@ -111,10 +111,13 @@ def test_a_trained_model_serves_in_a_tensorflow_only_process(trained, tiny_trans
     assert list(result["signatures"]["serving_default"]["inputs"]) == ["examples"]
     # 16 golden rows through both signatures: the probabilities of TFMA's loading of the model, which are
     # real probabilities, not constants.
-    expected = np.array(result["expected"])
+    assert list(result["expected"]) == ["probabilities"]
+    expected = np.array(result["expected"]["probabilities"])
     assert expected.shape == (16, 1) and ((expected > 0) & (expected < 1)).all() and expected.std() > 1e-3
     for name in ("serving_default", "serving_raw"):
-        np.testing.assert_allclose(result["predictions"][name], expected, atol=serving_check.DEFAULT_TOLERANCE)
+        np.testing.assert_allclose(
+            result["predictions"][name]["probabilities"], expected, atol=serving_check.DEFAULT_TOLERANCE
+        )
         assert result["max_abs_difference"][name] <= serving_check.DEFAULT_TOLERANCE
     # The same rows through the model in this process give them too.
     golden, _ = serving_check.golden_rows(
@@ -139,7 +142,7 @@ def test_a_model_over_the_latency_bound_is_not_pushed(trained, tiny_transform):
     bound = result["latency_ms"]["p99"] / 2
     reasons = serving_check.verdict(
         result,
-        np.array(result["expected"]),
+        {k: np.array(v) for k, v in result["expected"].items()},
         serving_check.serving_columns(schema),
         ["x1", "x2", "city", "score", "y"],
         serving_check.DEFAULT_TOLERANCE,
@@ -149,7 +152,7 @@ def test_a_model_over_the_latency_bound_is_not_pushed(trained, tiny_transform):
     assert (
         serving_check.verdict(
             result,
-            np.array(result["expected"]),
+            {k: np.array(v) for k, v in result["expected"].items()},
             serving_check.serving_columns(schema),
             ["x1", "x2", "city", "score", "y"],
             serving_check.DEFAULT_TOLERANCE,
@@ -208,7 +211,7 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
         {
             "model_dir": str(broken),
             "signatures": ["serving_default"],
-            "output": "probabilities",
+            "outputs": ["probabilities"],
             "examples_b64": [],
             "instances": [],
             "latency_calls": 1,
@@ -217,7 +220,7 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
         }
     )
     assert "error" in result and "load_s" not in result
-    (reason,) = serving_check.verdict(result, np.zeros((0, 1)), {}, [], 1e-5, 0.0)
+    (reason,) = serving_check.verdict(result, {"probabilities": np.zeros((0, 1))}, {}, [], 1e-5, 0.0)
     assert reason.startswith("does not serve: ") and result["error"] in reason
 
 

@@ -1,4 +1,6 @@
-"""A real, small tf.Transform output (transform graph + gzipped transformed examples) for Trainer tests."""
+"""A real, small tf.Transform output (transform graph + gzipped transformed examples) for Trainer tests, for each
+task: the same features, and a label that is 0/1 (binary), one of three named classes (multiclass) or a number
+(regression), each a function of the features plus noise."""
 
 import os
 
@@ -11,26 +13,39 @@ from tensorflow_transform.tf_metadata import metadata_io
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.preprocessing import preprocessing_fn
 
-TINY_FEATURES = FeatureConfig.from_dict(
-    {
-        "label": {"name": "label", "column": "y", "positive_values": ["1"]},
-        "numeric": ["x1", "x2"],
-        "categorical": ["city"],
-        "bucketized": ["score"],
-        "num_buckets": 4,
-    }
-)
-
-_SPEC = {
-    "x1": tf.io.VarLenFeature(tf.float32),
-    "x2": tf.io.VarLenFeature(tf.float32),
-    "city": tf.io.VarLenFeature(tf.string),
-    "score": tf.io.VarLenFeature(tf.float32),
-    "y": tf.io.VarLenFeature(tf.int64),
+_ROLES = {"numeric": ["x1", "x2"], "categorical": ["city"], "bucketized": ["score"], "num_buckets": 4}
+LABELS = {
+    "binary": {"name": "label", "column": "y", "positive_values": ["1"]},
+    "multiclass": {"name": "label", "column": "y", "classes": ["low", "mid", "high"]},
+    "regression": {"name": "label", "column": "y"},
 }
+TINY_CONFIGS = {
+    task: FeatureConfig.from_dict({"task": task, "label": label, **_ROLES}) for task, label in LABELS.items()
+}
+TINY_FEATURES = TINY_CONFIGS["binary"]
+_LABEL_DTYPES = {"binary": tf.int64, "multiclass": tf.string, "regression": tf.float32}
 
 
-def _rows(n, seed):
+def _spec(task):
+    return {
+        "x1": tf.io.VarLenFeature(tf.float32),
+        "x2": tf.io.VarLenFeature(tf.float32),
+        "city": tf.io.VarLenFeature(tf.string),
+        "score": tf.io.VarLenFeature(tf.float32),
+        "y": tf.io.VarLenFeature(_LABEL_DTYPES[task]),
+    }
+
+
+def _label(task, x1, x2, city, rng):
+    signal = x1 + (0.8 if city in "ab" else -0.8)
+    if task == "multiclass":
+        return ("low" if signal < -0.5 else "mid" if signal < 0.5 else "high").encode()
+    if task == "regression":
+        return 10.0 + 3.0 * x1 + 2.0 * x2 + (5.0 if city in "ab" else 0.0) + float(rng.normal(0, 0.5))
+    return int(signal > 0)
+
+
+def _rows(n, seed, task="binary"):
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(n):
@@ -42,7 +57,7 @@ def _rows(n, seed):
                 "x2": [x2],
                 "city": [city.encode()],
                 "score": [float(rng.uniform())],
-                "y": [int(x1 + (0.8 if city in "ab" else -0.8) > 0)],
+                "y": [_label(task, x1, x2, city, rng)],
             }
         )
     return rows
@@ -63,17 +78,19 @@ def _write_examples(rows, path):
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
 
-def write_tiny_transform(base: str) -> dict:
-    """Runs preprocessing_fn through tf.Transform on synthetic rows and writes its outputs under `base`.
+def write_tiny_transform(base: str, task: str = "binary", config: FeatureConfig = None) -> dict:
+    """Runs preprocessing_fn through tf.Transform on synthetic rows of `task` and writes its outputs under `base`
+    (`config`: another feature config of the same columns, e.g. a multi-class label without its class list).
 
     Returns {'dir', 'output' (TFTransformOutput), 'train', 'eval', 'raw_train', 'raw_eval' (file patterns),
     'config'}.
     """
+    config = config or TINY_CONFIGS[task]
     if not os.path.isdir(os.path.join(base, "transform_graph")):
-        metadata = tft.DatasetMetadata.from_feature_spec(_SPEC)
+        metadata = tft.DatasetMetadata.from_feature_spec(_spec(task))
         with tft_beam.Context(temp_dir=os.path.join(base, "tmp")):
-            fn = lambda inputs: preprocessing_fn(inputs, {"features": TINY_FEATURES.to_dict()})  # noqa: E731
-            raw = {"train": _rows(1024, 0), "eval": _rows(256, 1)}
+            fn = lambda inputs: preprocessing_fn(inputs, {"features": config.to_dict()})  # noqa: E731
+            raw = {"train": _rows(1024, 0, task), "eval": _rows(256, 1, task)}
             (train, _), transform_fn = (raw["train"], metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
             (evaluation, _) = ((raw["eval"], metadata), transform_fn) | tft_beam.TransformDataset()
             _ = transform_fn | tft_beam.WriteTransformFn(os.path.join(base, "transform_graph"))
@@ -95,5 +112,5 @@ def write_tiny_transform(base: str) -> dict:
         # The same rows before the transform, as ExampleGen writes them.
         "raw_train": [os.path.join(base, "raw_train", "*")],
         "raw_eval": [os.path.join(base, "raw_eval", "*")],
-        "config": TINY_FEATURES,
+        "config": config,
     }

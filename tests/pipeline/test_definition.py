@@ -1,14 +1,19 @@
 """create_pipeline wires the components as documented, without touching any file."""
 
 import json
+import os
+import re
+
+import pytest
 
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.tracking import TrackingSettings
-from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig
+from tfxflow.pipeline.config import ConfigError, EvaluationConfig, TrainingConfig, bundled_dataset_dir
 from tfxflow.pipeline.definition import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
 
 FEATURES = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "numeric": ["a"]})
+TAXI_FEATURES = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
 
 
 def _pipeline(**kwargs):
@@ -113,10 +118,10 @@ def test_tracking_wraps_the_run_without_touching_the_cache_keys():
 
 def test_eval_config_thresholds_and_label():
     config = eval_config(
-        EvaluationConfig(min_value=0.7, max_regression=0.01, slice_columns=("payment_type",)), "big_tipper"
+        EvaluationConfig(threshold=0.7, max_regression=0.01, slice_columns=("payment_type",)), TAXI_FEATURES
     )
     spec = config.model_specs[0]
-    assert spec.label_key == "big_tipper"
+    assert spec.label_key == "big_tipper" and spec.prediction_key == "probabilities"
     assert list(spec.preprocessing_function_names) == ["transform_features"]
     accuracy = next(m for m in config.metrics_specs[0].metrics if m.class_name == "BinaryAccuracy")
     # judged on the overall slice only, whatever the slices evaluated
@@ -126,3 +131,72 @@ def test_eval_config_thresholds_and_label():
     assert only.threshold.value_threshold.lower_bound.value == 0.7
     assert only.threshold.change_threshold.absolute.value == -0.01
     assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["payment_type"]]
+    judged = [m.class_name for m in config.metrics_specs[0].metrics if m.per_slice_thresholds]
+    assert judged == ["BinaryAccuracy"]
+
+
+def _task_features(task, **label):
+    return FeatureConfig.from_dict(
+        {"task": task, "label": {"name": "y_label", "column": "y", **label}, "numeric": ["x"]}
+    )
+
+
+def test_eval_config_of_a_multiclass_task_judges_accuracy_and_scores_every_class():
+    config = eval_config(EvaluationConfig(), _task_features("multiclass", classes=["a", "b", "c"]))
+    spec = config.model_specs[0]
+    assert spec.label_key == "y_label" and spec.prediction_key == "scores"
+    metrics = {m.class_name: m for m in config.metrics_specs[0].metrics}
+    assert {"MultiClassAccuracy", "MacroF1", "PerClassScores", "MultiClassConfusionMatrixAtThresholds"} <= set(metrics)
+    assert metrics["MacroF1"].module == "tfxflow.components.eval_metrics"
+    assert json.loads(metrics["MultiClassConfusionMatrixAtThresholds"].config) == {"thresholds": [0.0]}
+    (judged,) = [m for m in metrics.values() if m.per_slice_thresholds]
+    assert judged.class_name == "MultiClassAccuracy"
+    assert judged.per_slice_thresholds[0].threshold.value_threshold.lower_bound.value == 0.5
+    macro = eval_config(EvaluationConfig(metric="macro_f1", threshold=0.4), _task_features("multiclass"))
+    (judged,) = [m for m in macro.metrics_specs[0].metrics if m.per_slice_thresholds]
+    assert (
+        judged.class_name == "MacroF1"
+        and judged.per_slice_thresholds[0].threshold.value_threshold.lower_bound.value == 0.4
+    )
+
+
+def test_eval_config_of_a_regression_bounds_rmse_from_above_and_its_change_upwards():
+    import tensorflow_model_analysis as tfma
+
+    features = _task_features("regression")
+    default = eval_config(EvaluationConfig(), features)
+    assert default.model_specs[0].prediction_key == "predictions"
+    (judged,) = [m for m in default.metrics_specs[0].metrics if m.per_slice_thresholds]
+    assert (
+        judged.class_name == "RSquared"
+        and judged.per_slice_thresholds[0].threshold.value_threshold.lower_bound.value == 0.0
+    )
+    config = eval_config(EvaluationConfig(metric="rmse", threshold=2.5, max_regression=0.1), features)
+    (judged,) = [m for m in config.metrics_specs[0].metrics if m.per_slice_thresholds]
+    threshold = judged.per_slice_thresholds[0].threshold
+    assert judged.class_name == "RootMeanSquaredError"
+    assert threshold.value_threshold.upper_bound.value == 2.5 and not threshold.value_threshold.HasField("lower_bound")
+    assert threshold.change_threshold.direction == tfma.MetricDirection.LOWER_IS_BETTER
+    assert threshold.change_threshold.absolute.value == 0.1
+
+
+@pytest.mark.parametrize(
+    "task, evaluation, message",
+    [
+        (
+            "regression",
+            EvaluationConfig(metric="rmse"),
+            "--blessing-metric rmse has no default bound: give --blessing-threshold",
+        ),
+        ("binary", EvaluationConfig(metric="macro_f1"), "--blessing-metric macro_f1: not a metric of task 'binary'"),
+        (
+            "multiclass",
+            EvaluationConfig(metric="auc"),
+            "its metrics are accuracy, macro_f1, macro_precision, macro_recall",
+        ),
+    ],
+)
+def test_a_blessing_metric_of_another_task_is_refused_naming_the_flag(task, evaluation, message):
+    label = {"classes": ["a", "b"]} if task == "multiclass" else {}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        evaluation.for_task(_task_features(task, **label).task)

@@ -98,3 +98,14 @@ def test_compile_takes_the_tracking_vocabulary_of_run_and_on_with_a_warning(caps
     assert "--tracking on is deprecated, use --tracking required" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(COMPILE + ["--tracking", "optional"])  # a compiled pipeline cannot run untracked
+
+
+def test_min_accuracy_is_a_deprecated_spelling_of_the_blessing_threshold(capsys):
+    for argv in (["run"], COMPILE):
+        args = build_parser().parse_args(argv + ["--blessing-metric", "auc", "--blessing-threshold", "0.7"])
+        assert (args.metric, args.threshold) == ("auc", 0.7) and capsys.readouterr().err == ""
+        args = build_parser().parse_args(argv + ["--min-accuracy", "0.65"])
+        assert args.metric is None and args.threshold == 0.65
+        assert "--min-accuracy is deprecated here, use --blessing-threshold" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--blessing-metric", "f1_of_everything"])

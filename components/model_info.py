@@ -1,0 +1,52 @@
+"""What the steps after the Trainer read of an exported model: its task, label, classes and outputs, as the
+built-in Trainer records them in the SavedModel (`assets.extra/tfxflow_model.json`, which TF Serving ignores).
+
+A model of a user's own run_fn has no such record: `describe` falls back on the feature config (task and label)
+and the model's own signatures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Mapping, Optional
+
+from tfxflow.components import names
+
+
+def saved_model_dir(model_uri: str) -> str:
+    """The SavedModel folder of a Model artifact: TFX's `Format-Serving/`, or the artifact's root (a model
+    copied flat, e.g. a pushed version)."""
+    from tfx.dsl.io import fileio
+
+    serving = os.path.join(model_uri, "Format-Serving")
+    return serving if fileio.exists(serving) else model_uri
+
+
+def read(model_dir: str) -> Optional[Dict[str, Any]]:
+    """The record in a SavedModel folder (or a Model artifact's URI), or None."""
+    from tfx.dsl.io import fileio
+
+    for folder in (model_dir, os.path.join(model_dir, "Format-Serving")):
+        path = os.path.join(folder, names.MODEL_INFO_FILE)
+        if fileio.exists(path):
+            with fileio.open(path, "r") as f:
+                return json.loads(f.read())
+    return None
+
+
+def describe(model_dir: str, features: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The record, or what the feature config (its dict form) says of a model without one: task, label,
+    classes ([]: unknown), prediction_key ("": the model's only output)."""
+    found = read(model_dir)
+    if found is not None:
+        return found
+    features = features or {}
+    return {
+        "task": features.get("task", "binary"),
+        "label": features.get("label", {}),
+        "classes": list((features.get("label") or {}).get("classes") or []),
+        "outputs": [],
+        "prediction_key": "",
+        "signatures": [],
+    }
