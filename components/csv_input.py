@@ -415,7 +415,7 @@ def read_rows(examples_uri: str) -> Optional[Dict[str, Any]]:
         return json.loads(f.read())
 
 
-def _header(stream: BinaryIO) -> Tuple[str, ...]:
+def read_header(stream: BinaryIO) -> Tuple[str, ...]:
     """The first CSV record, a UTF-8 byte-order mark (Excel's "CSV UTF-8") not part of the first name."""
     first = stream.readline()
     while first.count(b'"') % 2:  # a quoted name that spans lines
@@ -703,7 +703,7 @@ def _read_headers(files: Sequence[str]) -> Optional[Tuple[str, ...]]:
     for path in files:
         with fileio.open(path, "rb") as stream:
             try:
-                headers.append(_header(stream))
+                headers.append(read_header(stream))
             except (UnicodeDecodeError, csv.Error):
                 return None
     reference = headers[0]

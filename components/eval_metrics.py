@@ -256,7 +256,7 @@ class RootMeanSquaredError(metric_types.Metric):
         )
 
 
-class MeanAbsoluteError(metric_types.Metric):
+class AbsoluteError(metric_types.Metric):
     """mean(|label - prediction|), in the label's units."""
 
     def __init__(self, name: str = "mae"):

@@ -115,26 +115,30 @@ def check_signatures(
 
 def golden_rows(
     example_files: Sequence[str], columns: Sequence[str], keep: Sequence[str], count: int
-) -> Tuple[List[bytes], List[Dict[str, Any]]]:
-    """Up to `count` eval rows with one value in every one of `columns`: as serialized tf.Examples holding only
-    the `keep` columns (what a client sends: no label), and as JSON instances of `columns`."""
+) -> Tuple[List[bytes], List[Dict[str, Any]], List[int]]:
+    """Up to `count` eval rows, those with one value in every one of `columns` first: as serialized
+    tf.Examples holding only the `keep` columns (what a client sends: no label); as JSON instances of
+    `columns`, for the rows that have them all; and those rows' indices."""
     import tensorflow as tf
 
     from tfxflow.components.model import export
 
-    examples, instances = [], []
-    for row in export.warmup_rows(example_files, columns, count):
+    examples, instances, instance_rows = [], [], []
+    rows, complete = export.sample_rows(example_files, columns, count)
+    for i, (row, whole) in enumerate(zip(rows, complete, strict=True)):
         example = tf.train.Example.FromString(row)
         feature = example.features.feature
-        instance = {}
-        for column in columns:
-            value = export.feature_values(feature[column])[0]
-            instance[column] = value.decode("utf-8") if isinstance(value, bytes) else value
-        instances.append(instance)
+        if whole:
+            instance = {}
+            for column in columns:
+                value = export.feature_values(feature[column])[0]
+                instance[column] = value.decode("utf-8") if isinstance(value, bytes) else value
+            instances.append(instance)
+            instance_rows.append(i)
         for name in [n for n in feature if n not in keep]:
             del feature[name]
         examples.append(example.SerializeToString(deterministic=True))
-    return examples, instances
+    return examples, instances, instance_rows
 
 
 def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Sequence[bytes]) -> Dict[str, Any]:
@@ -222,13 +226,19 @@ def verdict(
     for name, got in sorted(result.get("predictions", {}).items()):
         if name not in result["signatures"]:
             continue  # reported by check_signatures when required
-        if isinstance(got, dict) and "error" in got:  # the probe could not call it
+        if "skipped" in got:  # no golden row has every column it takes
+            notes.append(f"'{name}' not compared: {got['skipped']}")
+            continue
+        if "error" in got:  # the probe could not call it
             failure = f"'{name}' failed on the golden requests: {got.get('error')}"
             (reasons if name in required else notes).append(failure)
             continue
+        rows = result.get("answered_rows", {}).get(name)
         gaps = []
         for output, want in sorted(expected.items()):
             want = np.asarray(want)
+            if rows is not None:
+                want = want[rows]
             if output not in got:
                 reasons.append(f"'{name}' has no output '{output}' (it answers {', '.join(sorted(got)) or 'nothing'})")
                 continue
@@ -241,7 +251,8 @@ def verdict(
                 if wrong.size:
                     row = int(wrong[0])
                     reasons.append(
-                        f"'{name}' answers other '{output}' than the Evaluator's model on golden row {row} "
+                        f"'{name}' answers other '{output}' than the Evaluator's model on golden row "
+                        f"{rows[row] if rows is not None else row} "
                         f"({list(answer[row])} vs {list(want[row])})"
                     )
                 continue
@@ -250,7 +261,8 @@ def verdict(
             if gaps[-1] > tolerance:
                 row, col = np.unravel_index(int(np.argmax(gap)), gap.shape)
                 reasons.append(
-                    f"'{name}' disagrees with the Evaluator's model by {gaps[-1]:.3g} on golden row {row} "
+                    f"'{name}' disagrees with the Evaluator's model by {gaps[-1]:.3g} on golden row "
+                    f"{rows[row] if rows is not None else row} "
                     f"({output} {answer[row][col]:.6f} vs {want[row][col]:.6f}; tolerance {tolerance:g})"
                 )
         if gaps:
@@ -318,7 +330,7 @@ class Executor(base_executor.BaseExecutor):
         split_uri = artifact_utils.get_split_uri([examples], "eval")
         files = [os.path.join(split_uri, "*")]
         count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
-        examples_bytes, instances = golden_rows(files, config.feature_columns, list(columns), count)
+        examples_bytes, instances, instance_rows = golden_rows(files, config.feature_columns, list(columns), count)
         result: Dict[str, Any] = {
             "model": model_dir,
             "golden_rows": len(examples_bytes),
@@ -326,10 +338,7 @@ class Executor(base_executor.BaseExecutor):
             "max_latency_ms": max_latency_ms,
         }
         if not examples_bytes:
-            reasons = [
-                f"no eval row has a value in every feature column ({', '.join(config.feature_columns)}) "
-                "to build golden requests from"
-            ]
+            reasons = ["the eval split has no row to build golden requests from"]
         else:
             expected = evaluator_predictions(model_dir, exec_properties["eval_config"], examples_bytes)
             result.update(
@@ -340,6 +349,7 @@ class Executor(base_executor.BaseExecutor):
                         "outputs": sorted(expected),
                         "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
                         "instances": instances,
+                        "instance_rows": instance_rows,
                         "latency_calls": LATENCY_CALLS,
                         "seconds": SECONDS_PER_BATCH,
                         "batch_sizes": list(BATCH_SIZES),

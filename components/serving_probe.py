@@ -9,9 +9,11 @@ tensorflow-transform is imported (the result lists any that were).
 
 The request file (JSON) holds `model_dir`; `examples_b64`: serialized tf.Examples (URL-safe base64) for the
 signatures that take `examples`; `instances`: the rows as TF Serving's REST API takes them (`{"instances":
-[{column: value, ...}]}`), for the signatures that take one tensor per column; `outputs`: the outputs to fetch
+[{column: value, ...}]}`), for the signatures that take one tensor per column, and `instance_rows` the rows of
+`examples_b64` they are (rows with a value in every column); `outputs`: the outputs to fetch
 from each signature; `latency_calls`, `seconds` and `batch_sizes` for the timing. The result file (JSON) holds
-the signatures' inputs and outputs, every signature's answers for the rows ({output: rows}; text decoded), the
+the signatures' inputs and outputs, every signature's answers ({output: rows}; text decoded) and which of the
+examples' rows they are (`answered_rows`), the
 time to load and of the first request, p50/p99 latency of single requests and throughput per batch size; or
 `error` when the model does not load or a request fails.
 """
@@ -75,6 +77,12 @@ def _dtype_name(enum_value):
     return tf.dtypes.as_dtype(enum_value).name
 
 
+def _takes_examples(description):
+    """Whether a signature takes serialized tf.Examples (else one tensor per column)."""
+    inputs = description["inputs"]
+    return list(inputs) == [EXAMPLES_INPUT] and inputs[EXAMPLES_INPUT]["dtype"] == "string"
+
+
 def _feeds(description, examples, instances, batch=None):
     """The feed dict of one request: serialized examples, or one array per column as TF Serving's REST API
     builds them from `instances` (each value converted to the input's dtype)."""
@@ -85,7 +93,7 @@ def _feeds(description, examples, instances, batch=None):
         repeat = -(-batch // max(1, len(examples)))
         examples = (examples * repeat)[:batch]
         instances = (instances * repeat)[:batch]
-    if list(inputs) == [EXAMPLES_INPUT] and inputs[EXAMPLES_INPUT]["dtype"] == "string":
+    if _takes_examples(description):
         return {inputs[EXAMPLES_INPUT]["tensor"]: np.array(examples, dtype=object)}
     feeds = {}
     for name, info in inputs.items():
@@ -134,12 +142,18 @@ def probe(request):
         name: _signature(meta_graph, name) for name in sorted(meta_graph.signature_def) if not name.startswith("__")
     }
     result["signatures"] = signatures
-    predictions = {}
+    predictions, answered_rows = {}, {}
     for name in request["signatures"]:
         if name not in signatures:
             predictions[name] = {"error": f"the model has no signature '{name}'"}
             continue
         description = signatures[name]
+        rows = list(range(len(examples)))
+        if not _takes_examples(description):
+            if not instances:
+                predictions[name] = {"skipped": "no golden row has a value in every column it takes"}
+                continue
+            rows = request.get("instance_rows") or list(range(len(instances)))
         try:
             outputs = _fetches(description, request["outputs"])
             feeds = _feeds(description, examples, instances)
@@ -150,9 +164,11 @@ def probe(request):
             continue
         if "first_request_ms" not in result:
             result["first_request_ms"] = round((time.perf_counter() - started) * 1e3, 3)
-        predictions[name] = {output: _rows(value, len(examples)) for output, value in values.items()}
+        predictions[name] = {output: _rows(value, len(rows)) for output, value in values.items()}
+        answered_rows[name] = rows
     result["predictions"] = predictions
-    answered = [name for name in request["signatures"] if "error" not in predictions[name]]
+    result["answered_rows"] = answered_rows
+    answered = list(answered_rows)
     if not answered:
         session.close()
         return result

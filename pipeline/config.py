@@ -12,7 +12,9 @@ from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.pipeline import settings as settings_lib
+from tfxflow.pipeline import user_module as user_module_lib
 from tfxflow.pipeline.settings import ConfigError, at_least, int_list, setting
+from tfxflow.pipeline.user_module import UserModule
 
 if TYPE_CHECKING:  # pipeline.beam_runners imports this module (ConfigError)
     from tfxflow.pipeline.beam_runners import BeamRunner
@@ -34,7 +36,12 @@ class TrainingConfig:
     """
 
     train_steps: int = setting(300, help="optimizer steps, each of one global batch", check=at_least(1))
-    eval_steps: int = setting(0, help="validation batches after each epoch (0: the eval split, at most 100)")
+    eval_steps: int = setting(
+        0,
+        help="validation batches after each epoch (0: the eval split, at most 100; a module file's run_fn gets "
+        f"{presets.USER_EVAL_STEPS} as fn_args.eval_steps)",
+        check=at_least(0),
+    )
     batch_size: int = setting(
         presets.BATCH_SIZE,
         help="examples per replica: the global batch is this x replicas x --grad-accum-steps",
@@ -213,6 +220,13 @@ class PipelineSettings:
         metavar="FILE",
         help="feature config YAML (default: schemas/<dataset>/features.yaml)",
     )
+    module_file: Optional[str] = setting(
+        None,
+        metavar="FILE",
+        help="a TFX module file of your own: preprocessing_fn(inputs) for Transform, run_fn(fn_args) for the "
+        "Trainer, either or both (and stats_options_updater_fn); the feature config still names the task and "
+        "label",
+    )
     pipeline_name: Optional[str] = setting(None, metavar="NAME", help="pipeline name (default: tfxflow-<dataset>)")
     model_name: Optional[str] = setting(None, metavar="NAME", help="serving model name (default: <dataset>)")
     allowed_anomaly_types: Tuple[str, ...] = setting(
@@ -321,6 +335,7 @@ class SharedConfig:
     drift_check: bool = True
     serving_data_root: Optional[str] = None  # CSV files of serving requests (no label), for skew
     experiment: str = ""  # MLflow experiment; default: the pipeline name
+    user_module: Optional[UserModule] = None  # a TFX module file of the user's (pipeline/user_module.py)
 
     @property
     def beam_runner(self) -> "BeamRunner":
@@ -410,6 +425,7 @@ def build_run_config(
     tracking_mode: str = "required",
     experiment: Optional[str] = None,
     keep_versions: int = DEFAULT_KEEP_VERSIONS,
+    module_file: Optional[str] = None,
 ) -> RunConfig:
     """Resolves defaults (bundled data, `schemas/<dataset>/`), loads the feature config, checks it all."""
     if data_root is None and dataset != DEFAULT_DATASET:
@@ -419,7 +435,10 @@ def build_run_config(
     if serving_data_root is not None:
         serving_data_root = os.path.abspath(serving_data_root)
         check_data_root(serving_data_root, "--serving-data")
-    schema_path, features = load_schema_and_features(dataset, schema_path, feature_config_path)
+    user_module = user_module_lib.inspect(module_file) if module_file else None
+    schema_path, features = load_schema_and_features(
+        dataset, schema_path, feature_config_path, roles_required=not (user_module and user_module.preprocessing_fn)
+    )
     beam, beam_mode, beam_workers = split_beam_runner(beam, beam_mode, beam_workers)
     if beam is not None and beam.runner == "dataflow":
         # Every path of a local run is on this machine (Paths.under); Dataflow's workers read only GCS.
@@ -460,6 +479,7 @@ def build_run_config(
         tracking_mode=tracking_mode,
         experiment=experiment or pipeline_name,
         keep_versions=keep_versions,
+        user_module=user_module,
     )
 
 

@@ -28,9 +28,10 @@ from tfxflow.components import tracking as tracking_lib
 from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from tfxflow.components.gate import DataGate
 from tfxflow.components.model import features as features_lib
-from tfxflow.components.model import tasks
+from tfxflow.components.model import presets, tasks
 from tfxflow.components.schema import EmbeddedSchema
 from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
+from tfxflow.pipeline.user_module import UserModule
 
 PREPROCESSING_FN = "tfxflow.components.model.preprocessing.preprocessing_fn"
 RUN_FN = "tfxflow.components.model.trainer.run_fn"
@@ -61,7 +62,7 @@ EVAL_METRICS = {
     tasks.REGRESSION: (
         ("RSquared", eval_metrics.MODULE, ""),
         ("RootMeanSquaredError", eval_metrics.MODULE, ""),
-        ("MeanAbsoluteError", eval_metrics.MODULE, ""),
+        ("AbsoluteError", eval_metrics.MODULE, ""),
         ("MeanLabel", "", ""),
         ("MeanPrediction", "", ""),
     ),
@@ -78,7 +79,7 @@ METRIC_NAMES = {
     "MacroRecall": "macro_recall",
     "RSquared": "r2",
     "RootMeanSquaredError": "rmse",
-    "MeanAbsoluteError": "mae",
+    "AbsoluteError": "mae",
 }
 
 
@@ -157,6 +158,7 @@ def create_pipeline(
     keep_versions: int = names.DEFAULT_KEEP_VERSIONS,
     baseline_source: str = "metadata",
     schema_text: str = "",
+    user_module: Optional[UserModule] = None,
 ) -> Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -183,6 +185,13 @@ def create_pipeline(
     An orchestrator that sets values per run (Kubeflow) passes RuntimeParameters for `data_root`,
     `allowed_anomaly_types` (comma-separated), `serving_data_root` and `train_args` (a TrainArgs proto as JSON,
     which then replaces `training.train_steps`).
+
+    `user_module`: a TFX module file of the user's (pipeline/user_module.py). Its preprocessing_fn replaces the
+    built-in one in Transform (and its stats_options_updater_fn turns Transform's statistics on); its run_fn
+    replaces the built-in Trainer, which then reads Transform's materialized examples as TFX's contract has
+    it. The Evaluator, ServingCheck, Pusher and tracking take the model it exports: the task and label come
+    from `features`, and a model of a user's run_fn needs only `serving_default` (and, for TFMA's label,
+    `transform_features` or a raw-column label).
     """
     if baseline_source not in BASELINE_SOURCES:
         raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
@@ -203,11 +212,14 @@ def create_pipeline(
         custom_config=csv_input.make_example_gen_config(schema_path, features.label, schema_text=schema_text),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
     ).with_id(names.EXAMPLE_GEN)
-    # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles.
-    statistics_gen = StatisticsGen(
-        examples=example_gen.outputs["examples"], stats_options=drift.stats_options()
-    ).with_id(names.STATISTICS_GEN)
     schema_gen = EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=schema_path)
+    # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles; with the
+    # schema, an integer the schema marks categorical (a multi-class label's classes) gets counts per value.
+    statistics_gen = StatisticsGen(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        stats_options=drift.stats_options(),
+    ).with_id(names.STATISTICS_GEN)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
@@ -246,34 +258,47 @@ def create_pipeline(
     ).with_id(names.DATA_GATE)
 
     feature_dict = features.to_dict()
+    user_transform = user_module is not None and user_module.preprocessing_fn
+    user_trainer = user_module is not None and user_module.run_fn
     transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN,
+        **({"module_file": user_module.path} if user_transform else {"preprocessing_fn": PREPROCESSING_FN}),
         custom_config={"features": feature_dict},
         # StatisticsGen and the gate have validated this data already; Transform's own pre- and post-transform
-        # statistics and anomalies would be three more passes over it that nothing reads.
-        disable_statistics=True,
-        # The Trainer transforms the rows it reads with the graph (and the Evaluator and the served model do
-        # so anyway): writing every split transformed would cost a pass over all the data (43 us a row).
-        materialize=False,
+        # statistics and anomalies would be three more passes over it that nothing reads, unless the module
+        # file asks for them (stats_options_updater_fn).
+        disable_statistics=not (user_transform and user_module.stats_options_updater_fn),
+        # The built-in Trainer transforms the rows it reads with the graph (and the Evaluator and the served
+        # model do so anyway): writing every split transformed would cost a pass over all the data (43 us a
+        # row). A user's run_fn gets the transformed examples, as TFX's contract has it.
+        materialize=bool(user_trainer),
         force_tf_compat_v1=True,
     )
     # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
     transform.add_upstream_node(data_gate)
     trainer = Trainer(
-        run_fn=RUN_FN,
-        examples=example_gen.outputs["examples"],
+        **({"module_file": user_module.path} if user_trainer else {"run_fn": RUN_FN}),
+        examples=transform.outputs["transformed_examples"] if user_trainer else example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=training.eval_steps),
+        eval_args=trainer_pb2.EvalArgs(
+            num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0)
+        ),
         custom_config={
             "features": feature_dict,
-            "raw_examples": True,
+            **({} if user_trainer else {"raw_examples": True}),
             **training.custom_config(backup_root=trainer_backup_dir),
         },
     ).with_id(names.TRAINER)
+    # A model of the user's run_fn: TFMA takes its only output; it needs no signature but serving_default.
+    model_eval_config = eval_config(evaluation, features, prediction_key="" if user_trainer else None)
+    required_signatures = (
+        (names.SERVING_SIGNATURE,)
+        if user_trainer or not features.feature_columns
+        else (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
+    )
     model_resolvers = []
     if served is not None:
         baseline_model = served.outputs["model"]
@@ -291,7 +316,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_model,
-        eval_config=eval_config(evaluation, features),
+        eval_config=model_eval_config,
         max_eval_rows=evaluation.max_rows,
     ).with_id(names.EVALUATOR)
     # A version appears complete or not at all, with its training data's statistics; the newest
@@ -303,8 +328,9 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         features=feature_dict,
-        eval_config=eval_config(evaluation, features),
+        eval_config=model_eval_config,
         max_latency_ms=evaluation.max_latency_ms,
+        required_signatures=required_signatures,
     ).with_id(names.SERVING_CHECK)
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
     pusher = pusher_lib.Pusher(

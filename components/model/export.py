@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -168,18 +168,28 @@ def export_serving_model(
     write_model_info(export_dir, model_info(config, class_names, sorted(signatures)))
 
 
-def warmup_rows(file_patterns: Iterable[str], columns: Sequence[str], count: int = max(WARMUP_BATCHES)) -> List[bytes]:
-    """The first `count` serialized raw tf.Examples of the files (GZIP TFRecords) with a value in every one of
-    `columns`: serving_raw takes one value per column."""
+SCANNED_ROWS = 20_000  # rows looked through for ones with a value in every column
+
+
+def sample_rows(
+    file_patterns: Iterable[str], columns: Sequence[str], count: int = max(WARMUP_BATCHES), scan: int = SCANNED_ROWS
+) -> Tuple[List[bytes], List[bool]]:
+    """Up to `count` serialized raw tf.Examples of the files (GZIP TFRecords), in file order among the first
+    `scan`: those with one value in every one of `columns` first (serving_raw takes one value per column), then
+    the others; and for each, whether it has every column."""
     files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
-    rows: List[bytes] = []
-    for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+    complete: List[bytes] = []
+    partial: List[bytes] = []
+    for record in tf.data.TFRecordDataset(files, compression_type="GZIP").take(scan):
         features = tf.train.Example.FromString(record.numpy()).features.feature
         if all(c in features and len(feature_values(features[c])) == 1 for c in columns):
-            rows.append(record.numpy())
-            if len(rows) == count:
+            complete.append(record.numpy())
+            if len(complete) == count:
                 break
-    return rows
+        elif len(partial) < count:
+            partial.append(record.numpy())
+    rows = (complete + partial)[:count]
+    return rows, [i < len(complete) for i in range(len(rows))]
 
 
 def feature_values(feature: tf.train.Feature) -> list:
@@ -203,14 +213,17 @@ def write_warmup_requests(
     tf_transform_output: tft.TFTransformOutput,
     config: features_lib.FeatureConfig,
     raw_signature: bool = True,
+    complete: Optional[Sequence[bool]] = None,
 ) -> int:
     """Writes `assets.extra/tf_serving_warmup_requests` into the SavedModel: for each batch size of
-    WARMUP_BATCHES, a request through `serving_default` (serialized tf.Examples) and one through `serving_raw`
-    (one tensor per column), from `rows` (real examples with every feature column present). Returns how many."""
+    WARMUP_BATCHES, a request through `serving_default` (serialized tf.Examples of `rows`) and one through
+    `serving_raw` (one tensor per column, of the rows `complete` marks as having every feature column; all of
+    them when it is None). Returns how many."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     if not rows:
         return 0
+    whole = [row for i, row in enumerate(rows) if complete is None or complete[i]]
     specs = raw_input_specs(tf_transform_output, config) if raw_signature else {}
     path = os.path.join(export_dir, WARMUP_FILE)
     tf.io.gfile.makedirs(os.path.dirname(path))
@@ -219,8 +232,8 @@ def write_warmup_requests(
         for size in WARMUP_BATCHES:
             batch = list(rows[:size])
             requests = {SERVING_SIGNATURE: {EXAMPLES_INPUT: tf.constant(batch, tf.string)}}
-            if raw_signature:
-                requests[RAW_SIGNATURE] = _raw_inputs(batch, specs)
+            if raw_signature and whole:
+                requests[RAW_SIGNATURE] = _raw_inputs(whole[:size], specs)
             for signature, inputs in requests.items():
                 request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature))
                 for name, tensor in inputs.items():

@@ -26,6 +26,15 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+KERAS_ENV = "TF_USE_LEGACY_KERAS"
+
+
+def use_keras_2() -> None:
+    """Makes `tf.keras` Keras 2 (tf-keras), what TFX 1.16, tf.Transform and TFMA are built on: a user's module
+    file written for TFX (`tf.keras.layers...`, as TFX's own examples are) then runs unchanged, where TensorFlow
+    2.16 would give it Keras 3, whose models TFX's steps cannot take. Only before TensorFlow is imported: the
+    process's entry points (the CLI, a Kubeflow step) call it first."""
+    os.environ.setdefault(KERAS_ENV, "1")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,4 +28,7 @@ LEARNING_RATE = 0.001
 DROPOUT = 0.0
 GRAD_ACCUM_STEPS = 1
 EARLY_STOPPING_PATIENCE = 3  # epochs without val_loss improvement; 0: off
+# fn_args.eval_steps of a module file's run_fn when --eval-steps is 0 (TFX's examples pass it to Keras as
+# validation_steps of a repeating dataset, which needs a number).
+USER_EVAL_STEPS = 100
 SEED = 42

@@ -506,9 +506,9 @@ def run_fn(fn_args) -> None:
         raw_signature=raw_signature,
     )
     if custom.get("raw_examples"):  # real rows for TF Serving's warmup (transformed ones are not requests)
-        rows = export.warmup_rows(fn_args.eval_files, config.feature_columns)
+        rows, complete = export.sample_rows(fn_args.eval_files, config.feature_columns)
         info["warmup_requests"] = export.write_warmup_requests(
-            fn_args.serving_model_dir, rows, tf_transform_output, config, raw_signature=raw_signature
+            fn_args.serving_model_dir, rows, tf_transform_output, config, raw_signature, complete
         )
     # The model is exported: nothing is left to resume.
     if _mirrored(backup_dir):

@@ -24,7 +24,10 @@ def add_parser(sub) -> None:
     )
     cmp.add_argument("--runs", metavar="ID,ID,...", help="comma-separated MLflow run ids instead of --last")
     cmp.add_argument(
-        "--metric", default="eval.binary_accuracy", metavar="NAME", help="marks the best run; the metric plotted"
+        "--metric",
+        metavar="NAME",
+        help="marks the best run; the metric plotted (default: the runs' task's blessing metric: "
+        "eval.binary_accuracy, eval.accuracy or eval.r2)",
     )
     cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV to this file")
     cmp.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to this file")
@@ -54,6 +57,7 @@ def main(args: argparse.Namespace) -> int:
             what = "runs" if args.all else f"runs that trained a model ({loaded.skipped} others; --all lists them)"
             raise ValueError(f"--experiment {args.experiment}: no {what} yet in {uri}")
         comparison = compare_lib.compare(loaded.runs, args.metric)
+        metric = comparison.best_metric
         print(compare_lib.as_text(comparison))
         if loaded.skipped:
             print(
@@ -65,8 +69,8 @@ def main(args: argparse.Namespace) -> int:
                     f.write(render(comparison))
                 print(f"wrote {path}")
         if args.plot:
-            curves = compare_lib.validation_curves(mlflow_client, comparison.runs, args.metric)
-            compare_lib.plot(comparison, args.metric, args.plot, curves)
+            curves = compare_lib.validation_curves(mlflow_client, comparison.runs, metric)
+            compare_lib.plot(comparison, metric, args.plot, curves)
             print(f"wrote {args.plot}")
     except (ValueError, TrackingError) as err:
         print(f"error: {err}", file=sys.stderr)

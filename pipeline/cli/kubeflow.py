@@ -163,6 +163,7 @@ def _add_compile(comp) -> None:
             "dataset",
             "schema_path",
             "feature_config_path",
+            "module_file",
             "pipeline_name",
             "model_name",
             "allowed_anomaly_types",
@@ -248,8 +249,14 @@ def _compile(args: argparse.Namespace) -> int:
     shared = settings.from_args(PipelineSettings, args)
     if args.mlflow_secret_key and not args.mlflow_secret:
         raise config_lib.ConfigError("--mlflow-secret-key names a key of --mlflow-secret: pass --mlflow-secret too")
+    from tfxflow.pipeline import user_module as user_module_lib
+
+    user_module = user_module_lib.inspect(shared.module_file) if shared.module_file else None
     schema_path, features = config_lib.load_schema_and_features(
-        shared.dataset, shared.schema_path, shared.feature_config_path
+        shared.dataset,
+        shared.schema_path,
+        shared.feature_config_path,
+        roles_required=not (user_module and user_module.preprocessing_fn),
     )
     pipeline_name = shared.pipeline_name or f"tfxflow-{shared.dataset}"
     beam, beam_mode, beam_workers = common.beam_runner(args, kubeflow=True)
@@ -293,6 +300,7 @@ def _compile(args: argparse.Namespace) -> int:
         data_mount=args.data_mount,
         s3_endpoint=args.s3_endpoint,
         object_store_secret=args.object_store_secret,
+        user_module=user_module,
     )
     kf.check_kubeflow_config(config)  # before TensorFlow is imported: a wrong flag answers at once
     output = os.path.abspath(args.output or f"{pipeline_name}.yaml")

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from typing import List, Optional
 
+from tfxflow.components.model import hardware
 from tfxflow.pipeline.cli import common, compare, data, kubeflow, report, rollback
 from tfxflow.pipeline.cli import run as run_cli
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_DATA_GATE, EXIT_TERMINATED
@@ -79,6 +80,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `tfxflow` console script."""
     # Quiets TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    hardware.use_keras_2()
     args = build_parser().parse_args(argv)
     return _COMMANDS[args.command](args)
 

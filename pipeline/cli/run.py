@@ -23,7 +23,9 @@ def add_parser(sub) -> None:
     paths.add_argument(
         "--data-root", metavar="DIR", help="folder of CSV files (default: the taxi CSV inside the tfx package)"
     )
-    common.add_pipeline_settings(paths, only=("schema_path", "feature_config_path", "pipeline_name", "model_name"))
+    common.add_pipeline_settings(
+        paths, only=("schema_path", "feature_config_path", "module_file", "pipeline_name", "model_name")
+    )
     paths.add_argument("--pipeline-root", metavar="DIR", help="TFX's artifacts (default: <home>/pipeline_root)")
     common.add_metadata_path(paths)
     paths.add_argument("--serving-dir", metavar="DIR", help="TF Serving model base (default: <home>/serving)")
@@ -98,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
             tracking_mode=shared.tracking,
             experiment=shared.experiment,
             keep_versions=args.keep_versions,
+            module_file=shared.module_file,
         )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)

@@ -293,6 +293,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     if is_beam_worker(argv):
         os.execv(BEAM_BOOT, [BEAM_BOOT, *argv[1:]])
+    hardware.use_keras_2()
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 

@@ -120,7 +120,7 @@ def _stopped(err: BaseException, config, log_file: str) -> int:
 def _run_locked(config, log_file: str, force: bool) -> int:
     """The part of a run that holds the run lock: recovery, the up-to-date check, the run."""
     from tfxflow.pipeline.beam_runners import describe
-    from tfxflow.pipeline.local.runner import run_local, stderr_to
+    from tfxflow.pipeline.local.runner import run_local, stderr_to, stdout_to
     from tfxflow.pipeline.staging import run_fingerprint, up_to_date
 
     try:
@@ -161,8 +161,8 @@ def _run_locked(config, log_file: str, force: bool) -> int:
         flush=True,
     )
     try:
-        with stderr_to(log_file):
-            run_local(config, fingerprint=fingerprint)
+        with stderr_to(log_file), stdout_to(log_file) as console:
+            run_local(config, out=console, fingerprint=fingerprint)
     except Exception as err:  # the log gets the traceback, the console one line
         # The traceback goes to the log file; the console gets the error and where to look.
         logging.getLogger(__name__).exception("run failed")
@@ -172,8 +172,16 @@ def _run_locked(config, log_file: str, force: bool) -> int:
 
 def _failed(err: Exception, config, log_file: str) -> int:
     """Prints why the run failed and what to do; returns its exit status."""
-    from tfxflow.components.errors import DataError
+    from tfxflow.components.errors import DataError, UserCodeError
 
+    if isinstance(err, UserCodeError):
+        module = f" (--module-file {config.user_module.path})" if config.user_module else ""
+        print(
+            f"\nerror: {err}{module}\n  nothing was pushed; the served model is untouched: {config.paths.serving_dir}"
+            f"\n  full log: {log_file}",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG_ERROR
     if isinstance(err, DataError):
         print(
             f"\n{err}\n  serving directory untouched: {config.paths.serving_dir}\n  full log: {log_file}",

@@ -233,6 +233,26 @@ def stderr_to(log_file: str):
         os.close(saved)
 
 
+@contextlib.contextmanager
+def stdout_to(log_file: str):
+    """Sends file descriptor 1 to `log_file` while the block runs, and yields a stream to the console for the
+    run's own lines: what a module file's code prints (Keras' progress bars), and the output of the processes
+    TFX starts (pip installing a module file's wheel), go to the log with the libraries' chatter."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    console = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8")
+    with open(log_file, "ab") as f:
+        os.dup2(f.fileno(), 1)
+    try:
+        yield console
+    finally:
+        sys.stdout.flush()
+        console.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        console.close()
+
+
 def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional[str] = None) -> report_lib.RunReport:
     """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails.
 
@@ -281,6 +301,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         serving_data_fingerprint=serving_data_fingerprint(config.serving_data_root),
         tracking=tracking,
         keep_versions=config.keep_versions,
+        user_module=config.user_module,
     )
     progress = ComponentProgress(out=out, total=len(pipeline.components))
     logging.getLogger().addHandler(progress)

@@ -13,16 +13,18 @@ import io
 import math
 from typing import Dict, List, Optional, Sequence
 
-KEY_METRICS = (
-    "eval.binary_accuracy",
-    "eval.auc",
-    "eval.precision",
-    "eval.recall",
-    "val.loss",
-    "data.rows.train",
-    "data.anomalies",
-    "duration.pipeline",
-)
+from tfxflow.components.model import tasks
+
+# Each task's summary metrics (a run shows those it has), then what every run records.
+KEY_METRICS = tuple(
+    dict.fromkeys(
+        f"eval.{name}"
+        for task in tasks.TASK_SPECS.values()
+        for name in task.summary_metrics
+        if name not in ("example_count", "mean_label", "mean_prediction")
+    )
+) + ("val.loss", "data.rows.train", "data.anomalies", "duration.pipeline")
+TASK_TAG = "tfxflow.task"  # components/tracking.py's MlflowRecord sets it
 VOLATILE_PARAMS = ("data.serving_data",)  # never worth a column on their own
 
 
@@ -129,11 +131,19 @@ def _row(run) -> RunRow:
     )
 
 
-def compare(
-    runs: List[RunRow], best_metric: str = "eval.binary_accuracy", metrics: Sequence[str] = KEY_METRICS
-) -> Comparison:
+def default_metric(runs: Sequence[RunRow]) -> str:
+    """The blessing metric of the runs' task (`eval.binary_accuracy`, `eval.accuracy` or `eval.r2`); runs of
+    several tasks, or none recorded, take the binary one."""
+    found = {run.tags.get(TASK_TAG) for run in runs} - {None}
+    task = found.pop() if len(found) == 1 else tasks.DEFAULT_TASK
+    return f"eval.{tasks.spec(task).default_metric}"
+
+
+def compare(runs: List[RunRow], best_metric: Optional[str] = None, metrics: Sequence[str] = KEY_METRICS) -> Comparison:
     """The params whose values differ between `runs`, the metrics any run has, and the best run by
-    `best_metric` (highest, or lowest for losses and durations)."""
+    `best_metric` (default: the runs' task's blessing metric; highest, or lowest for losses, errors and
+    durations)."""
+    best_metric = best_metric or default_metric(runs)
     names = sorted({p for run in runs for p in run.params} - set(VOLATILE_PARAMS))
     differing = [p for p in names if len({run.params.get(p) for run in runs}) > 1]
     shown = [m for m in dict.fromkeys([best_metric, *metrics]) if any(m in run.metrics for run in runs)]
@@ -149,7 +159,9 @@ def compare(
 
 
 def _lower_is_better(metric: str) -> bool:
-    return "loss" in metric or metric.startswith("duration.") or metric == "data.anomalies"
+    return (
+        metric.startswith("duration.") or metric == "data.anomalies" or tasks.lower_is_better(metric.split(".", 1)[-1])
+    )
 
 
 def as_text(comparison: Comparison) -> str:

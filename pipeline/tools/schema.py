@@ -1,16 +1,28 @@
-"""`tfxflow infer-schema`: a starting schema, statistics and feature config from a user's CSV, for curation."""
+"""`tfxflow infer-schema`: a starting schema, statistics and feature config from a user's CSV, for curation.
+
+With `--label`, the draft's task follows the label column's values, and its comment says which and why:
+strings, or integers of at most MAX_CLASS_VALUES distinct values, are classes (binary when there are two,
+multiclass otherwise, every class listed); floats, or integers of more distinct values, are a number to
+predict (regression). The drafts run unchanged.
+"""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 SCHEMA_FILE = "schema.pbtxt"
 INFERRED_FILE = "inferred_schema.pbtxt"
 STATISTICS_FILE = "statistics.pb"
 FEATURES_FILE = "features.yaml"
 MAX_CATEGORICAL_INT_VALUES = 50  # integer columns with more distinct values are drafted as numeric
+MIN_PRESENT_SHARE = 0.01  # a column with a value in fewer rows is left out of the features draft
+MAX_CLASS_VALUES = 20  # an integer label with at most this many distinct values is drafted as classes
+MAX_LISTED_CLASSES = 1000  # a label of more distinct strings is drafted without its class list
+# Two-valued labels whose positive class is the one that says yes (else the rarer value is).
+AFFIRMATIVE = ("1", "yes", "y", "true", "t", "positive", "pos")
 DRAFT_NOTE = (
     "# A draft to curate. Every feature but the label has drift and skew comparators (README: Drift and skew):\n"
     "# remove them from columns that change by design (timestamps, ids, dates), and set each threshold to the\n"
@@ -24,20 +36,124 @@ class InferResult:
     columns: Dict[str, str]  # name -> FLOAT/INT/BYTES
     written: List[str]
     kept: List[str]  # files that existed and were left alone
+    task: Optional[TaskDraft] = None  # drafted for the label
 
 
-def _feature_config_draft(schema, statistics, label_column: Optional[str]) -> str:
-    """A features.yaml draft: floats and wide-ranged integers numeric; strings and integers spanning fewer
-    than MAX_CATEGORICAL_INT_VALUES values (hours, weekdays, codes) categorical."""
+@dataclasses.dataclass(frozen=True)
+class TaskDraft:
+    """The task drafted for a label column, the label's keys for it, and why, in words."""
+
+    task: str
+    why: str
+    label_lines: Sequence[str] = ()  # YAML lines under `label:` besides name and column
+    categorical: bool = False  # an integer label whose values are classes (the schema says so for TFDV)
+
+
+def _yaml_value(text: str) -> str:
+    """`text` as a YAML scalar that reads back as the same string (quoted when YAML would read it otherwise)."""
+    import yaml
+
+    dumped = yaml.safe_dump(text, default_style=None).strip()
+    if dumped.endswith("\n..."):
+        dumped = dumped[: -len("\n...")]
+    return dumped.splitlines()[0] if "\n" not in dumped else yaml.safe_dump(text, default_style='"').strip()
+
+
+def label_values(data_root: str, column: str) -> collections.Counter:
+    """{value: rows} of a column over the CSV files of `data_root`, values as their text (empty cells left
+    out), read as ingestion reads them (quoted line breaks are data)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+
+    from tfxflow.components import csv_input
+
+    counts: collections.Counter = collections.Counter()
+    for path in csv_input.csv_files(data_root):
+        with open(path, "rb") as stream:
+            header = csv_input.read_header(stream)
+        table = pa_csv.read_csv(
+            path,
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=[column],
+                column_types={column: pa.string()},
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+            read_options=pa_csv.ReadOptions(column_names=list(header), skip_rows=1),
+        )
+        values = pc.value_counts(table.column(column).combine_chunks().drop_null())
+        counts.update({v["values"].as_py(): v["counts"].as_py() for v in values})
+    return counts
+
+
+def draft_task(column: str, column_type: str, counts: collections.Counter) -> TaskDraft:
+    """The task for a label column of the schema's `column_type` (INT, FLOAT, BYTES) holding `counts`."""
+    distinct = len(counts)
+    rows = sum(counts.values())
+    if column_type == "FLOAT" or (column_type == "INT" and distinct > MAX_CLASS_VALUES):
+        values = sorted(float(v) for v in counts)
+        kind = (
+            "floats" if column_type == "FLOAT" else f"integers, {distinct:,} distinct values (over {MAX_CLASS_VALUES})"
+        )
+        why = f"'{column}' holds {kind} from {values[0]:g} to {values[-1]:g}: a number to predict"
+        lines = ["transform: none  # or log1p: train on log(1 + label), for a long tail of large values (all > -1)"]
+        return TaskDraft("regression", why, lines)
+    described = "strings" if column_type == "BYTES" else "integers"
+    if distinct == 2:
+        ordered = sorted(counts, key=lambda v: (float(v) if column_type == "INT" else 0, v))
+        if column_type == "INT" and set(counts) == {"0", "1"}:
+            return TaskDraft("binary", f"'{column}' holds 0 and 1: yes/no, 1 the positive class", (), True)
+        affirmative = [v for v in ordered if v.strip().lower() in AFFIRMATIVE]
+        if affirmative:
+            positive, reason = affirmative[0], "it says yes"
+        else:
+            positive = min(ordered, key=lambda v: (counts[v], ordered.index(v)))
+            reason = f"the rarer value, {counts[positive]:,} of {rows:,} rows"
+        why = (
+            f"'{column}' holds 2 {described}, {ordered[0]!r} and {ordered[1]!r}: yes/no, the positive class "
+            f"{positive!r} ({reason})"
+        )
+        return TaskDraft("binary", why, (f"positive_values: [{_yaml_value(positive)}]",), column_type == "INT")
+    ordered = sorted(counts, key=(lambda v: (float(v), v)) if column_type == "INT" else None)
+    if distinct < 2:
+        why = f"'{column}' holds one value only ({ordered[0]!r} if any): a classifier needs two; check the data"
+        return TaskDraft("binary", why, (), column_type == "INT")
+    why = f"'{column}' holds {distinct:,} distinct {described}: one of {distinct:,} classes"
+    if distinct > MAX_LISTED_CLASSES:
+        note = f"# more than {MAX_LISTED_CLASSES:,} classes: the training split's values (Transform's vocabulary)"
+        return TaskDraft("multiclass", why, (note,), column_type == "INT")
+    listed = "classes:  # every value in the data; a value not listed is refused at ingestion"
+    return TaskDraft(
+        "multiclass",
+        why,
+        (listed, *(f"  - {_yaml_value(v)}" for v in ordered)),
+        column_type == "INT",
+    )
+
+
+def _feature_config_draft(schema, statistics, label_column: Optional[str], task: Optional[TaskDraft] = None) -> str:
+    """A features.yaml draft: the task and label (`task`), floats and wide-ranged integers numeric; strings and
+    integers spanning fewer than MAX_CATEGORICAL_INT_VALUES values (hours, weekdays, codes) categorical; a
+    column with a value in fewer than MIN_PRESENT_SHARE of the rows left out, in a comment."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    spans = {}
+    spans, present = {}, {}
+    rows = max(int(statistics.datasets[0].num_examples), 1)
     for stats in statistics.datasets[0].features:
+        name = stats.path.step[0] if stats.path.step else stats.name
+        common = stats.num_stats.common_stats if stats.HasField("num_stats") else stats.string_stats.common_stats
+        present[name] = int(common.num_non_missing)
         if stats.HasField("num_stats"):
-            spans[stats.path.step[0] if stats.path.step else stats.name] = stats.num_stats.max - stats.num_stats.min
-    numeric, categorical = [], []
+            spans[name] = stats.num_stats.max - stats.num_stats.min
+    numeric, categorical, left_out = [], [], []
     for feature in schema.feature:
         if feature.name == label_column:
+            continue
+        if present.get(feature.name, rows) < MIN_PRESENT_SHARE * rows:
+            left_out.append(f"{feature.name} ({present.get(feature.name, 0):,} of {rows:,} rows have a value)")
             continue
         if feature.type == schema_pb2.FLOAT:
             numeric.append(feature.name)
@@ -50,29 +166,62 @@ def _feature_config_draft(schema, statistics, label_column: Optional[str]) -> st
         return f"{key}: []\n" if not names else f"{key}:\n" + "".join(f"  - {n}\n" for n in names)
 
     label = label_column or "LABEL_COLUMN"
+    if task is None:
+        task_lines = (
+            "task: binary  # binary (0/1), multiclass (one of K classes) or regression (a number)\n"
+            "label:\n"
+            f"  name: {label}_label\n"
+            f"  column: {label}\n"
+            "  # the column holds 0/1; else set positive_values: [...] or greater_than: N (with ratio_of: COLUMN)\n"
+        )
+    else:
+        task_lines = (
+            f"task: {task.task}  # {task.why}\n"
+            "label:\n"
+            f"  name: {_yaml_value(label + '_label')}\n"
+            f"  column: {_yaml_value(label)}\n" + "".join(f"  {line}\n" for line in task.label_lines)
+        )
     return (
         "# Drafted by `tfxflow infer-schema`: check each column's role before training.\n"
-        "label:\n"
-        f"  name: {label}_label\n"
-        f"  column: {label}\n"
-        "  # the column holds 0/1; else set positive_values: [...] or greater_than: N (with ratio_of: COLUMN)\n"
+        + "".join(f"# left out, almost always empty: {text}\n" for text in left_out)
+        + task_lines
         + block("numeric", numeric)
         + block("categorical", categorical)
         + "bucketized: []\n"
     )
 
 
-def draft_comparators(schema, label_column: Optional[str]) -> None:
+def allow_empty_cells(schema, statistics) -> None:
+    """A column with empty cells may have no value in a row. TFDV infers `value_count { min: 1 }` from the CSV
+    (where an empty cell is a missing feature), but ingestion writes an empty cell as TFX's CsvExampleGen does,
+    a feature with an empty list, which that minimum would refuse in every run."""
+    missing = {
+        (stats.path.step[0] if stats.path.step else stats.name)
+        for stats in statistics.datasets[0].features
+        if (
+            stats.num_stats.common_stats if stats.HasField("num_stats") else stats.string_stats.common_stats
+        ).num_missing
+    }
+    for feature in schema.feature:
+        if feature.name in missing and feature.HasField("value_count"):
+            feature.value_count.ClearField("min")
+
+
+def draft_comparators(schema, label_column: Optional[str], task: Optional[TaskDraft] = None) -> None:
     """Gives every feature but the label a drift and a skew comparator: Jensen-Shannon divergence for numbers,
-    L-infinity distance for strings, at drift.DEFAULT_COMPARATORS' thresholds."""
+    L-infinity distance for strings, at drift.DEFAULT_COMPARATORS' thresholds. The label (absent at serving:
+    no skew) gets a drift comparator by its task: its classes' shares, or its number's distribution."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from tfxflow.components import drift
 
     for feature in schema.feature:
+        categorical = feature.type == schema_pb2.BYTES or feature.int_domain.is_categorical
+        name, threshold = drift.DEFAULT_COMPARATORS["categorical" if categorical else "numeric"]
         if feature.name == label_column:
+            if task is not None:
+                getattr(feature.drift_comparator, name).threshold = threshold
             continue
-        name, threshold = drift.DEFAULT_COMPARATORS["categorical" if feature.type == schema_pb2.BYTES else "numeric"]
         for comparator in (feature.drift_comparator, feature.skew_comparator):
             getattr(comparator, name).threshold = threshold
 
@@ -93,11 +242,14 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     statistics = csv_input.csv_statistics(data_root)
     schema = tfdv.infer_schema(statistics, infer_feature_shape=False)
     columns = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+    task = None
     if label_column is not None:
         if label_column not in columns:
             raise ConfigError(f"--label {label_column}: no such column in {data_root}; it has {sorted(columns)}")
         schema.default_environment.extend(["TRAINING", "SERVING"])
-        next(f for f in schema.feature if f.name == label_column).not_in_environment.append("SERVING")
+        label_feature = next(f for f in schema.feature if f.name == label_column)
+        label_feature.not_in_environment.append("SERVING")
+        task = draft_task(label_column, columns[label_column], label_values(data_root, label_column))
     os.makedirs(out_dir, exist_ok=True)
     header = (
         f"# Inferred by TFDV from {data_root} ({statistics.datasets[0].num_examples:,} rows) by "
@@ -117,7 +269,10 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
 
     write(STATISTICS_FILE, statistics.SerializeToString(), always=True)
     write(INFERRED_FILE, (header + text_format.MessageToString(schema)).encode("utf-8"), always=True)
-    draft_comparators(schema, label_column)
+    allow_empty_cells(schema, statistics)
+    if task is not None and task.categorical:  # TFDV then counts the label's classes (drift on their shares)
+        label_feature.int_domain.is_categorical = True
+    draft_comparators(schema, label_column, task)
     write(SCHEMA_FILE, (header + DRAFT_NOTE + text_format.MessageToString(schema)).encode("utf-8"))
-    write(FEATURES_FILE, _feature_config_draft(schema, statistics, label_column).encode("utf-8"))
-    return InferResult(rows=statistics.datasets[0].num_examples, columns=columns, written=written, kept=kept)
+    write(FEATURES_FILE, _feature_config_draft(schema, statistics, label_column, task).encode("utf-8"))
+    return InferResult(rows=statistics.datasets[0].num_examples, columns=columns, written=written, kept=kept, task=task)

@@ -120,7 +120,7 @@ def test_a_trained_model_serves_in_a_tensorflow_only_process(trained, tiny_trans
         )
         assert result["max_abs_difference"][name] <= serving_check.DEFAULT_TOLERANCE
     # The same rows through the model in this process give them too.
-    golden, _ = serving_check.golden_rows(
+    golden, _, _ = serving_check.golden_rows(
         tiny_transform["raw_eval"], tiny_transform["config"].feature_columns, ["x1", "x2", "city", "score"], 16
     )
     assert all("y" not in tf.train.Example.FromString(e).features.feature for e in golden)

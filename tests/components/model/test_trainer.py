@@ -95,8 +95,8 @@ def test_warmup_requests_replay_real_rows_through_both_signatures(tiny_transform
     model, _, _ = _train(tiny_transform, tmp_path)
     export_dir = str(tmp_path / "export")
     export.export_serving_model(model, tiny_transform["output"], tiny_transform["config"], export_dir)
-    rows = export.warmup_rows(tiny_transform["raw_eval"], tiny_transform["config"].feature_columns)
-    assert len(rows) == 8
+    rows, complete = export.sample_rows(tiny_transform["raw_eval"], tiny_transform["config"].feature_columns)
+    assert len(rows) == 8 and all(complete)
     assert export.write_warmup_requests(export_dir, rows, tiny_transform["output"], tiny_transform["config"]) == 4
     loaded = tf.saved_model.load(export_dir)
     replies = {}
