@@ -67,20 +67,6 @@ EVAL_METRICS = {
         ("MeanPrediction", "", ""),
     ),
 }
-# The metric name each class reports (what the blessing's --blessing-metric names).
-METRIC_NAMES = {
-    "BinaryAccuracy": "binary_accuracy",
-    "AUC": "auc",
-    "Precision": "precision",
-    "Recall": "recall",
-    "MultiClassAccuracy": "accuracy",
-    "MacroF1": "macro_f1",
-    "MacroPrecision": "macro_precision",
-    "MacroRecall": "macro_recall",
-    "RSquared": "r2",
-    "RootMeanSquaredError": "rmse",
-    "AbsoluteError": "mae",
-}
 
 
 def eval_config(
@@ -108,7 +94,7 @@ def eval_config(
     overall_only = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)]
     metrics = [tfma.MetricConfig(class_name="ExampleCount")]
     for class_name, module, config in EVAL_METRICS[task.name]:
-        judged = METRIC_NAMES.get(class_name) == evaluation.metric
+        judged = tasks.METRIC_CLASSES.get(class_name) == evaluation.metric
         metrics.append(
             tfma.MetricConfig(
                 class_name=class_name,

@@ -45,6 +45,25 @@ def write_taxi_samples(folders: Sequence[Tuple[str, int]], seed: int) -> List[st
     return [folder for folder, _ in folders]
 
 
+def write_sklearn_dataset(name: str, folder: str, seed: int = 0) -> str:
+    """One of the data sets scikit-learn's wheel bundles (no download), as `folder`/data.csv in a shuffled order
+    (`seed`): `wine` (178 wines, 13 measurements, the cultivar as a string label `cultivar`: class_0 to
+    class_2) or `diabetes` (442 patients, 10 measurements, `progression`: a disease measure a year later)."""
+    from sklearn import datasets
+
+    if name == "wine":
+        loaded = datasets.load_wine(as_frame=True)
+        frame = loaded.frame.drop(columns="target")
+        frame["cultivar"] = [str(loaded.target_names[t]) for t in loaded.target]
+    elif name == "diabetes":
+        frame = datasets.load_diabetes(as_frame=True, scaled=False).frame.rename(columns={"target": "progression"})
+    else:
+        raise ValueError(f"no bundled data set '{name}'")
+    os.makedirs(folder, exist_ok=True)
+    frame.sample(frac=1.0, random_state=seed).to_csv(os.path.join(folder, "data.csv"), index=False)
+    return folder
+
+
 def read_csv_rows(path: str, limit: int) -> List[Dict[str, str]]:
     with open(path, encoding="utf-8") as f:
         return [row for _, row in zip(range(limit), csv.DictReader(f), strict=False)]

@@ -104,6 +104,22 @@ TASK_SPECS: Dict[str, Task] = {
 
 ALL_BLESSING_METRICS = tuple(m.name for task in TASK_SPECS.values() for m in task.blessing_metrics)
 
+# The Evaluator's metric classes (TFMA's, and components/eval_metrics.py's) and the names they report, which
+# the blessing's --blessing-metric and the run page use.
+METRIC_CLASSES = {
+    "BinaryAccuracy": "binary_accuracy",
+    "AUC": "auc",
+    "Precision": "precision",
+    "Recall": "recall",
+    "MultiClassAccuracy": "accuracy",
+    "MacroF1": "macro_f1",
+    "MacroPrecision": "macro_precision",
+    "MacroRecall": "macro_recall",
+    "RSquared": "r2",
+    "RootMeanSquaredError": "rmse",
+    "AbsoluteError": "mae",
+}
+
 
 def spec(task: str) -> Task:
     """The Task of a name; raises ValueError naming the choices."""

@@ -327,6 +327,12 @@ def _compile(args: argparse.Namespace) -> int:
         f"tfxflow: compiled {pipeline_name} ({len(result.steps)} steps) in {result.seconds:.1f} s\n"
         f"  spec:       {result.path}\n  image:      {config.image}\n  root:       {config.pipeline_root}\n"
         f"  schema:     {config.schema_path} (in the spec, sha256 {result.schema_sha256})\n"
+        + (
+            f"  module:     {config.user_module.describe()}; wheel(s) staged: {', '.join(result.staged)}\n"
+            if config.user_module
+            else ""
+        )
+        + f"  task:       {config.features.task} (label {config.features.label.name})\n"
         f"  serving:    {config.serving_dir}"
         + (f" on claim {config.serving_pvc}" if config.serving_pvc else "")
         + "\n  baselines:  the newest version under the serving directory"

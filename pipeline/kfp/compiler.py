@@ -16,13 +16,18 @@ document), what `kfp.Client` uploads and runs. On top of what TFX emits, the com
   ServedBaseline (the serving directory changes between runs) nor MlflowStart (one MLflow run per run);
 - drops TFX's ExampleGen `lifecycle.preCacheCheck` hook (Vertex AI's; open-source KFP never runs it);
 - gives the tracking steps their MLflow URI from the environment: a plain value or a Kubernetes secret;
-- refuses, before writing, a spec the KFP backend would refuse (pipeline/kfp/spec_check.py).
+- refuses, before writing, a spec the KFP backend would refuse (pipeline/kfp/spec_check.py);
+- with a module file of the user's, stages the wheel TFX makes of it under `<pipeline root>/_wheels/` itself
+  (TFX writes it with TensorFlow's file I/O, which has no S3 file system), so the steps that import it
+  (Transform, Trainer) find it by URI; this is the only thing compiling writes to the store, with the
+  compiling machine's credentials and endpoint (AWS_ENDPOINT_URL for minio:// and s3://).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
@@ -252,7 +257,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
     if config.gpus < 0:
         raise ConfigError("--gpus must be >= 0")
-    check_shared(config.training, config.evaluation)
+    check_shared(config.training, config.evaluation, config.features)
     beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
         _remote_worker_locations(config, beam)
@@ -336,6 +341,7 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
         serving_data_root=parameter("serving_data_root"),
         tracking=tracking,
         train_args=parameter("train_args"),
+        user_module=config.user_module,
     )
     resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
     if config.gpus:
@@ -450,6 +456,35 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
     return spec, platform_spec
 
 
+def stage_user_module(pipeline, pipeline_root: str) -> Tuple[str, ...]:
+    """Builds the wheel TFX makes of a module file (its folder's Python files) for each component that takes
+    one, uploads it to `<pipeline_root>/_wheels/`, and points the component's `module_path` at it, as TFX's
+    own staging does for a gs:// root; returns the URIs. The step's entry point copies the wheel to the pod
+    before TFX installs it (pipeline/kfp/entrypoint.py)."""
+    import tempfile
+
+    from tfx.components.util import udf_utils
+
+    staged = []
+    for component in pipeline.components:
+        module_file = component.exec_properties.get("module_file")
+        if not isinstance(module_file, str) or not module_file:
+            continue
+        with tempfile.TemporaryDirectory(prefix="tfxflow-wheel-") as local_root:
+            dist, module_path = udf_utils.package_user_module_file(component.id, module_file, local_root)
+            remote = f"{pipeline_root.rstrip('/')}/_wheels/{os.path.basename(dist)}"
+            try:
+                object_store.upload(dist, remote)
+            except object_store.ObjectStoreError as err:
+                raise ConfigError(
+                    f"--module-file {module_file}: its wheel could not be staged at {remote}: {err}"
+                ) from err
+        component.spec.exec_properties["module_path"] = f"{module_path.split('@', 1)[0]}@{remote}"
+        component.spec.exec_properties["module_file"] = None  # TFX's own staging then has nothing to do
+        staged.append(remote)
+    return tuple(dict.fromkeys(staged))
+
+
 @dataclasses.dataclass(frozen=True)
 class CompileResult:
     path: str
@@ -457,6 +492,7 @@ class CompileResult:
     parameters: Dict[str, str]
     steps: Tuple[str, ...]
     seconds: float
+    staged: Tuple[str, ...] = ()  # a module file's wheels under the pipeline root
 
 
 def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
@@ -480,6 +516,7 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     if params:
         params["pipeline"]["orchestrator"] = "kubeflow"
     pipeline = build_pipeline(config, schema_text, params)
+    staged = stage_user_module(pipeline, config.pipeline_root) if config.user_module else ()
     runner = v2.KubeflowV2DagRunner(
         v2.KubeflowV2DagRunnerConfig(
             default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True
@@ -505,6 +542,7 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
         parameters=dict(runtime_values),
         steps=tuple(spec["root"]["dag"]["tasks"]),
         seconds=time.monotonic() - started,
+        staged=staged,
     )
 
 

@@ -15,7 +15,8 @@ KFP's launcher (backend/src/v2/component/launcher_v2.go) gives a step and expect
    the launcher fails to download (kubeflow/pipelines#13476).
 3. Folders that are not artifacts: the input CSV folder (`input_base`) and the serving-data folder are copied
    from an object store to a local folder first. (The Trainer's backup and the Pusher's destination are
-   written by those components through components/object_store.py.)
+   written by those components through components/object_store.py.) So is the wheel of a module file that the
+   compiler staged under the pipeline root (`module_path`), which TFX would read with TensorFlow's file I/O.
 4. Value inputs (a `str` from another step, as MlflowStart's run id) are read before the executor runs; TFX's
    entry point leaves them unread and the step fails.
 5. `--direct_num_workers=0` means one Beam worker per core of the pod (its CPU limit), not of the node.
@@ -143,6 +144,24 @@ def stage_folders(executor_input: dict, workdir: str) -> Dict[str, str]:
             values[key] = local
             staged[key] = uri
     return staged
+
+
+def stage_user_module(executor_input: dict, workdir: str) -> Optional[str]:
+    """Copies a module file's wheel that the compiler staged in the object store (`module_path` is
+    `module@<uri of the wheel>`) into `workdir` and points `module_path` at the copy, for TFX to install;
+    returns the wheel's URI, or None when the step takes no such wheel."""
+    values = executor_input.get("inputs", {}).get("parameterValues") or {}
+    key = values.get("module_path")
+    if not isinstance(key, str) or "@" not in key:
+        return None
+    module, wheel = key.split("@", 1)
+    if not object_store.is_remote(wheel):
+        return None
+    local = os.path.join(workdir, "wheels", wheel.rsplit("/", 1)[-1])
+    object_store.download(wheel, local)
+    print(f"tfxflow: module file {module}: its wheel from {wheel}", file=sys.stderr)
+    values["module_path"] = f"{module}@{local}"
+    return wheel
 
 
 def restore_output_uris(output_file: str, remote_of: Mapping[str, str]) -> int:
@@ -309,6 +328,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         else:
             remote_of = localize_artifacts(executor_input, os.environ.get(LOCAL_ROOT_ENV, "/"))
             stage_folders(executor_input, workdir)
+        stage_user_module(executor_input, workdir)
         args[i] = json.dumps(executor_input)
         output_file = executor_input.get("outputs", {}).get("outputFile", "")
         app.run(

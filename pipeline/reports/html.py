@@ -374,7 +374,7 @@ def _confusion(ev) -> str:
             share = count / total
             colour = "46,139,87" if j < len(classes) and classes[j] == name else "192,57,43"
             style = f' style="background:rgba({colour},{share * 0.8:.2f})"' if count else ""
-            cells.append(f'<td class="num"{style} title="{esc(f"{share:.1%} of {name}")}">{count:,.0f}</td>')
+            cells.append(f'<td class="n"{style} title="{esc(f"{share:.1%} of {name}")}">{count:,.0f}</td>')
         rows.append(f"<tr><th>{esc(name)}</th>{''.join(cells)}</tr>")
     return (
         "<h3>Confusion matrix</h3><p>Rows: the label; columns: the class with the highest score "
@@ -390,11 +390,13 @@ def _residuals(ev) -> str:
         return ""
     points = list(zip(labels, predictions, strict=False))
     residuals = [p - y for y, p in points]
+    scatter = charts.scatter(points, title="prediction vs. label", x_label="label", y_label="prediction", diagonal=True)
+    histogram = charts.histogram(charts.equal_bins(residuals), title="residuals", width=320, height=140)
     return (
         f"<h3>Predictions</h3><p>{len(points):,} evaluated rows: prediction against label (the dashed line is a "
         "perfect prediction), and the residuals (prediction - label).</p>"
-        + charts.scatter(points, title="prediction vs. label", x_label="label", y_label="prediction", diagonal=True)
-        + charts.histogram(charts.equal_bins(residuals), title="residuals (prediction - label)", width=320, height=120)
+        f'<div class="grid"><div class="card"><h3>prediction vs. label</h3>{scatter}</div>'
+        f'<div class="card"><h3>residuals (prediction - label)</h3>{histogram}</div></div>'
     )
 
 

@@ -16,6 +16,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import names
+from tfxflow.components.model import tasks
 from tfxflow.pipeline.reports import run_record
 
 MAX_FEATURES = 50  # per split: the page stays small for a wide data set
@@ -476,7 +477,7 @@ def _thresholds(eval_config_json: Optional[str]) -> List[str]:
     rules = []
     for spec in config.get("metrics_specs", []):
         for metric in spec.get("metrics", []):
-            name = metric.get("class_name", "?")
+            name = tasks.METRIC_CLASSES.get(metric.get("class_name", "?"), metric.get("class_name", "?"))
             for per_slice in metric.get("per_slice_thresholds", []) + (
                 [{"threshold": metric["threshold"]}] if "threshold" in metric else []
             ):

@@ -1,9 +1,9 @@
 """Trains a few steps in a fresh process, where device settings can still be applied.
 
-    python -m tests.components.distributed_worker SCENARIO TRANSFORM_DIR LOG_DIR
+    python -m tests.components.distributed_worker SCENARIO TRANSFORM_DIR LOG_DIR [TASK [GRAD_ACCUM_STEPS]]
 
 SCENARIO is `mirrored-cpus` (MirroredStrategy over two logical CPUs) or `multi-worker` (TF_CONFIG set by the
-caller). Prints one JSON line with what it observed.
+caller); TASK the tiny data's task (default binary). Prints one JSON line with what it observed.
 """
 
 import json
@@ -13,26 +13,29 @@ import sys
 import numpy as np
 
 
-def main(scenario: str, transform_dir: str, log_dir: str) -> None:
+def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", grad_accum_steps: str = "1") -> None:
     from tests.components.tiny_transform import write_tiny_transform
     from tfxflow.components.model import hardware, trainer
     from tfxflow.components.model import keras_model as model_lib
 
     applied = hardware.configure_devices(hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1))
     strategy = hardware.make_strategy()
-    tiny = write_tiny_transform(transform_dir)
-    params = trainer.TrainParams(batch_size=32, eval_every_steps=8, early_stopping_patience=0)
+    tiny = write_tiny_transform(transform_dir, task)
+    params = trainer.TrainParams(
+        batch_size=32, eval_every_steps=8, early_stopping_patience=0, grad_accum_steps=int(grad_accum_steps)
+    )
     model, history, info = trainer.train(
         tiny["config"],
         tiny["output"],
-        tiny["train"],
-        tiny["eval"],
+        tiny["raw_train"],
+        tiny["raw_eval"],
         train_steps=32,
         eval_steps=0,
         model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
         train_params=params,
         log_dir=log_dir,
         strategy=strategy,
+        raw_examples=True,
     )
     # What each replica receives from one global batch of the training dataset.
     dataset = trainer.make_dataset(
@@ -56,6 +59,7 @@ def main(scenario: str, transform_dir: str, log_dir: str) -> None:
                 "global_batch": info["global_batch"],
                 "per_replica_batches": per_replica,
                 "losses": [float(v) for v in history.history["loss"]],
+                "metrics": sorted(history.history),
                 "finite": bool(np.all(np.isfinite(history.history["loss"]))),
             }
         ),
@@ -64,4 +68,4 @@ def main(scenario: str, transform_dir: str, log_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:6])

@@ -327,3 +327,96 @@ def test_a_quoted_value_over_two_lines_is_one_value(tmp_path):
         for r in tf.data.TFRecordDataset(tf.io.gfile.glob(d + "/*"), compression_type="GZIP")
     }
     assert values == {b"Ca\nsh", b"Card"}
+
+
+PAY = LabelSpec(name="pay_label", column="pay", task="multiclass", classes=("Cash", "Card"))
+FARE = LabelSpec(name="fare_label", column="fare", task="regression")
+
+
+def _both_paths(tmp_path, files, label):
+    """The refusal of the line-by-line scan and of the streaming ingestion (which must say the same)."""
+    scanned = _error(files, label)
+    with pytest.raises(InputDataError) as err:
+        _ingest(tmp_path, files, label)
+    return scanned, str(err.value)
+
+
+def test_a_multiclass_label_counts_its_classes_as_text_on_both_paths(tmp_path):
+    files = {"m.csv": HEADER + "10,5,3,Cash\n10,0,4,Card\n11,1,4,Cash\n"}
+    assert _check(files, PAY).label_classes == {"Cash": 2, "Card": 1}
+    result, _ = _ingest(tmp_path, files, PAY)
+    assert result.label_classes == {"Card": 1, "Cash": 2}
+    hours = LabelSpec(name="hour_label", column="hour", task="multiclass", classes=("3", "4"))
+    assert _check(files, hours).label_classes == {"3": 1, "4": 2}  # integer classes as their text
+
+
+def test_multiclass_values_outside_the_listed_classes_are_named_with_their_rows(tmp_path):
+    files = {"m.csv": HEADER + "10,5,3,Cash\n10,0,4,Pcard\n11,1,4,Cash\n12,1,4,Pcard\n12,1,4,Dispute\n"}
+    for message in _both_paths(tmp_path, files, PAY):
+        assert (
+            "all files, column 'pay': label values not in label.classes: 'Pcard' (2 rows), 'Dispute' (1 rows); "
+            "the first at "
+        ) in message
+        assert (
+            "m.csv line 3; the feature config lists ['Cash', 'Card']: add them there, or remove those rows" in message
+        )
+
+
+def test_an_empty_multiclass_or_regression_label_is_refused_with_its_line(tmp_path):
+    files = {"m.csv": HEADER + "10,5,3,Cash\n10,0,4,\n11,1,4,Cash\n"}
+    for message in _both_paths(tmp_path, files, PAY):
+        assert "m.csv line 3, column 'pay': label is empty: a multiclass label needs a class in every row" in message
+    (tmp_path / "r").mkdir()
+    files = {"r.csv": HEADER + "10,5,3,Cash\n,0,4,Card\n"}
+    for message in _both_paths(tmp_path / "r", files, FARE):
+        assert "r.csv line 3, column 'fare': label is empty: a regression label needs a number in every row" in message
+
+
+def test_a_regression_label_that_cannot_be_learned_is_refused(tmp_path):
+    constant = {"c.csv": HEADER + "10,5,3,Cash\n10,0,4,Card\n10,1,4,Cash\n"}
+    for message in _both_paths(tmp_path, constant, FARE):
+        assert "column 'fare': the label has one value only: 'fare' is 10 in all 3 rows" in message
+    (tmp_path / "i").mkdir()
+    rules = dict(RULES, fare=ColumnRule("FLOAT"))
+    infinite = {"i.csv": HEADER + "10,5,3,Cash\ninf,0,4,Card\n"}
+    message = _error(infinite, FARE)
+    assert "i.csv line 3, column 'fare': label is not a finite number: inf" in message
+    logged = LabelSpec(name="fare_label", column="fare", task="regression", transform="log1p")
+    (tmp_path / "l").mkdir()
+    negative = {"l.csv": HEADER + "10,5,3,Cash\n-1,0,4,Card\n"}
+    with pytest.raises(
+        InputDataError,
+        match="l.csv line 3, column 'fare': label out of range for label.transform log1p: -1.0: must be > -1",
+    ):
+        _ingest(tmp_path / "l", negative, logged, rules)
+
+
+def test_a_regression_label_records_its_range(tmp_path):
+    result, _ = _ingest(tmp_path, {"r.csv": HEADER + "10,5,3,Cash\n12.5,0,4,Card\n7,1,4,Cash\n"}, FARE)
+    assert result.label_range == (7.0, 12.5) and result.to_dict()["label_range"] == [7.0, 12.5]
+
+
+def test_a_class_only_the_eval_split_holds_is_refused_when_classes_are_not_listed(tmp_path):
+    """Without label.classes the classes are the training split's vocabulary: a class only the eval split holds
+    would have no index. Rows go to a split by a hash of their bytes (3 of 4 buckets: train)."""
+    unlisted = LabelSpec(name="pay_label", column="pay", task="multiclass")
+    rows = "".join(f"{10 + i},{i % 5},{i % 24},{'Cash' if i % 2 else 'Card'}\n" for i in range(40))
+    result, dirs = _ingest(tmp_path, {"a.csv": HEADER + rows}, unlisted)
+    assert result.label_classes == {"Card": 20, "Cash": 20}
+    # One row of a new class, in a split decided by its hash: refused exactly when it falls in eval.
+    for fare in range(1000, 1040):
+        (tmp_path / str(fare)).mkdir()
+        files = {"a.csv": HEADER + rows + f"{fare},1,1,Dispute\n"}
+        try:
+            result, dirs = _ingest(tmp_path / str(fare), files, unlisted)
+        except InputDataError as err:
+            assert "column 'pay': label classes only in the eval split: 'Dispute' (1 rows)" in str(err)
+            assert "list every class in the feature config's label.classes" in str(err)
+            break
+        assert result.label_classes["Dispute"] == 1  # it fell in train: known to the vocabulary
+    else:
+        pytest.fail("no row of the new class fell in the eval split")
+    listed = LabelSpec(name="pay_label", column="pay", task="multiclass", classes=("Cash", "Card", "Dispute"))
+    (tmp_path / "listed").mkdir()
+    result, _ = _ingest(tmp_path / "listed", files, listed)
+    assert result.label_classes["Dispute"] == 1  # listed: known and scored wherever it falls

@@ -253,3 +253,78 @@ def test_serving_columns_follow_the_taxi_schema_environments():
     columns = serving_check.serving_columns(schema)
     assert "tips" not in columns and {"fare", "trip_miles", "company"} <= set(columns)
     assert columns["fare"] == "float32" and columns["company"] == "string" and columns["trip_start_hour"] == "int64"
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_a_model_of_each_task_serves_every_output_as_the_evaluators(task_models, task, tmp_path):
+    model = task_models[task]
+    tiny = model["tiny"]
+    blessing, result = _check(tiny, str(tmp_path / "check"), model["export_dir"])
+    assert result["reasons"] == [] and result["blessed"] is True, result["reasons"]
+    outputs = {"multiclass": ["classes", "scores"], "regression": ["predictions"]}[task]
+    assert sorted(result["expected"]) == outputs
+    for signature in ("serving_default", "serving_raw"):
+        assert sorted(result["predictions"][signature]) == outputs
+        assert result["max_abs_difference"][signature] <= serving_check.DEFAULT_TOLERANCE
+    if task == "multiclass":
+        assert result["predictions"]["serving_raw"]["classes"][0] == ["low", "mid", "high"]
+        scores = np.array(result["expected"]["scores"])
+        np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
+    else:
+        predictions = np.array(result["expected"]["predictions"])
+        assert 15 < predictions.mean() < 30 and predictions.std() > 1  # in the label's units (about 22 +- 4)
+
+
+class _Renamed(tf.Module):
+    """serving_raw answers other class names than serving_default: a raw path built with another vocabulary."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(self, examples):
+        parsed = tf.io.parse_example(examples, {"x1": tf.io.FixedLenFeature([], tf.float32)})
+        scores = tf.nn.softmax(tf.stack([parsed["x1"], -parsed["x1"]], axis=1))
+        return {"scores": scores, "classes": tf.tile(tf.constant([["a", "b"]]), [tf.shape(scores)[0], 1])}
+
+    @tf.function(input_signature=[{"x1": tf.TensorSpec([None], tf.float32, name="x1")}])
+    def serve_raw(self, features):
+        scores = tf.nn.softmax(tf.stack([features["x1"], -features["x1"]], axis=1))
+        return {"scores": scores, "classes": tf.tile(tf.constant([["b", "a"]]), [tf.shape(scores)[0], 1])}
+
+
+def test_other_class_names_from_one_signature_are_not_pushed(trained, tiny_transform):
+    module = _Renamed()
+    export_dir = str(trained["folder"] / "renamed")
+    tf.saved_model.save(
+        module, export_dir, signatures={"serving_default": module.serve_examples, "serving_raw": module.serve_raw}
+    )
+    tiny = dict(
+        tiny_transform,
+        config=FeatureConfig.from_dict(
+            {"task": "multiclass", "label": {"name": "label", "column": "city"}, "numeric": ["x1"]}
+        ),
+    )
+    _, result = _check(tiny, str(trained["folder"] / "check-renamed"), export_dir)
+    (reason,) = result["reasons"]
+    assert reason.startswith("'serving_raw' answers other 'classes' than the Evaluator's model on golden row 0")
+    assert "(['b', 'a'] vs ['a', 'b'])" in reason
+    assert result["max_abs_difference"] == {"serving_default": 0.0, "serving_raw": 0.0}  # the scores agree
+
+
+def test_rows_without_every_column_are_golden_rows_of_serving_default_only(tmp_path):
+    """Golden rows come first from rows with every column (serving_raw takes one value per column), then from the
+    others, which serving_default takes as they are; a serving_raw without any such row is noted, not refused."""
+    path = str(tmp_path / "rows.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for i in range(6):
+            feature = {"x1": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)]))}
+            if i % 3 == 0:  # rows 0 and 3 have both columns
+                feature["city"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a"]))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    examples, instances, rows = serving_check.golden_rows([path], ["x1", "city"], ["x1", "city"], 4)
+    assert len(examples) == 4 and rows == [0, 1] and instances == [{"x1": 0.0, "city": "a"}, {"x1": 3.0, "city": "a"}]
+    result = {
+        "signatures": {"serving_default": {"inputs": {"examples": {"dtype": "string"}}}, "serving_raw": {"inputs": {}}},
+        "predictions": {"serving_default": {"p": [[0.1], [0.2]]}, "serving_raw": {"skipped": "no golden row ..."}},
+        "answered_rows": {"serving_default": [0, 1]},
+    }
+    assert serving_check.verdict(result, {"p": np.array([[0.1], [0.2]])}, {}, [], 1e-5, 0.0) == []
+    assert result["notes"] == ["'serving_raw' not compared: no golden row ..."]

@@ -41,7 +41,7 @@ def _label(task, x1, x2, city, rng):
     if task == "multiclass":
         return ("low" if signal < -0.5 else "mid" if signal < 0.5 else "high").encode()
     if task == "regression":
-        return 10.0 + 3.0 * x1 + 2.0 * x2 + (5.0 if city in "ab" else 0.0) + float(rng.normal(0, 0.5))
+        return 20.0 + 3.0 * x1 + 2.0 * x2 + (5.0 if city in "ab" else 0.0) + float(rng.normal(0, 0.5))
     return int(signal > 0)
 
 

@@ -244,9 +244,10 @@ def test_large_preset_sizes_are_multiples_of_eight(tiny_transform):
     assert model.get_layer("city_xf_embedding").output_dim % 8 == 0
 
 
-def _worker(scenario, tiny, log_dir, env=None):
+def _worker(scenario, tiny, log_dir, env=None, task=None, grad_accum_steps=1):
+    extra = [task, str(grad_accum_steps)] if task else []
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.components.distributed_worker", scenario, tiny["dir"], log_dir],
+        [sys.executable, "-m", "tests.components.distributed_worker", scenario, tiny["dir"], log_dir, *extra],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -325,3 +326,65 @@ def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server
     assert local_backup(str(tmp_path / "mounted"), str(tmp_path)) == (str(tmp_path / "mounted"), [])
     assert local_backup(None, str(tmp_path)) == (None, [])
     object_store.clear_client_cache()
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_mirrored_strategy_trains_each_task_with_accumulated_gradients(task_transforms, task, tmp_path):
+    from tfxflow.components.model import tasks
+
+    result = _result(
+        _worker("mirrored-cpus", task_transforms[task], str(tmp_path / "logs"), task=task, grad_accum_steps=2)
+    )
+    assert result["strategy"] == "MirroredStrategy" and result["replicas"] == 2
+    # 32 per replica x 2 replicas x 2 micro-batches per update: each replica gets 64 rows a step.
+    assert result["global_batch"] == 64 and result["per_replica_batches"] == [64, 64]
+    assert result["finite"] and result["losses"][-1] < result["losses"][0]
+    names = tasks.spec(task).training_metrics
+    assert result["metrics"] == sorted([*names, *(f"val_{n}" for n in names)])
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_each_task_trains_in_bfloat16_with_a_float32_head_and_float32_signatures(task_transforms, task, tmp_path):
+    tiny = task_transforms[task]
+    params = trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0, grad_accum_steps=2)
+    with hardware.precision_policy("mixed_bfloat16"):
+        model, history, info = _train(
+            dict(tiny, train=tiny["raw_train"], eval=tiny["raw_eval"]), tmp_path, raw_examples=True, train_params=params
+        )
+    assert keras.mixed_precision.global_policy().name == "float32"
+    assert model.get_layer("deep_0").compute_dtype == "bfloat16"
+    head = "scores" if task == "multiclass" else "prediction"
+    assert model.get_layer(head).compute_dtype == "float32" and model.output.dtype == tf.float32
+    assert np.isfinite(history.history["loss"]).all() and history.history["loss"][-1] < history.history["loss"][0]
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tiny["output"], tiny["config"], export_dir, info.get("class_names", ()))
+    loaded = tf.saved_model.load(export_dir)
+    for name in ("serving_default", "serving_raw"):
+        outputs = loaded.signatures[name].structured_outputs
+        if task == "multiclass":
+            assert outputs["scores"].dtype == tf.float32 and outputs["classes"].dtype == tf.string
+            assert info["class_names"] == ["low", "mid", "high"]
+        else:
+            assert outputs["predictions"].dtype == tf.float32
+            # the linear head starts on the target's scale: its mean and spread from the training rows
+            assert 20 < info["target_mean"] < 25 and 3 < info["target_std"] < 6
+
+
+def test_a_log1p_regression_answers_in_the_labels_own_units(task_transforms, tmp_path):
+    from tfxflow.components.model.features import FeatureConfig
+
+    tiny = task_transforms["regression"]
+    data = tiny["config"].to_dict()
+    data["label"]["transform"] = "log1p"
+    config = FeatureConfig.from_dict(data)
+    model, _, info = _train(
+        dict(tiny, config=config, train=tiny["raw_train"], eval=tiny["raw_eval"]), tmp_path, raw_examples=True, steps=80
+    )
+    assert info["label_transform"] == "log1p" and 3.0 < info["target_mean"] < 3.3  # log(1 + about 22.5)
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tiny["output"], config, export_dir)
+    rows, _ = export.sample_rows(tiny["raw_eval"], config.feature_columns, 64)
+    loaded = tf.saved_model.load(export_dir)
+    predictions = loaded.signatures["serving_default"](examples=tf.constant(rows))["predictions"].numpy()[:, 0]
+    labels = loaded.signatures["transform_features"](examples=tf.constant(rows))["label"].numpy()
+    assert abs(predictions.mean() - labels.mean()) < 1.5 and np.corrcoef(predictions, labels)[0, 1] > 0.9
