@@ -57,10 +57,28 @@ def test_thresholds_in_words_from_the_evaluators_config():
         ]
     }
     assert page_lib._thresholds(json.dumps(config)) == [
-        "BinaryAccuracy at least 0.6 (overall)",
-        "BinaryAccuracy no worse than the last blessed model's by more than 0.02 (overall; skipped without a baseline)",
+        "binary_accuracy at least 0.6 (overall)",
+        "binary_accuracy no worse than the last blessed model's by more than 0.02 "
+        "(overall; skipped without a baseline)",
     ]
     assert page_lib._thresholds(None) == [] and page_lib._thresholds("not json") == []
+
+
+def test_thresholds_of_an_upper_bound_read_from_the_real_config_of_a_regression():
+    from google.protobuf import json_format
+
+    from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.pipeline.config import EvaluationConfig
+    from tfxflow.pipeline.definition import eval_config
+
+    features = FeatureConfig.from_dict(
+        {"task": "regression", "label": {"name": "y_label", "column": "y"}, "numeric": ["x"]}
+    )
+    config = eval_config(EvaluationConfig(metric="rmse", threshold=2.5, max_regression=0.1), features)
+    assert page_lib._thresholds(json_format.MessageToJson(config, preserving_proto_field_name=True)) == [
+        "rmse at most 2.5 (overall)",
+        "rmse no worse than the last blessed model's by more than 0.1 (overall; skipped without a baseline)",
+    ]
 
 
 def numeric_feature(name: str, values_per_bucket, missing: int = 0) -> statistics_pb2.FeatureNameStatistics:
