@@ -9,7 +9,16 @@ from tests import helpers
 # Session fixtures that start a real server on 127.0.0.1 or run Transform on data: a test using one is an
 # integration test (not in `make test-fast`) without marking it again.
 INTEGRATION_FIXTURES = frozenset(
-    {"mlflow_server", "s3_server", "postgres_server", "team_mlflow_server", "secure_mlflow_server", "tiny_transform"}
+    {
+        "mlflow_server",
+        "s3_server",
+        "postgres_server",
+        "team_mlflow_server",
+        "secure_mlflow_server",
+        "tiny_transform",
+        "task_transforms",
+        "task_models",
+    }
 )
 
 
