@@ -17,6 +17,22 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
 SCHEMA_FILE = "schema.pbtxt"  # ImportSchemaGen's file name
+SERVING_ENVIRONMENT = "SERVING"
+
+
+def in_environment(feature, schema, environment: str) -> bool:
+    """Whether `feature` of `schema` (tensorflow_metadata Schema protos) exists in `environment`, by TFDV's rule:
+    its in_environment list if it has one, else not in not_in_environment and in the default environments."""
+    if feature.in_environment:
+        return environment in feature.in_environment
+    if environment in feature.not_in_environment:
+        return False
+    return not schema.default_environment or environment in schema.default_environment
+
+
+def serving_features(schema):
+    """The schema's features present at serving (its SERVING environment)."""
+    return [f for f in schema.feature if in_environment(f, schema, SERVING_ENVIRONMENT)]
 
 
 def parse_schema(text: str, where: str = "the schema") -> schema_pb2.Schema:

@@ -48,7 +48,6 @@ from tfxflow.components import names
 from tfxflow.components.model import features as features_lib
 
 RESULT_FILE = "serving_check.json"
-SERVING_ENVIRONMENT = "SERVING"
 SIGNATURES = (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
 BATCH_SIZES = (1, 32, 256)
 DEFAULT_TOLERANCE = 1e-5
@@ -60,25 +59,13 @@ PROBE_TIMEOUT_S = 900
 _DTYPES = {"INT": "int64", "FLOAT": "float32", "BYTES": "string"}
 
 
-def in_environment(feature, schema, environment: str) -> bool:
-    """Whether `feature` of `schema` (tensorflow_metadata Schema protos) exists in `environment`, by TFDV's rule:
-    its in_environment list if it has one, else not in not_in_environment and in the default environments."""
-    if feature.in_environment:
-        return environment in feature.in_environment
-    if environment in feature.not_in_environment:
-        return False
-    return not schema.default_environment or environment in schema.default_environment
-
-
 def serving_columns(schema) -> Dict[str, str]:
     """Column -> dtype name of the schema's features present at serving."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    return {
-        f.name: _DTYPES.get(schema_pb2.FeatureType.Name(f.type), "unknown")
-        for f in schema.feature
-        if in_environment(f, schema, SERVING_ENVIRONMENT)
-    }
+    from tfxflow.components.schema import serving_features
+
+    return {f.name: _DTYPES.get(schema_pb2.FeatureType.Name(f.type), "unknown") for f in serving_features(schema)}
 
 
 def check_signatures(

@@ -313,8 +313,11 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     mlflow_client = client(tracking_uri)
     metrics: List[Metric] = [Metric("data.anomalies", anomalies_found, 0, 0)]
     metrics += [Metric(f"data.rows.{split}", count, 0, 0) for split, count in split_rows(statistics.uri).items()]
-    with fileio.open(os.path.join(model_run.uri, names.TRAINING_INFO_FILE), "r") as f:
-        info = json.load(f)
+    info_path = os.path.join(model_run.uri, names.TRAINING_INFO_FILE)
+    info = {}
+    if fileio.exists(info_path):  # a Trainer that keeps no record (another executor) has no curves to log
+        with fileio.open(info_path, "r") as f:
+            info = json.load(f)
     for name, values in info.pop("history", {}).items():
         series = f"val.{name[4:]}" if name.startswith("val_") else f"train.{name}"
         metrics += [Metric(series, value, 0, epoch) for epoch, value in enumerate(values, start=1)]

@@ -25,6 +25,7 @@ from tfxflow.components import evaluator as evaluator_lib
 from tfxflow.components import pusher as pusher_lib
 from tfxflow.components import serving_check as serving_check_lib
 from tfxflow.components import tracking as tracking_lib
+from tfxflow.components import user_trainer as user_trainer_lib
 from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from tfxflow.components.gate import DataGate
 from tfxflow.components.model import features as features_lib
@@ -264,7 +265,15 @@ def create_pipeline(
     # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
     transform.add_upstream_node(data_gate)
     trainer = Trainer(
-        **({"module_file": user_module.path} if user_trainer else {"run_fn": RUN_FN}),
+        **(
+            # TFX's executor, and the built-in Trainer's record of the run (components/user_trainer.py).
+            {
+                "module_file": user_module.path,
+                "custom_executor_spec": executor_spec.ExecutorClassSpec(user_trainer_lib.Executor),
+            }
+            if user_trainer
+            else {"run_fn": RUN_FN}
+        ),
         examples=transform.outputs["transformed_examples"] if user_trainer else example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],

@@ -43,9 +43,16 @@ def as_model_inputs(
     return inputs
 
 
-def serving_raw_feature_spec(tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig) -> dict:
-    """The raw feature spec minus the columns that exist only to make the label (absent at serving)."""
+def serving_raw_feature_spec(
+    tf_transform_output: tft.TFTransformOutput,
+    config: features_lib.FeatureConfig,
+    serving_columns: Optional[Sequence[str]] = None,
+) -> dict:
+    """The raw feature spec of what a request holds: `serving_columns` (the schema's SERVING environment) but the
+    label; without them, every column but those that exist only to make the label."""
     spec = tf_transform_output.raw_feature_spec()
+    if serving_columns is not None:
+        return {k: v for k, v in spec.items() if k in set(serving_columns) - {config.label.column}}
     for column in config.label_only_columns:
         spec.pop(column, None)
     return spec
@@ -121,17 +128,19 @@ def export_serving_model(
     export_dir: str,
     class_names: Sequence[str] = (),
     raw_signature: bool = True,
+    serving_columns: Optional[Sequence[str]] = None,
 ) -> None:
     """Writes `export_dir` with three signatures, float32 in and out whatever the training policy:
     `serving_default` (serialized raw tf.Examples -> the task's outputs), `serving_raw` (one tensor per raw
     feature column, for TF Serving's JSON REST API -> the same outputs; only with `raw_signature`, which needs
     the feature config's columns) and `transform_features` (serialized raw tf.Examples -> transformed
-    features and label, used by TFMA). `class_names`: a multi-class model's classes in index order."""
+    features and label, used by TFMA). `class_names`: a multi-class model's classes in index order;
+    `serving_columns`: the columns a request holds (`serving_raw_feature_spec`)."""
     # Attached to the model so the SavedModel tracks the Transform graph's assets and variables. Create it
     # under the float32 policy: a mixed policy would cast its raw float inputs to 16 bits.
     model.tft_layer = tf_transform_output.transform_features_layer()
     input_names = list(model.input_names)
-    serving_spec = serving_raw_feature_spec(tf_transform_output, config)
+    serving_spec = serving_raw_feature_spec(tf_transform_output, config, serving_columns)
     full_spec = tf_transform_output.raw_feature_spec()
     class_names = list(class_names)
 

@@ -448,6 +448,18 @@ def recorded_rows(file_patterns: Iterable[str], split: str) -> Optional[int]:
     return None if counts is None else counts["split_rows"].get(split)
 
 
+def serving_columns(schema_path: Optional[str]) -> Optional[List[str]]:
+    """The columns of the schema's SERVING environment (None without a schema): what a request holds."""
+    if not schema_path:
+        return None
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.utils import io_utils
+
+    from tfxflow.components.schema import serving_features
+
+    return [f.name for f in serving_features(io_utils.parse_pbtxt_file(schema_path, schema_pb2.Schema()))]
+
+
 def run_fn(fn_args) -> None:
     """TFX Trainer entry point: trains per `custom_config`, exports the serving model, writes what it used."""
     custom = fn_args.custom_config or {}
@@ -504,6 +516,7 @@ def run_fn(fn_args) -> None:
         fn_args.serving_model_dir,
         class_names=info.get("class_names", ()),
         raw_signature=raw_signature,
+        serving_columns=serving_columns(fn_args.schema_path),
     )
     if custom.get("raw_examples"):  # real rows for TF Serving's warmup (transformed ones are not requests)
         rows, complete = export.sample_rows(fn_args.eval_files, config.feature_columns)

@@ -1,0 +1,355 @@
+"""Every task end to end through the CLI, as a user runs it: `infer-schema` drafts from real data, the drafts run
+unchanged, the pushed model answers through every signature, its metrics are in MLflow and on the page and
+are scikit-learn's on the model's own predictions, and a worse model is not blessed. And TFX module files: two
+of Google's own, shipped in the installed tfx package, run unchanged; a module with only a run_fn or only a
+preprocessing_fn runs beside the built-in other half; a run_fn that exports nothing the Evaluator can use is
+refused in one line.
+
+The runs are independent (one home each) and run two at a time: most of a run is single-threaded (imports,
+Beam's in-memory runner), so two share the two cores.
+"""
+
+import concurrent.futures
+import json
+import os
+import shutil
+import sqlite3
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tfx
+from sklearn import metrics as sk
+
+from tests import helpers
+from tfxflow.pipeline.config import bundled_dataset_dir
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = os.path.join(os.path.dirname(tfx.__file__), "examples")
+TAXI_MODULE = os.path.join(EXAMPLES, "chicago_taxi_pipeline", "taxi_utils_native_keras.py")
+IMDB_MODULE = os.path.join(EXAMPLES, "imdb", "imdb_utils_native_keras.py")
+TAXI_LABEL = "task: binary\nlabel: {name: tips_xf, column: tips, ratio_of: fare, greater_than: 0.2}\n"
+
+
+def _run(home, data, schema, features, *extra, dataset):
+    return helpers.run_cli(
+        "run",
+        "--home",
+        home,
+        "--dataset",
+        dataset,
+        "--data-root",
+        data,
+        "--schema",
+        schema,
+        "--feature-config",
+        features,
+        *extra,
+        timeout=1200,
+    )
+
+
+def _draft(data, out, label):
+    result = helpers.run_cli("infer-schema", "--data-root", data, "--out", out, "--label", label, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return os.path.join(out, "schema.pbtxt"), os.path.join(out, "features.yaml")
+
+
+def _drafted_task(base, name, label, rows, seed):
+    """A task drafted from a random taxi sample by infer-schema, then its run and a worse run (learning rate 0:
+    the initial weights) on the same data."""
+    data = helpers.write_taxi_samples([(str(base / f"{name}-data"), rows)], seed=seed)[0]
+    schema, features = _draft(data, str(base / f"{name}-draft"), label)
+    home = str(base / f"{name}-home")
+    first = _run(home, data, schema, features, "--train-steps", "200", dataset=name)
+    worse = _run(home, data, schema, features, "--train-steps", "20", "--learning-rate", "0", dataset=name)
+    return {"data": data, "schema": schema, "features": features, "home": home, "first": first, "worse": worse}
+
+
+def _taxi_module(base, name, module, features, *extra, rows=2000, seed=5):
+    """A module file on a random taxi sample with the curated taxi schema (Google's taxi module reads its
+    categorical columns as integers: census tracts too, which a small sample may hold none of)."""
+    data = helpers.write_taxi_samples([(str(base / f"{name}-data"), rows)], seed=seed)[0]
+    schema = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
+    (base / f"{name}.yaml").write_text(features)
+    home = str(base / f"{name}-home")
+    result = _run(home, data, schema, str(base / f"{name}.yaml"), "--module-file", module, *extra, dataset=name)
+    return {"data": data, "schema": schema, "home": home, "result": result}
+
+
+def _imdb(base):
+    """Google's IMDB example on the reviews its package ships, in the layout its pipeline expects: the file as a
+    CSV, and the schema with the fixed shapes its SchemaGen infers (infer_feature_shape=True): its
+    preprocessing_fn reshapes the text as a dense tensor."""
+    import tensorflow_data_validation as tfdv
+    from google.protobuf import text_format
+
+    data = base / "imdb-data"
+    data.mkdir()
+    shutil.copy(os.path.join(EXAMPLES, "imdb", "data", "imdb_small_with_labels.txt"), data / "reviews.csv")
+    schema, _ = _draft(str(data), str(base / "imdb-draft"), "label")
+    statistics = tfdv.load_stats_binary(str(base / "imdb-draft" / "statistics.pb"))
+    shaped = tfdv.infer_schema(statistics, infer_feature_shape=True)
+    shaped.default_environment.extend(["TRAINING", "SERVING"])
+    next(f for f in shaped.feature if f.name == "label").not_in_environment.append("SERVING")
+    (base / "imdb-schema.pbtxt").write_text(text_format.MessageToString(shaped))
+    # The module's label is the raw column: it exports no transform_features, so TFMA reads it from the rows.
+    (base / "imdb.yaml").write_text("task: binary\nlabel: {name: label, column: label}\n")
+    home = str(base / "imdb-home")
+    result = _run(
+        home,
+        str(data),
+        str(base / "imdb-schema.pbtxt"),
+        str(base / "imdb.yaml"),
+        "--module-file",
+        IMDB_MODULE,
+        "--train-steps",
+        "20",
+        "--eval-steps",
+        "4",
+        "--blessing-threshold",
+        "0",  # 100 reviews: the blessing is not what this shows
+        dataset="imdb",
+    )
+    return {"data": str(data), "home": home, "result": result}
+
+
+BAD_RUN_FN = """
+import tensorflow as tf
+
+
+def run_fn(fn_args):
+    class Scorer(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="fare")])
+        def score(self, fare):
+            return {"score": fare * 0.0}
+
+    module = Scorer()
+    tf.saved_model.save(module, fn_args.serving_model_dir, signatures={"score": module.score})
+"""
+
+ONLY_PREPROCESSING = "from tfx.examples.chicago_taxi_pipeline.taxi_utils_native_keras import preprocessing_fn\n"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tasks")
+    (base / "bad_run_fn.py").write_text(BAD_RUN_FN)
+    (base / "only_preprocessing").mkdir()
+    (base / "only_preprocessing" / "module.py").write_text(ONLY_PREPROCESSING)
+    jobs = {
+        "multiclass": lambda: _drafted_task(base, "payment", "payment_type", 3000, seed=21),
+        "regression": lambda: _drafted_task(base, "fare", "fare", 3000, seed=22),
+        "taxi_module": lambda: _taxi_module(base, "google", TAXI_MODULE, TAXI_LABEL, "--train-steps", "300"),
+        "imdb_module": lambda: _imdb(base),
+        "bad_run_fn": lambda: _taxi_module(
+            base, "bad", str(base / "bad_run_fn.py"), TAXI_LABEL.replace("tips_xf", "big_tipper") + "numeric: [fare]\n"
+        ),
+        "only_preprocessing": lambda: _taxi_module(
+            base, "half", str(base / "only_preprocessing" / "module.py"), TAXI_LABEL, "--train-steps", "200"
+        ),
+    }
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _ok(result):
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def _served(home, model):
+    (version,) = helpers.pushed_versions(os.path.join(home, "serving"), model)
+    return os.path.join(home, "serving", model, version), version
+
+
+def _eval_split(home):
+    """The eval split CsvExampleGen wrote (every eval row: none of these runs samples it)."""
+    (examples,) = [
+        os.path.join(root, "Split-eval")
+        for root, dirs, _ in os.walk(os.path.join(home, "pipeline_root", "CsvExampleGen"))
+        if "Split-eval" in dirs
+    ][:1]
+    files = tf.io.gfile.glob(os.path.join(examples, "*"))
+    return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def _mlflow_metrics(home, dataset, latest=False):
+    """{metric: value} of the first (or the latest) run of the embedded store's experiment, and its tags."""
+    with sqlite3.connect(os.path.join(home, "mlflow", "mlflow.db")) as db:
+        (run,) = db.execute(
+            "SELECT r.run_uuid FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id "
+            f"WHERE e.name = ? ORDER BY r.start_time {'DESC' if latest else 'ASC'} LIMIT 1",
+            (f"tfxflow-{dataset}",),
+        ).fetchone()
+        metrics = dict(db.execute("SELECT key, value FROM latest_metrics WHERE run_uuid = ?", (run,)).fetchall())
+        tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (run,)).fetchall())
+    return metrics, tags
+
+
+def _page(home):
+    reports = sorted(os.listdir(os.path.join(home, "reports")))
+    pages = [r for r in reports if r.endswith(".html")]
+    with open(os.path.join(home, "reports", pages[0]), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_multiclass_from_drafts_pushes_a_model_that_names_its_classes(runs):
+    run = runs["multiclass"]
+    with open(run["features"], encoding="utf-8") as f:
+        drafted = f.read()
+    assert "task: multiclass  # 'payment_type' holds" in drafted and "  classes:" in drafted
+    _ok(run["first"])
+    assert (
+        "eval metrics:   accuracy " in run["first"].stdout
+        and "blessed:        yes (accuracy >= 0.5" in run["first"].stdout
+    )
+    model_dir, _ = _served(run["home"], "payment")
+    loaded = tf.saved_model.load(model_dir)
+    rows = _eval_split(run["home"])
+    labels = loaded.signatures["transform_features"](examples=tf.constant(rows))["payment_type_label"].numpy()
+    answer = loaded.signatures["serving_default"](examples=tf.constant(rows))
+    scores, classes = answer["scores"].numpy(), answer["classes"].numpy()
+    with open(os.path.join(model_dir, "assets.extra", "tfxflow_model.json"), encoding="utf-8") as f:
+        info = json.load(f)
+    assert info["task"] == "multiclass" and info["classes"] == [c.decode() for c in classes[0]]
+    assert set(info["classes"]) >= {"Cash", "Credit Card"} and scores.shape == (len(rows), len(info["classes"]))
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
+    predicted = scores.argmax(axis=1)
+    # The Evaluator's figures, in MLflow, are scikit-learn's on the served model's answers for the eval rows.
+    metrics, tags = _mlflow_metrics(run["home"], "payment")
+    assert tags["tfxflow.task"] == "multiclass"
+    assert metrics["eval.accuracy"] == pytest.approx(sk.accuracy_score(labels, predicted), abs=1e-6)
+    assert metrics["eval.macro_f1"] == pytest.approx(
+        sk.f1_score(labels, predicted, average="macro", zero_division=0), abs=1e-6
+    )
+    assert metrics["eval.accuracy"] > 0.9  # tips paid by card: payment type is that legible here
+    assert "eval.f1.Cash" in metrics and "eval.recall.Credit Card" in metrics
+    # serving_raw answers the same for the rows that have every column.
+    raw = loaded.signatures["serving_raw"]
+    inputs = {k: v for k, v in raw.structured_input_signature[1].items()}
+    parsed = tf.io.parse_example(rows[:50], {k: tf.io.VarLenFeature(v.dtype) for k, v in inputs.items()})
+    whole = [i for i in range(50) if all(parsed[k].indices.numpy()[:, 0].tolist().count(i) == 1 for k in inputs)]
+    assert whole
+    values = {k: tf.gather(tf.sparse.to_dense(parsed[k]), whole)[:, 0] for k in inputs}
+    np.testing.assert_allclose(raw(**values)["scores"].numpy(), scores[whole], atol=1e-5)
+    page = _page(run["home"])
+    assert "<h3>Confusion matrix</h3>" in page and "<h3>Per class</h3>" in page and ">Credit Card</th>" in page
+
+
+def test_a_worse_multiclass_model_is_not_blessed_and_the_served_one_stays(runs):
+    run = runs["multiclass"]
+    _ok(run["worse"])
+    assert "blessed:        no" in run["worse"].stdout
+    assert "not blessed: accuracy " in run["worse"].stdout and "for the last blessed model" in run["worse"].stdout
+    assert len(helpers.pushed_versions(os.path.join(run["home"], "serving"), "payment")) == 1
+    _, tags = _mlflow_metrics(run["home"], "payment", latest=True)
+    assert tags["tfxflow.blessed"] == "no" and "accuracy" in tags["tfxflow.not_blessed_because"]
+
+
+def test_regression_from_drafts_answers_in_the_labels_units(runs):
+    run = runs["regression"]
+    with open(run["features"], encoding="utf-8") as f:
+        assert "task: regression  # 'fare' holds floats" in f.read()
+    _ok(run["first"])
+    assert "eval metrics:   r2 " in run["first"].stdout
+    model_dir, _ = _served(run["home"], "fare")
+    loaded = tf.saved_model.load(model_dir)
+    rows = _eval_split(run["home"])
+    labels = loaded.signatures["transform_features"](examples=tf.constant(rows))["fare_label"].numpy()
+    predictions = loaded.signatures["serving_default"](examples=tf.constant(rows))["predictions"].numpy()[:, 0]
+    metrics, tags = _mlflow_metrics(run["home"], "fare")
+    assert tags["tfxflow.task"] == "regression"
+    assert metrics["eval.r2"] == pytest.approx(sk.r2_score(labels, predictions), abs=1e-5)
+    assert metrics["eval.rmse"] == pytest.approx(sk.mean_squared_error(labels, predictions) ** 0.5, rel=1e-5)
+    assert metrics["eval.mae"] == pytest.approx(sk.mean_absolute_error(labels, predictions), rel=1e-5)
+    assert metrics["eval.r2"] > 0.5  # fares follow miles and seconds
+    page = _page(run["home"])
+    assert "<h3>prediction vs. label</h3>" in page and "residuals (prediction - label)" in page
+
+
+def test_a_worse_regression_is_not_blessed(runs):
+    run = runs["regression"]
+    _ok(run["worse"])
+    assert "not blessed: r2 " in run["worse"].stdout
+    assert len(helpers.pushed_versions(os.path.join(run["home"], "serving"), "fare")) == 1
+
+
+def test_compare_judges_runs_by_their_tasks_metric(runs):
+    result = helpers.run_cli("compare", "--home", runs["regression"]["home"], "--experiment", "tfxflow-fare")
+    assert result.returncode == 0, result.stderr
+    assert "eval.r2" in result.stdout and "best by eval.r2" in result.stdout
+
+
+def test_googles_taxi_module_file_runs_unchanged_and_its_model_is_pushed(runs):
+    run = runs["taxi_module"]
+    _ok(run["result"])
+    out = run["result"].stdout
+    assert "blessed:        yes (binary_accuracy >= 0.6" in out
+    assert "max difference serving_default 0 " in out  # its only signature, as TFMA reads it
+    assert "Looking in indexes" not in out and "Epoch" not in out  # pip's and Keras' chatter is in the log
+    model_dir, _ = _served(run["home"], "google")
+    loaded = tf.saved_model.load(model_dir)
+    assert set(loaded.signatures) == {"serving_default", "transform_features"}
+    rows = helpers.read_csv_rows(os.path.join(run["data"], "data.csv"), 16)
+    answer = loaded.signatures["serving_default"](
+        examples=tf.constant(helpers.serialize_examples(rows, run["schema"], drop=("tips",)))
+    )
+    outputs = answer["outputs"].numpy()
+    assert outputs.shape == (16, 1) and ((outputs >= 0) & (outputs <= 1)).all() and outputs.std() > 0
+    wheels = os.listdir(os.path.join(run["home"], "pipeline_root", "_wheels"))
+    assert {w.split("-0.0+")[0] for w in wheels} == {"tfx_user_code_transform", "tfx_user_code_trainer"}
+
+
+def test_googles_imdb_module_file_runs_on_its_own_reviews(runs):
+    run = runs["imdb_module"]
+    _ok(run["result"])
+    model_dir, _ = _served(run["home"], "imdb")
+    loaded = tf.saved_model.load(model_dir)
+    rows = helpers.read_csv_rows(os.path.join(run["data"], "reviews.csv"), 4)
+    examples = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[r["text"].encode()]))}
+            )
+        ).SerializeToString()
+        for r in rows
+    ]
+    (output,) = loaded.signatures["serving_default"](examples=tf.constant(examples)).values()
+    assert output.shape == (4, 1) and np.isfinite(output.numpy()).all()
+
+
+def test_a_run_fn_that_exports_nothing_the_evaluator_can_use_is_refused_in_one_line(runs):
+    run = runs["bad_run_fn"]
+    result = run["result"]
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "the trained model has no 'serving_default' signature that takes serialized tf.Examples" in line
+    assert "its signatures: score" in line and "(--module-file " in line and "bad_run_fn.py)" in line
+    assert "Traceback" not in result.stderr
+    assert helpers.pushed_versions(os.path.join(run["home"], "serving"), "bad") == []
+
+
+def test_a_module_with_only_a_preprocessing_fn_trains_the_built_in_model_on_its_features(runs):
+    run = runs["only_preprocessing"]
+    _ok(run["result"])
+    assert "blessed:        yes" in run["result"].stdout
+    model_dir, _ = _served(run["home"], "half")
+    loaded = tf.saved_model.load(model_dir)
+    # The built-in export without the feature config's columns: serving_default and TFMA's signature.
+    assert set(loaded.signatures) == {"serving_default", "transform_features"}
+    rows = helpers.read_csv_rows(os.path.join(run["data"], "data.csv"), 8)
+    answer = loaded.signatures["serving_default"](
+        examples=tf.constant(helpers.serialize_examples(rows, run["schema"], drop=("tips",)))
+    )
+    assert answer["probabilities"].shape == (8, 1)
+    info_path = [
+        os.path.join(root, "training_info.json")
+        for root, _, names in os.walk(os.path.join(run["home"], "pipeline_root", "Trainer"))
+        if "training_info.json" in names
+    ][0]
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    assert info["inputs"] == 16  # Google's preprocessing_fn's features, all but its label tips_xf
