@@ -1,0 +1,231 @@
+"""Each task, and a TFX module file, through the compiled Kubeflow pipeline, run task by task the way
+open-source KFP's driver and launcher run it (tests/kfp_harness.py), with the pipeline root on MinIO's protocol
+(moto's S3 server on 127.0.0.1):
+
+- multiclass: scikit-learn's wine data (178 wines, three cultivars), from `infer-schema`'s drafts unchanged;
+- regression: scikit-learn's diabetes data (442 patients, a disease measure a year later), from the drafts;
+- Google's taxi module file (binary), compiled with `tfxflow kubeflow compile --module-file`, which stages
+  TFX's wheel of it under the object-store pipeline root; the Transform and Trainer pods copy it from there.
+
+The three pipelines run side by side (a step is mostly a single-threaded Python start-up).
+"""
+
+import concurrent.futures
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tfx
+
+from tests import helpers
+from tests.kfp_harness import LocalKfp
+from tests.pipeline.conftest import IMAGE, kubeflow_config
+from tfxflow.components import object_store
+from tfxflow.components.model.features import FeatureConfig
+from tfxflow.pipeline.config import TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.kfp import compiler as kf
+
+pytestmark = pytest.mark.e2e
+
+BUCKET = "mlpipeline"
+TAXI_MODULE = os.path.join(
+    os.path.dirname(tfx.__file__), "examples", "chicago_taxi_pipeline", "taxi_utils_native_keras.py"
+)
+
+
+def _root(name):
+    return f"minio://{BUCKET}/{name}/v2/artifacts"
+
+
+def _drafted(base, dataset, label, serving_mount, endpoint):
+    """The config of a pipeline compiled from infer-schema's drafts of a scikit-learn data set."""
+    data = helpers.write_sklearn_dataset(dataset, str(base / f"{dataset}-data"), seed=3)
+    out = str(base / f"{dataset}-draft")
+    result = helpers.run_cli("infer-schema", "--data-root", data, "--out", out, "--label", label, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    object_store.upload(data, f"minio://{BUCKET}/data/{dataset}")
+    return kubeflow_config(
+        _root(dataset),
+        pipeline_name=f"tfxflow-{dataset}",
+        model_name=dataset,
+        data_root=f"minio://{BUCKET}/data/{dataset}",
+        schema_path=os.path.join(out, "schema.pbtxt"),
+        features=FeatureConfig.load(os.path.join(out, "features.yaml")),
+        serving_dir=f"{serving_mount}/models",
+        serving_mount=serving_mount,
+        s3_endpoint=endpoint,
+        gpus=0,
+        node_selector=(),
+        tolerations=(),
+        tracking=False,
+        mlflow_secret="",
+        beam_mode="in_memory",
+        allowed_anomaly_types=(),
+        training=TrainingConfig(train_steps=120, batch_size=32, eval_every_steps=40),
+    )
+
+
+def _compile_module(base, s3, serving_mount):
+    """`tfxflow kubeflow compile --module-file` as a user runs it, the store's endpoint and keys in its
+    environment (the wheel is written there)."""
+    data = helpers.write_taxi_samples([(str(base / "taxi-data"), 1500)], seed=17)[0]
+    object_store.upload(data, f"minio://{BUCKET}/data/taxi")
+    (base / "taxi.yaml").write_text(
+        "task: binary\nlabel: {name: tips_xf, column: tips, ratio_of: fare, greater_than: 0.2}\n"
+    )
+    spec = str(base / "taxi-module.yaml")
+    result = helpers.run_cli(
+        "kubeflow",
+        "compile",
+        "--image",
+        IMAGE,
+        "--pipeline-root",
+        _root("taxi"),
+        "--data-root",
+        f"minio://{BUCKET}/data/taxi",
+        "--schema",
+        os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"),
+        "--feature-config",
+        str(base / "taxi.yaml"),
+        "--module-file",
+        TAXI_MODULE,
+        "--pipeline-name",
+        "tfxflow-google-taxi",
+        "--model-name",
+        "google-taxi",
+        "--serving-pvc",
+        "tf-serving-models",
+        "--serving-mount",
+        serving_mount,
+        "--s3-endpoint",
+        s3.endpoint,
+        "--gpus",
+        "0",
+        "--tracking",
+        "off",
+        "--beam-mode",
+        "in_memory",
+        "--train-steps",
+        "200",
+        "--output",
+        spec,
+        env=s3.env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return spec, result.stdout
+
+
+@pytest.fixture(scope="module")
+def task_runs(s3_server, tmp_path_factory):
+    base = tmp_path_factory.mktemp("kfp-tasks")
+    env = s3_server.env
+    pod_env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    object_store.clear_client_cache()
+    try:
+        s3_server.create_bucket(BUCKET)
+        serving_mount = str(base / "serving-claim")
+        configs = {
+            "wine": _drafted(base, "wine", "cultivar", serving_mount, s3_server.endpoint),
+            "diabetes": _drafted(base, "diabetes", "progression", serving_mount, s3_server.endpoint),
+        }
+        specs = {name: kf.compile_pipeline(config, str(base / f"{name}.yaml")).path for name, config in configs.items()}
+        specs["taxi"], compiled = _compile_module(base, s3_server, serving_mount)
+
+        def run(name):
+            kfp = LocalKfp(
+                str(base / f"kfp-{name}"),
+                s3_env=env,
+                base_env=pod_env,
+                secrets={
+                    kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}
+                },
+            )
+            return kfp.run(specs[name], pipeline_root=kf.load_spec(specs[name])[0]["defaultPipelineRoot"])
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            futures = {name: pool.submit(run, name) for name in specs}
+            runs = {name: future.result() for name, future in futures.items()}
+        yield {"runs": runs, "serving": f"{serving_mount}/models", "base": base, "compiled": compiled, "s3": s3_server}
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        object_store.clear_client_cache()
+
+
+def _succeeded(run):
+    assert run.state == "SUCCEEDED", run.log(run.failed_task)[-4000:] if run.failed_task else run.error
+    assert {t.state for t in run.tasks.values()} == {"SUCCEEDED"}
+
+
+def _served(task_runs, model):
+    (version,) = helpers.pushed_versions(task_runs["serving"], model)
+    return tf.saved_model.load(os.path.join(task_runs["serving"], model, version))
+
+
+def test_multiclass_drafts_run_on_kubeflow_and_the_model_names_the_cultivars(task_runs):
+    run = task_runs["runs"]["wine"]
+    _succeeded(run)
+    assert "accuracy" in run.log("Evaluator") or run.tasks["Evaluator"].state == "SUCCEEDED"
+    loaded = _served(task_runs, "wine")
+    rows = helpers.read_csv_rows(str(task_runs["base"] / "wine-data" / "data.csv"), 30)
+    schema = str(task_runs["base"] / "wine-draft" / "schema.pbtxt")
+    answer = loaded.signatures["serving_default"](
+        examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("cultivar",)))
+    )
+    assert [c.decode() for c in answer["classes"].numpy()[0]] == ["class_0", "class_1", "class_2"]
+    predicted = answer["scores"].numpy().argmax(axis=1)
+    actual = np.array([["class_0", "class_1", "class_2"].index(r["cultivar"]) for r in rows])
+    assert (predicted == actual).mean() > 0.8  # wines the model was trained or evaluated on
+    raw = loaded.signatures["serving_raw"]
+    # Python arguments are sanitized names ("od280/od315_of_diluted_wines" is an argument without "/"); the
+    # SignatureDef, which TF Serving's REST API reads, keeps each column's own name, as the serving check saw.
+    columns = raw.structured_input_signature[1]
+    assert "od280/od315_of_diluted_wines" in {v.name for v in columns.values()}
+    values = {k: tf.constant([float(r[v.name]) for r in rows], v.dtype) for k, v in columns.items()}
+    np.testing.assert_allclose(raw(**values)["scores"].numpy(), answer["scores"].numpy(), atol=1e-5)
+
+
+def test_regression_drafts_run_on_kubeflow_and_predict_in_the_labels_units(task_runs):
+    run = task_runs["runs"]["diabetes"]
+    _succeeded(run)
+    loaded = _served(task_runs, "diabetes")
+    rows = helpers.read_csv_rows(str(task_runs["base"] / "diabetes-data" / "data.csv"), 60)
+    schema = str(task_runs["base"] / "diabetes-draft" / "schema.pbtxt")
+    predictions = loaded.signatures["serving_default"](
+        examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("progression",)))
+    )["predictions"].numpy()[:, 0]
+    labels = np.array([float(r["progression"]) for r in rows])
+    assert 100 < predictions.mean() < 200  # the label's units: 25 to 346, mean 152
+    assert np.corrcoef(predictions, labels)[0, 1] > 0.5
+
+
+def test_a_module_file_reaches_its_steps_through_the_object_store(task_runs):
+    run = task_runs["runs"]["taxi"]
+    _succeeded(run)
+    compiled = task_runs["compiled"]
+    assert "module:     taxi_utils_native_keras.py: preprocessing_fn (Transform), run_fn (Trainer)" in compiled
+    staged = [
+        o["Key"]
+        for o in task_runs["s3"]
+        .client()
+        .list_objects_v2(Bucket=BUCKET, Prefix="taxi/v2/artifacts/_wheels/")["Contents"]
+    ]
+    assert sorted(k.rsplit("/", 1)[-1].split("-0.0+")[0] for k in staged) == [
+        "tfx_user_code_trainer",
+        "tfx_user_code_transform",
+    ]
+    for step in ("Transform", "Trainer"):
+        assert f"module file taxi_utils_native_keras: its wheel from {_root('taxi')}/_wheels/" in run.log(step)
+    loaded = _served(task_runs, "google-taxi")
+    rows = helpers.read_csv_rows(str(task_runs["base"] / "taxi-data" / "data.csv"), 8)
+    schema = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
+    outputs = loaded.signatures["serving_default"](
+        examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("tips",)))
+    )["outputs"].numpy()
+    assert outputs.shape == (8, 1) and ((outputs >= 0) & (outputs <= 1)).all()
