@@ -1,5 +1,7 @@
 """End-to-end benchmark: this pipeline against Google's `taxi_pipeline_native_keras`, cold and cached, on the
-same data and machine in one invocation, then a scale series at 1x, 10x and 100x the bundled taxi rows.
+same data and machine in one invocation, then a scale series at 1x, 10x and 100x the bundled taxi rows, and one
+cold run per task on the same taxi file: multi-class (the payment type) and regression (the fare), each from
+`infer-schema`'s drafts, beside the binary default.
 
 Each run is a subprocess (the `tfxflow` CLI, or Google's pipeline with LocalDagRunner and
 TF_USE_LEGACY_KERAS=1); its peak resident memory is the largest sum over its process tree, sampled every
@@ -101,13 +103,7 @@ def run_measured(
     components = (
         {} if run is None else {c.name: {"state": c.state, "seconds": round(c.seconds, 1)} for c in run.components}
     )
-    metrics = (
-        {}
-        if run is None
-        else {
-            k: round(v, 4) for k, v in run.metrics.items() if k in ("binary_accuracy", "auc", "example_count", "loss")
-        }
-    )
+    metrics = {} if run is None else {k: round(v, 4) for k, v in run.metrics.items() if "." not in k}
     return Measured(
         name,
         round(wall, 1),
@@ -145,7 +141,7 @@ def _peak_by_component(metadata_path: str, timeline: List[tuple]) -> Dict[str, f
     return peaks
 
 
-def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str) -> Measured:
+def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str, dataset: str = "taxi") -> Measured:
     env = dict(os.environ)
     cmd = [TFXFLOW, "run", "--home", home, "--data-root", data_root, "--tracking", "off", *extra]
     return run_measured(
@@ -154,8 +150,50 @@ def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str) 
         env,
         os.path.join(logs, f"{name}.log"),
         os.path.join(home, "metadata", "metadata.sqlite"),
-        "tfxflow-taxi",
+        f"tfxflow-{dataset}",
     )
+
+
+# The taxi file as each task, its label drafted by infer-schema: (task, label column).
+TASKS = (("multiclass", "payment_type"), ("regression", "fare"))
+
+
+def run_task(task: str, label: str, work: str, extra: List[str], logs: str) -> Measured:
+    """infer-schema's drafts for `label` on the taxi file, run unchanged and cold."""
+    out = os.path.join(work, f"draft-{task}")
+    subprocess.run(
+        [TFXFLOW, "infer-schema", "--data-root", bundled_taxi_data_root(), "--out", out, "--label", label],
+        check=True,
+        capture_output=True,
+    )
+    drafts = ["--schema", os.path.join(out, "schema.pbtxt"), "--feature-config", os.path.join(out, "features.yaml")]
+    return run_ours(
+        f"task-{task}",
+        os.path.join(work, f"task-{task}"),
+        bundled_taxi_data_root(),
+        [*drafts, "--dataset", task, *extra],
+        logs,
+        dataset=task,
+    )
+
+
+def task_lines(results: Dict[str, Measured]) -> List[str]:
+    """One line per task: its label, wall time, peak memory and its blessing metric (the binary default's run
+    is the cold run of ours)."""
+    from tfxflow.components.model import tasks
+
+    rows = [("binary", "tips > 0.2 x fare", results.get("ours-cold"))]
+    rows += [(task, label, results.get(f"task-{task}")) for task, label in TASKS]
+    lines = [f"{'task':<11} {'label':<18} {'wall':>8} {'peak RSS':>10}  metric"]
+    for task, label, measured in rows:
+        if measured is None:
+            continue
+        metric = tasks.spec(task).default_metric
+        value = measured.metrics.get(metric, float("nan"))
+        lines.append(
+            f"{task:<11} {label:<18} {measured.wall_s:6.1f} s {measured.peak_rss_mb:7.0f} MB  {metric} {value:.4f}"
+        )
+    return lines
 
 
 def run_google(name: str, home: str, logs: str) -> Measured:
@@ -291,6 +329,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "no cached re-runs): e.g. --scale 1000 (15M rows, 2 GB of CSV)",
     )
     parser.add_argument("--no-google", action="store_true", help="skip Google's pipeline")
+    parser.add_argument("--no-tasks", action="store_true", help="skip the multi-class and regression runs")
     parser.add_argument("--work", help="folder for homes, data and logs (default: a temp folder, removed)")
     parser.add_argument("--out", help="JSON results (default: benchmarks/results/pipeline-<date>.json)")
     parser.add_argument("--run-args", default="", help="extra `tfxflow run` flags for every run of ours")
@@ -306,9 +345,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def report(result: Measured) -> None:
         status = "ok" if result.returncode == 0 else f"FAILED ({result.returncode}), see {result.log}"
+        shown = next((m for m in ("binary_accuracy", "accuracy", "r2") if m in result.metrics), "binary_accuracy")
         print(
-            f"  {result.name:<14} {result.wall_s:8.1f} s  peak {result.peak_rss_mb:6.0f} MB  "
-            f"accuracy {result.metrics.get('binary_accuracy', float('nan')):.4f}  {status}",
+            f"  {result.name:<16} {result.wall_s:8.1f} s  peak {result.peak_rss_mb:6.0f} MB  "
+            f"{shown} {result.metrics.get(shown, float('nan')):.4f}  {status}",
             flush=True,
         )
         results[result.name] = result
@@ -324,6 +364,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.no_google:
         report(run_google("google-cold", os.path.join(work, "google"), logs))
         report(run_google("google-cached", os.path.join(work, "google"), logs))
+    if not args.no_tasks and not args.scale:
+        for task, label in TASKS:
+            report(run_task(task, label, work, extra, logs))
     series = []
     for scale in scales:
         if scale == 1:
@@ -361,6 +404,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     columns = [k for k in ("ours-cold", "ours-forced", "google-cold", "google-cached") if k in results]
     print("\n" + _table(results, columns))
     print("\n" + "\n".join(_goals(results, series)))
+    if any(name.startswith("task-") for name in results):
+        print("\n" + "\n".join(task_lines(results)))
     print(f"\n{'scale':>6} {'rows':>11} {'wall':>9} {'rows/s':>9} {'peak RSS':>10} {'x 1x wall':>10}")
     base = series[0]["wall_s"] if series and series[0]["scale"] == 1 else None
     for entry in series:
