@@ -129,7 +129,7 @@ def draft_task(column: str, column_type: str, counts: collections.Counter) -> Ta
     return TaskDraft(
         "multiclass",
         why,
-        (listed, *(f"  - {_yaml_value(v)}" for v in ordered)),
+        (listed, *(f"  - {v if column_type == 'INT' else _yaml_value(v)}" for v in ordered)),
         column_type == "INT",
     )
 

@@ -70,16 +70,18 @@ def test_schema_draft_watches_every_feature_for_drift_and_skew(inferred):
         assert getattr(draft["fare"], comparator).jensen_shannon_divergence.threshold == pytest.approx(0.01)
         assert getattr(draft["trip_start_hour"], comparator).jensen_shannon_divergence.threshold == pytest.approx(0.01)
         assert getattr(draft["payment_type"], comparator).infinity_norm.threshold == pytest.approx(0.05)
-        assert not draft["tips"].HasField(comparator)  # the label
+    # The label (a number: a regression): its drift, and no skew (requests carry no label).
+    assert draft["tips"].drift_comparator.jensen_shannon_divergence.threshold == pytest.approx(0.01)
+    assert not draft["tips"].HasField("skew_comparator")
     assert "remove them from columns that change by design" in _read(os.path.join(out, "schema.pbtxt"))
     # TFDV's raw inference is kept as it was
     assert not any(f.HasField("drift_comparator") for f in _schema(os.path.join(out, "inferred_schema.pbtxt")).feature)
-    # the gate reads the draft: the data against itself compares every feature but the label, at distance 0
+    # the gate reads the draft: the data against itself compares every feature, the label too, at distance 0
     statistics = tfdv.load_stats_binary(os.path.join(out, "statistics.pb"))
     comparisons, _ = drift.compare_statistics(
         statistics, statistics, _schema(os.path.join(out, "schema.pbtxt")), "drift"
     )
-    assert len(comparisons) == len(draft) - 1 and not any(c.value for c in comparisons)
+    assert len(comparisons) == len(draft) and not any(c.value for c in comparisons)
 
 
 def _read(path):
@@ -114,3 +116,94 @@ def test_cli_refuses_bad_csv_and_unknown_label(tmp_path):
     )
     assert result.returncode == 2
     assert f"error: --label c: no such column in {good}; it has ['a', 'b']" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "column_type, counts, task, lines",
+    [
+        ("BYTES", {"Cash": 9, "Card": 5, "Voucher": 1}, "multiclass", ["  - Card", "  - Cash", "  - Voucher"]),
+        ("INT", {"3": 4, "10": 2, "7": 1}, "multiclass", ["  - 3", "  - 7", "  - 10"]),  # numeric order
+        ("INT", {"0": 90, "1": 10}, "binary", []),  # 0/1 as it is
+        ("BYTES", {"no": 90, "yes": 10}, "binary", ["positive_values: ['yes']"]),  # says yes; quoted: a string
+        ("BYTES", {"B": 357, "M": 212}, "binary", ["positive_values: [M]"]),  # else the rarer one
+        ("INT", {str(v): 1 for v in range(21)}, "regression", []),  # over 20 distinct integers: a number
+        ("FLOAT", {"1.5": 3, "2.5": 1}, "regression", []),
+    ],
+)
+def test_the_task_is_drafted_from_the_label_columns_values(column_type, counts, task, lines):
+    import collections
+
+    draft = schema_tool.draft_task("y", column_type, collections.Counter(counts))
+    assert draft.task == task and draft.why.startswith("'y' holds ")
+    for line in lines:
+        assert line in draft.label_lines
+    assert draft.categorical == (column_type == "INT" and task != "regression")
+    if task == "regression":
+        assert draft.label_lines[0].startswith("transform: none")
+
+
+def test_class_names_yaml_would_misread_are_quoted():
+    import collections
+
+    import yaml
+
+    draft = schema_tool.draft_task("y", "BYTES", collections.Counter({"yes": 1, "no": 1, "null": 1, "1.0": 1}))
+    listed = yaml.safe_load("classes:\n" + "\n".join(draft.label_lines[1:]))["classes"]
+    assert sorted(listed) == ["1.0", "no", "null", "yes"] and all(isinstance(c, str) for c in listed)
+
+
+@pytest.fixture(scope="module")
+def drafted_tasks(tmp_path_factory):
+    """infer-schema on scikit-learn's wine (string classes) and diabetes (a number), and on an integer class
+    label made from the wine data (its cultivar as 1, 2, 3)."""
+    base = tmp_path_factory.mktemp("tasks")
+    wine = helpers.write_sklearn_dataset("wine", str(base / "wine"))
+    diabetes = helpers.write_sklearn_dataset("diabetes", str(base / "diabetes"))
+    numbered = helpers.rewrite_csv(
+        os.path.join(wine, "data.csv"),
+        str(base / "numbered"),
+        lambda i, row: {**row, "cultivar": str(1 + int(row["cultivar"][-1]))},
+    )
+    return {
+        name: (folder, str(base / f"{name}-out"), schema_tool.infer(folder, str(base / f"{name}-out"), label))
+        for name, folder, label in (
+            ("wine", wine, "cultivar"),
+            ("diabetes", diabetes, "progression"),
+            ("numbered", numbered, "cultivar"),
+        )
+    }
+
+
+def test_drafts_of_each_task_load_and_watch_the_label_for_drift(drafted_tasks):
+    expected = {"wine": "multiclass", "diabetes": "regression", "numbered": "multiclass"}
+    for name, (_, out, result) in drafted_tasks.items():
+        config = FeatureConfig.load(os.path.join(out, "features.yaml"))
+        assert config.task == expected[name] and result.task.task == expected[name]
+        label = next(f for f in _schema(os.path.join(out, "schema.pbtxt")).feature if f.name == config.label.column)
+        assert not label.HasField("skew_comparator")  # requests carry no label
+        if config.task == "multiclass":
+            assert label.drift_comparator.infinity_norm.threshold == pytest.approx(0.05)  # the classes' shares
+        else:
+            assert label.drift_comparator.jensen_shannon_divergence.threshold == pytest.approx(0.01)
+    assert FeatureConfig.load(os.path.join(drafted_tasks["wine"][1], "features.yaml")).label.classes == (
+        "class_0",
+        "class_1",
+        "class_2",
+    )
+    numbered = _schema(os.path.join(drafted_tasks["numbered"][1], "schema.pbtxt"))
+    assert next(f for f in numbered.feature if f.name == "cultivar").int_domain.is_categorical
+
+
+def test_an_integer_class_label_is_compared_as_categories(drafted_tasks):
+    """With the draft schema, TFDV counts an integer label's classes (is_categorical), so the drift check bins it
+    by class, not by deciles."""
+    from tfxflow.components import csv_input
+
+    folder, out, _ = drafted_tasks["numbered"]
+    schema = _schema(os.path.join(out, "schema.pbtxt"))
+    statistics = csv_input.csv_statistics(folder, schema)
+    label = next(f for f in statistics.datasets[0].features if f.path.step[0] == "cultivar")
+    assert label.WhichOneof("stats") == "string_stats"
+    comparisons, _ = drift.compare_statistics(statistics, statistics, schema, "drift")
+    (cultivar,) = [c for c in comparisons if c.feature == "cultivar"]
+    assert cultivar.comparator == "infinity_norm" and cultivar.binning == "its values" and cultivar.bins == 3
