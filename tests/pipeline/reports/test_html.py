@@ -83,7 +83,7 @@ def sample_page(**overrides) -> RunPage:
             slices={"overall": {"binary_accuracy": 0.78}, "payment_type=Cash": {"binary_accuracy": 0.9}},
             blessed=True,
             blessing_failures=[],
-            thresholds=["BinaryAccuracy at least 0.6 (overall)"],
+            thresholds=["binary_accuracy at least 0.6 (overall)"],
             sample="a sample of 172 of the 514 eval rows (every 3rd)",
         ),
         features={
@@ -158,7 +158,7 @@ def test_values_of_the_run_are_shown():
         "1.16.0",
         "ENUM_TYPE_UNEXPECTED_STRING_VALUES",
         "Jensen-Shannon divergence",
-        "BinaryAccuracy at least 0.6 (overall)",
+        "binary_accuracy at least 0.6 (overall)",
         "payment_type=Cash",
         "/root/Trainer/model/10",
         "1,486",

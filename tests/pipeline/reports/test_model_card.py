@@ -20,7 +20,7 @@ def test_markdown_card_of_a_pushed_model():
         "| binary_accuracy | 0.78 | 0.76 |",
         "### By slice",
         "| payment_type=Cash | 0.9 |",
-        "- BinaryAccuracy at least 0.6 (overall)",
+        "- binary_accuracy at least 0.6 (overall)",
         "## Limitations",
         "Evaluated on a sample of 172 of the 514 eval rows (every 3rd)",
         "| code commit | 240f057 |",

@@ -80,7 +80,7 @@ def test_the_pushed_runs_page_shows_each_part_of_the_run(runs):
     assert next(f for f in train.features if f.name == "payment_type").top_values
     assert {"loss", "auc"} <= set(page.training) and len(page.training["loss"]["validation"]) == 2
     assert page.evaluation.blessed and "binary_accuracy" in page.evaluation.metrics
-    assert any("BinaryAccuracy at least" in t for t in page.evaluation.thresholds)
+    assert any("binary_accuracy at least 0.6 (overall)" in t for t in page.evaluation.thresholds)
     assert page.serving_check["blessed"]
     model_uri = next(v for k, v in page.lineage.items() if k.startswith("model artifact"))
     assert os.path.isdir(model_uri) and page.lineage["Trainer execution"].isdigit()
