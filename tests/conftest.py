@@ -96,3 +96,57 @@ def secure_mlflow_server(postgres_server, s3_server, tmp_path_factory):
         server.create_user(user, password)
     yield server
     server.stop()
+
+
+class LongRuns:
+    """End-to-end runs of minutes that depend on nothing but their own folders, started together on one pool of
+    two threads when a group of them is first asked for, so that they share the two cores with each other and
+    with the Kubeflow end-to-end test's three runs, which one after another keep one core busy. Each test waits
+    only for its own group's results.
+
+    Groups: "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI), started with the first
+    end-to-end test of tests/pipeline/ (runs of the CLI, one core busy), and "kfp-tasks"
+    (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines through the KFP harness), started by the
+    Kubeflow end-to-end test's fixture."""
+
+    def __init__(self, tmp_path_factory, s3_server):
+        import concurrent.futures
+
+        self._tmp, self._s3 = tmp_path_factory, s3_server
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="long-run")
+        self._futures = {}
+        self._details = {}
+
+    def start(self, *groups):
+        for group in groups:
+            if group in self._futures:
+                continue
+            if group == "tasks":
+                from tests.pipeline import test_tasks_e2e
+
+                jobs, details = test_tasks_e2e.jobs(self._tmp.mktemp("tasks")), {}
+            else:
+                from tests.kubeflow import test_compiled_tasks_e2e
+
+                jobs, details = test_compiled_tasks_e2e.jobs(self._tmp.mktemp("kfp-tasks"), self._s3)
+            self._futures[group] = {name: self._pool.submit(job) for name, job in jobs.items()}
+            self._details[group] = details
+
+    def results(self, group):
+        self.start(group)
+        return {name: future.result() for name, future in self._futures[group].items()}
+
+    def details(self, group):
+        self.start(group)
+        return self._details[group]
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def long_runs(tmp_path_factory, s3_server):
+    """The session's LongRuns."""
+    runs = LongRuns(tmp_path_factory, s3_server)
+    yield runs
+    runs.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import random
@@ -105,6 +106,21 @@ def run_cli(*args: str, timeout: int = 900, env: "Dict[str, str] | None" = None)
         for key in [k for k, v in env.items() if v is None]:
             environ.pop(key, None)
     return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False, env=environ)
+
+
+@contextlib.contextmanager
+def environment(env: Dict[str, str]):
+    """This process's environment with `env` set while the block runs, as it was after."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def patch_env(monkeypatch, env: "Dict[str, str | None]") -> None:

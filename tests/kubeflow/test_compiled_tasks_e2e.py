@@ -7,10 +7,10 @@ open-source KFP's driver and launcher run it (tests/kfp_harness.py), with the pi
 - Google's taxi module file (binary), compiled with `tfxflow kubeflow compile --module-file`, which stages
   TFX's wheel of it under the object-store pipeline root; the Transform and Trainer pods copy it from there.
 
-The three pipelines run side by side (a step is mostly a single-threaded Python start-up).
+The three pipelines run on the session's pool of long runs (tests/conftest.py's `long_runs`), beside the
+other Kubeflow end-to-end runs (a step is mostly a single-threaded Python start-up).
 """
 
-import concurrent.futures
 import os
 
 import numpy as np
@@ -116,15 +116,14 @@ def _compile_module(base, s3, serving_mount):
     return spec, result.stdout
 
 
-@pytest.fixture(scope="module")
-def task_runs(s3_server, tmp_path_factory):
-    base = tmp_path_factory.mktemp("kfp-tasks")
+def jobs(base, s3_server):
+    """Compiles the three pipelines (data uploaded, the module's wheel staged: the store's variables are this
+    process's while it runs) and returns {name: a function that runs it through the harness} and what the
+    tests read besides (tests/conftest.py's `long_runs`)."""
     env = s3_server.env
     pod_env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    object_store.clear_client_cache()
-    try:
+    with helpers.environment(env):
+        object_store.clear_client_cache()
         s3_server.create_bucket(BUCKET)
         serving_mount = str(base / "serving-claim")
         configs = {
@@ -133,29 +132,25 @@ def task_runs(s3_server, tmp_path_factory):
         }
         specs = {name: kf.compile_pipeline(config, str(base / f"{name}.yaml")).path for name, config in configs.items()}
         specs["taxi"], compiled = _compile_module(base, s3_server, serving_mount)
+    object_store.clear_client_cache()
 
-        def run(name):
-            kfp = LocalKfp(
-                str(base / f"kfp-{name}"),
-                s3_env=env,
-                base_env=pod_env,
-                secrets={
-                    kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}
-                },
-            )
-            return kfp.run(specs[name], pipeline_root=kf.load_spec(specs[name])[0]["defaultPipelineRoot"])
+    def run(name):
+        kfp = LocalKfp(
+            str(base / f"kfp-{name}"),
+            s3_env=env,
+            base_env=pod_env,
+            secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
+        )
+        return kfp.run(specs[name], pipeline_root=kf.load_spec(specs[name])[0]["defaultPipelineRoot"])
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            futures = {name: pool.submit(run, name) for name in specs}
-            runs = {name: future.result() for name, future in futures.items()}
-        yield {"runs": runs, "serving": f"{serving_mount}/models", "base": base, "compiled": compiled, "s3": s3_server}
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        object_store.clear_client_cache()
+    details = {"serving": f"{serving_mount}/models", "base": base, "compiled": compiled, "s3": s3_server}
+    return {name: (lambda name=name: run(name)) for name in specs}, details
+
+
+@pytest.fixture(scope="module")
+def task_runs(long_runs):
+    runs = long_runs.results("kfp-tasks")
+    return {"runs": runs, **long_runs.details("kfp-tasks")}
 
 
 def _succeeded(run):

@@ -5,11 +5,11 @@ of Google's own, shipped in the installed tfx package, run unchanged; a module w
 preprocessing_fn runs beside the built-in other half; a run_fn that exports nothing the Evaluator can use is
 refused in one line.
 
-The runs are independent (one home each) and run two at a time: most of a run is single-threaded (imports,
-Beam's in-memory runner), so two share the two cores.
+The runs are independent (one home each) and run on the session's pool of long runs (tests/conftest.py's
+`long_runs`), beside the Kubeflow end-to-end runs: most of a run is single-threaded (imports, Beam's in-memory
+runner), so they share the two cores.
 """
 
-import concurrent.futures
 import json
 import os
 import shutil
@@ -132,13 +132,12 @@ def run_fn(fn_args):
 ONLY_PREPROCESSING = "from tfx.examples.chicago_taxi_pipeline.taxi_utils_native_keras import preprocessing_fn\n"
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("tasks")
+def jobs(base):
+    """{name: a function that makes that run} under the folder `base` (tests/conftest.py's `long_runs`)."""
     (base / "bad_run_fn.py").write_text(BAD_RUN_FN)
     (base / "only_preprocessing").mkdir()
     (base / "only_preprocessing" / "module.py").write_text(ONLY_PREPROCESSING)
-    jobs = {
+    return {
         "multiclass": lambda: _drafted_task(base, "payment", "payment_type", 3000, seed=21),
         "regression": lambda: _drafted_task(base, "fare", "fare", 3000, seed=22),
         "taxi_module": lambda: _taxi_module(base, "google", TAXI_MODULE, TAXI_LABEL, "--train-steps", "300"),
@@ -150,9 +149,11 @@ def runs(tmp_path_factory):
             base, "half", str(base / "only_preprocessing" / "module.py"), TAXI_LABEL, "--train-steps", "200"
         ),
     }
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(job) for name, job in jobs.items()}
-        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(long_runs):
+    return long_runs.results("tasks")
 
 
 def _ok(result):
