@@ -166,6 +166,15 @@ def _served(home, model):
     return os.path.join(home, "serving", model, version), version
 
 
+def _answer_taxi_rows(run, model, count):
+    """The served model of a taxi run, and its serving_default's answer for the first `count` rows of its data."""
+    model_dir, _ = _served(run["home"], model)
+    loaded = tf.saved_model.load(model_dir)
+    rows = helpers.read_csv_rows(os.path.join(run["data"], "data.csv"), count)
+    examples = helpers.serialize_examples(rows, run["schema"], drop=("tips",))
+    return loaded, loaded.signatures["serving_default"](examples=tf.constant(examples))
+
+
 def _eval_split(home):
     """The eval split CsvExampleGen wrote (every eval row: none of these runs samples it)."""
     (examples,) = [
@@ -291,13 +300,8 @@ def test_googles_taxi_module_file_runs_unchanged_and_its_model_is_pushed(runs):
     assert "blessed:        yes (binary_accuracy >= 0.6" in out
     assert "max difference serving_default 0 " in out  # its only signature, as TFMA reads it
     assert "Looking in indexes" not in out and "Epoch" not in out  # pip's and Keras' chatter is in the log
-    model_dir, _ = _served(run["home"], "google")
-    loaded = tf.saved_model.load(model_dir)
+    loaded, answer = _answer_taxi_rows(run, "google", 16)
     assert set(loaded.signatures) == {"serving_default", "transform_features"}
-    rows = helpers.read_csv_rows(os.path.join(run["data"], "data.csv"), 16)
-    answer = loaded.signatures["serving_default"](
-        examples=tf.constant(helpers.serialize_examples(rows, run["schema"], drop=("tips",)))
-    )
     outputs = answer["outputs"].numpy()
     assert outputs.shape == (16, 1) and ((outputs >= 0) & (outputs <= 1)).all() and outputs.std() > 0
     wheels = os.listdir(os.path.join(run["home"], "pipeline_root", "_wheels"))
@@ -337,14 +341,9 @@ def test_a_module_with_only_a_preprocessing_fn_trains_the_built_in_model_on_its_
     run = runs["only_preprocessing"]
     _ok(run["result"])
     assert "blessed:        yes" in run["result"].stdout
-    model_dir, _ = _served(run["home"], "half")
-    loaded = tf.saved_model.load(model_dir)
+    loaded, answer = _answer_taxi_rows(run, "half", 8)
     # The built-in export without the feature config's columns: serving_default and TFMA's signature.
     assert set(loaded.signatures) == {"serving_default", "transform_features"}
-    rows = helpers.read_csv_rows(os.path.join(run["data"], "data.csv"), 8)
-    answer = loaded.signatures["serving_default"](
-        examples=tf.constant(helpers.serialize_examples(rows, run["schema"], drop=("tips",)))
-    )
     assert answer["probabilities"].shape == (8, 1)
     info_path = [
         os.path.join(root, "training_info.json")
