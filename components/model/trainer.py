@@ -148,20 +148,22 @@ def transformed_inputs(tf_transform_output: tft.TFTransformOutput, label_key: st
     """The model's inputs when a user's own preprocessing_fn made the features (the feature config lists no
     roles): every transformed feature but the label, floats as numeric inputs, integers with an id range in
     Transform's schema (a vocabulary, buckets) as categorical ones, other integers as numbers. Raises
-    ValueError naming a feature the built-in model cannot take (text, or several values per row)."""
+    UserCodeError naming a feature the built-in model cannot take (text, or several values per row)."""
+    from tfxflow.components.errors import UserCodeError
+
     found = []
     for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
         if name == label_key:
             continue
         if not isinstance(spec, tf.io.FixedLenFeature) or spec.shape not in ([], [1], (), (1,)):
-            raise ValueError(
-                f"transformed feature '{name}' has several values per row ({spec}); the built-in model takes one "
-                "value per feature: make it one in preprocessing_fn, or bring a run_fn too"
+            raise UserCodeError(
+                f"the module's preprocessing_fn makes '{name}' with several values per row ({spec}); the built-in "
+                "model takes one value per feature: make it one there, or bring a run_fn too"
             )
         if spec.dtype == tf.string:
-            raise ValueError(
-                f"transformed feature '{name}' is text; the built-in model takes numbers: map it to ids "
-                "(tft.compute_and_apply_vocabulary) in preprocessing_fn"
+            raise UserCodeError(
+                f"the module's preprocessing_fn makes '{name}' as text; the built-in model takes numbers: map it "
+                "to ids there (tft.compute_and_apply_vocabulary), or bring a run_fn too"
             )
         if spec.dtype == tf.int64:
             try:
