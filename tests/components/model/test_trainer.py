@@ -388,3 +388,48 @@ def test_a_log1p_regression_answers_in_the_labels_own_units(task_transforms, tmp
     predictions = loaded.signatures["serving_default"](examples=tf.constant(rows))["predictions"].numpy()[:, 0]
     labels = loaded.signatures["transform_features"](examples=tf.constant(rows))["label"].numpy()
     assert abs(predictions.mean() - labels.mean()) < 1.5 and np.corrcoef(predictions, labels)[0, 1] > 0.9
+
+
+def _analyzed(folder, preprocessing_fn):
+    """The TFTransformOutput of `preprocessing_fn` analyzed on 30 small rows."""
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+
+    spec = {
+        "x": tf.io.FixedLenFeature([], tf.float32),
+        "hour": tf.io.FixedLenFeature([], tf.int64),
+        "city": tf.io.FixedLenFeature([], tf.string),
+        "y": tf.io.FixedLenFeature([], tf.int64),
+    }
+    rows = [{"x": float(i), "hour": i % 24, "city": [b"a", b"b", b"c"][i % 3], "y": i % 2} for i in range(30)]
+    with tft_beam.Context(temp_dir=str(folder / "tmp")):
+        transform_fn = (rows, tft.DatasetMetadata.from_feature_spec(spec)) | tft_beam.AnalyzeDataset(preprocessing_fn)
+        _ = transform_fn | tft_beam.WriteTransformFn(str(folder / "graph"))
+    return tft.TFTransformOutput(str(folder / "graph"))
+
+
+@pytest.mark.integration
+def test_the_inputs_of_a_modules_transformed_features(tmp_path):
+    """A module's preprocessing_fn, the built-in model: ids with a vocabulary are categories, floats and other
+    integers numbers; text is refused naming the feature."""
+    import tensorflow_transform as tft
+
+    from tfxflow.components.errors import UserCodeError
+
+    def preprocessing_fn(inputs):
+        return {
+            "label_xf": inputs["y"],
+            "x_xf": tft.scale_to_z_score(inputs["x"]),
+            "hour_xf": inputs["hour"],  # an integer with no id range
+            "city_xf": tft.compute_and_apply_vocabulary(inputs["city"], num_oov_buckets=2),
+        }
+
+    found = trainer.transformed_inputs(_analyzed(tmp_path / "numbers", preprocessing_fn), "label_xf")
+    assert [(i.name, i.kind, i.tokens) for i in found] == [
+        ("city_xf", "categorical", 5),  # 3 cities + 2 OOV buckets
+        ("hour_xf", "numeric", 0),
+        ("x_xf", "numeric", 0),
+    ]
+    with_text = _analyzed(tmp_path / "text", lambda inputs: {**preprocessing_fn(inputs), "city_text": inputs["city"]})
+    with pytest.raises(UserCodeError, match="makes 'city_text' as text; the built-in model takes numbers"):
+        trainer.transformed_inputs(with_text, "label_xf")
