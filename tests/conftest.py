@@ -99,21 +99,22 @@ def secure_mlflow_server(postgres_server, s3_server, tmp_path_factory):
 
 
 class LongRuns:
-    """End-to-end runs of minutes that depend on nothing but their own folders, started together on one pool of
-    two threads when a group of them is first asked for, so that they share the two cores with each other and
-    with the Kubeflow end-to-end test's three runs, which one after another keep one core busy. Each test waits
-    only for its own group's results.
+    """End-to-end runs of minutes that depend on nothing but their own folders, run one after another on a thread
+    of their own from the start of the session, beside the other tests: most tests keep one core busy (a CLI
+    run, a KFP step, TFX's in-memory Beam), and these runs take the other. Each test waits only for its own
+    group's results.
 
-    Groups: "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI), started with the first
-    end-to-end test of tests/pipeline/ (runs of the CLI, one core busy), and "kfp-tasks"
-    (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines through the KFP harness), started by the
-    Kubeflow end-to-end test's fixture."""
+    Groups, in the order they run: "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines
+    through the KFP harness) and "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI); a group
+    starts with the session when the session selected its tests, else when they first ask for it."""
+
+    GROUPS = {"kfp-tasks": "test_compiled_tasks_e2e", "tasks": "test_tasks_e2e"}
 
     def __init__(self, tmp_path_factory, s3_server):
         import concurrent.futures
 
         self._tmp, self._s3 = tmp_path_factory, s3_server
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="long-run")
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="long-run")
         self._futures = {}
         self._details = {}
 
@@ -150,3 +151,14 @@ def long_runs(tmp_path_factory, s3_server):
     runs = LongRuns(tmp_path_factory, s3_server)
     yield runs
     runs.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _long_runs_from_the_start(request):
+    """Starts the LongRuns groups whose tests this session runs, before its first test."""
+    selected = {
+        getattr(item, "module", None) and item.module.__name__.rsplit(".", 1)[-1] for item in request.session.items
+    }
+    groups = [group for group, module in LongRuns.GROUPS.items() if module in selected]
+    if groups:
+        request.getfixturevalue("long_runs").start(*groups)

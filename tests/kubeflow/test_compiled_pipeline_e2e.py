@@ -53,9 +53,7 @@ def _baseline_model_names(evaluation_dir: str) -> set:
 
 
 @pytest.fixture(scope="module")
-def kfp_runs(s3_server, tmp_path_factory, long_runs):
-    # Its three runs follow one another, one step at a time: the other compiled pipelines share the machine.
-    long_runs.start("kfp-tasks")
+def kfp_runs(s3_server, tmp_path_factory):
     base = tmp_path_factory.mktemp("kfp")
     # Its own MLflow server: the runs register versions of the model "taxi", which other tests count.
     mlflow_server = helpers.MlflowServer(str(base / "mlflow")).start()

@@ -38,16 +38,6 @@ def kubeflow_config(root: str, **overrides) -> kf.KubeflowConfig:
     return kf.KubeflowConfig(**values)
 
 
-@pytest.fixture(autouse=True)
-def _long_runs_beside_the_cli(request):
-    """Starts the task runs (tests/conftest.py's LongRuns) with the first end-to-end test here, when the session
-    has them: most of these tests run the CLI on one core, and the task runs take the other."""
-    if request.node.get_closest_marker("e2e") and any(
-        item.module.__name__.endswith("test_tasks_e2e") for item in request.session.items
-    ):
-        request.getfixturevalue("long_runs").start("tasks")
-
-
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):
     """(compile result, pipeline spec, platform spec, config) of the taxi pipeline compiled for Kubeflow."""
