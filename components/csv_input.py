@@ -879,13 +879,38 @@ def csv_files(data_root: str) -> List[str]:
     return sorted(fileio.glob(os.path.join(data_root, "*.csv")))
 
 
+def csv_records(stream: BinaryIO) -> Iterator[str]:
+    """The data records of a CSV byte stream after its header, decoded and without their line ends. A quoted
+    value's line breaks stay inside its record (RFC 4180): a record goes on while its quotes are unbalanced."""
+    read_header(stream)
+    pending, quotes = [], 0
+    for raw in stream:
+        quotes += raw.count(b'"')
+        if quotes % 2:  # a quoted value goes on past this line
+            pending.append(raw)
+            continue
+        if pending:
+            pending.append(raw)
+            raw = b"".join(pending)
+            pending = []
+        quotes = 0
+        yield raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+    if pending:  # a quote never closed: the scan before reports it; the rest is one record, as Arrow reads it
+        yield b"".join(pending).rstrip(b"\r\n").decode("utf-8", errors="replace")
+
+
+def _file_records(path: str) -> Iterator[str]:
+    # Through a buffered reader: TF's own line reader drops the "\r" of a "\r\n" inside a quoted value.
+    with open(path, "rb") if "://" not in path else io.BufferedReader(_Readable(fileio.open(path, "rb"))) as stream:
+        yield from csv_records(stream)
+
+
 def csv_statistics(data_root: str, schema=None):
     """TFDV statistics of the CSV files in `data_root` after the same checks as ingestion (types from
     `schema` when given, else inferred). Raises InputDataError naming what is wrong.
 
-    As TFDV's `generate_statistics_from_csv`, but the header is read as ingestion reads it: a byte-order
-    mark is not part of the first column's name. Like TFDV's, it reads line by line: a quoted value that spans
-    lines is not supported here."""
+    As TFDV's `generate_statistics_from_csv`, but records are read as ingestion reads them: a byte-order mark
+    is not part of the first column's name, and a quoted value may span lines (TFDV's reader splits lines)."""
     import apache_beam as beam
     import tensorflow_data_validation as tfdv
     from tensorflow_data_validation.coders import csv_decoder
@@ -903,7 +928,8 @@ def csv_statistics(data_root: str, schema=None):
     with beam.Pipeline() as pipeline:
         _ = (
             pipeline
-            | "ReadData" >> beam.io.textio.ReadFromText(os.path.join(data_root, "*.csv"), skip_header_lines=1)
+            | "Files" >> beam.Create(files)
+            | "ReadRecords" >> beam.FlatMap(_file_records)
             | "DecodeData" >> csv_decoder.DecodeCSV(column_names=list(summary.header), schema=schema)
             | "GenerateStatistics" >> tfdv.GenerateStatistics(options)
             | "WriteStatistics" >> tfdv.WriteStatisticsToTFRecord(output)

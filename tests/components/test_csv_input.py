@@ -1,5 +1,6 @@
 """The CSV check names file, line, column and rule for each kind of bad input, and passes good files."""
 
+import csv
 import io
 
 import pytest
@@ -314,6 +315,33 @@ def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_pa
     statistics = csv_input.csv_statistics(str(tmp_path), schema).datasets[0]
     assert statistics.num_examples == 3
     assert sorted(f.path.step[0] for f in statistics.features) == ["fare", "hour", "pay", "tips"]
+
+
+MULTILINE = (
+    'text,category\r\n"Hello,\r\nmy card was charged twice",billing\r\n'
+    '"He said ""it broke""\nand left\n\nagain",support\r\n'
+    "plain line,support\r\n"
+    '"",billing\r\n'
+)
+
+
+def test_records_are_those_of_pythons_csv_reader_with_line_breaks_inside():
+    records = list(csv_input.csv_records(io.BytesIO(MULTILINE.encode())))
+    theirs = list(csv.reader(io.StringIO(MULTILINE, newline="")))[1:]
+    assert [next(csv.reader([r])) for r in records] == theirs
+    assert theirs[1] == ['He said "it broke"\nand left\n\nagain', "support"]
+
+
+@pytest.mark.integration
+def test_statistics_count_a_value_over_lines_as_one_row(tmp_path):
+    (tmp_path / "t.csv").write_bytes(MULTILINE.encode())
+    statistics = csv_input.csv_statistics(str(tmp_path)).datasets[0]
+    assert statistics.num_examples == 4
+    text = next(f for f in statistics.features if f.path.step[0] == "text")
+    values = [r[0] for r in csv.reader(io.StringIO(MULTILINE, newline=""))][1:]
+    # TFDV's string statistics over the values Python's csv module reads (the empty one is missing)
+    assert text.string_stats.avg_length == pytest.approx(sum(map(len, values)) / 3)
+    assert text.string_stats.common_stats.num_non_missing == 3
 
 
 def test_a_quoted_value_over_two_lines_is_one_value(tmp_path):
