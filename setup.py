@@ -21,6 +21,8 @@ setup(
         "tfx[kfp]==1.16.0",
         "tensorflow>=2.16,<2.17",
         "tf-keras>=2.16,<2.17",
+        # WordPiece tokenization inside the Transform graph; its ops are built against one TF minor version.
+        "tensorflow-text>=2.16.1,<2.17",
         "tensorflow-data-validation>=1.16.1,<1.17",
         "tensorflow-transform>=1.16,<1.17",
         "tensorflow-model-analysis>=0.47,<0.48",
