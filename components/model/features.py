@@ -112,7 +112,18 @@ class LabelSpec:
         )
 
 
-ROLES = ("numeric", "categorical", "bucketized")
+ROLES = ("numeric", "categorical", "bucketized", "text")
+# Knobs of the transforms, with their types (a YAML value of another type is refused).
+KNOBS = {
+    "num_buckets": int,
+    "vocab_top_k": int,
+    "num_oov_buckets": int,
+    "sequence_length": int,
+    "text_vocab_size": int,
+    "text_vocab_file": str,
+    "lower_case": bool,
+}
+MAX_SEQUENCE_LENGTH = 512  # BERT's positions
 # Label keys that belong to one task only; a key of another task is refused, naming both.
 TASK_LABEL_KEYS = {
     "greater_than": tasks.BINARY,
@@ -134,16 +145,23 @@ class FeatureConfig:
     numeric: Tuple[str, ...] = ()
     categorical: Tuple[str, ...] = ()
     bucketized: Tuple[str, ...] = ()
+    text: Tuple[str, ...] = ()
     num_buckets: int = 10
     vocab_top_k: int = 1000
     num_oov_buckets: int = 10
+    # Text columns: word pieces per row, [CLS] and [SEP] included; the size of the vocabulary learned from the
+    # training split, or a pretrained model's vocab.txt instead; lower-casing and accent stripping (uncased).
+    sequence_length: int = 128
+    text_vocab_size: int = 8000
+    text_vocab_file: str = ""
+    lower_case: bool = True
     source: str = "<dict>"
     roles_required: bool = dataclasses.field(default=True, compare=False)
 
     def __post_init__(self):
         features = self.feature_columns
         if not features and self.roles_required:
-            raise FeatureConfigError(f"{self.source}: no feature columns (numeric, categorical, bucketized)")
+            raise FeatureConfigError(f"{self.source}: no feature columns (numeric, categorical, bucketized, text)")
         seen = set()
         for column in features:
             if column in seen:
@@ -153,7 +171,8 @@ class FeatureConfig:
             raise FeatureConfigError(
                 f"{self.source}: label column '{self.label.column}' is also a feature; that would leak the label"
             )
-        if self.label.name in seen or any(self.transformed_name(c) == self.label.name for c in features):
+        made = [self.transformed_name(c) for c in features] + [self.mask_name(c) for c in self.text]
+        if self.label.name in seen or self.label.name in made:
             raise FeatureConfigError(f"{self.source}: label name '{self.label.name}' clashes with a feature")
         if self.label.greater_than is not None and self.label.positive_values:
             raise FeatureConfigError(f"{self.source}: label: set greater_than or positive_values, not both")
@@ -181,6 +200,13 @@ class FeatureConfig:
                 raise FeatureConfigError(f"{self.source}: {knob} must be >= 1, got {getattr(self, knob)}")
         if self.num_oov_buckets < 0:
             raise FeatureConfigError(f"{self.source}: num_oov_buckets must be >= 0")
+        if not 3 <= self.sequence_length <= MAX_SEQUENCE_LENGTH:
+            raise FeatureConfigError(
+                f"{self.source}: sequence_length must be between 3 ([CLS], one word piece, [SEP]) and "
+                f"{MAX_SEQUENCE_LENGTH}, got {self.sequence_length}"
+            )
+        if self.text_vocab_size < 100:
+            raise FeatureConfigError(f"{self.source}: text_vocab_size must be >= 100, got {self.text_vocab_size}")
 
     @property
     def task(self) -> str:
@@ -192,7 +218,7 @@ class FeatureConfig:
 
     @property
     def feature_columns(self) -> Tuple[str, ...]:
-        return tuple(self.numeric) + tuple(self.categorical) + tuple(self.bucketized)
+        return tuple(self.numeric) + tuple(self.categorical) + tuple(self.bucketized) + tuple(self.text)
 
     @property
     def raw_columns(self) -> Tuple[str, ...]:
@@ -208,6 +234,11 @@ class FeatureConfig:
     def transformed_name(column: str) -> str:
         return column + TRANSFORMED_SUFFIX
 
+    @staticmethod
+    def mask_name(column: str) -> str:
+        """A text column's attention mask (its token ids are `transformed_name`)."""
+        return column + TRANSFORMED_SUFFIX + "_mask"
+
     def to_dict(self) -> dict:
         """The config's content as plain JSON-able data (what `custom_config['features']` carries); the task is
         a top-level key, as in the YAML file."""
@@ -215,7 +246,7 @@ class FeatureConfig:
         data = {"task": label.pop("task"), "label": label}
         for key in ROLES:
             data[key] = list(getattr(self, key))
-        for key in ("num_buckets", "vocab_top_k", "num_oov_buckets"):
+        for key in KNOBS:
             data[key] = getattr(self, key)
         return data
 
@@ -272,10 +303,10 @@ class FeatureConfig:
             if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
                 raise FeatureConfigError(f"{source}: '{key}' must be a list of column names")
             kwargs[key] = tuple(columns)
-        for key in ("num_buckets", "vocab_top_k", "num_oov_buckets"):
+        for key, kind in KNOBS.items():
             if key in data:
-                if not isinstance(data[key], int) or isinstance(data[key], bool):
-                    raise FeatureConfigError(f"{source}: '{key}' must be an integer, got {data[key]!r}")
+                if not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool)):
+                    raise FeatureConfigError(f"{source}: '{key}' must be {_KIND_NAMES[kind]}, got {data[key]!r}")
                 kwargs[key] = data[key]
         return cls(**kwargs)
 
@@ -321,6 +352,9 @@ class FeatureConfig:
                     f"{self.source}: label.classes {bad}: '{label.column}' holds integers in {where}, so each "
                     "class must be an integer"
                 )
+
+
+_KIND_NAMES = {int: "an integer", str: "a string (a path)", bool: "true or false"}
 
 
 def _is_integer(text: str) -> bool:

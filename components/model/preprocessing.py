@@ -1,4 +1,5 @@
-"""tf.Transform `preprocessing_fn`: z-scored numerics, vocabularies, buckets, missing values filled, the label."""
+"""tf.Transform `preprocessing_fn`: z-scored numerics, vocabularies, buckets, word pieces of text, missing values
+filled, the label."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from tfxflow.components.model import features as features_lib
-from tfxflow.components.model import tasks
+from tfxflow.components.model import tasks, text
 
 # Transform's vocabulary of a multi-class label whose classes the feature config does not list: the class names
 # in index order (the export's `classes` output reads it back).
@@ -105,5 +106,12 @@ def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> D
         )
     for column in config.bucketized:
         outputs[config.transformed_name(column)] = tft.bucketize(fill_numeric(inputs[column]), config.num_buckets)
+    given = text.read_vocabulary(config.text_vocab_file) if config.text and config.text_vocab_file else None
+    for column in config.text:
+        values = _densify(inputs[column], "")  # a missing text is an empty one: [CLS] [SEP]
+        path = text.vocabulary(values, column, config.text_vocab_size, config.lower_case, given)
+        ids, mask = text.tokenize(values, path, config.sequence_length, config.lower_case, given)
+        outputs[config.transformed_name(column)] = ids
+        outputs[config.mask_name(column)] = mask
     outputs[config.label.name] = make_label(inputs, config.label)
     return outputs

@@ -38,6 +38,16 @@ def test_taxi_config_loads_and_round_trips():
         ({"num_buckets": "ten"}, "'num_buckets' must be an integer"),
         ({"label": {"name": "y", "column": "target", "ratio_of": "a"}}, "ratio_of needs greater_than"),
         ({"label": {"column": "target"}}, "label.name is required"),
+        ({"text": ["a"]}, "column 'a' is listed under more than one role"),
+        (
+            {"text": ["c"], "sequence_length": 2},
+            "sequence_length must be between 3 ([CLS], one word piece, [SEP]) and 512",
+        ),
+        ({"text": ["c"], "sequence_length": 513}, "sequence_length must be between 3"),
+        ({"text": ["c"], "text_vocab_size": 99}, "text_vocab_size must be >= 100"),
+        ({"text": ["c"], "lower_case": "yes"}, "'lower_case' must be true or false, got 'yes'"),
+        ({"text": ["c"], "text_vocab_file": 7}, "'text_vocab_file' must be a string (a path), got 7"),
+        ({"text": ["c"], "label": {"name": "c_xf_mask", "column": "target"}}, "label name 'c_xf_mask' clashes"),
     ],
 )
 def test_invalid_configs_name_the_file_and_the_problem(overrides, message):
@@ -132,3 +142,12 @@ def test_each_task_evaluates_a_csv_row_as_ingestion_counts_it():
     assert FeatureConfig.from_dict(_task("regression", transform="log1p")).label.describe() == (
         "target (trained as log1p(target))"
     )
+
+
+def test_a_text_column_makes_ids_and_a_mask_and_its_knobs_round_trip():
+    config = _config(text=["note"], sequence_length=64, text_vocab_size=3000, lower_case=False)
+    assert config.feature_columns == ("a", "b", "note")
+    assert (config.transformed_name("note"), config.mask_name("note")) == ("note_xf", "note_xf_mask")
+    again = FeatureConfig.from_dict(config.to_dict())
+    assert again.to_dict() == config.to_dict() and (again.sequence_length, again.text_vocab_size, again.lower_case) == (64, 3000, False)
+    assert config.label_only_columns == ("target",)

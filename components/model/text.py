@@ -1,0 +1,197 @@
+"""Text columns in the Transform graph: BERT's WordPiece tokenization with TF Text, so that a served model takes
+raw text. The vocabulary is learned from the training split by TF Text's own WordPiece learner (the algorithm
+of BERT's vocabulary tools) or is a pretrained model's `vocab.txt`; either way it is a Transform asset,
+`<column>_wordpiece`, whose line numbers are the token ids.
+
+Each text column becomes two [batch, sequence_length] int64 features: the token ids, [CLS] first and [SEP]
+last, truncated by slicing (TF Serving 2.16 links TF Text 2.12's ops, which lack RoundRobinTrimmer's) and
+padded with [PAD]; and the attention mask, 1 over the tokens and 0 over the padding.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import uuid
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+RESERVED = (PAD, UNK, CLS, SEP, MASK)  # the first ids of a learned vocabulary, in this order
+MASK_SUFFIX = "_mask"
+ASSET_SUFFIX = "_wordpiece"
+MAX_LEARNED_WORDS = 100_000  # distinct words the WordPiece learner reads (the most frequent)
+
+
+class VocabularyError(ValueError):
+    """A given vocabulary that cannot serve: missing, empty, or without the special tokens."""
+
+
+def load_ops() -> None:
+    """Registers TF Text's ops, which a graph with a text column (or a module's preprocessing_fn using TF Text)
+    needs before it is loaded: in the Trainer, the Evaluator, the serving check and MLflow's model."""
+    import tensorflow_text  # noqa: F401 (registers the ops)
+
+
+def load_ops_for(model_dir: str) -> bool:
+    """Registers TF Text's ops when the SavedModel in `model_dir` needs ops TensorFlow lacks (a model with a
+    text column): then they are TF Text's, the only op library the pipeline's models may use. Returns whether
+    it did."""
+    from tfxflow.components.serving_probe import ops_tf_lacks
+
+    if not ops_tf_lacks(model_dir):
+        return False
+    load_ops()
+    return True
+
+
+def asset_name(column: str) -> str:
+    """The Transform asset that holds a text column's vocabulary."""
+    return column + ASSET_SUFFIX
+
+
+def read_vocabulary(path: str) -> List[str]:
+    """A pretrained model's vocab.txt: one token per line, the line number its id. Raises VocabularyError
+    naming the file when it cannot be read or lacks [PAD], [UNK], [CLS] or [SEP]."""
+    from tfx.dsl.io import fileio
+
+    if not fileio.exists(path):
+        raise VocabularyError(f"{path}: vocabulary file not found")
+    with fileio.open(path, "rb") as stream:
+        try:
+            tokens = stream.read().decode("utf-8").split("\n")
+        except UnicodeDecodeError as err:
+            raise VocabularyError(f"{path}: not UTF-8 text ({err})") from err
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    tokens = [t.rstrip("\r") for t in tokens]
+    missing = [t for t in (PAD, UNK, CLS, SEP) if t not in tokens]
+    if missing:
+        raise VocabularyError(f"{path}: a BERT vocabulary needs the tokens {missing} (one token per line)")
+    return tokens
+
+
+def special_ids(vocabulary: Optional[Sequence[str]]) -> Tuple[int, int, int]:
+    """(pad, cls, sep) ids: a given vocabulary's line numbers, else a learned one's (RESERVED first)."""
+    tokens = list(vocabulary) if vocabulary is not None else list(RESERVED)
+    return tokens.index(PAD), tokens.index(CLS), tokens.index(SEP)
+
+
+def count_words(batches: Iterable[Tuple]) -> collections.Counter:
+    counts = collections.Counter()
+    for batch in batches:
+        counts.update(batch[0].tolist())
+    return counts
+
+
+def learn_vocabulary(counts: collections.Counter, vocab_size: int) -> List[str]:
+    """TF Text's WordPiece learner over word counts, RESERVED first; at most `vocab_size` tokens."""
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    words = {(w.decode("utf-8", "replace") if isinstance(w, bytes) else w): c for w, c in counts.items()}
+    if not words:
+        return list(RESERVED)
+    # The learner binary-searches the count a token needs, each probe a full pass over the distinct words. V
+    # tokens of count >= t take at least V * t of the corpus' word pieces (about its word count), so the
+    # search can start at twice the word count over V rather than at the most frequent word's count; and from
+    # 1, as a small corpus needs. The MAX_LEARNED_WORDS most frequent words bound a probe's cost on any corpus.
+    upper = max(2, 2 * sum(words.values()) // vocab_size)
+    return learner.learn(
+        words,
+        vocab_size=vocab_size,
+        reserved_tokens=list(RESERVED),
+        upper_thresh=upper,
+        lower_thresh=1,
+        max_input_tokens=MAX_LEARNED_WORDS,
+    )
+
+
+def _make_analyzer(filename: str, vocab_size: int, given: Optional[Sequence[str]]):
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+
+    class WordPieceVocabulary(tft_beam.experimental.PTransformAnalyzer):
+        """Counts the words of every batch and writes the vocabulary file; its path is the one output."""
+
+        def expand(self, pcoll):
+            def write(counts):
+                tokens = list(given) if given is not None else learn_vocabulary(counts, vocab_size)
+                # The file's name is the asset's: the export copies it under that name.
+                folder = os.path.join(self.base_temp_dir, uuid.uuid4().hex)
+                path = os.path.join(folder, filename)
+                tf.io.gfile.makedirs(folder)
+                with tf.io.gfile.GFile(path, "w") as f:
+                    f.write("\n".join(tokens) + "\n")
+                return path.encode()
+
+            return (
+                pcoll
+                | "Count" >> beam.Map(lambda batch: count_words([batch]))
+                | "Sum" >> beam.CombineGlobally(_sum_counters)
+                | "Write" >> beam.Map(write)
+            )
+
+    return WordPieceVocabulary()
+
+
+def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
+    total = collections.Counter()
+    for counts in counters:
+        total.update(counts)
+    return total
+
+
+def _basic_tokenizer(lower_case: bool):
+    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+
+    return BasicTokenizer(lower_case=lower_case)
+
+
+def vocabulary(text: tf.Tensor, column: str, vocab_size: int, lower_case: bool, given: Optional[Sequence[str]]):
+    """The path of the column's vocabulary file (a Transform asset, annotated as `asset_name(column)`):
+    learned from the words of `text` ([batch] strings) or the `given` tokens."""
+    import tensorflow_transform as tft
+
+    words = _basic_tokenizer(lower_case).tokenize(text)
+    (path,) = tft.experimental.ptransform_analyzer(
+        [words.flat_values],
+        _make_analyzer(asset_name(column), vocab_size, given),
+        [tf.string],
+        [[]],
+        output_asset_default_values=["\n".join(given if given is not None else RESERVED).encode() + b"\n"],
+        name=f"{column}_wordpiece_vocabulary",
+    )
+    tft.annotate_asset(asset_name(column), asset_name(column))
+    return path
+
+
+def tokenize(
+    text: tf.Tensor,
+    vocab_path,
+    sequence_length: int,
+    lower_case: bool,
+    given: Optional[Sequence[str]] = None,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """([batch, sequence_length] token ids, the same shape of 0/1 attention mask) of `text` ([batch] strings)."""
+    import tensorflow_text as tf_text
+
+    pad, cls, sep = special_ids(given)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.TextFileInitializer(
+            vocab_path, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+        ),
+        default_value=-1,
+    )
+    tokenizer = tf_text.BertTokenizer(table, token_out_type=tf.int64, unknown_token=UNK, lower_case=lower_case)
+    pieces = tokenizer.tokenize(text).merge_dims(-2, -1)  # [batch, words, pieces] -> [batch, tokens]
+    pieces = pieces[:, : sequence_length - 2]  # truncation by slicing
+    batch = tf.shape(text, out_type=tf.int64)[0]
+    ids = tf.concat(
+        [tf.fill([batch, 1], tf.constant(cls, tf.int64)), pieces, tf.fill([batch, 1], tf.constant(sep, tf.int64))],
+        axis=1,
+    )
+    lengths = ids.row_lengths()
+    dense = ids.to_tensor(default_value=tf.constant(pad, tf.int64), shape=[None, sequence_length])
+    mask = tf.sequence_mask(lengths, sequence_length, dtype=tf.int64)
+    return dense, mask

@@ -1,0 +1,197 @@
+"""Text columns through real tf.Transform: the WordPiece vocabulary learned on Debian's package descriptions, and
+token ids checked against TF Text's own BertTokenizer reading the same vocabulary file."""
+
+import csv
+import json
+import os
+
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+
+from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import text
+from tfxflow.components.model.preprocessing import preprocessing_fn
+
+DEBIAN = os.path.join(os.path.dirname(__file__), "..", "..", "data", "debian_packages.csv")
+LENGTH = 32
+
+
+def debian_rows(count):
+    with open(DEBIAN, newline="", encoding="utf-8") as f:
+        return [row for _, row in zip(range(count), csv.DictReader(f), strict=False)]
+
+
+def config(**knobs):
+    data = {
+        "task": "multiclass",
+        "label": {"name": "section_label", "column": "section", "classes": ["games", "science", "fonts", "sound"]},
+        "text": ["description"],
+        "sequence_length": LENGTH,
+        "text_vocab_size": 400,
+        **knobs,
+    }
+    data["label"]["classes"] += ["graphics", "net"]
+    return features_lib.FeatureConfig.from_dict(data)
+
+
+def analyze(rows, cfg, temp_dir):
+    """(transformed rows, TFTransformOutput) of `rows` through the built-in preprocessing_fn."""
+    spec = {"description": tf.io.VarLenFeature(tf.string), "section": tf.io.FixedLenFeature([], tf.string)}
+    raw = [
+        {"description": [r["description"].encode()] if r["description"] else [], "section": r["section"].encode()}
+        for r in rows
+    ]
+    out = os.path.join(temp_dir, "transform_fn_out")
+    with tft_beam.Context(temp_dir=os.path.join(temp_dir, "tmp"), force_tf_compat_v1=False):
+        (data, _), transform_fn = (raw, tft.DatasetMetadata.from_feature_spec(spec)) | (
+            tft_beam.AnalyzeAndTransformDataset(lambda inputs: preprocessing_fn(inputs, {"features": cfg.to_dict()}))
+        )
+        _ = transform_fn | tft_beam.WriteTransformFn(out)
+    return data, tft.TFTransformOutput(out)
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    rows = debian_rows(300) + [{"description": "", "section": "games"}]
+    data, output = analyze(rows, config(), str(tmp_path_factory.mktemp("text")))
+    return rows, data, output
+
+
+@pytest.mark.integration
+def test_the_learned_vocabulary_is_a_transform_asset_with_the_special_tokens_first(learned):
+    _, _, output = learned
+    path = output.vocabulary_file_by_name(text.asset_name("description"))
+    tokens = open(path, encoding="utf-8").read().splitlines()
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert 200 <= len(tokens) <= 600  # TF Text's learner aims at text_vocab_size (400) within its search
+    assert any(t.startswith("##") for t in tokens) and "the" in tokens and "game" in tokens
+    assert os.path.dirname(path).endswith("assets")  # copied into the SavedModel: serving needs no other file
+
+
+@pytest.mark.integration
+def test_ids_are_tf_texts_bert_tokenizer_with_cls_sep_truncation_and_padding(learned):
+    import tensorflow_text as tf_text
+
+    rows, data, output = learned
+    vocab = output.vocabulary_file_by_name(text.asset_name("description"))
+    theirs = tf_text.BertTokenizer(vocab, token_out_type=tf.int64, lower_case=True)
+    pieces = theirs.tokenize([r["description"] for r in rows]).merge_dims(-2, -1).to_list()
+    truncated = 0
+    for row, expected in zip(data, pieces, strict=True):
+        kept = expected[: LENGTH - 2]
+        truncated += len(expected) > LENGTH - 2
+        want = [2] + kept + [3] + [0] * (LENGTH - 2 - len(kept))
+        assert list(row["description_xf"]) == want
+        assert list(row["description_xf_mask"]) == [1] * (len(kept) + 2) + [0] * (LENGTH - 2 - len(kept))
+    assert truncated > 100  # Debian's long descriptions run past 32 pieces
+    assert list(data[-1]["description_xf"][:3]) == [2, 3, 0]  # a missing text: [CLS] [SEP]
+
+
+@pytest.mark.integration
+def test_the_transform_graph_takes_raw_text_and_unknown_words_become_unk(learned):
+    _, _, output = learned
+    layer = output.transform_features_layer()
+    out = layer({"description": tf.sparse.from_dense(tf.constant([["A GAME of chess ☃☃"]]))})
+    ids = out["description_xf"].numpy()[0]
+    vocab = open(output.vocabulary_file_by_name(text.asset_name("description")), encoding="utf-8").read().split()
+    words = [vocab[i] for i in ids[: int(out["description_xf_mask"].numpy()[0].sum())]]
+    assert words[0] == "[CLS]" and words[-1] == "[SEP]"
+    assert words[1:3] == ["a", "game"]  # lower-cased
+    assert "[UNK]" in words  # a snowman is in no description
+
+
+def bert_style_vocabulary(path, words):
+    """A vocabulary laid out as BERT's uncased one: [PAD] at 0, [unusedN], then [UNK] [CLS] [SEP] [MASK] at 100-103."""
+    tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    return tokens
+
+
+@pytest.mark.integration
+def test_a_given_vocabulary_keeps_its_own_ids(tmp_path):
+    vocab = str(tmp_path / "vocab.txt")
+    tokens = bert_style_vocabulary(vocab, ["game", "chess", "##es", "a", "of", "the"])
+    rows = [{"description": "A game of chess", "section": "games"}, {"description": "Chesses", "section": "games"}]
+    data, output = analyze(rows, config(text_vocab_file=vocab), str(tmp_path))
+    assert list(data[0]["description_xf"][:7]) == [101, tokens.index("a"), 104, tokens.index("of"), 105, 102, 0]
+    assert list(data[1]["description_xf"][:4]) == [101, 105, tokens.index("##es"), 102]
+    copied = output.vocabulary_file_by_name(text.asset_name("description"))
+    assert open(copied, encoding="utf-8").read().splitlines() == tokens
+
+
+def test_a_given_vocabulary_without_the_special_tokens_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\nthe\ngame\n")
+    with pytest.raises(text.VocabularyError, match=r"vocab.txt: a BERT vocabulary needs the tokens \['\[UNK\]', "):
+        text.read_vocabulary(str(path))
+    with pytest.raises(text.VocabularyError, match="nowhere.txt: vocabulary file not found"):
+        text.read_vocabulary(str(tmp_path / "nowhere.txt"))
+
+
+def test_special_ids_of_a_learned_and_a_given_vocabulary(tmp_path):
+    assert text.special_ids(None) == (0, 2, 3)
+    tokens = bert_style_vocabulary(str(tmp_path / "v.txt"), ["x"])
+    assert text.special_ids(tokens) == (0, 101, 102)
+
+
+@pytest.mark.integration
+def test_ops_beyond_tensorflow_are_found_and_only_tf_servings_own_pass(learned, tmp_path):
+    import subprocess
+    import sys
+
+    import tensorflow_text as tf_text
+
+    from tfxflow.components import serving_check
+
+    _, _, output = learned
+
+    class Plain(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, x):
+            return tf.strings.lower(x)
+
+    class Tokenized(tf.Module):  # the pipeline's tokenization, as exported
+        def __init__(self):
+            super().__init__()
+            self.layer = output.transform_features_layer()
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.string)])
+        def __call__(self, x):
+            return self.layer({"description": tf.sparse.from_dense(x)})["description_xf"]
+
+    class Trimmed(tf.Module):  # TF Text 2.16's trimmer: newer than the model server's TF Text
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, x):
+            words = tf.strings.split(x)
+            return tf_text.RoundRobinTrimmer(max_seq_length=4).trim([words, words])[0].flat_values
+
+    for name, module in (("plain", Plain()), ("tokenized", Tokenized()), ("trimmed", Trimmed())):
+        tf.saved_model.save(module, str(tmp_path / name))
+    # In a process that has not imported TF Text (this one has: its ops are registered here).
+    script = (
+        "import json, sys; from tfxflow.components.serving_probe import ops_tf_lacks; "
+        "print(json.dumps([ops_tf_lacks(p) for p in sys.argv[1:]] + [sorted(m for m in sys.modules if 'text' in m)]))"
+    )
+    paths = [str(tmp_path / name) for name in ("plain", "tokenized", "trimmed")]
+    done = subprocess.run([sys.executable, "-c", script, *paths], capture_output=True, text=True, check=True)
+    plain, tokenized, trimmed, modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert plain == [] and "tensorflow_text" not in modules
+    assert (
+        {"CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"}
+        <= set(tokenized)
+        <= serving_check.TF_SERVING_TEXT_OPS
+    )
+    assert "TFText>RoundRobinTrim" in trimmed
+
+    def reasons(ops):
+        result = {"signatures": {}, "ops_beyond_tensorflow": ops}
+        return serving_check.verdict(result, {}, {}, [], 1e-5, 0.0, required=())
+
+    assert reasons(tokenized) == []
+    assert reasons(trimmed) == [
+        "uses ops TF Serving 2.16 does not have: TFText>RoundRobinTrim (it links TensorFlow's ops and TF Text 2.12.1's "
+        "ops_lib; e.g. RoundRobinTrimmer's are newer: truncate by slicing)"
+    ]
