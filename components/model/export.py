@@ -34,9 +34,13 @@ MODEL_INFO_FILE = names.MODEL_INFO_FILE
 def as_model_inputs(
     transformed: Dict[str, tf.Tensor], input_names, dtypes: Optional[Dict[str, tf.DType]] = None
 ) -> Dict[str, tf.Tensor]:
-    """Selects the model's inputs from transformed features and shapes each as [batch, 1] (cast to `dtypes`
-    where given: an integer feature of a user's preprocessing_fn can be a numeric input)."""
-    inputs = {name: tf.reshape(transformed[name], [-1, 1]) for name in input_names}
+    """Selects the model's inputs from transformed features and shapes each as [batch, 1], a text feature's as
+    [batch, length] (cast to `dtypes` where given: an integer feature of a user's preprocessing_fn can be a
+    numeric input)."""
+    inputs = {
+        name: transformed[name] if transformed[name].shape.rank == 2 else tf.reshape(transformed[name], [-1, 1])
+        for name in input_names
+    }
     for name, dtype in (dtypes or {}).items():
         if name in inputs and inputs[name].dtype != dtype:
             inputs[name] = tf.cast(inputs[name], dtype)

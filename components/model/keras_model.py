@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import tensorflow as tf
 import tf_keras as keras
 
+from tfxflow.components.model import encoder as encoder_lib
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.presets import PRESETS
@@ -60,11 +61,14 @@ class ModelParams:
 
 @dataclasses.dataclass(frozen=True)
 class ModelInput:
-    """One input of the model: a transformed feature, numeric (a float) or categorical (an id below `tokens`)."""
+    """One input of the model: a transformed feature, numeric (a float), categorical (an id below `tokens`) or
+    text (`length` word-piece ids below `tokens`, with its attention mask `mask`)."""
 
     name: str
-    kind: str  # "numeric" or "categorical"
+    kind: str  # "numeric", "categorical" or "text"
     tokens: int = 0
+    length: int = 1
+    mask: str = ""
 
 
 def inputs_of(config: features_lib.FeatureConfig, num_tokens: Mapping[str, int]) -> List[ModelInput]:
@@ -76,7 +80,26 @@ def inputs_of(config: features_lib.FeatureConfig, num_tokens: Mapping[str, int])
         if name not in num_tokens:
             raise ValueError(f"no id range for transformed feature '{name}'")
         inputs.append(ModelInput(name, "categorical", int(num_tokens[name])))
+    for column in config.text:
+        name = config.transformed_name(column)
+        if name not in num_tokens:
+            raise ValueError(f"no vocabulary size for text feature '{name}'")
+        inputs.append(
+            ModelInput(
+                name, "text", int(num_tokens[name]), length=config.sequence_length, mask=config.mask_name(column)
+            )
+        )
     return inputs
+
+
+def model_input_dtypes(inputs: Sequence[ModelInput]) -> Dict[str, tf.DType]:
+    """Each model input's dtype by name, a text input's mask included."""
+    dtypes = {}
+    for spec in inputs:
+        dtypes[spec.name] = tf.float32 if spec.kind == "numeric" else tf.int64
+        if spec.kind == "text":
+            dtypes[spec.mask] = tf.int64
+    return dtypes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +196,19 @@ def build_model(
         raise ValueError(f"the head is for task '{head.task}', the feature config's task is '{config.task}'")
     model_inputs: Dict[str, keras.layers.Input] = {}
     deep, wide = [], []
+    pooled = []  # text encodings that join the head directly (a Transformer's pooled output)
+    preset = PRESETS[params.preset]
     for spec in inputs if inputs is not None else inputs_of(config, num_tokens):
+        if spec.kind == "text":
+            ids = model_inputs[spec.name] = keras.layers.Input(shape=(spec.length,), name=spec.name, dtype="int64")
+            mask = model_inputs[spec.mask] = keras.layers.Input(shape=(spec.length,), name=spec.mask, dtype="int64")
+            if preset.encoder is not None:
+                pooled.append(
+                    encoder_lib.transformer_encoder(ids, mask, spec.tokens, preset.encoder, params.dropout, spec.name)
+                )
+            else:
+                deep.append(encoder_lib.bag_of_embeddings(ids, mask, spec.tokens, preset.text_embedding_dim, spec.name))
+            continue
         if spec.kind == "numeric":
             model_inputs[spec.name] = keras.layers.Input(shape=(1,), name=spec.name, dtype="float32")
             deep.append(model_inputs[spec.name])
@@ -196,7 +231,7 @@ def build_model(
         x = keras.layers.Dense(units, activation="relu", name=f"deep_{i}")(x)
         if params.dropout:
             x = keras.layers.Dropout(params.dropout, name=f"dropout_{i}")(x)
-    both = _concat(([x] if x is not None else []) + wide, "wide_and_deep")
+    both = _concat(([x] if x is not None else []) + pooled + wide, "wide_and_deep")
     output, loss, metrics = _head(head, both)
     if grad_accum_steps > 1:
         model = AccumulatingModel(inputs=model_inputs, outputs=output, accum_steps=grad_accum_steps)

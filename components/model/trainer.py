@@ -22,7 +22,7 @@ import tf_keras as keras
 from absl import logging
 
 from tfxflow.components import names, object_store
-from tfxflow.components.model import export, presets, tasks
+from tfxflow.components.model import export, presets, tasks, text
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
@@ -139,9 +139,15 @@ def make_dataset(
 
 
 def id_ranges(tf_transform_output: tft.TFTransformOutput, config: features_lib.FeatureConfig) -> Dict[str, int]:
-    """The id range of every categorical and bucketized transformed feature, from Transform's schema."""
+    """The id range of every categorical and bucketized transformed feature, from Transform's schema, and the
+    vocabulary size of every text feature, from its Transform asset."""
     names = [config.transformed_name(c) for c in tuple(config.categorical) + tuple(config.bucketized)]
-    return {name: tf_transform_output.num_buckets_for_transformed_feature(name) for name in names}
+    ranges = {name: tf_transform_output.num_buckets_for_transformed_feature(name) for name in names}
+    for column in config.text:
+        path = tf_transform_output.vocabulary_file_by_name(text.asset_name(column))
+        with tf.io.gfile.GFile(path, "rb") as f:
+            ranges[config.transformed_name(column)] = sum(1 for _ in f)
+    return ranges
 
 
 def transformed_inputs(tf_transform_output: tft.TFTransformOutput, label_key: str) -> List[model_lib.ModelInput]:
@@ -378,7 +384,7 @@ def train(
     label_fn = None
     if config.task == tasks.REGRESSION:
         label_fn = lambda y: export.label_forward(config.label, tf.cast(y, tf.float32))  # noqa: E731 (one use)
-    dtypes = {i.name: (tf.int64 if i.kind == "categorical" else tf.float32) for i in inputs}
+    dtypes = model_lib.model_input_dtypes(inputs)
     datasets = [
         make_dataset(
             files,
@@ -476,6 +482,7 @@ def run_fn(fn_args) -> None:
     strategy = hardware_lib.make_strategy()
     policy = hardware_lib.resolve_precision(hardware.precision)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    text.load_ops_for(tf_transform_output.transform_savedmodel_dir)
     backup_dir = backup_dir_for(
         train_params.backup_root,
         {

@@ -1,0 +1,98 @@
+"""The text encoders: BERT's sizes and parameter counts, and padding that changes nothing."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from tfxflow.components.model import encoder, presets
+from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import keras_model as model_lib
+
+BERT_VOCAB = 30522  # BERT's uncased English WordPiece vocabulary
+
+
+def bert_parameters(layers, hidden, vocab, positions=512):
+    """BERT's parameter count from its architecture (the paper's Table / Google's checkpoints), without the
+    two token-type embeddings (this encoder takes one segment)."""
+    intermediate = 4 * hidden
+    embeddings = vocab * hidden + positions * hidden + 2 * hidden  # + the layer norm
+    attention = 4 * (hidden * hidden + hidden) + 2 * hidden
+    feed_forward = hidden * intermediate + intermediate + intermediate * hidden + hidden + 2 * hidden
+    pooler = hidden * hidden + hidden
+    return embeddings + layers * (attention + feed_forward) + pooler
+
+
+def encoder_model(preset, vocab, length=16, dropout=0.0):
+    ids = keras.Input((length,), dtype="int64")
+    mask = keras.Input((length,), dtype="int64")
+    spec = presets.PRESETS[preset].encoder
+    return keras.Model([ids, mask], encoder.transformer_encoder(ids, mask, vocab, spec, dropout, "text"))
+
+
+@pytest.mark.parametrize(
+    "preset, layers, hidden, heads",
+    [("bert-tiny", 2, 128, 2), ("bert-mini", 4, 256, 4), ("bert-small", 4, 512, 8), ("bert-medium", 8, 512, 8)],
+)
+def test_the_miniatures_have_googles_sizes_and_parameter_counts(preset, layers, hidden, heads):
+    spec = presets.PRESETS[preset].encoder
+    assert (spec.layers, spec.hidden, spec.heads, spec.intermediate) == (layers, hidden, heads, 4 * hidden)
+    assert encoder_model(preset, BERT_VOCAB).count_params() == bert_parameters(layers, hidden, BERT_VOCAB)
+
+
+@pytest.mark.integration
+def test_bert_base_has_110m_parameters_with_berts_vocabulary():
+    model = encoder_model("bert-base", BERT_VOCAB)
+    # Google's BERT-Base: 109,482,240 with the 1,536 token-type parameters
+    assert model.count_params() == bert_parameters(12, 768, BERT_VOCAB) == 109_482_240 - 2 * 768
+
+
+def test_padding_changes_neither_encoder():
+    keras.utils.set_random_seed(1)
+    ids = np.array([[2, 7, 9, 3, 0, 0, 0, 0]])
+    mask = (ids != 0).astype(np.int64)
+    other = ids.copy()
+    other[0, 4:] = [11, 12, 13, 14]  # other ids where the mask is 0
+    bert = encoder_model("bert-tiny", 20, length=8)
+    np.testing.assert_allclose(bert([ids, mask]).numpy(), bert([other, mask]).numpy(), atol=1e-6)
+    assert not np.allclose(bert([ids, mask]).numpy(), bert([other, np.ones_like(mask)]).numpy(), atol=1e-3)
+    inputs = [keras.Input((8,), dtype="int64"), keras.Input((8,), dtype="int64")]
+    bag = keras.Model(inputs, encoder.bag_of_embeddings(*inputs, 20, 4, "text"))
+    np.testing.assert_allclose(bag([ids, mask]).numpy(), bag([other, mask]).numpy(), atol=1e-7)
+    table = bag.get_layer("text_embedding").embeddings.numpy()
+    np.testing.assert_allclose(bag([ids, mask]).numpy()[0], table[[2, 7, 9, 3]].mean(axis=0), rtol=1e-6)
+
+
+TEXT_CONFIG = features_lib.FeatureConfig.from_dict(
+    {
+        "task": "multiclass",
+        "label": {"name": "section_label", "column": "section", "classes": ["games", "net", "sound"]},
+        "text": ["description"],
+        "categorical": ["package"],
+        "sequence_length": 8,
+    }
+)
+
+
+@pytest.mark.parametrize("preset, rate", [("default", 0.01), ("bert-tiny", 0.001)])
+def test_a_text_model_takes_ids_and_mask_beside_other_columns_and_learns(preset, rate):
+    keras.utils.set_random_seed(0)
+    head = model_lib.Head("multiclass", num_classes=3)
+    model = model_lib.build_model(
+        TEXT_CONFIG,
+        {"description_xf": 30, "package_xf": 5},
+        model_lib.ModelParams(preset=preset, learning_rate=rate),
+        head=head,
+    )
+    assert sorted(model.input_names) == ["description_xf", "description_xf_mask", "package_xf"]
+    # The class is the word at position 1: only the text says it.
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 256)
+    ids = np.zeros((256, 8), np.int64)
+    ids[:, 0], ids[:, 1], ids[:, 2] = 2, 10 + labels, 3
+    x = {"description_xf": ids, "description_xf_mask": (ids != 0).astype(np.int64), "package_xf": np.zeros((256, 1))}
+    model.fit(x, labels, epochs=30, batch_size=64, verbose=0)
+    assert model.evaluate(x, labels, verbose=0, return_dict=True)["accuracy"] == 1.0
+    scores = model.predict(x, verbose=0)
+    assert scores.shape == (256, 3) and scores.dtype == np.float32
+    assert tf.reduce_all(tf.abs(tf.reduce_sum(scores, axis=1) - 1) < 1e-5)
