@@ -37,6 +37,7 @@ from tfx.utils import json_utils, path_utils
 
 from tfxflow.components import csv_input, names, tf_example
 from tfxflow.components.errors import UserCodeError
+from tfxflow.components.model import text
 
 MAX_ROWS_KEY = "max_eval_rows"
 SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after
@@ -184,6 +185,7 @@ class Executor(tfx_evaluator.Executor):
 
         candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
         model_dir = path_utils.serving_model_path(candidate.uri)
+        text.load_ops_for(model_dir)  # before TFMA loads it (and the baseline, of the same task)
         config_key = standard_component_specs.EVAL_CONFIG_KEY
         eval_config = json_format.Parse(exec_properties[config_key], tfma.EvalConfig())
         checked = check_model_contract(model_dir, eval_config)

@@ -124,6 +124,21 @@ def _rows(values, rows):
     return values.astype(np.float64).reshape(rows, -1).tolist()
 
 
+def ops_tf_lacks(model_dir):
+    """The ops the SavedModel in `model_dir` uses (its functions' included) that TensorFlow has not registered."""
+    import os
+
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    used = {op.name for graph in saved_model.meta_graphs for op in graph.meta_info_def.stripped_op_list.op}
+    return sorted(name for name in used if op_def_registry.get(name) is None)
+
+
 def probe(request):
     """Loads the model and answers the request's rows; returns the result dict."""
     import tensorflow as tf
@@ -132,9 +147,15 @@ def probe(request):
     result = {"tensorflow": tf.__version__, "modules_of_tensorflow": _foreign()}
     examples = [base64.urlsafe_b64decode(text) for text in request["examples_b64"]]
     instances = request["instances"]
+    started = time.perf_counter()
+    # TF Serving links TF Text's ops in; here they are registered when the model uses ops TensorFlow lacks.
+    result["ops_beyond_tensorflow"] = ops_tf_lacks(request["model_dir"])
+    if result["ops_beyond_tensorflow"]:
+        import tensorflow_text  # noqa: F401
+
+        result["op_libraries"] = ["tensorflow_text"]
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph)
-    started = time.perf_counter()
     with graph.as_default():
         meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], request["model_dir"])
     result["load_s"] = round(time.perf_counter() - started, 3)

@@ -413,8 +413,10 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     from mlflow.types import Schema, TensorSpec
 
     from tfxflow.components import model_info
+    from tfxflow.components.model import text
 
     described = model_info.describe(saved_model_dir)
+    needs_text = text.load_ops_for(saved_model_dir)
     loaded_outputs = tf.saved_model.load(saved_model_dir).signatures[names.SERVING_SIGNATURE].structured_outputs
     key = described["prediction_key"] or next(iter(sorted(loaded_outputs)))
     width = len(described["classes"]) if described["task"] == "multiclass" and described["classes"] else 1
@@ -424,6 +426,7 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     class ServingModule(tf.Module):
         def __init__(self, path: str):
             super().__init__()
+            text.load_ops_for(path)
             self.saved_model = tf.saved_model.load(path)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples_b64")])
@@ -438,7 +441,8 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
         outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, width))]),
     )
     # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
-    requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in ("tensorflow", "tensorflow-transform")]
+    dists = ("tensorflow", "tensorflow-transform") + (("tensorflow-text",) if needs_text else ())
+    requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in dists]
     # The fluent API is the only way to log a flavour; point it at this run, and put it back after.
     with fluent_api_at(uri):
         with mlflow.start_run(run_id=run_id):

@@ -482,8 +482,9 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     if "load_s" in check:
         gaps = check.get("max_abs_difference", {})
         agree = ", ".join(f"{name} {gap:.1g}" for name, gap in sorted(gaps.items()))
+        company = "with TF Text's ops" if check.get("op_libraries") else "alone"
         lines.append(
-            f"                  loaded in TensorFlow {check.get('tensorflow', '?')} alone in "
+            f"                  loaded in TensorFlow {check.get('tensorflow', '?')} {company} in "
             f"{check['load_s']:.1f} s; {check['golden_rows']} golden rows vs. the Evaluator's model: "
             f"max difference {agree} (tolerance {check['tolerance']:g})"
         )
