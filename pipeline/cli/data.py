@@ -69,6 +69,8 @@ def infer_schema(args: argparse.Namespace) -> int:
         f"tfxflow: {result.rows:,} rows, {len(result.columns)} columns: "
         + ", ".join(f"{name} {kind}" for name, kind in result.columns.items())
     )
+    for name, why in result.texts.items():
+        print(f"  {name}: text ({why})")
     for path in result.written:
         print(f"  wrote {path}")
     for path in result.kept:

@@ -21,6 +21,11 @@ MAX_CATEGORICAL_INT_VALUES = 50  # integer columns with more distinct values are
 MIN_PRESENT_SHARE = 0.01  # a column with a value in fewer rows is left out of the features draft
 MAX_CLASS_VALUES = 20  # an integer label with at most this many distinct values is drafted as classes
 MAX_LISTED_CLASSES = 1000  # a label of more distinct strings is drafted without its class list
+# A string column is free text (the `text` role: word pieces) when its values are this long on average, mostly
+# distinct and mostly hold a space; else it is categorical (a vocabulary of whole values).
+MIN_TEXT_BYTES = 20
+MIN_TEXT_DISTINCT = 0.5
+MIN_TEXT_SPACED = 0.5
 # Two-valued labels whose positive class is the one that says yes (else the rarer value is).
 AFFIRMATIVE = ("1", "yes", "y", "true", "t", "positive", "pos")
 DRAFT_NOTE = (
@@ -37,6 +42,7 @@ class InferResult:
     written: List[str]
     kept: List[str]  # files that existed and were left alone
     task: Optional[TaskDraft] = None  # drafted for the label
+    texts: Dict[str, str] = dataclasses.field(default_factory=dict)  # free-text columns, and why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +65,7 @@ def _yaml_value(text: str) -> str:
     return dumped.splitlines()[0] if "\n" not in dumped else yaml.safe_dump(text, default_style='"').strip()
 
 
-def label_values(data_root: str, column: str) -> collections.Counter:
+def column_values(data_root: str, column: str) -> collections.Counter:
     """{value: rows} of a column over the CSV files of `data_root`, values as their text (empty cells left
     out), read as ingestion reads them (quoted line breaks are data)."""
     import pyarrow as pa
@@ -87,6 +93,31 @@ def label_values(data_root: str, column: str) -> collections.Counter:
         values = pc.value_counts(table.column(column).combine_chunks().drop_null())
         counts.update({v["values"].as_py(): v["counts"].as_py() for v in values})
     return counts
+
+
+def text_columns(data_root: str, schema, statistics, label_column: Optional[str]) -> Dict[str, str]:
+    """{column: why, in words} of the string columns that look like free text (MIN_TEXT_* above)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    lengths = {
+        (stats.path.step[0] if stats.path.step else stats.name): stats.string_stats.avg_length
+        for stats in statistics.datasets[0].features
+        if stats.HasField("string_stats")
+    }
+    found = {}
+    for feature in schema.feature:
+        name = feature.name
+        if feature.type != schema_pb2.BYTES or name == label_column or lengths.get(name, 0) < MIN_TEXT_BYTES:
+            continue
+        counts = column_values(data_root, name)
+        rows = sum(counts.values())
+        spaced = sum(n for value, n in counts.items() if any(c.isspace() for c in value.strip()))
+        if rows and len(counts) >= MIN_TEXT_DISTINCT * rows and spaced >= MIN_TEXT_SPACED * rows:
+            found[name] = (
+                f"free text: {lengths[name]:.0f} bytes on average, {len(counts) / rows:.0%} of values distinct, "
+                f"{spaced / rows:.0%} with spaces"
+            )
+    return found
 
 
 def draft_task(column: str, column_type: str, counts: collections.Counter) -> TaskDraft:
@@ -134,10 +165,18 @@ def draft_task(column: str, column_type: str, counts: collections.Counter) -> Ta
     )
 
 
-def _feature_config_draft(schema, statistics, label_column: Optional[str], task: Optional[TaskDraft] = None) -> str:
-    """A features.yaml draft: the task and label (`task`), floats and wide-ranged integers numeric; strings and
-    integers spanning fewer than MAX_CATEGORICAL_INT_VALUES values (hours, weekdays, codes) categorical; a
-    column with a value in fewer than MIN_PRESENT_SHARE of the rows left out, in a comment."""
+def _feature_config_draft(
+    schema,
+    statistics,
+    label_column: Optional[str],
+    task: Optional[TaskDraft] = None,
+    texts: Optional[Dict[str, str]] = None,
+) -> str:
+    """A features.yaml draft: the task and label (`task`), floats and wide-ranged integers numeric; free text
+    (`texts`: {column: why}) text; other strings and integers spanning fewer than MAX_CATEGORICAL_INT_VALUES
+    values (hours, weekdays, codes) categorical; a column with a value in fewer than MIN_PRESENT_SHARE of the
+    rows left out, in a comment."""
+    texts = texts or {}
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     spans, present = {}, {}
@@ -148,9 +187,12 @@ def _feature_config_draft(schema, statistics, label_column: Optional[str], task:
         present[name] = int(common.num_non_missing)
         if stats.HasField("num_stats"):
             spans[name] = stats.num_stats.max - stats.num_stats.min
-    numeric, categorical, left_out = [], [], []
+    numeric, categorical, text, left_out = [], [], [], []
     for feature in schema.feature:
         if feature.name == label_column:
+            continue
+        if feature.name in texts:
+            text.append(feature.name)
             continue
         if present.get(feature.name, rows) < MIN_PRESENT_SHARE * rows:
             left_out.append(f"{feature.name} ({present.get(feature.name, 0):,} of {rows:,} rows have a value)")
@@ -162,8 +204,11 @@ def _feature_config_draft(schema, statistics, label_column: Optional[str], task:
         else:
             categorical.append(feature.name)
 
-    def block(key: str, names: List[str]) -> str:
-        return f"{key}: []\n" if not names else f"{key}:\n" + "".join(f"  - {n}\n" for n in names)
+    def block(key: str, names: List[str], notes: Optional[Dict[str, str]] = None) -> str:
+        if not names:
+            return f"{key}: []\n"
+        notes = notes or {}
+        return f"{key}:\n" + "".join(f"  - {n}" + (f"  # {notes[n]}" if n in notes else "") + "\n" for n in names)
 
     label = label_column or "LABEL_COLUMN"
     if task is None:
@@ -188,6 +233,15 @@ def _feature_config_draft(schema, statistics, label_column: Optional[str], task:
         + block("numeric", numeric)
         + block("categorical", categorical)
         + "bucketized: []\n"
+        + (
+            block("text", text, texts)
+            + "# word pieces per row ([CLS] and [SEP] included), and the vocabulary learned from the training split\n"
+            "sequence_length: 128\n"
+            "text_vocab_size: 8000\n"
+            "# text_vocab_file: vocab.txt  # a pretrained BERT's vocabulary instead of one learned here\n"
+            if text
+            else ""
+        )
     )
 
 
@@ -207,15 +261,20 @@ def allow_empty_cells(schema, statistics) -> None:
             feature.value_count.ClearField("min")
 
 
-def draft_comparators(schema, label_column: Optional[str], task: Optional[TaskDraft] = None) -> None:
-    """Gives every feature but the label a drift and a skew comparator: Jensen-Shannon divergence for numbers,
-    L-infinity distance for strings, at drift.DEFAULT_COMPARATORS' thresholds. The label (absent at serving:
-    no skew) gets a drift comparator by its task: its classes' shares, or its number's distribution."""
+def draft_comparators(
+    schema, label_column: Optional[str], task: Optional[TaskDraft] = None, texts: Sequence[str] = ()
+) -> None:
+    """Gives every feature but the label and free text (`texts`) a drift and a skew comparator: Jensen-Shannon
+    divergence for numbers, L-infinity distance for strings, at drift.DEFAULT_COMPARATORS' thresholds. The
+    label (absent at serving: no skew) gets a drift comparator by its task: its classes' shares, or its
+    number's distribution."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from tfxflow.components import drift
 
     for feature in schema.feature:
+        if feature.name in texts:  # nearly every value is new: shares of whole values say nothing
+            continue
         categorical = feature.type == schema_pb2.BYTES or feature.int_domain.is_categorical
         name, threshold = drift.DEFAULT_COMPARATORS["categorical" if categorical else "numeric"]
         if feature.name == label_column:
@@ -249,7 +308,7 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
         schema.default_environment.extend(["TRAINING", "SERVING"])
         label_feature = next(f for f in schema.feature if f.name == label_column)
         label_feature.not_in_environment.append("SERVING")
-        task = draft_task(label_column, columns[label_column], label_values(data_root, label_column))
+        task = draft_task(label_column, columns[label_column], column_values(data_root, label_column))
     os.makedirs(out_dir, exist_ok=True)
     header = (
         f"# Inferred by TFDV from {data_root} ({statistics.datasets[0].num_examples:,} rows) by "
@@ -272,7 +331,15 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     allow_empty_cells(schema, statistics)
     if task is not None and task.categorical:  # TFDV then counts the label's classes (drift on their shares)
         label_feature.int_domain.is_categorical = True
-    draft_comparators(schema, label_column, task)
+    texts = text_columns(data_root, schema, statistics, label_column)
+    draft_comparators(schema, label_column, task, texts)
     write(SCHEMA_FILE, (header + DRAFT_NOTE + text_format.MessageToString(schema)).encode("utf-8"))
-    write(FEATURES_FILE, _feature_config_draft(schema, statistics, label_column, task).encode("utf-8"))
-    return InferResult(rows=statistics.datasets[0].num_examples, columns=columns, written=written, kept=kept, task=task)
+    write(FEATURES_FILE, _feature_config_draft(schema, statistics, label_column, task, texts).encode("utf-8"))
+    return InferResult(
+        rows=statistics.datasets[0].num_examples,
+        columns=columns,
+        written=written,
+        kept=kept,
+        task=task,
+        texts=texts,
+    )

@@ -207,3 +207,57 @@ def test_an_integer_class_label_is_compared_as_categories(drafted_tasks):
     comparisons, _ = drift.compare_statistics(statistics, statistics, schema, "drift")
     (cultivar,) = [c for c in comparisons if c.feature == "cultivar"]
     assert cultivar.comparator == "infinity_norm" and cultivar.binning == "its values" and cultivar.bins == 3
+
+
+DEBIAN = os.path.join(os.path.dirname(__file__), "..", "..", "data", "debian_packages.csv")
+
+
+def test_free_text_over_several_lines_is_drafted_as_text_and_left_without_comparators(tmp_path):
+    import csv
+    import shutil
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(DEBIAN, data / "packages.csv")
+    with open(DEBIAN, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="section")
+    assert result.rows == len(rows) == 2816  # every description spans lines: one row each
+    assert list(result.texts) == ["description"]  # not the package name: one word each
+    mean = sum(len(r["description"].encode()) for r in rows) / len(rows)  # TFDV's lengths are in bytes
+    assert result.texts["description"] == (
+        f"free text: {mean:.0f} bytes on average, 100% of values distinct, 100% with spaces"
+    )
+    config = FeatureConfig.load(str(tmp_path / "out" / "features.yaml"))
+    assert config.text == ("description",) and config.categorical == ("package",)
+    assert (config.task, config.sequence_length, config.text_vocab_size) == ("multiclass", 128, 8000)
+    assert config.label.classes == ("fonts", "games", "graphics", "net", "science", "sound")
+    schema = schema_pb2.Schema()
+    with open(tmp_path / "out" / "schema.pbtxt", encoding="utf-8") as f:
+        text_format.Parse(f.read(), schema)
+    features = {f.name: f for f in schema.feature}
+    assert not features["description"].HasField("drift_comparator")
+    assert not features["description"].HasField("skew_comparator")
+    assert features["package"].HasField("skew_comparator")
+
+
+@pytest.mark.parametrize(
+    "values, text",
+    [
+        (["a long sentence with several words in it, number %d" % i for i in range(40)], True),
+        (["one-long-identifier-without-any-space-%04d" % i for i in range(40)], False),  # ids, not text
+        (["the same long sentence with several words"] * 40, False),  # one value: categorical
+        (["short %d" % i for i in range(40)], False),  # under MIN_TEXT_BYTES
+    ],
+)
+def test_text_needs_long_mostly_distinct_values_with_spaces(tmp_path, values, text):
+    import csv
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "d.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["note", "y"])
+        writer.writerows([v, i % 2] for i, v in enumerate(values))
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="y")
+    assert ("note" in result.texts) is text
