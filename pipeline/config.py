@@ -63,7 +63,8 @@ class TrainingConfig:
     model_preset: str = setting(
         presets.DEFAULT_PRESET,
         choices=sorted(presets.PRESETS),
-        help="model size: 'default' suits the taxi data, 'large' has wide layers for GPU benchmarks",
+        help="model size: 'default' suits the taxi data, 'large' has wide layers for GPU benchmarks; text columns: "
+        "bert-tiny to bert-large (a Transformer encoder), else the mean of word-piece embeddings",
         key=("model", "preset"),
     )
     hidden_units: Optional[Sequence[int]] = setting(
@@ -72,6 +73,12 @@ class TrainingConfig:
         metavar="N,N,...",
         help="comma-separated layer sizes (default: the preset's)",
         key=("model", "hidden_units"),
+    )
+    optimizer: Optional[str] = setting(
+        None,
+        choices=("adam", "adamw", "sgd"),
+        help="default: adamw with BERT's warmup and linear decay for the bert-* presets, else adam",
+        key=("model", "optimizer"),
     )
     # None: the preset's
     max_embedding_dim: Optional[int] = setting(None, cli=False, key=("model", "max_embedding_dim"))

@@ -17,7 +17,7 @@ from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.presets import PRESETS
 from tfxflow.pipeline.settings import strict_fields
 
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,13 +30,21 @@ class ModelParams:
     max_embedding_dim: Optional[int] = None
     learning_rate: float = presets.LEARNING_RATE
     dropout: float = presets.DROPOUT
-    optimizer: str = "adam"
+    optimizer: Optional[str] = None  # None: the preset's (adamw for a Transformer, else adam)
+    weight_decay: float = presets.WEIGHT_DECAY  # adamw's
+    warmup_share: float = presets.WARMUP_SHARE  # adamw's: of the training steps, then a linear decay to 0
 
     def __post_init__(self):
         if self.preset not in PRESETS:
             raise ValueError(f"model preset must be one of {sorted(PRESETS)}, got '{self.preset}'")
-        if self.optimizer not in OPTIMIZERS:
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got '{self.optimizer}'")
+        if not 0 <= self.warmup_share < 1:
+            raise ValueError(f"warmup_share must be in [0, 1), got {self.warmup_share}")
+
+    @property
+    def optimizer_name(self) -> str:
+        return self.optimizer or ("adamw" if PRESETS[self.preset].encoder is not None else "adam")
 
     @property
     def units(self) -> Tuple[int, ...]:
@@ -182,6 +190,7 @@ def build_model(
     jit_compile: bool = False,
     head: Optional[Head] = None,
     inputs: Optional[Sequence[ModelInput]] = None,
+    train_steps: int = 0,
 ) -> keras.Model:
     """A compiled wide-and-deep model of the task's head, in the current tf-keras dtype policy.
 
@@ -189,7 +198,8 @@ def build_model(
     ([batch, 1]); `num_tokens` maps each categorical and bucketized transformed feature name to its id range
     (vocabulary plus OOV buckets, or bucket count), as Transform reports it. `head` defaults to the config's
     task (a multi-class head needs its class count). The output layer and the loss stay float32 under any
-    policy. Build it inside the distribution strategy's scope.
+    policy. `train_steps` (optimizer updates) sets adamw's warmup and decay. Build it inside the distribution
+    strategy's scope.
     """
     head = head or Head(config.task)
     if head.task != config.task:
@@ -237,11 +247,7 @@ def build_model(
         model = AccumulatingModel(inputs=model_inputs, outputs=output, accum_steps=grad_accum_steps)
     else:
         model = keras.Model(inputs=model_inputs, outputs=output)
-    optimizer = (
-        keras.optimizers.Adam(learning_rate=params.learning_rate)
-        if params.optimizer == "adam"
-        else keras.optimizers.SGD(learning_rate=params.learning_rate)
-    )
+    optimizer = make_optimizer(params, train_steps)
     if keras.mixed_precision.global_policy().name == "mixed_float16":
         # Loss scaling keeps small float16 gradients from flushing to zero.
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
@@ -253,6 +259,47 @@ def build_model(
         jit_compile=jit_compile,
     )
     return model
+
+
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """A Transformer's schedule: from 0 up to `peak` over `warmup_steps`, then linearly down to 0 at
+    `total_steps` (as Hugging Face's get_linear_schedule_with_warmup; BERT's own restarts the decay from
+    step 0, so its rate drops by the warmup's share when the warmup ends)."""
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
+        self.peak, self.warmup_steps, self.total_steps = float(peak), int(warmup_steps), int(total_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        rising = self.peak * step / max(1, self.warmup_steps)
+        falling = self.peak * tf.maximum(0.0, (self.total_steps - step) / max(1, self.total_steps - self.warmup_steps))
+        return tf.where(step < self.warmup_steps, rising, falling)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
+
+
+def learning_rate_schedule(params: ModelParams, train_steps: int = 0):
+    """adamw's rate over `train_steps` updates: a WarmupLinearDecay, or the constant rate without a step count
+    (and for other optimizers)."""
+    if params.optimizer_name != "adamw" or not train_steps:
+        return params.learning_rate
+    return WarmupLinearDecay(params.learning_rate, int(params.warmup_share * train_steps), train_steps)
+
+
+def make_optimizer(params: ModelParams, train_steps: int = 0) -> keras.optimizers.Optimizer:
+    """The optimizer of `params`: adamw with BERT's warmup and linear decay over `train_steps` (a constant rate
+    without them), weight decay left off biases and layer norms as in BERT; adam; sgd."""
+    name = params.optimizer_name
+    if name == "adamw":
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=learning_rate_schedule(params, train_steps), weight_decay=params.weight_decay
+        )
+        optimizer.exclude_from_weight_decay(var_names=["bias", "norm"])
+        return optimizer
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=params.learning_rate)
+    return keras.optimizers.SGD(learning_rate=params.learning_rate)
 
 
 def _head(head: Head, features):

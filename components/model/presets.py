@@ -58,6 +58,8 @@ BATCH_SIZE = 256  # per replica
 EVAL_EVERY_STEPS = 100
 LEARNING_RATE = 0.001
 DROPOUT = 0.0
+WEIGHT_DECAY = 0.01  # adamw's (BERT's)
+WARMUP_SHARE = 0.1  # adamw's warmup, a share of the training steps (BERT's)
 GRAD_ACCUM_STEPS = 1
 EARLY_STOPPING_PATIENCE = 3  # epochs without val_loss improvement; 0: off
 # fn_args.eval_steps of a module file's run_fn when --eval-steps is 0 (TFX's examples pass it to Keras as

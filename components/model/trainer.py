@@ -320,6 +320,7 @@ def build(
     hardware: hardware_lib.HardwareConfig,
     head: Optional[model_lib.Head] = None,
     inputs: Optional[Sequence[model_lib.ModelInput]] = None,
+    train_steps: int = 0,
 ) -> keras.Model:
     """The compiled model, its variables placed by `strategy`, in the current dtype policy."""
     skip_autograph_for_tf_keras()
@@ -334,6 +335,7 @@ def build(
             jit_compile=hardware.xla,
             head=head,
             inputs=inputs,
+            train_steps=train_steps,
         )
 
 
@@ -369,7 +371,18 @@ def train(
         if config.feature_columns
         else transformed_inputs(tf_transform_output, config.label.name)
     )
-    model = build(strategy, config, {}, model_params, train_params, hardware, head=head, inputs=inputs)
+    plan = schedule(train_steps, train_params.eval_every_steps)
+    model = build(
+        strategy,
+        config,
+        {},
+        model_params,
+        train_params,
+        hardware,
+        head=head,
+        inputs=inputs,
+        train_steps=plan["epochs"] * plan["steps_per_epoch"],
+    )
     batch = train_params.effective_batch(strategy.num_replicas_in_sync)
     transform = None
     if raw_examples:
@@ -408,12 +421,28 @@ def train(
         # One pass over the eval split, capped: on large data a full pass per epoch would cost more than the
         # training steps. Keras also needs an explicit count with steps_per_execution > 1.
         eval_steps = int(eval_ds.take(train_params.max_eval_batches).reduce(0, lambda count, _: count + 1))
-    plan = schedule(train_steps, train_params.eval_every_steps)
     replicas = strategy.num_replicas_in_sync
     info = hardware_lib.describe(strategy, hardware)
     info.update(
         task=config.task,
         inputs=len(inputs),
+        preset=model_params.preset,
+        parameters=int(model.count_params()),
+        optimizer=model_params.optimizer_name,
+        **(
+            {"weight_decay": model_params.weight_decay, "warmup_share": model_params.warmup_share}
+            if model_params.optimizer_name == "adamw"
+            else {}
+        ),
+        **(
+            {
+                "text_columns": list(config.text),
+                "sequence_length": config.sequence_length,
+                "text_vocabulary": {i.name: i.tokens for i in inputs if i.kind == "text"},
+            }
+            if config.text
+            else {}
+        ),
         **({"class_names": names_} if names_ else {}),
         **(
             {"target_mean": head.label_mean, "target_std": head.label_std, "label_transform": config.label.transform}

@@ -150,6 +150,7 @@ def test_trainer_custom_config_is_built_from_the_declared_keys():
         "max_embedding_dim": None,
         "learning_rate": 0.001,
         "dropout": 0.0,
+        "optimizer": None,
     }
     assert custom["training"] == {
         "batch_size": 256,

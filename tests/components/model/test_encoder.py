@@ -96,3 +96,28 @@ def test_a_text_model_takes_ids_and_mask_beside_other_columns_and_learns(preset,
     scores = model.predict(x, verbose=0)
     assert scores.shape == (256, 3) and scores.dtype == np.float32
     assert tf.reduce_all(tf.abs(tf.reduce_sum(scores, axis=1) - 1) < 1e-5)
+
+
+def test_adamw_warms_up_then_decays_linearly_as_keras_polynomial_decay():
+    params = model_lib.ModelParams(preset="bert-tiny", learning_rate=0.001)
+    assert params.optimizer_name == "adamw" and model_lib.ModelParams().optimizer_name == "adam"
+    schedule = model_lib.learning_rate_schedule(params, train_steps=1000)
+    decay = keras.optimizers.schedules.PolynomialDecay(0.001, decay_steps=900, end_learning_rate=0.0, power=1.0)
+    assert float(schedule(0)) == 0.0 and float(schedule(50)) == pytest.approx(0.0005)
+    for step in (100, 400, 999, 1000, 1200):
+        assert float(schedule(step)) == pytest.approx(float(decay(step - 100)), abs=1e-9)
+    optimizer = model_lib.make_optimizer(params, train_steps=1000)
+    assert isinstance(optimizer, keras.optimizers.AdamW) and optimizer.weight_decay == 0.01
+
+
+def test_adamw_decays_weights_but_not_biases_or_layer_norms():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    x = keras.layers.Dense(4, name="dense")(inputs)
+    model = keras.Model(inputs, keras.layers.LayerNormalization(name="output_norm")(x))
+    optimizer = model_lib.make_optimizer(model_lib.ModelParams(preset="bert-tiny", learning_rate=0.1))
+    before = {v.name: v.numpy().copy() for v in model.trainable_variables}
+    zeros = [tf.zeros_like(v) for v in model.trainable_variables]
+    optimizer.apply_gradients(zip(zeros, model.trainable_variables, strict=True))  # decay alone moves weights
+    moved = {v.name for v in model.trainable_variables if not np.allclose(v.numpy(), before[v.name])}
+    assert moved == {"dense/kernel:0"}

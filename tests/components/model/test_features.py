@@ -149,5 +149,6 @@ def test_a_text_column_makes_ids_and_a_mask_and_its_knobs_round_trip():
     assert config.feature_columns == ("a", "b", "note")
     assert (config.transformed_name("note"), config.mask_name("note")) == ("note_xf", "note_xf_mask")
     again = FeatureConfig.from_dict(config.to_dict())
-    assert again.to_dict() == config.to_dict() and (again.sequence_length, again.text_vocab_size, again.lower_case) == (64, 3000, False)
+    assert again.to_dict() == config.to_dict()
+    assert (again.sequence_length, again.text_vocab_size, again.lower_case) == (64, 3000, False)
     assert config.label_only_columns == ("target",)
