@@ -3,6 +3,8 @@ CPU, the mean of word-piece embeddings. Both take Transform's token ids and atte
 
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
 import tf_keras as keras
 
@@ -37,31 +39,77 @@ class PositionEmbedding(keras.layers.Layer):
 
 
 class TransformerBlock(keras.layers.Layer):
-    """One post-layer-norm encoder block as BERT's: self-attention, then a GELU feed-forward layer, each with
-    dropout, a residual connection and layer normalization."""
+    """One post-layer-norm encoder block as BERT's: multi-head self-attention, then a GELU feed-forward layer,
+    each with dropout, a residual connection and layer normalization. Softmax and layer norms run in float32
+    under a mixed policy.
 
-    def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float, **kwargs):
+    With `recompute`, training keeps only the block's input: its activations are computed again in the backward
+    pass (`tf.recompute_grad`). Dropout is stateless, seeded by a seed drawn once per call outside the recomputed
+    function, so the backward pass draws the very masks of the forward one and the gradients are exact."""
+
+    def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float, recompute: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.hidden, self.heads, self.intermediate, self.dropout = hidden, heads, intermediate, dropout
-        self.attention = keras.layers.MultiHeadAttention(
-            heads, hidden // heads, dropout=dropout, kernel_initializer=_initializer(), name="attention"
-        )
-        self.attention_dropout = keras.layers.Dropout(dropout)
+        if hidden % heads:
+            raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")
+        self.hidden, self.heads, self.intermediate = hidden, heads, intermediate
+        self.dropout, self.recompute = float(dropout), bool(recompute)
+        self.qkv = keras.layers.Dense(3 * hidden, kernel_initializer=_initializer(), name="qkv")
+        self.attention_output = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="attention_output")
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_norm"
         )
         self.up = keras.layers.Dense(intermediate, activation="gelu", kernel_initializer=_initializer(), name="up")
         self.down = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="down")
-        self.output_dropout = keras.layers.Dropout(dropout)
         self.output_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_norm"
         )
 
-    def call(self, x, attention_mask, training=None):
-        attended = self.attention(x, x, attention_mask=attention_mask, training=training)
-        x = tf.cast(self.attention_norm(x + self.attention_dropout(attended, training=training)), self.compute_dtype)
+    def build(self, input_shape):
+        # Every variable exists before a recomputed call: tf.recompute_grad must not create any.
+        self.qkv.build(input_shape)
+        self.attention_output.build(input_shape)
+        self.attention_norm.build(input_shape)
+        self.up.build(input_shape)
+        self.down.build(input_shape[:-1] + (self.intermediate,))
+        self.output_norm.build(input_shape)
+        super().build(input_shape)
+
+    def _drop(self, x, seed, site: int):
+        if not self.dropout:
+            return x
+        return tf.nn.experimental.stateless_dropout(x, self.dropout, seed + tf.constant([0, site], tf.int32))
+
+    def _forward(self, x, attention_mask, seed, training: bool):
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        size = self.hidden // self.heads
+        qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.heads, size])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [batch, heads, length, size]
+        scores = tf.einsum("bhqd,bhkd->bhqk", q, k)
+        scores = tf.cast(scores, tf.float32) / math.sqrt(size)
+        scores += (1.0 - tf.cast(attention_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * -1e9
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        if training:
+            probs = self._drop(probs, seed, 0)
+        context = tf.reshape(tf.transpose(tf.einsum("bhqk,bhkd->bhqd", probs, v), [0, 2, 1, 3]), tf.shape(x))
+        attended = self.attention_output(context)
+        if training:
+            attended = self._drop(attended, seed, 1)
+        x = tf.cast(self.attention_norm(x + attended), x.dtype)
         y = self.down(self.up(x))
-        return tf.cast(self.output_norm(x + self.output_dropout(y, training=training)), self.compute_dtype)
+        if training:
+            y = self._drop(y, seed, 2)
+        return tf.cast(self.output_norm(x + y), x.dtype)
+
+    def call(self, x, attention_mask, training=None):
+        training = bool(training)
+        seed = (
+            tf.random.uniform([2], 0, 2**31 - 1, dtype=tf.int32)
+            if training and self.dropout
+            else tf.zeros([2], tf.int32)
+        )
+        if training and self.recompute:
+            return tf.recompute_grad(lambda inputs, s: self._forward(inputs, attention_mask, s, True))(x, seed)
+        return self._forward(x, attention_mask, seed, training)
 
     def get_config(self):
         return {
@@ -70,26 +118,24 @@ class TransformerBlock(keras.layers.Layer):
             "heads": self.heads,
             "intermediate": self.intermediate,
             "dropout": self.dropout,
+            "recompute": self.recompute,
         }
 
 
-def transformer_encoder(ids, mask, vocab_size: int, spec: Encoder, dropout: float, name: str):
+def transformer_encoder(ids, mask, vocab_size: int, spec: Encoder, dropout: float, name: str, recompute: bool = False):
     """The pooled output ([batch, hidden]: a tanh layer over the [CLS] position) of a BERT encoder over `ids`
-    and `mask` ([batch, length] int64 Keras tensors)."""
+    and `mask` ([batch, length] int64 Keras tensors); `recompute`: each block's activations recomputed in the
+    backward pass."""
     x = keras.layers.Embedding(vocab_size, spec.hidden, embeddings_initializer=_initializer(), name=f"{name}_tokens")(
         ids
     )
     x = PositionEmbedding(spec.max_positions, name=f"{name}_positions")(x)
     x = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype="float32", name=f"{name}_embedding_norm")(x)
     x = keras.layers.Dropout(dropout, name=f"{name}_embedding_dropout")(x)
-    # [batch, 1, length]: every position attends to the tokens, not to the padding.
-    attention_mask = keras.layers.Lambda(
-        lambda m: tf.cast(m, tf.bool)[:, tf.newaxis, :], name=f"{name}_attention_mask"
-    )(mask)
-    for i in range(spec.layers):
-        x = TransformerBlock(spec.hidden, spec.heads, spec.intermediate, dropout, name=f"{name}_block_{i}")(
-            x, attention_mask
-        )
+    for i in range(spec.layers):  # every position attends to the tokens the mask keeps, not to the padding
+        x = TransformerBlock(
+            spec.hidden, spec.heads, spec.intermediate, dropout, recompute=recompute, name=f"{name}_block_{i}"
+        )(x, mask)
     first = keras.layers.Lambda(lambda t: t[:, 0], name=f"{name}_cls")(x)
     return keras.layers.Dense(spec.hidden, activation="tanh", kernel_initializer=_initializer(), name=f"{name}_pooled")(
         first

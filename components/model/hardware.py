@@ -55,6 +55,9 @@ class HardwareConfig:
         1, help="with no GPU, mirror over this many logical CPU devices"
     )
     xla: bool = setting(False, help="compile the train step with XLA (jit_compile)")
+    recompute: bool = setting(
+        False, help="recompute each Transformer block's activations in the backward pass: less memory, more compute"
+    )
     steps_per_execution: int = setting(  # less Python overhead per step
         20, help="batches per tf.function call"
     )
@@ -184,6 +187,7 @@ def describe(strategy: "tf.distribute.Strategy", config: HardwareConfig) -> Dict
         "workers": worker_count(os.environ),
         "precision_policy": mixed_precision.global_policy().name,
         "xla": config.xla,
+        "recompute": config.recompute,
         "steps_per_execution": config.steps_per_execution,
     }
 

@@ -191,6 +191,7 @@ def build_model(
     head: Optional[Head] = None,
     inputs: Optional[Sequence[ModelInput]] = None,
     train_steps: int = 0,
+    recompute: bool = False,
 ) -> keras.Model:
     """A compiled wide-and-deep model of the task's head, in the current tf-keras dtype policy.
 
@@ -198,8 +199,8 @@ def build_model(
     ([batch, 1]); `num_tokens` maps each categorical and bucketized transformed feature name to its id range
     (vocabulary plus OOV buckets, or bucket count), as Transform reports it. `head` defaults to the config's
     task (a multi-class head needs its class count). The output layer and the loss stay float32 under any
-    policy. `train_steps` (optimizer updates) sets adamw's warmup and decay. Build it inside the distribution
-    strategy's scope.
+    policy. `train_steps` (optimizer updates) sets adamw's warmup and decay; `recompute` recomputes each
+    Transformer block's activations in the backward pass. Build it inside the distribution strategy's scope.
     """
     head = head or Head(config.task)
     if head.task != config.task:
@@ -214,7 +215,9 @@ def build_model(
             mask = model_inputs[spec.mask] = keras.layers.Input(shape=(spec.length,), name=spec.mask, dtype="int64")
             if preset.encoder is not None:
                 pooled.append(
-                    encoder_lib.transformer_encoder(ids, mask, spec.tokens, preset.encoder, params.dropout, spec.name)
+                    encoder_lib.transformer_encoder(
+                        ids, mask, spec.tokens, preset.encoder, params.dropout, spec.name, recompute=recompute
+                    )
                 )
             else:
                 deep.append(encoder_lib.bag_of_embeddings(ids, mask, spec.tokens, preset.text_embedding_dim, spec.name))

@@ -336,6 +336,7 @@ def build(
             head=head,
             inputs=inputs,
             train_steps=train_steps,
+            recompute=hardware.recompute,
         )
 
 

@@ -121,3 +121,63 @@ def test_adamw_decays_weights_but_not_biases_or_layer_norms():
     optimizer.apply_gradients(zip(zeros, model.trainable_variables, strict=True))  # decay alone moves weights
     moved = {v.name for v in model.trainable_variables if not np.allclose(v.numpy(), before[v.name])}
     assert moved == {"dense/kernel:0"}
+
+
+def test_recomputed_blocks_give_the_plain_gradients_with_dropout():
+    keras.utils.set_random_seed(3)
+    ids = tf.constant(np.random.default_rng(0).integers(4, 50, (4, 12)), tf.int64)
+    mask = tf.constant(np.array([[1] * 12, [1] * 7 + [0] * 5, [1] * 3 + [0] * 9, [1] * 12]), tf.int64)
+    models = {}
+    for recompute in (False, True):
+        inputs = [keras.Input((12,), dtype="int64"), keras.Input((12,), dtype="int64")]
+        spec = presets.PRESETS["bert-tiny"].encoder
+        out = encoder.transformer_encoder(*inputs, 50, spec, 0.3, "text", recompute=recompute)
+        models[recompute] = keras.Model(inputs, out)
+    models[True].set_weights(models[False].get_weights())
+
+    def gradients(model):
+        tf.random.set_seed(7)  # the same dropout seeds drawn in both models
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model([ids, mask], training=True) ** 2)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    plain_loss, plain = gradients(models[False])
+    loss, recomputed = gradients(models[True])
+    assert float(loss) == pytest.approx(float(plain_loss), rel=1e-6)
+    assert len(plain) == len(recomputed) == len(models[False].trainable_variables)
+    for a, b in zip(plain, recomputed, strict=True):
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(b).numpy(), tf.convert_to_tensor(a).numpy(), rtol=1e-4, atol=1e-6
+        )
+    tf.random.set_seed(8)  # other seeds: other dropout masks, so the comparison above was not vacuous
+    other = tf.reduce_sum(models[False]([ids, mask], training=True) ** 2)
+    assert float(other) != pytest.approx(float(plain_loss), rel=1e-3)
+
+
+@pytest.mark.integration
+def test_bert_base_trains_a_few_steps_under_bfloat16_with_recomputation():
+    from tfxflow.components.model import hardware
+
+    keras.utils.set_random_seed(0)
+    config = features_lib.FeatureConfig.from_dict({**TEXT_CONFIG.to_dict(), "categorical": [], "sequence_length": 32})
+    with hardware.precision_policy("mixed_bfloat16"):
+        model = model_lib.build_model(
+            config,
+            {"description_xf": BERT_VOCAB},
+            model_lib.ModelParams(preset="bert-base", learning_rate=1e-4, dropout=0.1),
+            head=model_lib.Head("multiclass", num_classes=3),
+            train_steps=3,
+            recompute=True,
+        )
+    assert 109e6 < model.count_params() < 111e6
+    block = model.get_layer("description_xf_block_0")
+    assert block.recompute and block.compute_dtype == "bfloat16" and block.variable_dtype == "float32"
+    assert model.get_layer("scores").compute_dtype == "float32"
+    rng = np.random.default_rng(0)
+    ids = rng.integers(4, BERT_VOCAB, (8, 32))
+    ids[:, 0] = 2
+    x = {"description_xf": ids, "description_xf_mask": np.ones((8, 32), np.int64)}
+    labels = rng.integers(0, 3, 8)
+    history = model.fit(x, labels, batch_size=4, epochs=1, verbose=0)  # 2 steps
+    assert np.isfinite(history.history["loss"][0])
+    assert int(model.optimizer.iterations) == 2
