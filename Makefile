@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-fast lint bench bench-trainer bench-drift bench-serving lock clean help
+.PHONY: install system-deps run test test-fast lint bench bench-trainer bench-text bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, a run per task, 1x/10x/100x data (about\n                 14 min); ARGS=\"--scale 1000\" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
+	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
 	@echo "make lock       re-resolve requirements.in into requirements.lock"
@@ -65,6 +66,9 @@ bench: $(STAMP)
 
 bench-trainer: $(STAMP)
 	$(BIN)/python benchmarks/trainer_throughput.py --out benchmarks/results/trainer-$$(date +%Y%m%d).json
+
+bench-text: $(STAMP)
+	$(BIN)/python -m benchmarks.text_benchmark $(ARGS)
 
 bench-drift: $(STAMP)
 	$(BIN)/python -m benchmarks.drift_calibration $(ARGS)

@@ -1,0 +1,387 @@
+"""Text model benchmark: training throughput, model FLOPs utilization and memory of the Transformer presets, and
+the accuracy each text model reaches on Debian's package descriptions.
+
+    .venv/bin/python -m benchmarks.text_benchmark [--presets bert-tiny,bert-mini,bert-small] [--steps 8]
+    .venv/bin/python -m benchmarks.text_benchmark --gpu     # on a GPU machine: bert-base and bert-large
+
+1. The peak matmul throughput of this machine, measured first in the same run (square matmuls of 4,096, float32
+   and bfloat16 on a CPU; float32, float16 and bfloat16 on a GPU): utilization is relative to it.
+2. Each preset x precision x recomputation (x XLA x GPU count with --gpu) trains in a process of its own on
+   batches of sequence 128 (the model's own Keras `fit`, the built-in model with a 6-class head): examples/s and
+   tokens/s over the timed steps (after warmup steps that trace and compile), model FLOPs utilization (training
+   FLOPs: 6 x the non-embedding parameters per token plus attention's 12 x layers x hidden x sequence, over the
+   peak of the policy's compute dtype; recomputation's extra forward pass is not counted, as MFU does), and peak
+   memory: the GPU allocator's peak, or on a CPU the process's peak resident memory while it trains (sampled
+   every 2 ms) above its resident memory once the model was built: a step's activations, gradients, optimizer
+   state and the traced graph.
+3. Accuracy: the default text model and the smaller presets trained on Debian's package descriptions
+   (tests/data/debian_packages.csv, 6 sections; a held-out quarter by a hash of the package name), tokenized by
+   the pipeline's own WordPiece code with a vocabulary learned on the training rows.
+
+Prints a table and writes JSON. A benchmark, not a test: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+SEQUENCE = 128
+CLASSES = 6
+DEBIAN = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "debian_packages.csv")
+CPU_PRESETS = ("bert-tiny", "bert-mini", "bert-small")
+GPU_PRESETS = ("bert-base", "bert-large")
+# NVIDIA's TF2 BERT-large pretraining, sequence 128, one A100 80GB (DeepLearningExamples, TensorFlow2/
+# LanguageModeling/BERT, README "Pre-training training performance"): sequences/s.
+NVIDIA_A100_BERT_LARGE = {"mixed": 485.6, "tf32": 283.0}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class RssPeak:
+    """The peak resident memory of this process while the block runs, sampled every 2 ms."""
+
+    def __enter__(self):
+        import threading
+
+        self.peak, self._stop = _rss_mb(), threading.Event()
+
+        def sample():
+            while not self._stop.wait(0.002):
+                self.peak = max(self.peak, _rss_mb())
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mb())
+
+
+def peak_matmul(dtypes, size: int = 4096, seconds: float = 3.0) -> Dict[str, float]:
+    """{dtype: FLOP/s} of repeated square matmuls on the first GPU, else the CPU."""
+    import tensorflow as tf
+
+    found = {}
+    device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+    for name in dtypes:
+        with tf.device(device):
+            a = tf.random.normal([size, size], dtype=tf.float32)
+            a = tf.cast(a, name)
+            b = tf.identity(a)
+
+            @tf.function
+            def run(x, y):
+                return tf.reduce_sum(tf.cast(tf.matmul(x, y), tf.float32))
+
+            run(a, b).numpy()
+            calls, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                run(a, b).numpy()
+                calls += 1
+            found[name] = 2 * size**3 * calls / (time.perf_counter() - start)
+    return found
+
+
+def training_flops_per_example(model, layers: int, hidden: int, sequence: int) -> float:
+    """Model FLOPs of one training example: 6 per non-embedding parameter and token (forward 2, backward 4),
+    and attention's score and context matmuls, 12 x layers x hidden x sequence per token."""
+    embeddings = sum(int(w.shape.num_elements()) for w in model.weights if "embeddings" in w.name)
+    dense = model.count_params() - embeddings
+    return sequence * (6 * dense + 12 * layers * hidden * sequence)
+
+
+def one(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Trains one configuration (in this process) and returns its figures."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from tfxflow.components.model import hardware
+    from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.model import presets
+    from tfxflow.components.model.features import FeatureConfig
+
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    devices = [f"/GPU:{i}" for i in range(spec.get("gpus", 0))] or None
+    strategy = tf.distribute.MirroredStrategy(devices) if devices else tf.distribute.get_strategy()
+    replicas = strategy.num_replicas_in_sync
+    config = FeatureConfig.from_dict(
+        {
+            "task": "multiclass",
+            "label": {"name": "y", "column": "label", "classes": [str(i) for i in range(CLASSES)]},
+            "text": ["text"],
+            "sequence_length": SEQUENCE,
+        }
+    )
+    batch = spec["batch"] * replicas
+    with hardware.precision_policy(spec["precision"]):
+        with strategy.scope():
+            model = model_lib.build_model(
+                config,
+                {"text_xf": spec["vocab"]},
+                model_lib.ModelParams(preset=spec["preset"], learning_rate=1e-4, dropout=0.1),
+                head=model_lib.Head("multiclass", num_classes=CLASSES),
+                train_steps=spec["warmup"] + spec["steps"],
+                recompute=spec["recompute"],
+                jit_compile=spec.get("xla", False),
+            )
+        rng = np.random.default_rng(0)
+        ids = rng.integers(5, spec["vocab"], (batch * 4, SEQUENCE))
+        ids[:, 0], ids[:, -1] = 2, 3
+        x = {"text_xf": ids, "text_xf_mask": np.ones_like(ids)}
+        y = rng.integers(0, CLASSES, batch * 4)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).prefetch(2)
+        rss_built = _rss_mb()
+        if gpus:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+        with RssPeak() as rss:
+            model.fit(data, steps_per_epoch=spec["warmup"], epochs=1, verbose=0)
+            start = time.perf_counter()
+            model.fit(data, steps_per_epoch=spec["steps"], epochs=1, verbose=0)
+            seconds = time.perf_counter() - start
+    encoder = presets.PRESETS[spec["preset"]].encoder
+    examples = spec["steps"] * batch / seconds
+    flops = training_flops_per_example(model, encoder.layers, encoder.hidden, SEQUENCE) * examples
+    if gpus:
+        peak_mb = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+    else:
+        peak_mb = rss.peak - rss_built
+    return {
+        **spec,
+        "replicas": replicas,
+        "parameters": int(model.count_params()),
+        "step_s": seconds / spec["steps"],
+        "examples_per_s": examples,
+        "tokens_per_s": examples * SEQUENCE,
+        "train_flops_per_s": flops,
+        "peak_memory_mb": peak_mb,
+    }
+
+
+def _in_process(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs `one` in a fresh process: its peak memory and its TensorFlow state are its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.text_benchmark", "--one", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if done.returncode != 0:
+        return {**spec, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def debian_split():
+    """(train rows, held-out rows) of the Debian sample: a quarter held out by a hash of the package name."""
+    with open(DEBIAN, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    held = [r for r in rows if int(hashlib.sha256(r["package"].encode()).hexdigest(), 16) % 4 == 0]
+    return [r for r in rows if r not in held], held
+
+
+def accuracy(preset: str, steps: int, vocab_size: int = 8000) -> Dict[str, Any]:
+    """Held-out accuracy of `preset` trained `steps` steps of 32 on the Debian sample, tokenized as Transform
+    tokenizes (the vocabulary learned on the training rows)."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.model import text
+    from tfxflow.components.model.features import FeatureConfig
+
+    train, held = debian_split()
+    sections = sorted({r["section"] for r in train})
+    words = text._basic_tokenizer(True).tokenize([r["description"] for r in train]).flat_values.numpy()
+    tokens = text.learn_vocabulary(text.count_words([(words,)]), vocab_size)
+    folder = tempfile.mkdtemp(prefix="text-bench-")
+    vocab = os.path.join(folder, "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+
+    def encode(rows):
+        ids, mask = text.tokenize(tf.constant([r["description"] for r in rows]), vocab, SEQUENCE, True)
+        x = {"text_xf": ids.numpy(), "text_xf_mask": mask.numpy()}
+        return x, np.array([sections.index(r["section"]) for r in rows])
+
+    (x, y), (hx, hy) = encode(train), encode(held)
+    config = FeatureConfig.from_dict(
+        {
+            "task": "multiclass",
+            "label": {"name": "y", "column": "section", "classes": sections},
+            "text": ["text"],
+            "sequence_length": SEQUENCE,
+        }
+    )
+    keras.utils.set_random_seed(0)
+    rate = 1e-3 if preset == "default" else 5e-4
+    model = model_lib.build_model(
+        config,
+        {"text_xf": len(tokens)},
+        model_lib.ModelParams(preset=preset, learning_rate=rate, dropout=0.1 if preset != "default" else 0.0),
+        head=model_lib.Head("multiclass", num_classes=len(sections)),
+        train_steps=steps,
+    )
+    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=0).repeat().batch(32)
+    start = time.perf_counter()
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+    seconds = time.perf_counter() - start
+    result = model.evaluate(hx, hy, verbose=0, return_dict=True)
+    return {
+        "preset": preset,
+        "steps": steps,
+        "train_rows": len(y),
+        "held_out_rows": len(hy),
+        "vocabulary": len(tokens),
+        "accuracy": round(float(result["accuracy"]), 4),
+        "train_s": round(seconds, 1),
+    }
+
+
+def table(rows: List[Dict[str, Any]], peaks: Dict[str, float]) -> str:
+    peak_of = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+    lines = [
+        "| preset | params | precision | recompute | XLA | GPUs | examples/s | tokens/s | MFU | peak memory (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['preset']} | | {r['precision']} | {r['recompute']} | | | error: {r['error']} | | | |")
+            continue
+        peak = peaks.get(peak_of[r["precision"]]) or peaks["float32"]
+        r["mfu"] = r["train_flops_per_s"] / (peak * max(1, r["replicas"]))
+        lines.append(
+            f"| {r['preset']} | {r['parameters'] / 1e6:.1f}M | {r['precision']} | {'on' if r['recompute'] else 'off'} "
+            f"| {'on' if r.get('xla') else 'off'} | {r.get('gpus', 0)} | {r['examples_per_s']:,.1f} "
+            f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['peak_memory_mb']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def recompute_lines(rows: List[Dict[str, Any]]) -> List[str]:
+    """Per preset and precision: peak memory and step time with recomputation against without."""
+    lines = []
+    index = {(r["preset"], r["precision"], r.get("xla", False), r.get("gpus", 0), r["recompute"]): r for r in rows}
+    for key, plain in index.items():
+        if key[-1] or "error" in plain:
+            continue
+        other = index.get(key[:-1] + (True,))
+        if other and "error" not in other:
+            lines.append(
+                f"{key[0]} {key[1]}: recomputation cuts peak memory by "
+                f"{1 - other['peak_memory_mb'] / plain['peak_memory_mb']:.0%} at "
+                f"{other['step_s'] / plain['step_s'] - 1:+.0%} step time"
+            )
+    return lines
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--gpu", action="store_true", help="bert-base and bert-large on the GPUs, XLA on and off")
+    parser.add_argument("--presets", default=None, help="comma-separated presets to time")
+    parser.add_argument("--batch", type=int, default=None, help="per replica (default: 16 on a CPU, 64 on a GPU)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 8 on a CPU, 50 on a GPU)")
+    parser.add_argument("--accuracy-steps", type=int, default=300, help="0: no accuracy runs")
+    parser.add_argument("--out", default=None, help="JSON file (default: benchmarks/results/text-DATE.json)")
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(one(json.loads(args.one))))
+        return 0
+    import tensorflow as tf
+
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    on_gpu = args.gpu and gpus > 0
+    if args.gpu and not gpus:
+        print("--gpu: no GPU here", file=sys.stderr)
+        return 2
+    presets_ = (args.presets.split(",") if args.presets else None) or (GPU_PRESETS if on_gpu else CPU_PRESETS)
+    precisions = ("float32", "mixed_float16", "mixed_bfloat16") if on_gpu else ("float32", "mixed_bfloat16")
+    peaks = peak_matmul(("float32", "float16", "bfloat16") if on_gpu else ("float32", "bfloat16"))
+    print("peak matmul: " + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in peaks.items()), flush=True)
+    batch = args.batch or (64 if on_gpu else 16)
+    steps = args.steps or (50 if on_gpu else 8)
+    specs = []
+    for preset in presets_:
+        for precision in precisions:
+            for recompute in (False, True):
+                for xla in (False, True) if on_gpu else (False,):
+                    for count in sorted({1, gpus}) if on_gpu else (0,):
+                        specs.append(
+                            {
+                                "preset": preset,
+                                "precision": precision,
+                                "recompute": recompute,
+                                "xla": xla,
+                                "gpus": count,
+                                "batch": batch,
+                                "steps": steps,
+                                "warmup": 3,
+                                "vocab": 30522 if on_gpu else 8000,
+                            }
+                        )
+    rows = []
+    for spec in specs:
+        rows.append(_in_process(spec))
+        r = rows[-1]
+        print(
+            f"  {r['preset']} {r['precision']} recompute={r['recompute']} xla={r['xla']} gpus={r['gpus']}: "
+            + (r["error"] if "error" in r else f"{r['examples_per_s']:,.1f} examples/s, {r['peak_memory_mb']:,.0f} MB"),
+            flush=True,
+        )
+    print(table(rows, peaks))
+    for line in recompute_lines(rows):
+        print(line)
+    accuracies = []
+    if args.accuracy_steps and not on_gpu:
+        for preset in ("default", "bert-tiny", "bert-mini"):
+            accuracies.append(accuracy(preset, args.accuracy_steps))
+            a = accuracies[-1]
+            print(
+                f"accuracy {a['preset']}: {a['accuracy']:.3f} on {a['held_out_rows']} held-out descriptions after "
+                f"{a['steps']} steps of 32 ({a['train_s']:.0f} s)",
+                flush=True,
+            )
+    out = args.out or os.path.join(
+        os.path.dirname(__file__), "results", f"text-{'gpu-' if on_gpu else ''}{datetime.date.today():%Y%m%d}.json"
+    )
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(
+            {
+                "machine": {"cpus": os.cpu_count(), "gpus": gpus, "platform": platform.platform()},
+                "sequence_length": SEQUENCE,
+                "peak_matmul_flops": peaks,
+                "runs": rows,
+                "accuracy": accuracies,
+                "anchor_nvidia_a100_bert_large_seq128": NVIDIA_A100_BERT_LARGE,
+            },
+            f,
+            indent=1,
+        )
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
