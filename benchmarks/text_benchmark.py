@@ -113,11 +113,9 @@ def one(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Trains one configuration (in this process) and returns its figures."""
     import numpy as np
     import tensorflow as tf
-    import tf_keras as keras
 
-    from tfxflow.components.model import hardware
+    from tfxflow.components.model import hardware, presets
     from tfxflow.components.model import keras_model as model_lib
-    from tfxflow.components.model import presets
     from tfxflow.components.model.features import FeatureConfig
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -213,7 +211,7 @@ def accuracy(preset: str, steps: int, vocab_size: int = 8000) -> Dict[str, Any]:
 
     train, held = debian_split()
     sections = sorted({r["section"] for r in train})
-    words = text._basic_tokenizer(True).tokenize([r["description"] for r in train]).flat_values.numpy()
+    words = text.words([r["description"] for r in train], True).flat_values.numpy()
     tokens = text.learn_vocabulary(text.count_words([(words,)]), vocab_size)
     folder = tempfile.mkdtemp(prefix="text-bench-")
     vocab = os.path.join(folder, "vocab.txt")

@@ -142,10 +142,12 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
     return total
 
 
-def _basic_tokenizer(lower_case: bool):
+def words(text, lower_case: bool):
+    """[batch, words] ragged strings: BERT's basic tokenization (split on spaces and punctuation, lower-cased
+    and accents stripped when `lower_case`), the words the WordPiece learner counts and the tokenizer splits."""
     from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 
-    return BasicTokenizer(lower_case=lower_case)
+    return BasicTokenizer(lower_case=lower_case).tokenize(text)
 
 
 def vocabulary(text: tf.Tensor, column: str, vocab_size: int, lower_case: bool, given: Optional[Sequence[str]]):
@@ -153,9 +155,8 @@ def vocabulary(text: tf.Tensor, column: str, vocab_size: int, lower_case: bool, 
     learned from the words of `text` ([batch] strings) or the `given` tokens."""
     import tensorflow_transform as tft
 
-    words = _basic_tokenizer(lower_case).tokenize(text)
     (path,) = tft.experimental.ptransform_analyzer(
-        [words.flat_values],
+        [words(text, lower_case).flat_values],
         _make_analyzer(asset_name(column), vocab_size, given),
         [tf.string],
         [[]],
