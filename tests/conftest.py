@@ -105,10 +105,11 @@ class LongRuns:
     group's results.
 
     Groups, in the order they run: "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines
-    through the KFP harness) and "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI); a group
+    through the KFP harness), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI) and "text"
+    (tests/pipeline/test_text_e2e.py's); a group
     starts with the session when the session selected its tests, else when they first ask for it."""
 
-    GROUPS = {"kfp-tasks": "test_compiled_tasks_e2e", "tasks": "test_tasks_e2e"}
+    GROUPS = {"kfp-tasks": "test_compiled_tasks_e2e", "tasks": "test_tasks_e2e", "text": "test_text_e2e"}
 
     def __init__(self, tmp_path_factory, s3_server):
         import concurrent.futures
@@ -126,6 +127,10 @@ class LongRuns:
                 from tests.pipeline import test_tasks_e2e
 
                 jobs, details = test_tasks_e2e.jobs(self._tmp.mktemp("tasks")), {}
+            elif group == "text":
+                from tests.pipeline import test_text_e2e
+
+                jobs, details = test_text_e2e.jobs(self._tmp.mktemp("text")), {}
             else:
                 from tests.kubeflow import test_compiled_tasks_e2e
 
