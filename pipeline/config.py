@@ -505,6 +505,14 @@ def load_schema_and_features(
     types = schema_types(schema_path)
     features.check_columns(types, f"schema {schema_path}")
     features.check_label_type(types[features.label.column], f"schema {schema_path}")
+    features.check_text_types(types, f"schema {schema_path}")
+    if features.text and features.text_vocab_file:
+        from tfxflow.components.model import text
+
+        try:
+            text.read_vocabulary(features.text_vocab_file)
+        except text.VocabularyError as err:
+            raise ConfigError(f"{features.source}: text_vocab_file: {err}") from err
     return schema_path, features
 
 

@@ -331,6 +331,15 @@ class FeatureConfig:
                 f"{self.source}: column(s) {missing} not found in {where}; it has {sorted(available)}"
             )
 
+    def check_text_types(self, types: Mapping[str, str], where: str) -> None:
+        """Raises when a text column is not a string column in `types` ({column: INT, FLOAT or BYTES})."""
+        numbers = [c for c in self.text if types.get(c, "BYTES") != "BYTES"]
+        if numbers:
+            raise FeatureConfigError(
+                f"{self.source}: text column(s) {numbers} hold numbers in {where}: a text column holds strings "
+                "(a number is numeric, categorical or bucketized)"
+            )
+
     def check_label_type(self, column_type: str, where: str) -> None:
         """Raises when the label column's type (the schema's INT, FLOAT or BYTES) cannot hold this task's label:
         a regression label must be a number, a multi-class label a string or an integer."""

@@ -161,3 +161,17 @@ def test_trainer_custom_config_is_built_from_the_declared_keys():
         "backup_root": "/b",
     }
     assert custom["hardware"]["precision"] == "auto"
+
+
+def test_a_given_vocabulary_is_checked_before_any_work(tmp_path):
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text('feature { name: "note" type: BYTES } feature { name: "y" type: INT }')
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\nthe\n")
+    features = tmp_path / "features.yaml"
+    features.write_text(f"label: {{name: y_label, column: y}}\ntext: [note]\ntext_vocab_file: {vocab}\n")
+    with pytest.raises(config_lib.ConfigError, match=r"features.yaml: text_vocab_file: .*vocab.txt: a BERT vocabulary"):
+        config_lib.load_schema_and_features("taxi", str(schema), str(features))
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
+    _, loaded = config_lib.load_schema_and_features("taxi", str(schema), str(features))
+    assert loaded.text == ("note",)

@@ -152,3 +152,10 @@ def test_a_text_column_makes_ids_and_a_mask_and_its_knobs_round_trip():
     assert again.to_dict() == config.to_dict()
     assert (again.sequence_length, again.text_vocab_size, again.lower_case) == (64, 3000, False)
     assert config.label_only_columns == ("target",)
+
+
+def test_a_text_column_must_hold_strings_in_the_schema():
+    config = _config(text=["note", "code"])
+    config.check_text_types({"note": "BYTES", "code": "BYTES", "a": "FLOAT"}, "schema s.pbtxt")
+    with pytest.raises(FeatureConfigError, match=r"text column\(s\) \['code'\] hold numbers in schema s.pbtxt"):
+        config.check_text_types({"note": "BYTES", "code": "INT"}, "schema s.pbtxt")
