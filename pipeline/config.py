@@ -96,6 +96,14 @@ class TrainingConfig:
         key=("training", "early_stopping_patience"),
     )
     seed: int = setting(presets.SEED, help="seed of shuffling and initialisation", key=("training", "seed"))
+    profile_steps: Optional[Sequence[int]] = setting(
+        None,
+        parse=int_list,
+        metavar="FIRST,LAST",
+        help="a profiler trace of these training steps in the Trainer's TensorBoard logs (e.g. 10,15)",
+        key=("training", "profile_steps"),
+        check=lambda v: None if v is None or (len(v) == 2 and 1 <= v[0] <= v[1]) else "two steps, first <= last",
+    )
     hardware: HardwareConfig = setting(HardwareConfig(), cli=False)
 
     def custom_config(self, backup_root: Optional[str] = None) -> dict:

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -46,15 +47,24 @@ class TrainParams:
     grad_accum_steps: int = presets.GRAD_ACCUM_STEPS
     early_stopping_patience: int = presets.EARLY_STOPPING_PATIENCE  # epochs without val_loss improvement; 0: off
     backup_root: Optional[str] = None  # durable folder for BackupAndRestore; None: no resume
+    profile_steps: Tuple[int, int] = (0, 0)  # a profiler trace of these steps (first, last); (0, 0): none
 
     def __post_init__(self):
         if self.batch_size < 1 or self.grad_accum_steps < 1 or self.eval_every_steps < 1:
             raise ValueError("batch_size, grad_accum_steps and eval_every_steps must be >= 1")
+        first, last = self.profile_steps
+        if (first, last) != (0, 0) and not 1 <= first <= last:
+            raise ValueError(f"profile_steps must be two steps, first <= last, from 1; got {self.profile_steps}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TrainParams":
         """The `training` section of the Trainer's custom_config; raises ValueError naming an unknown key."""
-        return cls(**strict_fields(cls, data, "custom_config['training']"))
+        values = strict_fields(cls, data, "custom_config['training']")
+        if values.get("profile_steps") is not None:
+            values["profile_steps"] = tuple(int(s) for s in values["profile_steps"])
+        else:
+            values.pop("profile_steps", None)
+        return cls(**values)
 
     def global_batch(self, replicas: int) -> int:
         """Per-replica batch x replicas."""
@@ -250,11 +260,53 @@ def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
     return {"epochs": epochs, "steps_per_epoch": max(1, math.ceil(train_steps / epochs))}
 
 
+class Throughput(keras.callbacks.Callback):
+    """Adds each epoch's training speed to its logs, so TensorBoard, the history (training_info.json) and MLflow
+    carry it: `step_ms`, `examples_per_s`, `tokens_per_s` (text models: examples x sequence length) and, on a
+    GPU, `gpu_peak_memory_mb` (TensorFlow's allocator peak of the first GPU during the epoch). The time is the
+    training part of the epoch, up to its validation."""
+
+    def __init__(self, examples_per_step: int, steps_per_epoch: int, sequence_length: int = 0):
+        super().__init__()
+        self.examples_per_step, self.steps_per_epoch = examples_per_step, steps_per_epoch
+        self.sequence_length = sequence_length
+        self._gpu = bool(tf.config.list_logical_devices("GPU"))
+        self._start = self._trained = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._gpu:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+        self._start, self._trained = time.perf_counter(), None
+
+    def on_test_begin(self, logs=None):
+        if self._start is not None and self._trained is None:
+            self._trained = time.perf_counter() - self._start
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or self._start is None:
+            return
+        seconds = self._trained or (time.perf_counter() - self._start)
+        logs["step_ms"] = 1000 * seconds / self.steps_per_epoch
+        logs["examples_per_s"] = self.examples_per_step * self.steps_per_epoch / seconds
+        if self.sequence_length:
+            logs["tokens_per_s"] = logs["examples_per_s"] * self.sequence_length
+        if self._gpu:
+            logs["gpu_peak_memory_mb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+
+
 def make_callbacks(
-    log_dir: str, backup_dir: Optional[str], patience: int, extra: Sequence[keras.callbacks.Callback] = ()
+    log_dir: str,
+    backup_dir: Optional[str],
+    patience: int,
+    extra: Sequence[keras.callbacks.Callback] = (),
+    throughput: Optional[Throughput] = None,
+    profile_steps: Tuple[int, int] = (0, 0),
 ) -> List[keras.callbacks.Callback]:
-    """TensorBoard in the run directory, early stopping on the eval split, and backup for resumption."""
-    callbacks: List[keras.callbacks.Callback] = [keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch")]
+    """The epoch's throughput first (the others see it in the logs), TensorBoard in the run directory (with a
+    profiler trace of the steps `profile_steps`, first to last, when set), early stopping on the eval split, and
+    backup for resumption."""
+    callbacks: List[keras.callbacks.Callback] = [throughput] if throughput is not None else []
+    callbacks.append(keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch", profile_batch=profile_steps))
     if patience > 0:
         callbacks.append(
             keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience, restore_best_weights=True, verbose=0)
@@ -463,7 +515,14 @@ def train(
         train_ds,
         validation_data=eval_ds,
         validation_steps=eval_steps or None,
-        callbacks=make_callbacks(log_dir, backup_dir, train_params.early_stopping_patience, extra_callbacks),
+        callbacks=make_callbacks(
+            log_dir,
+            backup_dir,
+            train_params.early_stopping_patience,
+            extra_callbacks,
+            throughput=Throughput(batch, plan["steps_per_epoch"], config.sequence_length if config.text else 0),
+            profile_steps=train_params.profile_steps,
+        ),
         verbose=0,
         **plan,
     )

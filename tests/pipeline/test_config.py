@@ -158,6 +158,7 @@ def test_trainer_custom_config_is_built_from_the_declared_keys():
         "seed": 3,
         "grad_accum_steps": 1,
         "early_stopping_patience": 3,
+        "profile_steps": None,
         "backup_root": "/b",
     }
     assert custom["hardware"]["precision"] == "auto"

@@ -433,3 +433,28 @@ def test_the_inputs_of_a_modules_transformed_features(tmp_path):
     with_text = _analyzed(tmp_path / "text", lambda inputs: {**preprocessing_fn(inputs), "city_text": inputs["city"]})
     with pytest.raises(UserCodeError, match="makes 'city_text' as text; the built-in model takes numbers"):
         trainer.transformed_inputs(with_text, "label_xf")
+
+
+def test_each_epoch_records_its_speed_and_a_profile_of_the_steps_asked_for(tmp_path):
+    import glob
+
+    import numpy as np
+
+    from tfxflow.components.model import trainer
+
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((64, 4), np.float32), np.ones((64, 1), np.float32)
+    throughput = trainer.Throughput(examples_per_step=8, steps_per_epoch=4, sequence_length=16)
+    callbacks = trainer.make_callbacks(str(tmp_path), None, 0, throughput=throughput, profile_steps=(2, 3))
+    assert callbacks[0] is throughput  # first: TensorBoard and the history see what it adds
+    history = model.fit(
+        x, y, batch_size=8, steps_per_epoch=4, epochs=2, validation_data=(x, y), verbose=0, callbacks=callbacks
+    )
+    logged = history.history
+    assert len(logged["examples_per_s"]) == 2 and all(v > 0 for v in logged["examples_per_s"])
+    for epoch in range(2):
+        assert logged["examples_per_s"][epoch] == pytest.approx(8 * 4 / (logged["step_ms"][epoch] * 4 / 1000))
+        assert logged["tokens_per_s"][epoch] == pytest.approx(16 * logged["examples_per_s"][epoch])
+    assert glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))  # TensorBoard opens it
