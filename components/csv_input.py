@@ -880,23 +880,21 @@ def csv_files(data_root: str) -> List[str]:
 
 
 def csv_records(stream: BinaryIO) -> Iterator[str]:
-    """The data records of a CSV byte stream after its header, decoded and without their line ends. A quoted
-    value's line breaks stay inside its record (RFC 4180): a record goes on while its quotes are unbalanced."""
-    read_header(stream)
-    pending, quotes = [], 0
-    for raw in stream:
-        quotes += raw.count(b'"')
-        if quotes % 2:  # a quoted value goes on past this line
-            pending.append(raw)
+    """The data records of a CSV byte stream after its header, each one line of CSV as Python's csv module
+    writes it: a quoted value's line breaks stay inside its record (RFC 4180), a quote inside an unquoted value
+    is a character, as the scan and ingestion read them. Blank lines are left out."""
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace", newline="")
+    reader = csv.reader(text)
+    next(reader, None)  # the header
+    line = io.StringIO()
+    writer = csv.writer(line, lineterminator="")
+    for row in reader:
+        if not row:
             continue
-        if pending:
-            pending.append(raw)
-            raw = b"".join(pending)
-            pending = []
-        quotes = 0
-        yield raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
-    if pending:  # a quote never closed: the scan before reports it; the rest is one record, as Arrow reads it
-        yield b"".join(pending).rstrip(b"\r\n").decode("utf-8", errors="replace")
+        line.seek(0)
+        line.truncate()
+        writer.writerow(row)
+        yield line.getvalue()
 
 
 def _file_records(path: str) -> Iterator[str]:

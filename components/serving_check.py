@@ -48,6 +48,7 @@ from tfx.utils import json_utils, path_utils
 
 from tfxflow.components import names
 from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import text
 
 RESULT_FILE = "serving_check.json"
 SIGNATURES = (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
@@ -57,24 +58,6 @@ DEFAULT_GOLDEN_ROWS = 64
 LATENCY_CALLS = 200
 SECONDS_PER_BATCH = 0.5
 PROBE_TIMEOUT_S = 900
-# The ops beyond TensorFlow's that TF Serving 2.16.1 has: tensorflow_serving/model_servers/BUILD links
-# "@org_tensorflow_text//tensorflow_text:ops_lib" into the server (SUPPORTED_TENSORFLOW_OPS), and
-# tensorflow_serving/workspace.bzl pins TF Text v2.12.1, whose ops_lib registers these (tensorflow_text/core/ops/
-# *.cc; trimmer_ops.cc, RoundRobinTrimmer's, is not in it).
-TF_SERVING_TEXT_OPS = frozenset(
-    {
-        "CaseFoldUTF8", "ConstrainedSequence", "FastBertNormalize", "FastWordpieceTokenizeWithOffsets",
-        "FindSourceOffsets", "MaxSpanningTree", "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "PhraseTokenize",
-        "RegexSplitWithOffsets", "RougeL", "SentenceFragments", "SentenceFragmentsV2", "SentencepieceDetokenizeOp",
-        "SentencepieceIdToStringOp", "SentencepieceOp", "SentencepieceStringToIdOp", "SentencepieceTokenizeOp",
-        "SentencepieceTokenizeWithOffsetsOp", "SentencepieceVocabSizeOp", "SplitMergeTokenizeWithOffsets",
-        "TFText>BoiseTagsToOffsets", "TFText>ByteSplitByOffsets", "TFText>ByteSplitWithOffsets",
-        "TFText>FastSentencepieceDetokenize", "TFText>FastSentencepieceTokenize", "TFText>FastWordpieceDetokenize",
-        "TFText>NgramsStringJoin", "TFText>OffsetsToBoiseTags", "TFText>PhraseDetokenize",
-        "TFText>WhitespaceTokenizeWithOffsetsV2", "TokenizerFromLogits", "UnicodeScriptTokenizeWithOffsets",
-        "WhitespaceTokenizeWithOffsets", "WordpieceTokenizeWithOffsets",
-    }
-)  # fmt: skip
 # The schema's feature types as the SignatureDef's dtypes of one value per row.
 _DTYPES = {"INT": "int64", "FLOAT": "float32", "BYTES": "string"}
 
@@ -224,7 +207,7 @@ def verdict(
     if "error" in result:
         return [f"does not serve: {result['error']}"]
     reasons = []
-    unserved = [op for op in result.get("ops_beyond_tensorflow", ()) if op not in TF_SERVING_TEXT_OPS]
+    unserved = [op for op in result.get("ops_beyond_tensorflow", ()) if op not in text.TF_SERVING_TEXT_OPS]
     if unserved:
         reasons.append(
             f"uses ops TF Serving 2.16 does not have: {', '.join(unserved)} (it links TensorFlow's ops and TF Text "

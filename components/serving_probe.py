@@ -124,19 +124,24 @@ def _rows(values, rows):
     return values.astype(np.float64).reshape(rows, -1).tolist()
 
 
-def ops_tf_lacks(model_dir):
-    """The ops the SavedModel in `model_dir` uses (its functions' included) that TensorFlow has not registered."""
+def model_ops(model_dir):
+    """The names of the ops the SavedModel in `model_dir` uses, its functions' included."""
     import os
 
     import tensorflow as tf
     from tensorflow.core.protobuf import saved_model_pb2
-    from tensorflow.python.framework import op_def_registry
 
     saved_model = saved_model_pb2.SavedModel()
     with tf.io.gfile.GFile(os.path.join(model_dir, "saved_model.pb"), "rb") as f:
         saved_model.ParseFromString(f.read())
-    used = {op.name for graph in saved_model.meta_graphs for op in graph.meta_info_def.stripped_op_list.op}
-    return sorted(name for name in used if op_def_registry.get(name) is None)
+    return {op.name for graph in saved_model.meta_graphs for op in graph.meta_info_def.stripped_op_list.op}
+
+
+def ops_tf_lacks(model_dir):
+    """The ops the SavedModel in `model_dir` uses that TensorFlow has not registered (in this process)."""
+    from tensorflow.python.framework import op_def_registry
+
+    return sorted(name for name in model_ops(model_dir) if op_def_registry.get(name) is None)
 
 
 def probe(request):

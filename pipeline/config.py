@@ -515,6 +515,9 @@ def load_schema_and_features(
     features.check_label_type(types[features.label.column], f"schema {schema_path}")
     features.check_text_types(types, f"schema {schema_path}")
     if features.text and features.text_vocab_file:
+        # A relative path is the feature config's neighbour, wherever the run starts.
+        path = os.path.join(os.path.dirname(feature_config_path), os.path.expanduser(features.text_vocab_file))
+        features = dataclasses.replace(features, text_vocab_file=os.path.abspath(path))
         from tfxflow.components.model import text
 
         try:

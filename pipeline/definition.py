@@ -69,6 +69,10 @@ EVAL_METRICS = {
     ),
 }
 
+# A text column's graphs use TF Text's ops: Beam's worker processes (multi-processing, a cluster) import it
+# before they load a graph, as the main process does.
+TEXT_BEAM_ARGS = ("--beam_plugins=tensorflow_text",)
+
 
 def eval_config(
     evaluation: EvaluationConfig,
@@ -402,5 +406,5 @@ def create_pipeline(
         ],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=beam_pipeline_args or [],
+        beam_pipeline_args=(beam_pipeline_args or []) + (list(TEXT_BEAM_ARGS) if features.text else []),
     )

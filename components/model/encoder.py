@@ -65,13 +65,12 @@ class TransformerBlock(keras.layers.Layer):
         )
 
     def build(self, input_shape):
-        # Every variable exists before a recomputed call: tf.recompute_grad must not create any.
-        self.qkv.build(input_shape)
-        self.attention_output.build(input_shape)
-        self.attention_norm.build(input_shape)
-        self.up.build(input_shape)
-        self.down.build(input_shape[:-1] + (self.intermediate,))
-        self.output_norm.build(input_shape)
+        # Every variable exists before a recomputed call (tf.recompute_grad must not create any), each under its
+        # layer's name: "<block>/attention_norm/gamma:0", as AdamW's exclusions and checkpoints read them.
+        shapes = {self.down: input_shape[:-1] + (self.intermediate,)}
+        for layer in (self.qkv, self.attention_output, self.attention_norm, self.up, self.down, self.output_norm):
+            with tf.name_scope(layer.name):
+                layer.build(shapes.get(layer, input_shape))
         super().build(input_shape)
 
     def _drop(self, x, seed, site: int):
@@ -84,8 +83,8 @@ class TransformerBlock(keras.layers.Layer):
         size = self.hidden // self.heads
         qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.heads, size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [batch, heads, length, size]
-        scores = tf.einsum("bhqd,bhkd->bhqk", q, k)
-        scores = tf.cast(scores, tf.float32) / math.sqrt(size)
+        # Scaled before the product: float16 scores of long rows would overflow otherwise.
+        scores = tf.cast(tf.einsum("bhqd,bhkd->bhqk", q * tf.cast(1 / math.sqrt(size), q.dtype), k), tf.float32)
         scores += (1.0 - tf.cast(attention_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * -1e9
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
         if training:

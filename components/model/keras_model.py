@@ -298,7 +298,8 @@ def make_optimizer(params: ModelParams, train_steps: int = 0) -> keras.optimizer
         optimizer = keras.optimizers.AdamW(
             learning_rate=learning_rate_schedule(params, train_steps), weight_decay=params.weight_decay
         )
-        optimizer.exclude_from_weight_decay(var_names=["bias", "norm"])
+        # Biases and layer norms' scales and offsets, by their variables' own names (re.search patterns).
+        optimizer.exclude_from_weight_decay(var_names=[r"(^|/)(bias|gamma|beta):\d+$"])
         return optimizer
     if name == "adam":
         return keras.optimizers.Adam(learning_rate=params.learning_rate)

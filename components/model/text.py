@@ -19,8 +19,25 @@ import tensorflow as tf
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED = (PAD, UNK, CLS, SEP, MASK)  # the first ids of a learned vocabulary, in this order
-MASK_SUFFIX = "_mask"
 ASSET_SUFFIX = "_wordpiece"
+# The ops beyond TensorFlow's that TF Serving 2.16.1 has: tensorflow_serving/model_servers/BUILD links
+# "@org_tensorflow_text//tensorflow_text:ops_lib" into the server (SUPPORTED_TENSORFLOW_OPS), and
+# tensorflow_serving/workspace.bzl pins TF Text v2.12.1, whose ops_lib registers these (tensorflow_text/core/ops/
+# *.cc; trimmer_ops.cc, RoundRobinTrimmer's, is not in it).
+TF_SERVING_TEXT_OPS = frozenset(
+    {
+        "CaseFoldUTF8", "ConstrainedSequence", "FastBertNormalize", "FastWordpieceTokenizeWithOffsets",
+        "FindSourceOffsets", "MaxSpanningTree", "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "PhraseTokenize",
+        "RegexSplitWithOffsets", "RougeL", "SentenceFragments", "SentenceFragmentsV2", "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp", "SentencepieceOp", "SentencepieceStringToIdOp", "SentencepieceTokenizeOp",
+        "SentencepieceTokenizeWithOffsetsOp", "SentencepieceVocabSizeOp", "SplitMergeTokenizeWithOffsets",
+        "TFText>BoiseTagsToOffsets", "TFText>ByteSplitByOffsets", "TFText>ByteSplitWithOffsets",
+        "TFText>FastSentencepieceDetokenize", "TFText>FastSentencepieceTokenize", "TFText>FastWordpieceDetokenize",
+        "TFText>NgramsStringJoin", "TFText>OffsetsToBoiseTags", "TFText>PhraseDetokenize",
+        "TFText>WhitespaceTokenizeWithOffsetsV2", "TokenizerFromLogits", "UnicodeScriptTokenizeWithOffsets",
+        "WhitespaceTokenizeWithOffsets", "WordpieceTokenizeWithOffsets",
+    }
+)  # fmt: skip
 MAX_LEARNED_WORDS = 100_000  # distinct words the WordPiece learner reads (the most frequent)
 
 
@@ -35,12 +52,12 @@ def load_ops() -> None:
 
 
 def load_ops_for(model_dir: str) -> bool:
-    """Registers TF Text's ops when the SavedModel in `model_dir` needs ops TensorFlow lacks (a model with a
-    text column): then they are TF Text's, the only op library the pipeline's models may use. Returns whether
-    it did."""
-    from tfxflow.components.serving_probe import ops_tf_lacks
+    """Registers TF Text's ops when the SavedModel in `model_dir` uses any (a model with a text column, or a
+    module's preprocessing_fn with TF Text). Returns whether it does: by the ops' names, so also in a process
+    that registered them already."""
+    from tfxflow.components.serving_probe import model_ops, ops_tf_lacks
 
-    if not ops_tf_lacks(model_dir):
+    if not model_ops(model_dir) & TF_SERVING_TEXT_OPS and not ops_tf_lacks(model_dir):
         return False
     load_ops()
     return True
@@ -69,6 +86,13 @@ def read_vocabulary(path: str) -> List[str]:
     missing = [t for t in (PAD, UNK, CLS, SEP) if t not in tokens]
     if missing:
         raise VocabularyError(f"{path}: a BERT vocabulary needs the tokens {missing} (one token per line)")
+    seen, repeated = set(), []
+    for number, token in enumerate(tokens, start=1):
+        if token in seen:
+            repeated.append(f"{token!r} (line {number:,})")
+        seen.add(token)
+    if repeated:
+        raise VocabularyError(f"{path}: tokens listed twice: {', '.join(repeated[:5])}; each id needs its own token")
     return tokens
 
 

@@ -294,6 +294,14 @@ class Throughput(keras.callbacks.Callback):
             logs["gpu_peak_memory_mb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
 
 
+def profile_executions(steps: Tuple[int, int], steps_per_execution: int) -> Tuple[int, int]:
+    """TensorBoard's profile_batch counts calls of the train function, each `steps_per_execution` steps: the
+    calls that hold training steps `steps` (first, last; (0, 0): none)."""
+    if steps == (0, 0):
+        return steps
+    return tuple(math.ceil(step / steps_per_execution) for step in steps)
+
+
 def make_callbacks(
     log_dir: str,
     backup_dir: Optional[str],
@@ -521,7 +529,7 @@ def train(
             train_params.early_stopping_patience,
             extra_callbacks,
             throughput=Throughput(batch, plan["steps_per_epoch"], config.sequence_length if config.text else 0),
-            profile_steps=train_params.profile_steps,
+            profile_steps=profile_executions(train_params.profile_steps, hardware.steps_per_execution),
         ),
         verbose=0,
         **plan,

@@ -170,9 +170,12 @@ def test_a_given_vocabulary_is_checked_before_any_work(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\nthe\n")
     features = tmp_path / "features.yaml"
-    features.write_text(f"label: {{name: y_label, column: y}}\ntext: [note]\ntext_vocab_file: {vocab}\n")
+    features.write_text("label: {name: y_label, column: y}\ntext: [note]\ntext_vocab_file: vocab.txt\n")
     with pytest.raises(config_lib.ConfigError, match=r"features.yaml: text_vocab_file: .*vocab.txt: a BERT vocabulary"):
         config_lib.load_schema_and_features("taxi", str(schema), str(features))
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
     _, loaded = config_lib.load_schema_and_features("taxi", str(schema), str(features))
-    assert loaded.text == ("note",)
+    assert loaded.text == ("note",) and loaded.text_vocab_file == str(vocab)  # beside the feature config
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nrun\nthe\n")
+    with pytest.raises(config_lib.ConfigError, match=r"tokens listed twice: 'the' \(line 7\)"):
+        config_lib.load_schema_and_features("taxi", str(schema), str(features))

@@ -18,14 +18,16 @@ TAXI_FEATURES = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "fe
 
 def _pipeline(**kwargs):
     return create_pipeline(
-        pipeline_name="p",
-        pipeline_root="/nonexistent/root",
-        data_root="/nonexistent/data",
-        schema_path="/nonexistent/schema.pbtxt",
-        features=FEATURES,
-        serving_dir="/nonexistent/serving",
-        model_name="m",
-        **kwargs,
+        **{
+            "pipeline_name": "p",
+            "pipeline_root": "/nonexistent/root",
+            "data_root": "/nonexistent/data",
+            "schema_path": "/nonexistent/schema.pbtxt",
+            "features": FEATURES,
+            "serving_dir": "/nonexistent/serving",
+            "model_name": "m",
+            **kwargs,
+        }
     )
 
 
@@ -200,3 +202,14 @@ def test_a_blessing_metric_of_another_task_is_refused_naming_the_flag(task, eval
     label = {"classes": ["a", "b"]} if task == "multiclass" else {}
     with pytest.raises(ConfigError, match=re.escape(message)):
         evaluation.for_task(_task_features(task, **label).task)
+
+
+def test_beam_workers_of_a_text_pipeline_load_tf_texts_ops():
+    """Beam's SDK workers import `--beam_plugins` before they run a transform (apache_beam's sdk_worker_main)."""
+    text = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "text": ["note"]})
+    args = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    assert _pipeline(features=text, beam_pipeline_args=args).beam_pipeline_args == [
+        *args,
+        "--beam_plugins=tensorflow_text",
+    ]
+    assert _pipeline(beam_pipeline_args=args).beam_pipeline_args == args

@@ -181,3 +181,13 @@ def test_bert_base_trains_a_few_steps_under_bfloat16_with_recomputation():
     history = model.fit(x, labels, batch_size=4, epochs=1, verbose=0)  # 2 steps
     assert np.isfinite(history.history["loss"][0])
     assert int(model.optimizer.iterations) == 2
+
+
+def test_adamw_in_a_bert_encoder_decays_kernels_and_embeddings_only():
+    model = encoder_model("bert-tiny", 50, length=8)
+    optimizer = model_lib.make_optimizer(model_lib.ModelParams(preset="bert-tiny"))
+    decayed = {v.name.split("/")[-1] for v in model.trainable_variables if optimizer._use_weight_decay(v)}
+    kept = {v.name.split("/")[-1] for v in model.trainable_variables if not optimizer._use_weight_decay(v)}
+    assert decayed == {"kernel:0", "embeddings:0"} and kept == {"bias:0", "gamma:0", "beta:0"}  # as BERT's
+    names = [v.name for v in model.weights]
+    assert len(names) == len(set(names))  # each block's layers under their own names

@@ -182,7 +182,7 @@ def test_ops_beyond_tensorflow_are_found_and_only_tf_servings_own_pass(learned, 
     assert (
         {"CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"}
         <= set(tokenized)
-        <= serving_check.TF_SERVING_TEXT_OPS
+        <= text.TF_SERVING_TEXT_OPS
     )
     assert "TFText>RoundRobinTrim" in trimmed
 

@@ -458,3 +458,12 @@ def test_each_epoch_records_its_speed_and_a_profile_of_the_steps_asked_for(tmp_p
         assert logged["examples_per_s"][epoch] == pytest.approx(8 * 4 / (logged["step_ms"][epoch] * 4 / 1000))
         assert logged["tokens_per_s"][epoch] == pytest.approx(16 * logged["examples_per_s"][epoch])
     assert glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))  # TensorBoard opens it
+
+
+def test_profiled_steps_are_the_train_function_calls_that_hold_them():
+    from tfxflow.components.model import trainer
+
+    assert trainer.profile_executions((10, 15), 20) == (1, 1)
+    assert trainer.profile_executions((30, 70), 20) == (2, 4)
+    assert trainer.profile_executions((3, 4), 1) == (3, 4)
+    assert trainer.profile_executions((0, 0), 20) == (0, 0)
