@@ -260,6 +260,10 @@ def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
     return {"epochs": epochs, "steps_per_epoch": max(1, math.ceil(train_steps / epochs))}
 
 
+# What Throughput adds to each epoch's metrics (not the model's own).
+TELEMETRY = ("step_ms", "examples_per_s", "tokens_per_s", "gpu_peak_memory_mb")
+
+
 class Throughput(keras.callbacks.Callback):
     """Adds each epoch's training speed to its logs, so TensorBoard, the history (training_info.json) and MLflow
     carry it: `step_ms`, `examples_per_s`, `tokens_per_s` (text models: examples x sequence length) and, on a
