@@ -887,14 +887,14 @@ def csv_records(stream: BinaryIO) -> Iterator[str]:
     reader = csv.reader(text)
     next(reader, None)  # the header
     line = io.StringIO()
-    writer = csv.writer(line, lineterminator="")
+    writer = csv.writer(line)  # its "\r\n" terminator makes it quote a value holding a line break
     for row in reader:
         if not row:
             continue
         line.seek(0)
         line.truncate()
         writer.writerow(row)
-        yield line.getvalue()
+        yield line.getvalue()[:-2]
 
 
 def _file_records(path: str) -> Iterator[str]:

@@ -323,6 +323,7 @@ MULTILINE = (
     "plain line,support\r\n"
     '"",billing\r\n'
     'a 5\'10" shelf says "hi",support\r\n'  # quotes inside an unquoted value are characters
+    '"line one\nline two",net\r\n'  # a line break alone: the record quotes it again
 )
 
 
@@ -337,12 +338,12 @@ def test_records_are_those_of_pythons_csv_reader_with_line_breaks_inside():
 def test_statistics_count_a_value_over_lines_as_one_row(tmp_path):
     (tmp_path / "t.csv").write_bytes(MULTILINE.encode())
     statistics = csv_input.csv_statistics(str(tmp_path)).datasets[0]
-    assert statistics.num_examples == 5
+    assert statistics.num_examples == 6
     text = next(f for f in statistics.features if f.path.step[0] == "text")
     values = [r[0] for r in csv.reader(io.StringIO(MULTILINE, newline=""))][1:]
     # TFDV's string statistics over the values Python's csv module reads (the empty one is missing)
-    assert text.string_stats.avg_length == pytest.approx(sum(map(len, values)) / 4)
-    assert text.string_stats.common_stats.num_non_missing == 4
+    assert text.string_stats.avg_length == pytest.approx(sum(map(len, values)) / 5)
+    assert text.string_stats.common_stats.num_non_missing == 5
 
 
 def test_a_quoted_value_over_two_lines_is_one_value(tmp_path):
