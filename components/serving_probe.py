@@ -137,11 +137,12 @@ def model_ops(model_dir):
     return {op.name for graph in saved_model.meta_graphs for op in graph.meta_info_def.stripped_op_list.op}
 
 
-def ops_tf_lacks(model_dir):
-    """The ops the SavedModel in `model_dir` uses that TensorFlow has not registered (in this process)."""
+def ops_tf_lacks(model_dir, ops=None):
+    """The ops the SavedModel in `model_dir` uses (`ops`, when read already) that TensorFlow has not
+    registered (in this process)."""
     from tensorflow.python.framework import op_def_registry
 
-    return sorted(name for name in model_ops(model_dir) if op_def_registry.get(name) is None)
+    return sorted(name for name in (model_ops(model_dir) if ops is None else ops) if op_def_registry.get(name) is None)
 
 
 def probe(request):

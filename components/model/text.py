@@ -57,7 +57,8 @@ def load_ops_for(model_dir: str) -> bool:
     that registered them already."""
     from tfxflow.components.serving_probe import model_ops, ops_tf_lacks
 
-    if not model_ops(model_dir) & TF_SERVING_TEXT_OPS and not ops_tf_lacks(model_dir):
+    ops = model_ops(model_dir)  # saved_model.pb read once
+    if not ops & TF_SERVING_TEXT_OPS and not ops_tf_lacks(model_dir, ops):
         return False
     load_ops()
     return True

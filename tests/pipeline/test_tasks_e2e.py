@@ -186,6 +186,17 @@ def _eval_split(home):
     return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
 
 
+def _training_info(home):
+    """The built-in Trainer's training_info.json of the run in `home`."""
+    (path,) = [
+        os.path.join(root, "training_info.json")
+        for root, _, names in os.walk(os.path.join(home, "pipeline_root", "Trainer"))
+        if "training_info.json" in names
+    ][:1]
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _mlflow_metrics(home, dataset, latest=False):
     """{metric: value} of the first (or the latest) run of the embedded store's experiment, and its tags."""
     with sqlite3.connect(os.path.join(home, "mlflow", "mlflow.db")) as db:
@@ -345,11 +356,5 @@ def test_a_module_with_only_a_preprocessing_fn_trains_the_built_in_model_on_its_
     # The built-in export without the feature config's columns: serving_default and TFMA's signature.
     assert set(loaded.signatures) == {"serving_default", "transform_features"}
     assert answer["probabilities"].shape == (8, 1)
-    info_path = [
-        os.path.join(root, "training_info.json")
-        for root, _, names in os.walk(os.path.join(run["home"], "pipeline_root", "Trainer"))
-        if "training_info.json" in names
-    ][0]
-    with open(info_path, encoding="utf-8") as f:
-        info = json.load(f)
+    info = _training_info(run["home"])
     assert info["inputs"] == 16  # Google's preprocessing_fn's features, all but its label tips_xf

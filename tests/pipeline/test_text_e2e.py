@@ -8,7 +8,6 @@ The runs are independent (one home each) and run on the session's pool of long r
 """
 
 import csv
-import json
 import os
 import shutil
 
@@ -18,7 +17,7 @@ import tensorflow as tf
 from sklearn import metrics as sk
 
 from tests import helpers
-from tests.pipeline.test_tasks_e2e import _draft, _eval_split, _mlflow_metrics, _ok, _run, _served
+from tests.pipeline.test_tasks_e2e import _draft, _eval_split, _mlflow_metrics, _ok, _run, _served, _training_info
 
 pytestmark = pytest.mark.e2e
 
@@ -90,16 +89,6 @@ def _check_text_run(run, model, min_accuracy):
     info = _training_info(run["home"])
     assert info["text_columns"] == ["description"] and info["sequence_length"] == 128
     return info
-
-
-def _training_info(home):
-    (path,) = [
-        os.path.join(root, "training_info.json")
-        for root, _, names in os.walk(os.path.join(home, "pipeline_root", "Trainer"))
-        if "training_info.json" in names
-    ][:1]
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def test_text_from_drafts_pushes_a_model_that_answers_raw_text(runs):
