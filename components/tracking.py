@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import re
+import tempfile
 from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
@@ -401,7 +402,8 @@ CHAMPION_ALIAS = "champion"
 
 
 def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_name: str) -> Any:
-    """Logs the pushed SavedModel in MLflow's TensorFlow flavour and registers it as a new version of
+    """Logs the pushed SavedModel in MLflow's TensorFlow flavour (a text model: the pyfunc flavour whose loader
+    registers TF Text's ops, components/tf_text_pyfunc.py) and registers it as a new version of
     `registered_name`. Input: serialized tf.Examples (without the label) as URL-safe base64 strings
     (`base64.urlsafe_b64encode`), so `mlflow models serve` takes them as JSON; output: the task's prediction
     (probabilities [n, 1], a multi-class model's scores [n, K] in its classes' order, a regression's
@@ -443,17 +445,31 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
     dists = ("tensorflow", "tensorflow-transform") + (("tensorflow-text",) if needs_text else ())
     requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in dists]
+    common = dict(
+        signature=signature,
+        registered_model_name=registered_name,
+        pip_requirements=requirements,
+        metadata={"task": described["task"], "classes": described["classes"], "output": key},
+    )
     # The fluent API is the only way to log a flavour; point it at this run, and put it back after.
     with fluent_api_at(uri):
         with mlflow.start_run(run_id=run_id):
-            return mlflow.tensorflow.log_model(
-                ServingModule(saved_model_dir),
-                name="model",
-                signature=signature,
-                registered_model_name=registered_name,
-                pip_requirements=requirements,
-                metadata={"task": described["task"], "classes": described["classes"], "output": key},
-            )
+            if not needs_text:
+                return mlflow.tensorflow.log_model(ServingModule(saved_model_dir), name="model", **common)
+            # MLflow's TensorFlow flavour cannot load a graph of TF Text's ops in a fresh process: the pyfunc
+            # flavour with a loader that registers them first (components/tf_text_pyfunc.py).
+            from tfxflow.components import tf_text_pyfunc
+
+            with tempfile.TemporaryDirectory() as scratch:
+                module_dir = os.path.join(scratch, "saved_model")
+                tf.saved_model.save(ServingModule(saved_model_dir), module_dir)
+                return mlflow.pyfunc.log_model(
+                    name="model",
+                    loader_module=tf_text_pyfunc.__name__.rsplit(".", 1)[-1],
+                    data_path=module_dir,
+                    code_paths=[tf_text_pyfunc.__file__],
+                    **common,
+                )
 
 
 FLUENT_URI_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")

@@ -13,7 +13,7 @@ from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.pipeline import settings as settings_lib
 from tfxflow.pipeline import user_module as user_module_lib
-from tfxflow.pipeline.settings import ConfigError, at_least, int_list, setting
+from tfxflow.pipeline.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.pipeline.user_module import UserModule
 
 if TYPE_CHECKING:  # pipeline.beam_runners imports this module (ConfigError)
@@ -79,6 +79,14 @@ class TrainingConfig:
         choices=("adam", "adamw", "sgd"),
         help="default: adamw with BERT's warmup and linear decay for the bert-* presets, else adam",
         key=("model", "optimizer"),
+    )
+    init_checkpoint: Optional[str] = setting(
+        None,
+        parse=local_or_remote_path,
+        metavar="PATH",
+        help="start the bert-* encoder from pretrained weights: a BERT checkpoint of google-research/bert (with "
+        "its vocab.txt as text_vocab_file) or a SavedModel this pipeline pushed",
+        key=("model", "init_checkpoint"),
     )
     # None: the preset's
     max_embedding_dim: Optional[int] = setting(None, cli=False, key=("model", "max_embedding_dim"))
@@ -282,6 +290,29 @@ def check_shared(
     settings_lib.check(evaluation)
     if features is not None:
         evaluation.for_task(features.task)
+        if training.init_checkpoint:
+            check_init_checkpoint(training, features)
+
+
+def check_init_checkpoint(training: TrainingConfig, features: FeatureConfig) -> None:
+    """Refuses --init-checkpoint before any work when the model cannot take it: no text column, a preset
+    without a Transformer, or a BERT checkpoint of another size or vocabulary (read from its shapes). A
+    SavedModel's fit is checked by the Trainer, variable by variable."""
+    flag = f"--init-checkpoint {training.init_checkpoint}"
+    if not features.text:
+        raise ConfigError(f"{flag}: the feature config has no text column; pretrained weights are an encoder's")
+    if presets.PRESETS[training.model_preset].encoder is None:
+        raise ConfigError(f"{flag}: --model-preset {training.model_preset} has no Transformer; pick a bert-* preset")
+    if "://" in training.init_checkpoint and not training.init_checkpoint.startswith("gs://"):
+        return  # read by the Trainer from the object store
+    from tfxflow.components.model import text, warm_start
+
+    vocabulary = len(text.read_vocabulary(features.text_vocab_file)) if features.text_vocab_file else None
+    try:
+        pretrained = warm_start.locate(training.init_checkpoint)
+        warm_start.check(pretrained, training.model_preset, vocabulary, features.sequence_length)
+    except warm_start.CheckpointError as err:
+        raise ConfigError(str(err)) from err
 
 
 def bundled_taxi_data_root() -> str:

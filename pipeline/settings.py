@@ -147,6 +147,18 @@ def int_list(text: str, flag: str) -> Tuple[int, ...]:
         raise ValueError(f"{flag} must be comma-separated integers, got '{text}'") from None
 
 
+def local_or_remote_path(text: str, flag: str) -> str:
+    """A `parse` of a path: a local one made absolute (a run's steps start elsewhere), a gs://, s3:// or
+    minio:// URI as is."""
+    if not text.strip():
+        raise ValueError(f"{flag} needs a path")
+    if "://" in text:
+        return text
+    import os
+
+    return os.path.abspath(os.path.expanduser(text))
+
+
 def json_value(value: Any) -> Any:
     """A value as custom_config carries it (plain JSON): tuples become lists."""
     return list(value) if isinstance(value, tuple) else value

@@ -17,6 +17,7 @@ INTEGRATION_FIXTURES = frozenset(
         "secure_mlflow_server",
         "tiny_transform",
         "task_transforms",
+        "text_transform",
         "task_models",
     }
 )

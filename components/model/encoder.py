@@ -39,9 +39,9 @@ class PositionEmbedding(keras.layers.Layer):
 
 
 class TransformerBlock(keras.layers.Layer):
-    """One post-layer-norm encoder block as BERT's: multi-head self-attention, then a GELU feed-forward layer,
-    each with dropout, a residual connection and layer normalization. Softmax and layer norms run in float32
-    under a mixed policy.
+    """One post-layer-norm encoder block as BERT's: multi-head self-attention, then a feed-forward layer of
+    BERT's GELU (the tanh approximation), each with dropout, a residual connection and layer normalization.
+    Softmax and layer norms run in float32 under a mixed policy.
 
     With `recompute`, training keeps only the block's input: its activations are computed again in the backward
     pass (`tf.recompute_grad`). Dropout is stateless, seeded by a seed drawn once per call outside the recomputed
@@ -58,7 +58,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_norm"
         )
-        self.up = keras.layers.Dense(intermediate, activation="gelu", kernel_initializer=_initializer(), name="up")
+        self.up = keras.layers.Dense(intermediate, kernel_initializer=_initializer(), name="up")
         self.down = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="down")
         self.output_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_norm"
@@ -94,7 +94,8 @@ class TransformerBlock(keras.layers.Layer):
         if training:
             attended = self._drop(attended, seed, 1)
         x = tf.cast(self.attention_norm(x + attended), x.dtype)
-        y = self.down(self.up(x))
+        # BERT's GELU, the tanh approximation: pretrained BERT weights give BERT's outputs.
+        y = self.down(tf.nn.gelu(self.up(x), approximate=True))
         if training:
             y = self._drop(y, seed, 2)
         return tf.cast(self.output_norm(x + y), x.dtype)

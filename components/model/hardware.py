@@ -210,3 +210,90 @@ def pod_cpus() -> int:
         except (OSError, ValueError):
             pass
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class GpuUtilization:
+    """Samples the busy share of each visible NVIDIA GPU through NVML (libnvidia-ml, the library nvidia-smi reads),
+    on a thread, every `every_s` seconds: `mean()` is the average of the samples since `start()`, in percent
+    (NVML's `utilization.gpu`: the share of the last sample period in which a kernel ran). `available` is False
+    without the driver's library (no NVIDIA GPU): then nothing is sampled. GPUs are those of
+    $CUDA_VISIBLE_DEVICES when set (indexes), else all."""
+
+    def __init__(self, every_s: float = 0.5, library: str = "libnvidia-ml.so.1"):
+        import ctypes
+
+        self.every_s, self._handles, self._samples = every_s, [], []
+        self._thread = self._stop = None
+        try:
+            self._nvml = ctypes.CDLL(library)
+            if self._nvml.nvmlInit_v2() != 0:
+                return
+            count = ctypes.c_uint(0)
+            if self._nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return
+            for index in _visible_gpu_indexes(count.value):
+                handle = ctypes.c_void_p()
+                if self._nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(handle)) == 0:
+                    self._handles.append(handle)
+        except (OSError, AttributeError):
+            self._handles = []
+
+    @property
+    def available(self) -> bool:
+        return bool(self._handles)
+
+    def sample(self) -> Optional[float]:
+        """The mean busy percent of the GPUs now, or None when NVML does not answer."""
+        import ctypes
+
+        class Utilization(ctypes.Structure):  # nvml.h's nvmlUtilization_t
+            _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+        values = []
+        for handle in self._handles:
+            found = Utilization()
+            if self._nvml.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(found)) == 0:
+                values.append(found.gpu)
+        return sum(values) / len(values) if values else None
+
+    def start(self) -> None:
+        import threading
+
+        self.stop()
+        self._samples, self._stop = [], threading.Event()
+        if not self.available:
+            return
+
+        def run():
+            while not self._stop.wait(self.every_s):
+                value = self.sample()
+                if value is not None:
+                    self._samples.append(value)
+
+        self._thread = threading.Thread(target=run, name="gpu-utilization", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._thread = None
+
+    def mean(self) -> Optional[float]:
+        return sum(self._samples) / len(self._samples) if self._samples else None
+
+
+def _visible_gpu_indexes(count: int) -> List[int]:
+    """NVML's indexes of the GPUs this process may use: $CUDA_VISIBLE_DEVICES's integer entries when set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return list(range(count))
+    indexes = []
+    for part in visible.split(","):
+        part = part.strip()
+        if part.isdigit() and int(part) < count:
+            indexes.append(int(part))
+        elif part:  # a UUID, or -1: NVML's indexes cannot be told from it; all of them
+            return list(range(count)) if not part.startswith("-") else []
+    return indexes

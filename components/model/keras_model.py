@@ -33,6 +33,7 @@ class ModelParams:
     optimizer: Optional[str] = None  # None: the preset's (adamw for a Transformer, else adam)
     weight_decay: float = presets.WEIGHT_DECAY  # adamw's
     warmup_share: float = presets.WARMUP_SHARE  # adamw's: of the training steps, then a linear decay to 0
+    init_checkpoint: Optional[str] = None  # pretrained encoder weights (components/model/warm_start.py)
 
     def __post_init__(self):
         if self.preset not in PRESETS:

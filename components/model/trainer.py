@@ -23,7 +23,7 @@ import tf_keras as keras
 from absl import logging
 
 from tfxflow.components import names, object_store
-from tfxflow.components.model import export, presets, tasks, text
+from tfxflow.components.model import export, presets, tasks, text, warm_start
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
@@ -261,13 +261,14 @@ def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
 
 
 # What Throughput adds to each epoch's metrics (not the model's own).
-TELEMETRY = ("step_ms", "examples_per_s", "tokens_per_s", "gpu_peak_memory_mb")
+TELEMETRY = ("step_ms", "examples_per_s", "tokens_per_s", "gpu_peak_memory_mb", "gpu_utilization_percent")
 
 
 class Throughput(keras.callbacks.Callback):
     """Adds each epoch's training speed to its logs, so TensorBoard, the history (training_info.json) and MLflow
     carry it: `step_ms`, `examples_per_s`, `tokens_per_s` (text models: examples x sequence length) and, on a
-    GPU, `gpu_peak_memory_mb` (TensorFlow's allocator peak of the first GPU during the epoch). The time is the
+    GPU, `gpu_peak_memory_mb` (TensorFlow's allocator peak of the first GPU during the epoch) and
+    `gpu_utilization_percent` (NVML's busy share of the visible GPUs, sampled twice a second). The time is the
     training part of the epoch, up to its validation."""
 
     def __init__(self, examples_per_step: int, steps_per_epoch: int, sequence_length: int = 0):
@@ -275,18 +276,24 @@ class Throughput(keras.callbacks.Callback):
         self.examples_per_step, self.steps_per_epoch = examples_per_step, steps_per_epoch
         self.sequence_length = sequence_length
         self._gpu = bool(tf.config.list_logical_devices("GPU"))
+        self._utilization = hardware_lib.GpuUtilization() if self._gpu else None
         self._start = self._trained = None
 
     def on_epoch_begin(self, epoch, logs=None):
         if self._gpu:
             tf.config.experimental.reset_memory_stats("GPU:0")
+            self._utilization.start()
         self._start, self._trained = time.perf_counter(), None
 
     def on_test_begin(self, logs=None):
         if self._start is not None and self._trained is None:
             self._trained = time.perf_counter() - self._start
+            if self._utilization is not None:
+                self._utilization.stop()
 
     def on_epoch_end(self, epoch, logs=None):
+        if self._utilization is not None:
+            self._utilization.stop()
         if logs is None or self._start is None:
             return
         seconds = self._trained or (time.perf_counter() - self._start)
@@ -296,6 +303,30 @@ class Throughput(keras.callbacks.Callback):
             logs["tokens_per_s"] = logs["examples_per_s"] * self.sequence_length
         if self._gpu:
             logs["gpu_peak_memory_mb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+            busy = self._utilization.mean()
+            if busy is not None:
+                logs["gpu_utilization_percent"] = busy
+
+
+# Training is bound by its input when the input pipeline alone is at most this much faster than training took
+# examples from it: the training step (a GPU's) then waited for batches.
+INPUT_BOUND_RATIO = 1.25
+
+
+def input_speed(dataset: tf.data.Dataset, examples_per_batch: int, batches: int = 20) -> float:
+    """Examples/s the training input pipeline delivers alone, with nothing consuming them but this loop: over
+    `batches` batches after a first one (which may start its threads and fill its buffers)."""
+    iterator = iter(dataset)
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    return examples_per_batch * batches / max(time.perf_counter() - start, 1e-9)
+
+
+def input_bound(input_examples_per_s: float, trained_examples_per_s: float) -> bool:
+    """Whether training waited on its input (INPUT_BOUND_RATIO)."""
+    return input_examples_per_s < INPUT_BOUND_RATIO * trained_examples_per_s
 
 
 def profile_executions(steps: Tuple[int, int], steps_per_execution: int) -> Tuple[int, int]:
@@ -375,6 +406,42 @@ def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str]
     return local, [BackupMirror(local, backup_dir)]
 
 
+def fetch_init_checkpoint(path: str, scratch: str) -> str:
+    """A local copy of pretrained weights on a store TF cannot read (s3://, minio://): a checkpoint prefix's
+    folder, or the SavedModel or checkpoint folder; `path` itself elsewhere."""
+    if not _mirrored(path):
+        return path
+    local = os.path.join(scratch, "init_checkpoint")
+    folder, base = path.rstrip("/").rsplit("/", 1)
+    if object_store.exists(path + ".index"):
+        object_store.download(folder, local)
+        return os.path.join(local, base)
+    object_store.download(path, local)
+    return local
+
+
+def warm_start_encoder(
+    model: keras.Model,
+    path: str,
+    config: features_lib.FeatureConfig,
+    tf_transform_output: tft.TFTransformOutput,
+    inputs: Sequence[model_lib.ModelInput],
+    preset: str,
+) -> Dict[str, Any]:
+    """Initialises each text input's encoder from the pretrained weights at `path` (warm_start) after checking
+    they fit: a BERT checkpoint's size and vocabulary, a SavedModel's vocabulary asset; what it loaded."""
+    pretrained = warm_start.locate(path)
+    text_inputs = [i for i in inputs if i.kind == "text"]
+    given = len(text.read_vocabulary(config.text_vocab_file)) if config.text_vocab_file else None
+    warm_start.check(pretrained, preset, given, config.sequence_length)
+    for column in config.text:
+        asset = text.asset_name(column)
+        warm_start.check_vocabulary(pretrained, asset, tf_transform_output.vocabulary_file_by_name(asset))
+    loaded = warm_start.initialise(model, pretrained, [i.name for i in text_inputs])
+    logging.info("Trainer: encoder weights from %s: %s", pretrained.describe(), loaded)
+    return {"init_checkpoint_kind": pretrained.kind, "init_checkpoint_values": sum(loaded.values())}
+
+
 def build(
     strategy: tf.distribute.Strategy,
     config: features_lib.FeatureConfig,
@@ -448,6 +515,11 @@ def train(
         inputs=inputs,
         train_steps=plan["epochs"] * plan["steps_per_epoch"],
     )
+    warm = {}
+    if model_params.init_checkpoint:
+        warm = warm_start_encoder(
+            model, model_params.init_checkpoint, config, tf_transform_output, inputs, model_params.preset
+        )
     batch = train_params.effective_batch(strategy.num_replicas_in_sync)
     transform = None
     if raw_examples:
@@ -521,6 +593,7 @@ def train(
         train_steps=plan["epochs"] * plan["steps_per_epoch"],
         **plan,
         backup_dir=backup_dir,
+        **warm,
     )
     logging.info("Trainer: %s", json.dumps(info))
     history = model.fit(
@@ -539,6 +612,11 @@ def train(
         **plan,
     )
     info["epochs_run"] = len(history.history.get("loss", []))
+    trained = history.history.get("examples_per_s")
+    if trained:
+        # The last epoch's speed against the input's own, read the way training read it (cached by then).
+        info["input_examples_per_s"] = input_speed(train_ds, batch, batches=min(20, plan["steps_per_epoch"]))
+        info["input_bound"] = input_bound(info["input_examples_per_s"], trained[-1])
     # BackupAndRestore starts a resumed fit at the epoch after its last backup; 0 for a fresh one.
     info["resumed_from_epoch"] = history.epoch[0] if history.epoch else plan["epochs"]
     if info["resumed_from_epoch"]:
@@ -593,9 +671,14 @@ def run_fn(fn_args) -> None:
             "custom_config": custom,
         },
     )
+    model_params = model_lib.ModelParams.from_dict(custom.get("model", {}))
     scratch = tempfile.mkdtemp(prefix="tfxflow-trainer-")
     try:
         fit_backup_dir, mirror = local_backup(backup_dir, scratch)
+        if model_params.init_checkpoint:
+            model_params = dataclasses.replace(
+                model_params, init_checkpoint=fetch_init_checkpoint(model_params.init_checkpoint, scratch)
+            )
         # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
         with hardware_lib.precision_policy(policy):
             model, history, info = train(
@@ -605,7 +688,7 @@ def run_fn(fn_args) -> None:
                 fn_args.eval_files,
                 train_steps=fn_args.train_steps,
                 eval_steps=fn_args.eval_steps,
-                model_params=model_lib.ModelParams.from_dict(custom.get("model", {})),
+                model_params=model_params,
                 train_params=train_params,
                 log_dir=fn_args.model_run_dir,
                 hardware=hardware,
@@ -638,6 +721,8 @@ def run_fn(fn_args) -> None:
         object_store.delete(backup_dir)
     elif backup_dir and tf.io.gfile.exists(backup_dir):
         tf.io.gfile.rmtree(backup_dir)
+    if model_params.init_checkpoint:
+        info["init_checkpoint"] = custom["model"]["init_checkpoint"]  # as given, not the local copy
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, names.TRAINING_INFO_FILE), "w") as f:

@@ -496,6 +496,49 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     return lines
 
 
+def training_lines(info: Optional[dict]) -> List[str]:
+    """The summary's training lines from training_info.json: model, steps and devices, the last epoch's speed
+    (and GPU memory and utilization), and whether the input pipeline held training back."""
+    if not info:
+        return []
+    history = info.get("history") or {}
+
+    def last(key):
+        values = history.get(key) or []
+        return values[-1] if values else None
+
+    gpus = len(info.get("gpus") or [])
+    devices = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else "the CPU"
+    if not gpus and info.get("replicas", 1) > 1:
+        devices = f"{info['replicas']} CPU replicas"
+    model = info.get("preset") or "a module file's model"
+    if info.get("parameters"):
+        count = info["parameters"]
+        model += f" ({count / 1e6:.1f}M parameters)" if count >= 1e6 else f" ({count:,} parameters)"
+    steps = f", {info['train_steps']:,} steps of {info['effective_batch']:,}" if "train_steps" in info else ""
+    lines = [f"  training:       {model}{steps} on {devices}, {info.get('precision_policy', 'float32')}"]
+    speed = last("examples_per_s")
+    if speed is not None:
+        figures = [f"{speed:,.0f} examples/s"]
+        if last("tokens_per_s") is not None:
+            figures.append(f"{last('tokens_per_s'):,.0f} tokens/s")
+        if last("step_ms") is not None:
+            figures.append(f"{last('step_ms'):.1f} ms a step")
+        if last("gpu_utilization_percent") is not None:
+            figures.append(f"GPU busy {last('gpu_utilization_percent'):.0f}%")
+        if last("gpu_peak_memory_mb") is not None:
+            figures.append(f"GPU memory peak {last('gpu_peak_memory_mb'):,.0f} MB")
+        lines.append(f"                  last epoch: {', '.join(figures)}")
+    if info.get("input_bound") and speed is not None:
+        waited = "the GPUs waited for batches" if gpus else "the input pipeline set the pace"
+        lines.append(
+            f"                  input-bound: the input pipeline alone delivers {info['input_examples_per_s']:,.0f} "
+            f"examples/s, training took {speed:,.0f}: {waited} (the input pipeline runs on the Trainer's CPU "
+            "cores: give it more)"
+        )
+    return lines
+
+
 def metrics_text(metrics: dict, task: str) -> str:
     """The task's summary metrics (components/model/tasks.py) in its order, e.g. "accuracy 0.9213, macro_f1
     0.8120, example_count 3,751"."""
@@ -522,6 +565,7 @@ def print_summary(
         for check in (result.gate_checks or "").split("; "):
             if check:
                 lines.append(f"                  {check}")
+    lines += training_lines(result.training)
     task = config.features.task
     if result.metrics:
         lines.append(f"  eval metrics:   {metrics_text(result.metrics, task)}")

@@ -61,6 +61,8 @@ class RunReport:
     not_pushed_reason: Optional[str] = None
     after_rollback: Optional[str] = None
     blessing_revoked: Optional[str] = None
+    # The Trainer's training_info.json (components/model/trainer.py), when it ran.
+    training: Optional[dict] = None
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
@@ -158,6 +160,13 @@ def _fill_results(report: RunReport) -> None:
         from tfxflow.components.tracking import split_rows  # imports TFX: only when there is a run to report
 
         report.rows = split_rows(stats.uri)
+    model_run = first_output(report.component(names.TRAINER), "model_run")
+    if model_run is not None and os.path.isfile(os.path.join(model_run.uri, names.TRAINING_INFO_FILE)):
+        try:
+            with open(os.path.join(model_run.uri, names.TRAINING_INFO_FILE), encoding="utf-8") as f:
+                report.training = json.load(f)
+        except (OSError, ValueError):
+            report.training = None  # the summary goes without its training line
     checks = first_output(report.component(names.DATA_GATE), "checks")
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:

@@ -21,6 +21,12 @@ def task_transforms(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def text_transform(tmp_path_factory):
+    """The tiny Transform output of a text column beside a number (tests.components.tiny_transform, "text")."""
+    return write_tiny_transform(str(tmp_path_factory.mktemp("tiny_text")), "text")
+
+
+@pytest.fixture(scope="session")
 def task_models(task_transforms, tmp_path_factory):
     """A model of each task trained on its tiny Transform output's raw examples and exported:
     {task: {"export_dir", "info", "tiny"}}."""

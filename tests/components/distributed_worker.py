@@ -2,8 +2,9 @@
 
     python -m tests.components.distributed_worker SCENARIO TRANSFORM_DIR LOG_DIR [TASK [GRAD_ACCUM_STEPS]]
 
-SCENARIO is `mirrored-cpus` (MirroredStrategy over two logical CPUs) or `multi-worker` (TF_CONFIG set by the
-caller); TASK the tiny data's task (default binary). Prints one JSON line with what it observed.
+SCENARIO is `mirrored-cpus` (MirroredStrategy over two logical CPUs), `mirrored-cpus-xla` (the same with the train
+step compiled by XLA) or `multi-worker` (TF_CONFIG set by the caller); TASK the tiny data's task (default binary;
+"text" trains bert-tiny). Prints one JSON line with what it observed.
 """
 
 import json
@@ -18,7 +19,10 @@ def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", 
     from tfxflow.components.model import hardware, trainer
     from tfxflow.components.model import keras_model as model_lib
 
-    applied = hardware.configure_devices(hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1))
+    config = hardware.HardwareConfig(
+        cpu_replicas=2 if scenario.startswith("mirrored-cpus") else 1, xla=scenario.endswith("-xla")
+    )
+    applied = hardware.configure_devices(config)
     strategy = hardware.make_strategy()
     tiny = write_tiny_transform(transform_dir, task)
     params = trainer.TrainParams(
@@ -31,9 +35,12 @@ def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", 
         tiny["raw_eval"],
         train_steps=32,
         eval_steps=0,
-        model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
+        model_params=model_lib.ModelParams(
+            preset="bert-tiny" if task == "text" else "default", hidden_units=(16,), learning_rate=0.01
+        ),
         train_params=params,
         log_dir=log_dir,
+        hardware=config,
         strategy=strategy,
         raw_examples=True,
     )
@@ -60,6 +67,8 @@ def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", 
                 "per_replica_batches": per_replica,
                 "losses": [float(v) for v in history.history["loss"]],
                 "metrics": sorted(history.history),
+                "xla": info["xla"],
+                "parameters": info["parameters"],
                 "finite": bool(np.all(np.isfinite(history.history["loss"]))),
             }
         ),

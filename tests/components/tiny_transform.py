@@ -1,6 +1,7 @@
 """A real, small tf.Transform output (transform graph + gzipped transformed examples) for Trainer tests, for each
 task: the same features, and a label that is 0/1 (binary), one of three named classes (multiclass) or a number
-(regression), each a function of the features plus noise."""
+(regression), each a function of the features plus noise; and "text": a short text column (word pieces learned
+by Transform) beside a number, with a yes/no label that the text's words decide."""
 
 import os
 
@@ -19,14 +20,25 @@ LABELS = {
     "multiclass": {"name": "label", "column": "y", "classes": ["low", "mid", "high"]},
     "regression": {"name": "label", "column": "y"},
 }
+TEXT_ROLES = {"numeric": ["x1"], "text": ["words"], "sequence_length": 16, "text_vocab_size": 100}
 TINY_CONFIGS = {
     task: FeatureConfig.from_dict({"task": task, "label": label, **_ROLES}) for task, label in LABELS.items()
 }
+TINY_CONFIGS["text"] = FeatureConfig.from_dict({"task": "binary", "label": LABELS["binary"], **TEXT_ROLES})
+GOOD = ("great", "fine", "happy", "calm", "bright")
+BAD = ("awful", "sad", "broken", "dark", "slow")
+NEUTRAL = ("the", "a", "ride", "car", "day", "city", "trip", "driver", "road", "time", "rides", "driving")
 TINY_FEATURES = TINY_CONFIGS["binary"]
-_LABEL_DTYPES = {"binary": tf.int64, "multiclass": tf.string, "regression": tf.float32}
+_LABEL_DTYPES = {"binary": tf.int64, "multiclass": tf.string, "regression": tf.float32, "text": tf.int64}
 
 
 def _spec(task):
+    if task == "text":
+        return {
+            "x1": tf.io.VarLenFeature(tf.float32),
+            "words": tf.io.VarLenFeature(tf.string),
+            "y": tf.io.VarLenFeature(tf.int64),
+        }
     return {
         "x1": tf.io.VarLenFeature(tf.float32),
         "x2": tf.io.VarLenFeature(tf.float32),
@@ -45,8 +57,20 @@ def _label(task, x1, x2, city, rng):
     return int(signal > 0)
 
 
+def _text_rows(n, rng):
+    rows = []
+    for _ in range(n):
+        words = [str(w) for w in rng.choice(GOOD + BAD + NEUTRAL, size=int(rng.integers(3, 13)))]
+        x1 = float(rng.normal())
+        score = sum(w in GOOD for w in words) - sum(w in BAD for w in words)
+        rows.append({"x1": [x1], "words": [" ".join(words).encode()], "y": [int(score > 0 or (score == 0 and x1 > 0))]})
+    return rows
+
+
 def _rows(n, seed, task="binary"):
     rng = np.random.default_rng(seed)
+    if task == "text":
+        return _text_rows(n, rng)
     rows = []
     for _ in range(n):
         x1, x2 = float(rng.normal()), float(rng.normal())

@@ -151,6 +151,7 @@ def test_trainer_custom_config_is_built_from_the_declared_keys():
         "learning_rate": 0.001,
         "dropout": 0.0,
         "optimizer": None,
+        "init_checkpoint": None,
     }
     assert custom["training"] == {
         "batch_size": 256,
@@ -179,3 +180,48 @@ def test_a_given_vocabulary_is_checked_before_any_work(tmp_path):
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nrun\nthe\n")
     with pytest.raises(config_lib.ConfigError, match=r"tokens listed twice: 'the' \(line 7\)"):
         config_lib.load_schema_and_features("taxi", str(schema), str(features))
+
+
+def _text_features(vocab_file=None):
+    from tfxflow.components.model.features import FeatureConfig
+
+    data = {"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 64}
+    if vocab_file:
+        data["text_vocab_file"] = str(vocab_file)
+    return FeatureConfig.from_dict(data)
+
+
+def test_an_init_checkpoint_that_cannot_fit_is_refused_before_any_work(tmp_path):
+    from tests.components.model.test_warm_start import bert_checkpoint_values, write_name_based_checkpoint
+
+    prefix = write_name_based_checkpoint(str(tmp_path / "bert_model.ckpt"), bert_checkpoint_values(2, 128, 12))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(7)]) + "\n")
+    evaluation = config_lib.EvaluationConfig()
+
+    def check(features, **training):
+        config_lib.check_shared(config_lib.TrainingConfig(init_checkpoint=prefix, **training), evaluation, features)
+
+    check(_text_features(vocab), model_preset="bert-tiny")  # 12 word pieces, 2 layers of 128: it fits
+    with pytest.raises(config_lib.ConfigError, match=r"--model-preset bert-base is 12 layers, 768 wide .* bert-tiny"):
+        check(_text_features(vocab), model_preset="bert-base")
+    with pytest.raises(config_lib.ConfigError, match="set text_vocab_file in the feature config"):
+        check(_text_features(), model_preset="bert-tiny")
+    with pytest.raises(config_lib.ConfigError, match="--model-preset default has no Transformer"):
+        check(_text_features(vocab))
+    tabular = config_lib.FeatureConfig.from_dict({"label": {"name": "y", "column": "y"}, "numeric": ["x"]})
+    with pytest.raises(config_lib.ConfigError, match="the feature config has no text column"):
+        check(tabular, model_preset="bert-tiny")
+    with pytest.raises(config_lib.ConfigError, match="neither a SavedModel folder"):
+        config_lib.check_shared(
+            config_lib.TrainingConfig(init_checkpoint=str(tmp_path / "nothing"), model_preset="bert-tiny"),
+            evaluation,
+            _text_features(vocab),
+        )
+
+
+def test_the_init_checkpoint_flag_makes_a_local_path_absolute_and_keeps_a_uri():
+    from tfxflow.pipeline.settings import local_or_remote_path
+
+    assert local_or_remote_path("ckpt/bert_model.ckpt", "--init-checkpoint") == os.path.abspath("ckpt/bert_model.ckpt")
+    assert local_or_remote_path("s3://models/bert", "--init-checkpoint") == "s3://models/bert"

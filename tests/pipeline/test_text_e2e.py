@@ -8,8 +8,11 @@ The runs are independent (one home each) and run on the session's pool of long r
 """
 
 import csv
+import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -50,6 +53,29 @@ def runs(long_runs):
     return long_runs.results("text")
 
 
+# Loads a registered model through MLflow's pyfunc in a process of its own, as `mlflow models serve` does: nothing
+# there imports TF Text before the model is read. argv: tracking URI, model URI; stdin: hex-encoded tf.Examples.
+PYFUNC_PREDICT = """
+import base64, json, sys
+import mlflow, numpy as np
+mlflow.set_tracking_uri(sys.argv[1])
+examples = [base64.urlsafe_b64encode(bytes.fromhex(h)).decode() for h in json.load(sys.stdin)]
+print(json.dumps(np.asarray(mlflow.pyfunc.load_model(sys.argv[2]).predict(np.array(examples, dtype=object))).tolist()))
+"""
+
+
+def _pyfunc_predict(home, model_uri, examples):
+    done = subprocess.run(
+        [sys.executable, "-c", PYFUNC_PREDICT, f"sqlite:///{home}/mlflow/mlflow.db", model_uri],
+        input=json.dumps([e.hex() for e in examples]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def _descriptions(count):
     with open(DEBIAN, newline="", encoding="utf-8") as f:
         return [row for _, row in zip(range(count), csv.DictReader(f), strict=False)]
@@ -86,6 +112,9 @@ def _check_text_run(run, model, min_accuracy):
     examples = helpers.serialize_examples(described, run["schema"], drop=("section",))
     by_examples = loaded.signatures["serving_default"](examples=tf.constant(examples))
     np.testing.assert_allclose(by_raw["scores"].numpy(), by_examples["scores"].numpy(), atol=1e-5)
+    # MLflow's registered model answers the same in a fresh process.
+    registered = _pyfunc_predict(run["home"], f"models:/{model}@champion", examples)
+    np.testing.assert_allclose(registered, by_examples["scores"].numpy(), atol=1e-5)
     info = _training_info(run["home"])
     assert info["text_columns"] == ["description"] and info["sequence_length"] == 128
     return info

@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -469,3 +470,137 @@ def test_profiled_steps_are_the_train_function_calls_that_hold_them():
     assert trainer.profile_executions((30, 70), 20) == (2, 4)
     assert trainer.profile_executions((3, 4), 1) == (3, 4)
     assert trainer.profile_executions((0, 0), 20) == (0, 0)
+
+
+BERT_TINY = model_lib.ModelParams(preset="bert-tiny", learning_rate=1e-3)
+
+
+def _encoder_weights(model):
+    return {v.name: v.numpy() for v in model.variables if v.name.startswith("words_xf_")}
+
+
+def test_a_text_encoder_warm_starts_from_a_pushed_model_of_the_same_vocabulary(text_transform, tmp_path):
+    tiny = text_transform
+    first, _, _ = _train(tiny, tmp_path / "first", steps=20, model_params=BERT_TINY)
+    pushed = str(tmp_path / "pushed")
+    export.export_serving_model(first, tiny["output"], tiny["config"], pushed)
+    # A learning rate of 0: the weights training starts from are the weights it ends with.
+    frozen = model_lib.ModelParams(preset="bert-tiny", learning_rate=0.0, init_checkpoint=pushed)
+    second, _, info = _train(tiny, tmp_path / "second", steps=2, model_params=frozen)
+    assert info["init_checkpoint_kind"] == "saved_model"
+    expected = _encoder_weights(first)
+    assert info["init_checkpoint_values"] == sum(w.size for w in expected.values()) > 100_000
+    got = _encoder_weights(second)
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+    # The head is the new model's own: not copied.
+    assert not np.array_equal(
+        second.get_layer("probability").kernel.numpy(), first.get_layer("probability").kernel.numpy()
+    )
+
+
+def test_a_text_model_accumulates_gradients_as_one_step_on_the_whole_batch(text_transform):
+    tiny = text_transform
+    tokens = trainer.id_ranges(tiny["output"], tiny["config"])
+    params = model_lib.ModelParams(preset="bert-tiny", learning_rate=0.1, optimizer="sgd")
+    keras.utils.set_random_seed(5)
+    accumulating = model_lib.build_model(tiny["config"], tokens, params, grad_accum_steps=4)
+    plain = model_lib.build_model(tiny["config"], tokens, params)
+    plain.set_weights(accumulating.get_weights())
+    before = [w.copy() for w in plain.get_weights()]
+    dataset = trainer.make_dataset(
+        tiny["train"],
+        tiny["output"].transformed_feature_spec(),
+        "label",
+        plain.input_names,
+        trainer.TrainParams(batch_size=64),
+        True,
+        64,
+        input_dtypes=model_lib.model_input_dtypes(model_lib.inputs_of(tiny["config"], tokens)),
+    )
+    features, labels = next(iter(dataset))
+    assert features["words_xf"].shape == features["words_xf_mask"].shape == (64, 16)
+    accumulating.train_on_batch(features, labels)  # 4 micro-batches of 16 texts, one update
+    plain.train_on_batch(features, labels)
+    moved = 0.0
+    for w_acc, w_plain, w0 in zip(accumulating.get_weights(), plain.get_weights(), before, strict=True):
+        np.testing.assert_allclose(w_acc, w_plain, rtol=1e-3, atol=1e-6)
+        moved = max(moved, float(np.abs(w_plain - w0).max()))
+    assert moved > 1e-3
+
+
+def test_a_text_encoder_trains_in_float16_with_loss_scaling_as_in_float32(text_transform, tmp_path):
+    params = model_lib.ModelParams(preset="bert-tiny", learning_rate=3e-3)
+    schedule = trainer.TrainParams(batch_size=32, eval_every_steps=20, early_stopping_patience=0)
+    with hardware.precision_policy("mixed_float16"):
+        model, history, _ = _train(text_transform, tmp_path / "f16", 40, model_params=params, train_params=schedule)
+    assert isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)
+    assert model.optimizer.dynamic and float(model.optimizer.loss_scale) > 1
+    block = model.get_layer("words_xf_block_0")
+    assert block.compute_dtype == "float16" and block.variable_dtype == "float32"
+    assert model.get_layer("probability").compute_dtype == "float32" and model.output.dtype == tf.float32
+    _, reference, info = _train(text_transform, tmp_path / "f32", 40, model_params=params, train_params=schedule)
+    # A Transformer's step takes far longer than parsing its batch: not input-bound.
+    assert info["input_bound"] is False and info["input_examples_per_s"] > 3 * reference.history["examples_per_s"][-1]
+    # Scaled float16 gradients train as float32 ones do: no step was skipped or flushed to zero.
+    np.testing.assert_allclose(history.history["loss"], reference.history["loss"], rtol=0.02)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert history.history["val_binary_accuracy"][-1] > 0.7
+
+
+def test_a_text_encoder_trains_under_xla_over_two_mirrored_cpus_with_accumulation(text_transform, tmp_path):
+    # Embedding lookups inside an XLA-compiled step of a MirroredStrategy (tf-keras#99 in some versions).
+    result = _result(
+        _worker("mirrored-cpus-xla", text_transform, str(tmp_path / "logs"), task="text", grad_accum_steps=2)
+    )
+    assert result["devices_applied"] is True and result["xla"] is True
+    assert result["strategy"] == "MirroredStrategy" and result["replicas"] == 2
+    assert result["per_replica_batches"] == [64, 64]  # 32 per replica x 2 micro-batches
+    assert result["parameters"] > 400_000  # bert-tiny's blocks and pooler
+    assert result["finite"] and result["losses"][-1] < result["losses"][0]
+
+
+def test_training_behind_a_slow_input_pipeline_is_found_input_bound(tiny_transform, tmp_path, monkeypatch):
+    make_dataset = trainer.make_dataset
+
+    def slow(*args, **kwargs):  # 40 ms a batch before the model sees it: far more than a step of this model
+        dataset = make_dataset(*args, **kwargs)
+
+        def delay(features, label):
+            return tf.py_function(lambda: time.sleep(0.04) or 0, [], tf.int32), features, label
+
+        return dataset.map(delay).map(lambda _, features, label: (features, label))
+
+    monkeypatch.setattr(trainer, "make_dataset", slow)
+    _, history, info = _train(tiny_transform, tmp_path, steps=20)
+    trained = history.history["examples_per_s"][-1]
+    # The input's pace, at most 800 examples/s (batches read ahead during validation make an epoch look faster).
+    assert trained > 32 / 0.04 * 0.5 and info["input_examples_per_s"] < 32 / 0.04 * 1.05
+    assert info["input_bound"] is True
+    from tfxflow.pipeline.local.runner import training_lines
+
+    lines = training_lines({**info, "history": history.history})  # as training_info.json holds it
+    assert lines[0].startswith("  training:       default (") and "20 steps of 32 on the CPU, float32" in lines[0]
+    assert (
+        "input-bound: the input pipeline alone delivers" in lines[2] and "the input pipeline set the pace" in lines[2]
+    )
+
+
+def test_gpu_utilization_is_not_sampled_without_nvidias_library():
+    sampler = hardware.GpuUtilization(library="libnvidia-ml-absent.so.1")
+    assert sampler.available is False
+    sampler.start()
+    sampler.stop()
+    assert sampler.mean() is None and sampler.sample() is None
+
+
+@pytest.mark.parametrize(
+    "visible, expected", [(None, [0, 1, 2, 3]), ("2,0", [2, 0]), ("", []), ("-1", []), ("GPU-5e1b", [0, 1, 2, 3])]
+)
+def test_gpu_utilization_samples_the_gpus_cuda_makes_visible(monkeypatch, visible, expected):
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert hardware._visible_gpu_indexes(4) == expected

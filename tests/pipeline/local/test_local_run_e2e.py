@@ -1,6 +1,7 @@
 """The whole pipeline with LocalDagRunner, through the `tfxflow` CLI, on a sample of the taxi data."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -64,6 +65,11 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
     assert "blessed:        yes" in first.stdout
     assert "data gate:      passed" in first.stdout
+    # The Trainer's line: model, steps and devices, and the last epoch's speed (training_info.json's).
+    assert re.search(
+        r"training:       default \([\d,]+ parameters\), 120 steps of 64 on the CPU, float32", first.stdout
+    )
+    assert re.search(r"last epoch: [\d,]+ examples/s, [\d.]+ ms a step", first.stdout)
     # ExampleGen's counts, checked by the gate against StatisticsGen's; the Evaluator's bounded sample.
     run = report.read_run(os.path.join(taxi_runs["home"], "metadata", "metadata.sqlite"), "tfxflow-taxi")
     eval_rows = run.rows["eval"]
