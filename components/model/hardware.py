@@ -214,26 +214,34 @@ def pod_cpus() -> int:
 
 class GpuUtilization:
     """Samples the busy share of each visible NVIDIA GPU through NVML (libnvidia-ml, the library nvidia-smi reads),
-    on a thread, every `every_s` seconds: `mean()` is the average of the samples since `start()`, in percent
-    (NVML's `utilization.gpu`: the share of the last sample period in which a kernel ran). `available` is False
-    without the driver's library (no NVIDIA GPU): then nothing is sampled. GPUs are those of
-    $CUDA_VISIBLE_DEVICES when set (indexes), else all."""
+    on a thread, every `every_s` seconds: `mean()` is the average of the samples between `start()` and `stop()`
+    (at least one), in percent (NVML's `utilization.gpu`: the share of the last sample period in which a kernel
+    ran). `available` is False without the driver's library (no NVIDIA GPU): then nothing is sampled.
+
+    The GPUs are those $CUDA_VISIBLE_DEVICES names, by UUID or by index, else all. NVML numbers GPUs in PCI bus
+    order, CUDA fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: on a machine of mixed GPU models, name them
+    by UUID or set that order, as Kubernetes' device plugin does."""
 
     def __init__(self, every_s: float = 0.5, library: str = "libnvidia-ml.so.1"):
         import ctypes
 
         self.every_s, self._handles, self._samples = every_s, [], []
-        self._thread = self._stop = None
+        self._thread = self._stop = self._nvml = None
         try:
-            self._nvml = ctypes.CDLL(library)
-            if self._nvml.nvmlInit_v2() != 0:
+            nvml = ctypes.CDLL(library)
+            if nvml.nvmlInit_v2() != 0:
                 return
+            self._nvml = nvml
             count = ctypes.c_uint(0)
-            if self._nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
                 return
-            for index in _visible_gpu_indexes(count.value):
+            for device in visible_gpus(count.value):
                 handle = ctypes.c_void_p()
-                if self._nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(handle)) == 0:
+                if isinstance(device, int):
+                    found = nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(device), ctypes.byref(handle))
+                else:
+                    found = nvml.nvmlDeviceGetHandleByUUID(device.encode(), ctypes.byref(handle))
+                if found == 0:
                     self._handles.append(handle)
         except (OSError, AttributeError):
             self._handles = []
@@ -274,26 +282,40 @@ class GpuUtilization:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stops sampling; a period shorter than one sample gets the one taken now."""
         if self._stop is not None:
             self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            if not self._samples:
+                value = self.sample()
+                if value is not None:
+                    self._samples.append(value)
         self._thread = None
 
     def mean(self) -> Optional[float]:
         return sum(self._samples) / len(self._samples) if self._samples else None
 
+    def close(self) -> None:
+        self.stop()
+        if self._nvml is not None:
+            self._nvml.nvmlShutdown()
+            self._nvml, self._handles = None, []
 
-def _visible_gpu_indexes(count: int) -> List[int]:
-    """NVML's indexes of the GPUs this process may use: $CUDA_VISIBLE_DEVICES's integer entries when set."""
+
+def visible_gpus(count: int) -> List[Any]:
+    """The GPUs this process may use, as NVML finds them: $CUDA_VISIBLE_DEVICES's entries up to the first that is
+    not a GPU (CUDA's rule), indexes below `count` as ints, UUIDs ("GPU-...", "MIG-...") as strings; every
+    index when it is not set."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return list(range(count))
-    indexes = []
-    for part in visible.split(","):
-        part = part.strip()
+    found: List[Any] = []
+    for part in (p.strip() for p in visible.split(",")):
         if part.isdigit() and int(part) < count:
-            indexes.append(int(part))
-        elif part:  # a UUID, or -1: NVML's indexes cannot be told from it; all of them
-            return list(range(count)) if not part.startswith("-") else []
-    return indexes
+            found.append(int(part))
+        elif part.startswith(("GPU-", "MIG-")):
+            found.append(part)
+        else:  # "-1", an index beyond the GPUs, "": CUDA sees no GPU from here on
+            break
+    return found

@@ -291,6 +291,10 @@ class Throughput(keras.callbacks.Callback):
             if self._utilization is not None:
                 self._utilization.stop()
 
+    def on_train_end(self, logs=None):
+        if self._utilization is not None:
+            self._utilization.close()
+
     def on_epoch_end(self, epoch, logs=None):
         if self._utilization is not None:
             self._utilization.stop()
@@ -408,13 +412,16 @@ def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str]
 
 def fetch_init_checkpoint(path: str, scratch: str) -> str:
     """A local copy of pretrained weights on a store TF cannot read (s3://, minio://): a checkpoint prefix's
-    folder, or the SavedModel or checkpoint folder; `path` itself elsewhere."""
+    files (`<prefix>.index`, `<prefix>.data-*`), or the SavedModel or checkpoint folder; `path` itself
+    elsewhere."""
     if not _mirrored(path):
         return path
     local = os.path.join(scratch, "init_checkpoint")
     folder, base = path.rstrip("/").rsplit("/", 1)
     if object_store.exists(path + ".index"):
-        object_store.download(folder, local)
+        for name in object_store.list_names(folder):
+            if name.startswith(base + "."):
+                object_store.download(f"{folder}/{name}", os.path.join(local, name))
         return os.path.join(local, base)
     object_store.download(path, local)
     return local
@@ -429,15 +436,23 @@ def warm_start_encoder(
     preset: str,
 ) -> Dict[str, Any]:
     """Initialises each text input's encoder from the pretrained weights at `path` (warm_start) after checking
-    they fit: a BERT checkpoint's size and vocabulary, a SavedModel's vocabulary asset; what it loaded."""
+    they fit: a BERT checkpoint's size and vocabulary, a SavedModel's vocabulary asset (of the column its
+    encoder was trained on) against this run's; what it loaded."""
     pretrained = warm_start.locate(path)
-    text_inputs = [i for i in inputs if i.kind == "text"]
+    text_inputs = [i.name for i in inputs if i.kind == "text"]
     given = len(text.read_vocabulary(config.text_vocab_file)) if config.text_vocab_file else None
     warm_start.check(pretrained, preset, given, config.sequence_length)
-    for column in config.text:
-        asset = text.asset_name(column)
-        warm_start.check_vocabulary(pretrained, asset, tf_transform_output.vocabulary_file_by_name(asset))
-    loaded = warm_start.initialise(model, pretrained, [i.name for i in text_inputs])
+    found = warm_start.encoders(pretrained)
+    if pretrained.kind == warm_start.SAVED_MODEL:
+        suffix = len(features_lib.TRANSFORMED_SUFFIX)
+        for column in config.text:
+            source = warm_start.source_of(pretrained, found, config.transformed_name(column))
+            warm_start.check_vocabulary(
+                pretrained,
+                text.asset_name(source[:-suffix]),
+                tf_transform_output.vocabulary_file_by_name(text.asset_name(column)),
+            )
+    loaded = warm_start.initialise(model, pretrained, text_inputs, found)
     logging.info("Trainer: encoder weights from %s: %s", pretrained.describe(), loaded)
     return {"init_checkpoint_kind": pretrained.kind, "init_checkpoint_values": sum(loaded.values())}
 

@@ -25,9 +25,10 @@ BERT_WORDS = "bert/embeddings/word_embeddings"
 BERT = "bert"
 SAVED_MODEL = "saved_model"
 
-# <input>_<part>/<variable>:0, the names encoder.transformer_encoder gives.
+# <input>_<part>/<variable>:0, the names encoder.transformer_encoder gives. An input's name holds no "/": an
+# optimizer's slot of the same variable ("AdamW/m/<input>_block_0/...") is not one.
 _ENCODER_VARIABLE = re.compile(
-    r"^(?P<input>.+?)_(?P<part>tokens|positions|embedding_norm|block_\d+|pooled)/(?P<rest>.+):0$"
+    r"^(?P<input>[^/]+?)_(?P<part>tokens|positions|embedding_norm|block_\d+|pooled)/(?P<rest>.+):0$"
 )
 
 
@@ -133,10 +134,12 @@ def check(pretrained: Pretrained, preset: str, vocabulary_size: Optional[int], s
             f"{where}: its word embeddings hold {pretrained.vocab_size:,} word pieces, text_vocab_file has "
             f"{vocabulary_size:,}: give the vocab.txt that came with the checkpoint"
         )
-    if pretrained.max_positions and sequence_length > pretrained.max_positions:
+    if pretrained.max_positions and pretrained.max_positions != spec.max_positions:
         raise CheckpointError(
-            f"{where}: has {pretrained.max_positions} positions; sequence_length {sequence_length} needs more"
+            f"{where}: has {pretrained.max_positions} positions, the {preset} encoder {spec.max_positions}"
         )
+    if sequence_length > spec.max_positions:
+        raise CheckpointError(f"{where}: sequence_length {sequence_length} is over the {spec.max_positions} positions")
 
 
 def bert_weights(pretrained: Pretrained) -> Dict[str, np.ndarray]:
@@ -217,21 +220,32 @@ def check_vocabulary(pretrained: Pretrained, asset: str, vocabulary_path: str) -
         )
 
 
-def initialise(model, pretrained: Pretrained, text_inputs: Sequence[str]) -> Dict[str, int]:
-    """Assigns the pretrained encoder's weights to the encoder of each of `text_inputs` (a SavedModel's encoder
-    of the same input, or its only one); returns the values loaded per input. Raises CheckpointError naming a
-    variable that is missing or of another shape."""
-    if pretrained.kind == BERT:
-        sources: Mapping[str, Dict[str, np.ndarray]] = {name: bert_weights(pretrained) for name in text_inputs[:1]}
-    else:
-        sources = saved_model_weights(pretrained)
-    loaded = {}
+def encoders(pretrained: Pretrained) -> Dict[str, Dict[str, np.ndarray]]:
+    """The pretrained encoders by the text input they were trained on ({"": ...} for a BERT checkpoint, which
+    fits any input): {input: {part/variable: value}}."""
+    return {"": bert_weights(pretrained)} if pretrained.kind == BERT else saved_model_weights(pretrained)
+
+
+def source_of(pretrained: Pretrained, found: Mapping[str, Dict[str, np.ndarray]], name: str) -> str:
+    """Which of `found` (encoders()) initialises the encoder of input `name`: the one of the same input, else
+    the only one; raises CheckpointError when neither."""
+    if name in found:
+        return name
+    if len(found) == 1:
+        return next(iter(found))
+    raise CheckpointError(f"--init-checkpoint {pretrained.path}: has encoders of {sorted(found)}, none of '{name}'")
+
+
+def initialise(
+    model, pretrained: Pretrained, text_inputs: Sequence[str], found: Optional[Mapping[str, Dict]] = None
+) -> Dict[str, int]:
+    """Assigns the pretrained encoder's weights (`found`, default: encoders()) to the encoder of each of
+    `text_inputs` (source_of); returns the values loaded per input. Raises CheckpointError naming a variable
+    that is missing or of another shape, before assigning any."""
+    found = encoders(pretrained) if found is None else found
+    plans = []
     for name in text_inputs:
-        source = sources.get(name) or (next(iter(sources.values())) if len(sources) == 1 else None)
-        if source is None:
-            raise CheckpointError(
-                f"--init-checkpoint {pretrained.path}: has encoders of {sorted(sources)}, none of '{name}'"
-            )
+        source = found[source_of(pretrained, found, name)]
         prefix = f"{name}_"
         variables = {
             v.name[len(prefix) : -len(":0")]: v
@@ -251,6 +265,9 @@ def initialise(model, pretrained: Pretrained, text_inputs: Sequence[str]) -> Dic
             raise CheckpointError(
                 f"--init-checkpoint {pretrained.path}: does not fit the encoder of '{name}': " + "; ".join(problems[:5])
             )
+        plans.append((name, source, variables))
+    loaded = {}
+    for name, source, variables in plans:
         for key, variable in variables.items():
             variable.assign(source[key].astype(variable.dtype.as_numpy_dtype))
         loaded[name] = int(sum(np.prod(v.shape) for v in variables.values()))

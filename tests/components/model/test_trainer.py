@@ -300,6 +300,38 @@ def test_two_workers_train_together_with_tf_config(tiny_transform, tmp_path):
     np.testing.assert_allclose(results[0]["losses"], results[1]["losses"], rtol=1e-4)
 
 
+def test_pretrained_weights_on_an_object_store_are_copied_to_the_trainer(s3_server, monkeypatch, tmp_path):
+    """A BERT checkpoint prefix brings only its own files (not the other checkpoints of its folder) and reads
+    as a BERT checkpoint; a SavedModel folder comes whole."""
+    from tests.components.model.test_warm_start import bert_checkpoint_values, write_name_based_checkpoint
+    from tfxflow.components import object_store
+    from tfxflow.components.model import warm_start
+
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    object_store.clear_client_cache()
+    bucket = s3_server.create_bucket("pretrained")
+    local = tmp_path / "bert"
+    write_name_based_checkpoint(str(local / "bert_model.ckpt"), bert_checkpoint_values(2, 128, 20))
+    (local / "bert_model.ckpt-old.index").write_bytes(b"another checkpoint")
+    object_store.upload(str(local), f"s3://{bucket}/uncased_L-2_H-128")
+    copied = trainer.fetch_init_checkpoint(f"s3://{bucket}/uncased_L-2_H-128/bert_model.ckpt", str(tmp_path / "a"))
+    assert copied == str(tmp_path / "a" / "init_checkpoint" / "bert_model.ckpt")
+    assert sorted(os.listdir(os.path.dirname(copied))) == [
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+    ]
+    assert warm_start.locate(copied).layers == 2
+    (tmp_path / "saved" / "variables").mkdir(parents=True)
+    (tmp_path / "saved" / "saved_model.pb").write_bytes(b"graph")
+    (tmp_path / "saved" / "variables" / "variables.index").write_bytes(b"index")
+    object_store.upload(str(tmp_path / "saved"), f"minio://{bucket}/pushed/7")
+    folder = trainer.fetch_init_checkpoint(f"minio://{bucket}/pushed/7", str(tmp_path / "b"))
+    assert sorted(object_store.list_files(folder)) == ["saved_model.pb", "variables/variables.index"]
+    assert trainer.fetch_init_checkpoint(str(local), str(tmp_path / "c")) == str(local)  # read in place
+    object_store.clear_client_cache()
+
+
 def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server, monkeypatch, tmp_path):
     """TF cannot write s3:// or minio://: BackupAndRestore writes a local folder that is restored from the store
     before fitting and copied back after every epoch, so a retried Trainer pod resumes."""
@@ -592,15 +624,24 @@ def test_gpu_utilization_is_not_sampled_without_nvidias_library():
     assert sampler.available is False
     sampler.start()
     sampler.stop()
-    assert sampler.mean() is None and sampler.sample() is None
+    sampler.close()
+    assert sampler.mean() is None
 
 
 @pytest.mark.parametrize(
-    "visible, expected", [(None, [0, 1, 2, 3]), ("2,0", [2, 0]), ("", []), ("-1", []), ("GPU-5e1b", [0, 1, 2, 3])]
+    "visible, expected",
+    [
+        (None, [0, 1, 2, 3]),
+        ("2,0", [2, 0]),
+        ("", []),
+        ("-1", []),
+        ("1,7,2", [1]),  # CUDA stops at the first entry that names no GPU
+        ("GPU-5e1b0c3a-1f4e-4c61-9d0e-6a1f2b3c4d5e,3", ["GPU-5e1b0c3a-1f4e-4c61-9d0e-6a1f2b3c4d5e", 3]),
+    ],
 )
 def test_gpu_utilization_samples_the_gpus_cuda_makes_visible(monkeypatch, visible, expected):
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert hardware._visible_gpu_indexes(4) == expected
+    assert hardware.visible_gpus(4) == expected

@@ -2,6 +2,7 @@
 BERT written from google-research/bert's modeling.py is the reference), a pushed SavedModel's encoder carries
 over, and what does not fit is refused naming what differs."""
 
+import dataclasses
 import math
 import os
 
@@ -150,8 +151,11 @@ def test_a_checkpoint_of_another_size_or_vocabulary_is_refused_naming_the_fit(be
         warm_start.check(pretrained, "bert-tiny", None, 128)
     with pytest.raises(warm_start.CheckpointError, match="hold 50 word pieces, text_vocab_file has 30,522"):
         warm_start.check(pretrained, "bert-tiny", 30522, 128)
-    with pytest.raises(warm_start.CheckpointError, match="has 512 positions; sequence_length 513"):
+    with pytest.raises(warm_start.CheckpointError, match="sequence_length 513 is over the 512 positions"):
         warm_start.check(pretrained, "bert-tiny", 50, 513)
+    short = dataclasses.replace(pretrained, max_positions=128)
+    with pytest.raises(warm_start.CheckpointError, match="has 128 positions, the bert-tiny encoder 512"):
+        warm_start.check(short, "bert-tiny", 50, 64)
     with pytest.raises(warm_start.CheckpointError, match="no Transformer encoder"):
         warm_start.check(pretrained, "default", 50, 128)
     warm_start.check(pretrained, "bert-tiny", 50, 128)
@@ -172,17 +176,23 @@ def test_what_is_not_a_bert_checkpoint_is_refused_naming_the_path(tmp_path):
 def test_a_pushed_saved_models_encoder_carries_over_to_another_column(tmp_path):
     keras.utils.set_random_seed(3)
     trained = encoder_model("bert-tiny", 40, name="review_xf")
+    # Trained with AdamW, as the Trainer's models are: its slots ("AdamW/m/review_xf_block_0/...") are saved too.
+    trained.compile(optimizer=keras.optimizers.AdamW(1e-3), loss="mse")
+    ids = np.array([[2, 9, 12, 3, 0, 0, 0, 0]] * 4)
+    mask = (ids != 0).astype(np.int64)
+    trained.fit([ids, mask], np.zeros((4, 128)), epochs=1, verbose=0)
     module = tf.Module()
     module.model = trained
     module.vocabulary = tf.saved_model.Asset(str(_write(tmp_path / "review_wordpiece", "[PAD]\n[UNK]\nword\n")))
     tf.saved_model.save(module, str(tmp_path / "pushed"))
     pretrained = warm_start.locate(str(tmp_path / "pushed"))
     assert pretrained.kind == "saved_model"
+    found = warm_start.encoders(pretrained)
+    assert sorted(found) == ["review_xf"] and len(found["review_xf"]) == len(trained.variables)
+    assert warm_start.source_of(pretrained, found, "body_xf") == "review_xf"  # its only encoder
 
     fresh = encoder_model("bert-tiny", 40, name="body_xf")
-    warm_start.initialise(fresh, pretrained, ["body_xf"])
-    ids = np.array([[2, 9, 12, 3, 0, 0, 0, 0]])
-    mask = (ids != 0).astype(np.int64)
+    warm_start.initialise(fresh, pretrained, ["body_xf"], found)
     np.testing.assert_allclose(fresh([ids, mask]).numpy(), trained([ids, mask]).numpy(), atol=1e-6)
 
     warm_start.check_vocabulary(pretrained, "review_wordpiece", str(tmp_path / "review_wordpiece"))
@@ -191,6 +201,9 @@ def test_a_pushed_saved_models_encoder_carries_over_to_another_column(tmp_path):
         warm_start.check_vocabulary(pretrained, "review_wordpiece", str(other))
     with pytest.raises(warm_start.CheckpointError, match="no vocabulary asset 'body_wordpiece'"):
         warm_start.check_vocabulary(pretrained, "body_wordpiece", str(other))
+    two = {"review_xf": found["review_xf"], "title_xf": found["review_xf"]}
+    with pytest.raises(warm_start.CheckpointError, match=r"has encoders of \['review_xf', 'title_xf'\], none of"):
+        warm_start.source_of(pretrained, two, "body_xf")
 
 
 def _write(path, text):
