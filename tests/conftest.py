@@ -27,6 +27,14 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.integration)
+    # The tests that read LongRuns' results last, in their order: until then the session's other tests run.
+    waiting = set(LongRuns.GROUPS.values())
+    items[:] = sorted(items, key=lambda item: _module_name(item) in waiting)  # stable: otherwise in order
+
+
+def _module_name(item) -> str:
+    module = getattr(item, "module", None)
+    return module.__name__.rsplit(".", 1)[-1] if module is not None else ""
 
 
 @pytest.fixture(autouse=True)
@@ -105,12 +113,19 @@ class LongRuns:
     run, a KFP step, TFX's in-memory Beam), and these runs take the other. Each test waits only for its own
     group's results.
 
-    Groups, in the order they run: "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines
-    through the KFP harness), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI) and "text"
-    (tests/pipeline/test_text_e2e.py's); a group
-    starts with the session when the session selected its tests, else when they first ask for it."""
+    Groups, in the order they run: "kfp" (tests/kubeflow/test_compiled_pipeline_e2e.py's three runs of the
+    compiled taxi pipeline through the KFP harness), "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's
+    compiled pipelines), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI) and "text"
+    (tests/pipeline/test_text_e2e.py's); a group starts with the session when the session selected its tests,
+    else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
+    the session's other tests keep one core busy while the runs take the other."""
 
-    GROUPS = {"kfp-tasks": "test_compiled_tasks_e2e", "tasks": "test_tasks_e2e", "text": "test_text_e2e"}
+    GROUPS = {
+        "kfp": "test_compiled_pipeline_e2e",
+        "kfp-tasks": "test_compiled_tasks_e2e",
+        "tasks": "test_tasks_e2e",
+        "text": "test_text_e2e",
+    }
 
     def __init__(self, tmp_path_factory, s3_server):
         import concurrent.futures
@@ -124,7 +139,11 @@ class LongRuns:
         for group in groups:
             if group in self._futures:
                 continue
-            if group == "tasks":
+            if group == "kfp":
+                from tests.kubeflow import test_compiled_pipeline_e2e
+
+                jobs, details = test_compiled_pipeline_e2e.jobs(self._tmp.mktemp("kfp"), self._s3)
+            elif group == "tasks":
                 from tests.pipeline import test_tasks_e2e
 
                 jobs, details = test_tasks_e2e.jobs(self._tmp.mktemp("tasks")), {}
@@ -162,9 +181,7 @@ def long_runs(tmp_path_factory, s3_server):
 @pytest.fixture(scope="session", autouse=True)
 def _long_runs_from_the_start(request):
     """Starts the LongRuns groups whose tests this session runs, before its first test."""
-    selected = {
-        getattr(item, "module", None) and item.module.__name__.rsplit(".", 1)[-1] for item in request.session.items
-    }
+    selected = {_module_name(item) for item in request.session.items}
     groups = [group for group, module in LongRuns.GROUPS.items() if module in selected]
     if groups:
         request.getfixturevalue("long_runs").start(*groups)

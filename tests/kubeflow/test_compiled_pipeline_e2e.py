@@ -2,7 +2,8 @@
 (tests/kfp_harness.py), with its pipeline root on MinIO's protocol (moto's S3 server on 127.0.0.1), its data
 in the same bucket, the serving directory on an emulated claim and MLflow on a real server.
 
-Three runs of one compiled spec, changing only the `data_root` parameter as a schedule would:
+Three runs of one compiled spec, changing only the `data_root` parameter as a schedule would (on the session's
+pool of long runs, tests/conftest.py's `long_runs`):
 1. nothing served yet: trains, blesses without a baseline, pushes a model that loads and predicts, and records
    an MLflow run;
 2. the same kind of data with fares 25% higher: refused by the data gate for drift against run 1's data;
@@ -52,18 +53,17 @@ def _baseline_model_names(evaluation_dir: str) -> set:
     return names
 
 
-@pytest.fixture(scope="module")
-def kfp_runs(s3_server, tmp_path_factory):
-    base = tmp_path_factory.mktemp("kfp")
+def jobs(base, s3_server):
+    """Writes and uploads the three days of data, starts the runs' MLflow server and compiles the spec (the
+    store's variables are this process's while it does), and returns {"runs": a function that makes the three
+    runs one after another} and what the tests read besides (tests/conftest.py's `long_runs`)."""
     # Its own MLflow server: the runs register versions of the model "taxi", which other tests count.
     mlflow_server = helpers.MlflowServer(str(base / "mlflow")).start()
     env = s3_server.env
     # The pods start without the store's settings: they get them from the spec (endpoint) and the secret.
     pod_env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)  # this process uploads the data and reads results from the same store
-    object_store.clear_client_cache()
-    try:
+    with helpers.environment(env):  # this process uploads the data to the same store
+        object_store.clear_client_cache()
         s3_server.create_bucket(BUCKET)
         first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=11)
         shifted = helpers.rewrite_csv(
@@ -72,59 +72,67 @@ def kfp_runs(s3_server, tmp_path_factory):
             lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"},
         )
         data = {name: _upload(folder, name) for name, folder in (("day1", first), ("day2", shifted))}
-        data_mount = str(base / "data-claim")  # the taxi-data claim, a host folder here
-        shutil.copytree(fresh, os.path.join(data_mount, "day3"))
-        data["day3"] = os.path.join(data_mount, "day3")
-        serving_mount = str(base / "serving-claim")  # the tf-serving-models claim, a host folder here
-        config = kubeflow_config(
-            ROOT,
-            data_root=data["day1"],
-            serving_dir=f"{serving_mount}/models",
-            serving_mount=serving_mount,
-            s3_endpoint=s3_server.endpoint,
-            data_pvc="taxi-data",
-            data_mount=data_mount,
-            gpus=0,
-            node_selector=(),
-            tolerations=(),
-            mlflow_secret="",
-            mlflow_uri=mlflow_server.uri,
-            experiment="kfp-e2e",
-            beam_mode="in_memory",
-            allowed_anomaly_types=(),
-            training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20),
-        )
-        spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
-        kfp = LocalKfp(
-            str(base / "kfp"),
-            s3_env=env,
-            base_env=pod_env,
-            secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
-        )
-        runs = []
-        versions = []
-        root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
+    object_store.clear_client_cache()
+    data_mount = str(base / "data-claim")  # the taxi-data claim, a host folder here
+    shutil.copytree(fresh, os.path.join(data_mount, "day3"))
+    data["day3"] = os.path.join(data_mount, "day3")
+    serving_mount = str(base / "serving-claim")  # the tf-serving-models claim, a host folder here
+    config = kubeflow_config(
+        ROOT,
+        data_root=data["day1"],
+        serving_dir=f"{serving_mount}/models",
+        serving_mount=serving_mount,
+        s3_endpoint=s3_server.endpoint,
+        data_pvc="taxi-data",
+        data_mount=data_mount,
+        gpus=0,
+        node_selector=(),
+        tolerations=(),
+        mlflow_secret="",
+        mlflow_uri=mlflow_server.uri,
+        experiment="kfp-e2e",
+        beam_mode="in_memory",
+        allowed_anomaly_types=(),
+        training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20),
+    )
+    spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
+    kfp = LocalKfp(
+        str(base / "kfp"),
+        s3_env=env,
+        base_env=pod_env,
+        secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
+    )
+    root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
+
+    def three_runs():
+        runs, versions = [], []
         for name in ("day1", "day2", "day3"):
             runs.append(kfp.run(spec, parameters={"data_root": data[name]}, pipeline_root=root))
             versions.append(helpers.pushed_versions(config.serving_dir, "taxi"))
-        yield {
-            "runs": runs,
-            "versions": versions,
-            "config": config,
-            "kfp": kfp,
-            "base": base,
-            "data": data,
-            "fresh": fresh,
-            "mlflow": MlflowClient(mlflow_server.uri),
-            "s3": s3_server,
-        }
+        return {"runs": runs, "versions": versions}
+
+    details = {
+        "config": config,
+        "kfp": kfp,
+        "base": base,
+        "data": data,
+        "fresh": fresh,
+        "mlflow_server": mlflow_server,
+        "s3": s3_server,
+    }
+    return {"runs": three_runs}, details
+
+
+@pytest.fixture(scope="module")
+def kfp_runs(long_runs):
+    details = long_runs.details("kfp")
+    try:
+        results = long_runs.results("kfp")["runs"]
+        with helpers.environment(details["s3"].env):  # the tests read the runs' outputs from the store
+            object_store.clear_client_cache()
+            yield {**results, **details, "mlflow": MlflowClient(details["mlflow_server"].uri)}
     finally:
-        mlflow_server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        details["mlflow_server"].stop()
         object_store.clear_client_cache()
 
 
