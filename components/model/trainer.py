@@ -541,6 +541,7 @@ def train(
         spec = tf_transform_output.raw_feature_spec()
         # Built in float32 whatever the policy: the graph takes float32 inputs (float16 coordinates would move
         # by 0.03 degrees), and TFTransformOutput hands the same layer to the export.
+        text.load_ops_for(tf_transform_output.transform_savedmodel_dir)  # a text column's graph tokenizes
         with hardware_lib.precision_policy("float32"):
             transform = tf_transform_output.transform_features_layer()
     else:

@@ -2,8 +2,8 @@
 
     python -m tests.components.distributed_worker SCENARIO TRANSFORM_DIR LOG_DIR [TASK [GRAD_ACCUM_STEPS]]
 
-SCENARIO is `mirrored-cpus` (MirroredStrategy over two logical CPUs), `mirrored-cpus-xla` (the same with the train
-step compiled by XLA) or `multi-worker` (TF_CONFIG set by the caller); TASK the tiny data's task (default binary;
+SCENARIO is `mirrored-cpus` (MirroredStrategy over two logical CPUs) or `multi-worker` (TF_CONFIG set by the
+caller); TASK the tiny data's task (default binary;
 "text" trains bert-tiny). Prints one JSON line with what it observed.
 """
 
@@ -19,9 +19,7 @@ def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", 
     from tfxflow.components.model import hardware, trainer
     from tfxflow.components.model import keras_model as model_lib
 
-    config = hardware.HardwareConfig(
-        cpu_replicas=2 if scenario.startswith("mirrored-cpus") else 1, xla=scenario.endswith("-xla")
-    )
+    config = hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1, xla=scenario == "xla")
     applied = hardware.configure_devices(config)
     strategy = hardware.make_strategy()
     tiny = write_tiny_transform(transform_dir, task)
