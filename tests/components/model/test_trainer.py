@@ -208,15 +208,14 @@ def test_early_stopping_stops_when_validation_loss_stalls(tiny_transform, tmp_pa
     assert info["epochs"] == 200 and info["epochs_run"] < 200
 
 
-def test_gradient_accumulation_matches_one_step_on_the_whole_batch(tiny_transform):
-    tiny = tiny_transform
+def _accumulation_matches_one_whole_batch_step(tiny, params, rtol):
+    """Trains one batch of 64 as 4 accumulated micro-batches of 16 and as one step: the same weights, moved.
+    Returns the batch's features."""
     tokens = trainer.id_ranges(tiny["output"], tiny["config"])
-    params = model_lib.ModelParams(hidden_units=(16,), learning_rate=0.1, optimizer="sgd")
     accumulating = model_lib.build_model(tiny["config"], tokens, params, grad_accum_steps=4)
     plain = model_lib.build_model(tiny["config"], tokens, params)
     plain.set_weights(accumulating.get_weights())
     before = [w.copy() for w in plain.get_weights()]
-
     dataset = trainer.make_dataset(
         tiny["train"],
         tiny["output"].transformed_feature_spec(),
@@ -225,15 +224,22 @@ def test_gradient_accumulation_matches_one_step_on_the_whole_batch(tiny_transfor
         trainer.TrainParams(batch_size=64),
         True,
         64,
+        input_dtypes=model_lib.model_input_dtypes(model_lib.inputs_of(tiny["config"], tokens)),
     )
     features, labels = next(iter(dataset))
     accumulating.train_on_batch(features, labels)  # 4 micro-batches of 16, one update
     plain.train_on_batch(features, labels)  # one batch of 64
     moved = 0.0
     for w_acc, w_plain, w0 in zip(accumulating.get_weights(), plain.get_weights(), before, strict=True):
-        np.testing.assert_allclose(w_acc, w_plain, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(w_acc, w_plain, rtol=rtol, atol=1e-6)
         moved = max(moved, float(np.abs(w_plain - w0).max()))
     assert moved > 1e-3  # the step did change the weights
+    return features
+
+
+def test_gradient_accumulation_matches_one_step_on_the_whole_batch(tiny_transform):
+    params = model_lib.ModelParams(hidden_units=(16,), learning_rate=0.1, optimizer="sgd")
+    _accumulation_matches_one_whole_batch_step(tiny_transform, params, rtol=1e-4)
 
 
 def test_large_preset_sizes_are_multiples_of_eight(tiny_transform):
@@ -533,33 +539,10 @@ def test_a_text_encoder_warm_starts_from_a_pushed_model_of_the_same_vocabulary(t
 
 
 def test_a_text_model_accumulates_gradients_as_one_step_on_the_whole_batch(text_transform):
-    tiny = text_transform
-    tokens = trainer.id_ranges(tiny["output"], tiny["config"])
-    params = model_lib.ModelParams(preset="bert-tiny", learning_rate=0.1, optimizer="sgd")
     keras.utils.set_random_seed(5)
-    accumulating = model_lib.build_model(tiny["config"], tokens, params, grad_accum_steps=4)
-    plain = model_lib.build_model(tiny["config"], tokens, params)
-    plain.set_weights(accumulating.get_weights())
-    before = [w.copy() for w in plain.get_weights()]
-    dataset = trainer.make_dataset(
-        tiny["train"],
-        tiny["output"].transformed_feature_spec(),
-        "label",
-        plain.input_names,
-        trainer.TrainParams(batch_size=64),
-        True,
-        64,
-        input_dtypes=model_lib.model_input_dtypes(model_lib.inputs_of(tiny["config"], tokens)),
-    )
-    features, labels = next(iter(dataset))
+    params = model_lib.ModelParams(preset="bert-tiny", learning_rate=0.1, optimizer="sgd")
+    features = _accumulation_matches_one_whole_batch_step(text_transform, params, rtol=1e-3)
     assert features["words_xf"].shape == features["words_xf_mask"].shape == (64, 16)
-    accumulating.train_on_batch(features, labels)  # 4 micro-batches of 16 texts, one update
-    plain.train_on_batch(features, labels)
-    moved = 0.0
-    for w_acc, w_plain, w0 in zip(accumulating.get_weights(), plain.get_weights(), before, strict=True):
-        np.testing.assert_allclose(w_acc, w_plain, rtol=1e-3, atol=1e-6)
-        moved = max(moved, float(np.abs(w_plain - w0).max()))
-    assert moved > 1e-3
 
 
 def test_a_text_encoder_trains_in_float16_with_loss_scaling_as_in_float32(text_transform, tmp_path):
