@@ -64,6 +64,12 @@ def is_remote(uri: str) -> bool:
     return isinstance(uri, str) and _scheme_of(uri) in REMOTE_SCHEMES
 
 
+def tf_cannot_read(uri: Optional[str]) -> bool:
+    """True for an s3:// or minio:// URI: TensorFlow's file system reads and writes local paths and gs:// itself,
+    not these (TF 2.16 has no S3 file system)."""
+    return is_remote(uri) and _scheme_of(uri) != "gs"
+
+
 def split(uri: str) -> Tuple[str, str, str]:
     """(scheme, bucket, key) of a gs://, s3:// or minio:// URI; the key has no leading or trailing "/" and is
     empty for the bucket itself. ValueError for anything else."""

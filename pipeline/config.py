@@ -303,14 +303,16 @@ def check_init_checkpoint(training: TrainingConfig, features: FeatureConfig) -> 
         raise ConfigError(f"{flag}: the feature config has no text column; pretrained weights are an encoder's")
     if presets.PRESETS[training.model_preset].encoder is None:
         raise ConfigError(f"{flag}: --model-preset {training.model_preset} has no Transformer; pick a bert-* preset")
-    if "://" in training.init_checkpoint and not training.init_checkpoint.startswith("gs://"):
-        return  # read by the Trainer from the object store
-    from tfxflow.components.model import text, warm_start
+    from tfxflow.components import object_store
 
-    vocabulary = len(text.read_vocabulary(features.text_vocab_file)) if features.text_vocab_file else None
+    if object_store.tf_cannot_read(training.init_checkpoint):
+        return  # the Trainer copies it from the object store, then checks it
+    from tfxflow.components.model import warm_start
+
     try:
-        pretrained = warm_start.locate(training.init_checkpoint)
-        warm_start.check(pretrained, training.model_preset, vocabulary, features.sequence_length)
+        warm_start.locate_fitting(
+            training.init_checkpoint, training.model_preset, features.text_vocab_file, features.sequence_length
+        )
     except warm_start.CheckpointError as err:
         raise ConfigError(str(err)) from err
 

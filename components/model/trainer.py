@@ -393,15 +393,10 @@ class BackupMirror(keras.callbacks.Callback):
             object_store.delete(f"{self.remote_dir}/{rel}")
 
 
-def _mirrored(backup_dir: Optional[str]) -> bool:
-    """Whether `backup_dir` is on a store TF cannot write (s3://, minio://; TF writes gs:// itself)."""
-    return bool(backup_dir) and object_store.is_remote(backup_dir) and not backup_dir.startswith("gs://")
-
-
 def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str], List[keras.callbacks.Callback]]:
     """The folder BackupAndRestore writes and the callbacks that keep it: `backup_dir` itself on a file system
     TF can write (local, mounted, gs://), else a folder under `scratch` restored from and mirrored to it."""
-    if not _mirrored(backup_dir):
+    if not object_store.tf_cannot_read(backup_dir):
         return backup_dir, []
     local = os.path.join(scratch, "backup")
     if object_store.exists(backup_dir):
@@ -414,7 +409,7 @@ def fetch_init_checkpoint(path: str, scratch: str) -> str:
     """A local copy of pretrained weights on a store TF cannot read (s3://, minio://): a checkpoint prefix's
     files (`<prefix>.index`, `<prefix>.data-*`), or the SavedModel or checkpoint folder; `path` itself
     elsewhere."""
-    if not _mirrored(path):
+    if not object_store.tf_cannot_read(path):
         return path
     local = os.path.join(scratch, "init_checkpoint")
     folder, base = path.rstrip("/").rsplit("/", 1)
@@ -438,10 +433,8 @@ def warm_start_encoder(
     """Initialises each text input's encoder from the pretrained weights at `path` (warm_start) after checking
     they fit: a BERT checkpoint's size and vocabulary, a SavedModel's vocabulary asset (of the column its
     encoder was trained on) against this run's; what it loaded."""
-    pretrained = warm_start.locate(path)
+    pretrained = warm_start.locate_fitting(path, preset, config.text_vocab_file, config.sequence_length)
     text_inputs = [i.name for i in inputs if i.kind == "text"]
-    given = len(text.read_vocabulary(config.text_vocab_file)) if config.text_vocab_file else None
-    warm_start.check(pretrained, preset, given, config.sequence_length)
     found = warm_start.encoders(pretrained)
     if pretrained.kind == warm_start.SAVED_MODEL:
         suffix = len(features_lib.TRANSFORMED_SUFFIX)
@@ -733,7 +726,7 @@ def run_fn(fn_args) -> None:
             fn_args.serving_model_dir, rows, tf_transform_output, config, raw_signature, complete
         )
     # The model is exported: nothing is left to resume.
-    if _mirrored(backup_dir):
+    if object_store.tf_cannot_read(backup_dir):
         object_store.delete(backup_dir)
     elif backup_dir and tf.io.gfile.exists(backup_dir):
         tf.io.gfile.rmtree(backup_dir)

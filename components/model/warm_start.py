@@ -142,6 +142,16 @@ def check(pretrained: Pretrained, preset: str, vocabulary_size: Optional[int], s
         raise CheckpointError(f"{where}: sequence_length {sequence_length} is over the {spec.max_positions} positions")
 
 
+def locate_fitting(path: str, preset: str, vocab_file: Optional[str], sequence_length: int) -> Pretrained:
+    """locate(path), then check() it against `preset`, the feature config's `text_vocab_file` (None: a learned
+    vocabulary) and `sequence_length`: what the run's edge and the Trainer both ask before any weight is read."""
+    from tfxflow.components.model import text
+
+    pretrained = locate(path)
+    check(pretrained, preset, len(text.read_vocabulary(vocab_file)) if vocab_file else None, sequence_length)
+    return pretrained
+
+
 def bert_weights(pretrained: Pretrained) -> Dict[str, np.ndarray]:
     """A BERT checkpoint's encoder as {part/variable: value}, in this encoder's names and layout."""
     reader = tf.train.load_checkpoint(pretrained.prefix)

@@ -504,11 +504,10 @@ def _training(page: RunPage, report: run_record.RunReport) -> None:
     if model_run is None:
         page.notes["training"] = "no Trainer ran in this run"
         return
-    text = _read_text(os.path.join(model_run.uri, names.TRAINING_INFO_FILE))
-    if text is None:
+    if report.training is None:  # read with the run's record (run_record.read_run)
         page.notes["training"] = f"the Trainer left no {names.TRAINING_INFO_FILE} in {model_run.uri}"
         return
-    info = json.loads(text)
+    info = dict(report.training)
     history = info.pop("history", {}) or {}
     page.training_info = {k: v for k, v in info.items() if not isinstance(v, (dict, list)) or k == "devices"}
     for key, values in history.items():

@@ -161,12 +161,13 @@ def _fill_results(report: RunReport) -> None:
 
         report.rows = split_rows(stats.uri)
     model_run = first_output(report.component(names.TRAINER), "model_run")
-    if model_run is not None and os.path.isfile(os.path.join(model_run.uri, names.TRAINING_INFO_FILE)):
-        try:
-            with open(os.path.join(model_run.uri, names.TRAINING_INFO_FILE), encoding="utf-8") as f:
+    if model_run is not None:
+        from tfx.dsl.io import fileio
+
+        path = os.path.join(model_run.uri, names.TRAINING_INFO_FILE)
+        if fileio.exists(path) and not fileio.isdir(path):  # wherever the Trainer wrote it (gs:// too)
+            with fileio.open(path, "r") as f:
                 report.training = json.load(f)
-        except (OSError, ValueError):
-            report.training = None  # the summary goes without its training line
     checks = first_output(report.component(names.DATA_GATE), "checks")
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:

@@ -175,25 +175,26 @@ def _answer_taxi_rows(run, model, count):
     return loaded, loaded.signatures["serving_default"](examples=tf.constant(examples))
 
 
+def _first_output(home, component, name):
+    """The first file or folder `name` under the outputs of `component` in the run's home."""
+    (path,) = [
+        os.path.join(root, name)
+        for root, dirs, files in os.walk(os.path.join(home, "pipeline_root", component))
+        if name in dirs or name in files
+    ][:1]
+    return path
+
+
 def _eval_split(home):
     """The eval split CsvExampleGen wrote (every eval row: none of these runs samples it)."""
-    (examples,) = [
-        os.path.join(root, "Split-eval")
-        for root, dirs, _ in os.walk(os.path.join(home, "pipeline_root", "CsvExampleGen"))
-        if "Split-eval" in dirs
-    ][:1]
+    examples = _first_output(home, "CsvExampleGen", "Split-eval")
     files = tf.io.gfile.glob(os.path.join(examples, "*"))
     return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
 
 
 def _training_info(home):
     """The built-in Trainer's training_info.json of the run in `home`."""
-    (path,) = [
-        os.path.join(root, "training_info.json")
-        for root, _, names in os.walk(os.path.join(home, "pipeline_root", "Trainer"))
-        if "training_info.json" in names
-    ][:1]
-    with open(path, encoding="utf-8") as f:
+    with open(_first_output(home, "Trainer", "training_info.json"), encoding="utf-8") as f:
         return json.load(f)
 
 
