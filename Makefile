@@ -30,7 +30,9 @@ $(STAMP): requirements.lock setup.py
 	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 10), "need Python 3.10, got " + sys.version' \
 	  || { echo "$(VENV) is not Python 3.10: remove it and install python3.10 (pyenv: see .python-version)"; exit 1; }
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(BIN)/uv pip sync -q --python $(BIN)/python requirements.lock
+	# --compile-bytecode: every process that imports TensorFlow, TFX and Beam would otherwise compile their
+	# sources again (about 7 s each) where PYTHONDONTWRITEBYTECODE is set or site-packages is read-only.
+	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps --reinstall-package tfxflow -e .
 	@touch $(STAMP)
 

@@ -66,3 +66,14 @@ def test_image_runs_as_a_numeric_non_root_user():
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0
     assert dockerfile.index("USER") > dockerfile.rindex("RUN uv pip install")  # installs ran as root
+
+
+def test_the_environment_holds_compiled_bytecode_for_the_heavy_imports():
+    """`make install` compiles site-packages: without it every process compiles TensorFlow's, TFX's and Beam's
+    sources again where $PYTHONDONTWRITEBYTECODE is set (CI, images), about 7 s a process."""
+    import importlib.util
+
+    for name in ("tensorflow", "tfx.components", "apache_beam", "tensorflow_model_analysis", "mlflow"):
+        source = importlib.util.find_spec(name).origin
+        cached = importlib.util.cache_from_source(source)
+        assert os.path.exists(cached), f"{cached} missing: reinstall with `rm .venv/.installed && make install`"
