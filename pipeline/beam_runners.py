@@ -40,7 +40,9 @@ import json
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tfxflow.pipeline.config import BEAM_MODES, ConfigError
+from tfxflow.pipeline.settings import ConfigError
+
+BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")  # the DirectRunner's
 
 RUNNERS = ("direct", "portable", "flink", "spark", "dataflow")
 DIRECT_MODES = BEAM_MODES

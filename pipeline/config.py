@@ -5,24 +5,22 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
+from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline import settings as settings_lib
 from tfxflow.pipeline import user_module as user_module_lib
+from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.pipeline.user_module import UserModule
-
-if TYPE_CHECKING:  # pipeline.beam_runners imports this module (ConfigError)
-    from tfxflow.pipeline.beam_runners import BeamRunner
 
 HOME_ENV = "TFXFLOW_HOME"
 DEFAULT_HOME = "tfxflow_home"
 DEFAULT_DATASET = "taxi"
-BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
 TRACKING_MODES = ("required", "optional", "off")
 
 
@@ -377,7 +375,7 @@ class SharedConfig:
     split: SplitConfig = SplitConfig()
     beam_mode: str = "in_memory"  # the DirectRunner's, when `beam` is None
     beam_workers: int = 1
-    beam: Optional["BeamRunner"] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
+    beam: Optional[BeamRunner] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
     enable_cache: bool = True
     allowed_anomaly_types: Tuple[str, ...] = ()
     drift_check: bool = True
@@ -386,15 +384,13 @@ class SharedConfig:
     user_module: Optional[UserModule] = None  # a TFX module file of the user's (pipeline/user_module.py)
 
     @property
-    def beam_runner(self) -> "BeamRunner":
+    def beam_runner(self) -> BeamRunner:
         return beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
 
     @property
     def beam_pipeline_args(self) -> list:
         """What every Beam component gets; `[]` for the default in-memory DirectRunner (beam_runners.py)."""
-        from tfxflow.pipeline.beam_runners import beam_pipeline_args
-
-        return beam_pipeline_args(self.beam_runner)
+        return beam_runners.beam_pipeline_args(self.beam_runner)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -412,18 +408,14 @@ class RunConfig(SharedConfig):
         return os.path.join(self.paths.serving_dir, self.model_name)
 
 
-def beam_runner_of(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int) -> "BeamRunner":
+def beam_runner_of(beam: Optional[BeamRunner], beam_mode: str, beam_workers: int) -> BeamRunner:
     """`beam`, or the DirectRunner with `beam_mode` and `beam_workers` when it is None."""
-    from tfxflow.pipeline.beam_runners import BeamRunner
-
     return beam if beam is not None else BeamRunner(direct_mode=beam_mode, direct_workers=beam_workers)
 
 
-def split_beam_runner(beam: Optional["BeamRunner"], beam_mode: str, beam_workers: int):
+def split_beam_runner(beam: Optional[BeamRunner], beam_mode: str, beam_workers: int):
     """(beam, beam_mode, beam_workers) with one source for each setting: a direct `beam` becomes None and its
     mode and workers the config's. Raises ConfigError naming the flag at fault."""
-    from tfxflow.pipeline import beam_runners
-
     runner = beam_runners.check(beam_runner_of(beam, beam_mode, beam_workers))
     if runner.runner != "direct":
         return runner, beam_mode, beam_workers
@@ -464,7 +456,7 @@ def build_run_config(
     split: SplitConfig = SplitConfig(),
     beam_mode: str = "in_memory",
     beam_workers: int = 1,
-    beam: Optional["BeamRunner"] = None,
+    beam: Optional[BeamRunner] = None,
     enable_cache: bool = True,
     allowed_anomaly_types: Tuple[str, ...] = (),
     drift_check: bool = True,

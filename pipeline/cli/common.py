@@ -10,8 +10,8 @@ from typing import Any, Optional, Tuple
 
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.pipeline import settings
+from tfxflow.pipeline.beam_runners import BEAM_MODES
 from tfxflow.pipeline.config import (
-    BEAM_MODES,
     HOME_ENV,
     EvaluationConfig,
     PipelineSettings,

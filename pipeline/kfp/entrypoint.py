@@ -290,7 +290,7 @@ def _run_and_restore(
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as tfx_utils
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    from tfxflow.pipeline.local.runner import HEARTBEAT_S, Heartbeat
+    from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat
 
     # This process runs one step; TFX's entry point calls the parser through its module.
     tfx_utils.parse_raw_artifact_dict = reading_value_inputs(tfx_utils.parse_raw_artifact_dict)
@@ -306,12 +306,37 @@ def _run_and_restore(
         )
 
 
+CHECK_IMAGE_FLAG = "--check-image"
+
+
+def check_image() -> List[str]:
+    """Imports what a compiled step names by module path (the Transform and Trainer functions, the pipeline's
+    components and their executors) and TFX's Kubeflow entry point; returns those paths. The image build runs it, so a
+    renamed module fails the build instead of the first run."""
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor  # noqa: F401
+    from tfx.utils import import_utils
+
+    from tfxflow.pipeline import definition
+
+    # The definition imports every component of the pipeline (their executors are named by module path).
+    paths = [definition.__name__, definition.PREPROCESSING_FN, definition.RUN_FN]
+    for path in paths[1:]:
+        module, _, name = path.rpartition(".")
+        import_utils.import_func_from_module(module, name)
+    return paths
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Runs the step's executor as TFX's Kubeflow V2 entry point does, on local copies of its artifacts; as a
-    Beam SDK worker container, runs Beam's boot instead."""
+    Beam SDK worker container, runs Beam's boot instead. `--check-image` only checks the image's imports."""
     argv = list(sys.argv if argv is None else argv)
     if is_beam_worker(argv):
         os.execv(BEAM_BOOT, [BEAM_BOOT, *argv[1:]])
+    if argv[1:] == [CHECK_IMAGE_FLAG]:
+        hardware.use_keras_2()
+        for path in check_image():
+            print(f"tfxflow image check: imports {path}")
+        return
     hardware.use_keras_2()
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint

@@ -9,14 +9,8 @@ import time
 
 from tfxflow.components.gate import DataGateError
 from tfxflow.pipeline import config as config_lib
-from tfxflow.pipeline.local.runner import (
-    NAME_WIDTH,
-    ComponentProgress,
-    ComponentTiming,
-    format_elapsed,
-    print_failure,
-    tree_rss_bytes,
-)
+from tfxflow.pipeline.heartbeat import format_elapsed, tree_rss_bytes
+from tfxflow.pipeline.local.runner import NAME_WIDTH, ComponentProgress, ComponentTiming, print_failure
 from tfxflow.pipeline.staging import files_fingerprint, stage_schema
 
 
