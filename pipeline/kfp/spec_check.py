@@ -326,6 +326,9 @@ def _artifact_title(artifact_type: Mapping) -> Optional[str]:
     return str(title) if title else None
 
 
+PIPELINE_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,127}$"  # apiserver/common/utils.go pipelineNamePattern
+
+
 class _Checker:
     """Runs the rules on one spec; collects Problems in `problems`."""
 
@@ -402,17 +405,15 @@ class _Checker:
                 "use a lower-case DNS name such as 'tfxflow-taxi'.",
             )
             return
-        # The workflow's generateName is the name's last '/' segment plus '-' (argocompiler/argo.go Compile);
-        # Kubernetes validates it as a DNS-1123 subdomain prefix (its trailing '-' aside) when the run is created.
-        base = name.split("/")[-1]
-        if not _dns_subdomain(base + "-x") or len(base) > 252:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", name):
             self.add(
                 "pipeline",
                 "pipeline-name",
-                f"pipelineInfo.name {name!r} does not make a valid Workflow generateName {base + '-'!r}: run "
-                "creation fails with 'metadata.generateName: Invalid value' (argocompiler/argo.go Compile "
-                "sets it; Kubernetes refuses upper case, '_' and leading/trailing punctuation). Fix: use lower "
-                "case letters, digits, '-' and '.'.",
+                f"pipelineInfo.name {name!r} does not match {PIPELINE_NAME_PATTERN}; upload refuses it: "
+                "'pipeline's name must contain only lowercase alphanumeric characters or '-' and must start "
+                "with alphanumeric characters' (or be at most 128 characters) (apiserver/common/utils.go "
+                "ValidatePipelineName, from resource_manager.go CreatePipelineAndPipelineVersion). Fix: "
+                "--pipeline-name with lower-case letters, digits and '-'.",
             )
 
     # run creation: v2/compiler/visitor.go Accept/dfs and argocompiler/dag.go task
@@ -1251,6 +1252,15 @@ class _Checker:
                 "platform-spec",
                 f"imagePullPolicy {policy!r}; the driver fails: 'unsupported value ... should be one of "
                 "'Always', 'Never' or 'IfNotPresent'' (v2/driver/k8s.go extendPodSpecPatch). Fix: one of those.",
+            )
+        security = _mapping(config.get("securityContext"))
+        if _integer(security.get("runAsUser")) == 0 and security.get("runAsNonRoot") is True:
+            self.add(
+                where,
+                "security-context",
+                "securityContext sets runAsUser 0 with runAsNonRoot true; the driver fails: 'runAsUser=0 "
+                "(root) is not allowed: runAsNonRoot is true; use a non-root UID instead' (v2/driver/k8s.go "
+                "extendPodSpecPatch). Fix: a non-root runAsUser (the tfxflow image's is 1000).",
             )
         for entry in _list(config.get("secretAsEnv")):
             self.check_secret_env(where, _mapping(entry), params)

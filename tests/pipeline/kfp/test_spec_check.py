@@ -209,6 +209,15 @@ CASES = [
     ("unknown field", lambda s, p: s.update(pipelineJob={}), "spec-format", "pipeline"),
     ("name upper case", lambda s, p: s["pipelineInfo"].update(name="TFX_Taxi"), "pipeline-name", "pipeline"),
     ("name empty", lambda s, p: s["pipelineInfo"].update(name=""), "pipeline-name", "pipeline"),
+    # apiserver/common/utils.go pipelineNamePattern: no '.', no '_', at most 128 characters.
+    ("name with a dot", lambda s, p: s["pipelineInfo"].update(name="tfxflow.taxi"), "pipeline-name", "pipeline"),
+    ("name too long", lambda s, p: s["pipelineInfo"].update(name="t" * 129), "pipeline-name", "pipeline"),
+    (
+        "root with runAsNonRoot",
+        lambda s, p: _k8s(p, "Consumer").update(securityContext={"runAsUser": 0, "runAsNonRoot": True}),
+        "security-context",
+        "platform executor Consumer_executor",
+    ),
     (
         "resolver",
         lambda s, p: s["deploymentSpec"]["executors"].update(
