@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the NVIDIA driver's management library, which nvidia-smi reads
 KERAS_ENV = "TF_USE_LEGACY_KERAS"
 
 
@@ -61,12 +62,19 @@ class HardwareConfig:
     steps_per_execution: int = setting(  # less Python overhead per step
         20, help="batches per tf.function call"
     )
+    require_gpus: int = setting(
+        0,
+        metavar="N",
+        help="stop before training when TensorFlow sees fewer GPUs (a Kubeflow Trainer requires its --gpus)",
+    )
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got '{self.precision}'")
         if self.cpu_replicas < 1 or self.steps_per_execution < 1:
             raise ValueError("cpu_replicas and steps_per_execution must be >= 1")
+        if self.require_gpus < 0:
+            raise ValueError("require_gpus must be >= 0")
         if self.gpu_memory_limit_mb is not None and self.gpu_memory_limit_mb < 1:
             raise ValueError("gpu_memory_limit_mb must be >= 1 MB")
 
@@ -111,6 +119,42 @@ def configure_devices(config: HardwareConfig) -> bool:
         logging.info("Device settings left as they are: TensorFlow already initialised its devices (%s)", err)
         return False
     return True
+
+
+class MissingGpuError(RuntimeError):
+    """The Trainer was given fewer GPUs than it requires; the message says what TensorFlow and the node show."""
+
+
+def check_gpus(config: HardwareConfig, environ: Mapping[str, str] = os.environ) -> int:
+    """The GPUs TensorFlow sees; raises MissingGpuError when fewer than `config.require_gpus`. A pod that
+    asked for GPUs and sees none (no device plugin on the node, the pod not run with the NVIDIA runtime, an
+    image without CUDA) would otherwise train a large model on the CPU for hours before anyone noticed."""
+    import tensorflow as tf
+
+    seen = len(tf.config.list_logical_devices("GPU"))
+    if seen >= config.require_gpus:
+        return seen
+    facts = [
+        f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']!r}" if "CUDA_VISIBLE_DEVICES" in environ else "",
+        "no /dev/nvidia0 in the container" if not os.path.exists("/dev/nvidia0") else "/dev/nvidia0 present",
+        f"the NVIDIA driver library ({NVML_LIBRARY}) does not load" if _nvml_library() is None else "",
+        "" if tf.test.is_built_with_cuda() else "this TensorFlow is built without CUDA",
+    ]
+    raise MissingGpuError(
+        f"the Trainer requires {config.require_gpus} GPU(s) and TensorFlow sees {seen} "
+        f"({'; '.join(f for f in facts if f)}). On Kubernetes: the node's NVIDIA device plugin, the pod's "
+        "NVIDIA runtime (RuntimeClass) and an image with CUDA (tensorflow/tfx:1.16.0 has it); to train on CPUs "
+        "instead, compile with --gpus 0"
+    )
+
+
+def _nvml_library():
+    import ctypes
+
+    try:
+        return ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return None
 
 
 def worker_count(environ: Mapping[str, str]) -> int:
@@ -222,7 +266,7 @@ class GpuUtilization:
     order, CUDA fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: on a machine of mixed GPU models, name them
     by UUID or set that order, as Kubernetes' device plugin does."""
 
-    def __init__(self, every_s: float = 0.5, library: str = "libnvidia-ml.so.1"):
+    def __init__(self, every_s: float = 0.5, library: str = NVML_LIBRARY):
         import ctypes
 
         self.every_s, self._handles, self._samples = every_s, [], []

@@ -53,3 +53,17 @@ def test_config_validation_and_round_trip():
 def test_unknown_key_is_an_error_naming_it():
     with pytest.raises(ValueError, match=r"custom_config\['hardware'\]: unknown key\(s\) \['precison'\]"):
         hardware.HardwareConfig.from_dict({"precison": "float32"})
+
+
+@pytest.mark.integration
+def test_a_trainer_that_requires_gpus_stops_where_tensorflow_sees_none():
+    """On this CPU-only machine: what a Kubeflow Trainer pod without its GPUs would say, before any training."""
+    assert hardware.check_gpus(hardware.HardwareConfig()) == 0
+    with pytest.raises(hardware.MissingGpuError) as refused:
+        hardware.check_gpus(hardware.HardwareConfig(require_gpus=1), environ={"CUDA_VISIBLE_DEVICES": "-1"})
+    message = str(refused.value)
+    assert message.startswith("the Trainer requires 1 GPU(s) and TensorFlow sees 0 (CUDA_VISIBLE_DEVICES='-1'; ")
+    assert "no /dev/nvidia0 in the container" in message and "libnvidia-ml.so.1" in message
+    assert "compile with --gpus 0" in message
+    with pytest.raises(ValueError, match="require_gpus must be >= 0"):
+        hardware.HardwareConfig(require_gpus=-1)
