@@ -8,11 +8,12 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-fast lint bench bench-trainer bench-text bench-drift bench-serving lock clean help
+.PHONY: install system-deps run test test-image test-fast lint bench bench-trainer bench-text bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit, integration, end-to-end; installs chromium for the page tests)"
+	@echo "                but the step image's: make test-image (builds kubeflow/Dockerfile, runs the pipeline in it)"
 	@echo "make test-fast  run the unit tests only (no server, no TFX run: about 80 seconds)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, a run per task, 1x/10x/100x data (about\n                 14 min); ARGS=\"--scale 1000\" adds 15M rows"
@@ -25,13 +26,13 @@ help:
 install: $(STAMP)
 
 # setup.py lists the packages; a new package folder needs a re-install of the editable project.
+# --compile-bytecode: every process that imports TensorFlow, TFX and Beam would otherwise compile their sources
+# again (about 7 s each) where PYTHONDONTWRITEBYTECODE is set or site-packages is read-only.
 $(STAMP): requirements.lock setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 10), "need Python 3.10, got " + sys.version' \
 	  || { echo "$(VENV) is not Python 3.10: remove it and install python3.10 (pyenv: see .python-version)"; exit 1; }
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
-	# --compile-bytecode: every process that imports TensorFlow, TFX and Beam would otherwise compile their
-	# sources again (about 7 s each) where PYTHONDONTWRITEBYTECODE is set or site-packages is read-only.
 	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps --reinstall-package tfxflow -e .
 	@touch $(STAMP)
@@ -41,10 +42,12 @@ run: $(STAMP)
 
 # What the tests start besides Python, from Debian's packages, installed once where missing: headless Chromium
 # renders the run page (tests/browser.py); PostgreSQL's server binaries and openssl make the team MLflow servers
-# (tests/helpers.py's PostgresServer, TlsFiles).
+# (tests/helpers.py's PostgresServer, TlsFiles); buildah and debootstrap build the step image (tests/image.py).
 SYSTEM_PACKAGES = $(if $(shell command -v chromium),,chromium) \
   $(if $(shell command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null),,postgresql) \
-  $(if $(shell command -v openssl),,openssl)
+  $(if $(shell command -v openssl),,openssl) \
+  $(if $(shell command -v buildah),,buildah) \
+  $(if $(shell command -v debootstrap),,debootstrap)
 
 system-deps:
 	@test -z "$(strip $(SYSTEM_PACKAGES))" || { \
@@ -54,7 +57,12 @@ system-deps:
 	    exit 1; fi; }
 
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not image" $(PYTEST_ARGS)
+
+# The step image (kubeflow/Dockerfile) built on a stand-in base and the compiled pipeline run in it: root,
+# buildah and debootstrap; the first build downloads the lock's packages (minutes), later ones reuse its layers.
+test-image: $(STAMP) system-deps
+	$(BIN)/python -m pytest -m image $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -32,7 +32,9 @@ REMOTE_SCHEMES = ("gs", "s3", "minio")
 _LOCAL_FOLDERS = {"gs": "gcs", "s3": "s3", "minio": "minio"}
 _SCHEME_FOR_FOLDER = {folder: scheme for scheme, folder in _LOCAL_FOLDERS.items()}
 
+# Open-source Kubeflow's object store for minio:// URIs: MinIO's service up to KFP 2.15, SeaweedFS from 2.16.
 KUBEFLOW_MINIO_ENDPOINT = "http://minio-service.kubeflow:9000"
+KUBEFLOW_SEAWEEDFS_ENDPOINT = "http://seaweedfs.kubeflow:9000"
 KUBEFLOW_CREDENTIALS_SECRET = "mlpipeline-minio-artifact"
 
 _CREDENTIALS_HINT = (
@@ -167,8 +169,8 @@ def _s3_client(scheme: str, uri: str):
     endpoint = _s3_endpoint_from_env()
     if scheme == "minio" and not endpoint:
         raise ObjectStoreError(
-            f"{uri}: a minio:// URI needs the MinIO endpoint; set AWS_ENDPOINT_URL (on Kubeflow: "
-            f"AWS_ENDPOINT_URL={KUBEFLOW_MINIO_ENDPOINT}); also {_CREDENTIALS_HINT}"
+            f"{uri}: a minio:// URI needs the object store's endpoint; set AWS_ENDPOINT_URL (on Kubeflow: "
+            f"{KUBEFLOW_SEAWEEDFS_ENDPOINT} from KFP 2.16, {KUBEFLOW_MINIO_ENDPOINT} before); also {_CREDENTIALS_HINT}"
         )
     # The client depends on the AWS_* environment (endpoint, credentials, region, retries): key on it, so
     # a changed environment gets a new client.
@@ -265,7 +267,8 @@ def _s3_error(e: Exception, uri: str, client, bucket: str) -> Optional[Exception
     ):
         return ObjectStoreError(
             f"{where}: cannot reach the endpoint ({e}); set AWS_ENDPOINT_URL to the "
-            f"S3/MinIO endpoint (Kubeflow's MinIO: {KUBEFLOW_MINIO_ENDPOINT})"
+            f"S3-compatible endpoint (Kubeflow's: {KUBEFLOW_SEAWEEDFS_ENDPOINT} from KFP 2.16, "
+            f"{KUBEFLOW_MINIO_ENDPOINT} before)"
         )
     if isinstance(e, bce.ClientError):
         code = _client_error_code(e)

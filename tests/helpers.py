@@ -328,7 +328,10 @@ class S3Server(LocalServer):
 
     def start(self, timeout: float = 60.0) -> "S3Server":
         moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-        self._launch([moto, "-H", "127.0.0.1", "-p", str(self.port)], timeout)
+        # Path-style for any host name, as MinIO and SeaweedFS serve it: moto would otherwise take the first
+        # label of a name such as seaweedfs.kubeflow for a bucket (virtual-hosted style).
+        env = {**os.environ, "S3_IGNORE_SUBDOMAIN_BUCKETNAME": "true"}
+        self._launch([moto, "-H", "127.0.0.1", "-p", str(self.port)], timeout, env=env)
         return self
 
     def _ready(self) -> bool:

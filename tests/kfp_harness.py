@@ -12,8 +12,9 @@ it follows, by file:
   non-importer executor not implemented"); run parameters must be declared by the root, of the declared type,
   and present unless optional or defaulted; root defaults (else null for optional ones) fill the rest. Any of
   these raises `Refused` before a task runs.
-- Scheduling (compiler/argocompiler/dag.go `depends`: "<task>.Succeeded" for each of `dependentTasks`; Argo's
-  DAG then runs every task whose upstreams succeeded): tasks run one at a time in a topological order (over
+- Scheduling (compiler/argocompiler/dag.go `depends`: "<task>.Succeeded" for each of `dependentTasks`, to which
+  `addImplicitDependencies` added every producer an input names, an unknown one refusing the run; Argo's DAG
+  then runs every task whose upstreams succeeded): tasks run one at a time in a topological order (over
   dependentTasks plus producer references); a task whose upstream did not succeed is NOT_RUN (Argo: Omitted);
   independent branches run on after a failure; the run is FAILED if any task failed.
 - Pipeline root (driver/root_dag.go `RootDAG`, metadata/client.go `GetPipeline`): the run's own pipeline root
@@ -90,14 +91,17 @@ Where this differs from a cluster (what this does not cover):
   (triggerPolicy), exit handlers / task final status, parameter expression selectors, root input artifacts,
   workspaces, secret/configmap volumes, configMapAsEnv, fieldPathAsEnv, emptyDir/ephemeral volumes, shared
   memory, init containers. `lifecycle.preCacheCheck` is ignored, as the open-source backend does.
-- The command runs on this machine, not in the image: a first command element `python`/`python3` is replaced by
-  `LocalKfp(python=...)`; the working directory is a fresh folder per task (an image's WORKDIR is not known).
+- Without `LocalKfp(image=...)` the command runs on this machine, not in the image: a first command element
+  `python`/`python3` is replaced by `LocalKfp(python=...)`; the working directory is a fresh folder per task.
+  In the image (tests/image.py's ImageCommand, a buildah container per step): the image's user, working
+  directory, environment and Python; the pod's environment is the image's plus what the spec and secrets set
+  (not this process's); the launcher's folders are at their real paths (/minio, /s3, /gcs, /tmp/kfp), owned by
+  the image's user; each claim's host folder is mounted at its mountPath (a new claim's root world-writable,
+  as dynamic provisioners make it); the network is this machine's, so names of cluster services resolve only
+  as the ImageCommand's hosts entries say.
 - MLMD and the KFP cache table are in-memory (per LocalKfp); ids count from 1; DAG states, pod names and the
   UI are not modelled. The pod log is `TaskResult.log_path`: launcher/driver messages of this harness plus the
   command's output.
-- A producer referenced by an input but missing from `dependentTasks` is still waited for here; on KFP the
-  task's driver would start without waiting (Argo depends only on dependentTasks) and fail to find it. (The KFP
-  SDK always lists producers in dependentTasks.)
 
 Versions (checked against the release tags in the same repository): the output URI layout
 `<root>/<pipeline>/<run id>/<task>/<uuid>/<key>`, executor-logs (publish_logs, on by default), the upload rules
@@ -430,10 +434,41 @@ def generate_output_uri(root: str, paths: Iterable[str], preserve_query: bool) -
     return f"{root.rstrip('/')}/{tail}{query}"
 
 
-def _store_session_info(root: str) -> str:
-    """config/env.go GetStoreSessionInfo with no kfp-launcher providers, as json.Marshal writes it."""
+def _s3_provider_params(providers: Mapping[str, Any]) -> Optional[Dict[str, str]]:
+    """config/s3.go ProvideSessionInfo's params from the `providers` entry's s3 default; None without one (the
+    launcher then opens the bucket "from env")."""
+    default = (providers.get("s3") or {}).get("default")
+    if not default:
+        return None
+    credentials = default.get("credentials")
+    if credentials is None:
+        raise _TaskError("invalid provider config: missing default credentials")
+    params = {
+        "endpoint": default.get("endpoint", ""),
+        "region": default.get("region", ""),
+        "disableSSL": "true" if default.get("disableSSL") else "false",
+        "forcePathStyle": "false" if default.get("forcePathStyle") is False else "true",
+        "maxRetries": str(default.get("maxRetries", 5)),
+        "fromEnv": "true" if credentials.get("fromEnv") else "false",
+    }
+    if not credentials.get("fromEnv"):
+        ref = credentials.get("secretRef") or {}
+        params.update(
+            secretName=ref.get("secretName", ""),
+            accessKeyKey=ref.get("accessKeyKey", ""),
+            secretKeyKey=ref.get("secretKeyKey", ""),
+        )
+    return params
+
+
+def _store_session_info(root: str, providers: Optional[Mapping[str, Any]] = None) -> str:
+    """config/env.go GetStoreSessionInfo (with the kfp-launcher ConfigMap's `providers`), as json.Marshal
+    writes it."""
     scheme = root.split("://", 1)[0]
-    if scheme == "minio" and "?" not in root:
+    s3_params = _s3_provider_params(providers or {}) if scheme == "s3" and "?" not in root else None
+    if s3_params is not None:
+        params = s3_params
+    elif scheme == "minio" and "?" not in root:
         params = {
             "region": "minio",
             "endpoint": "seaweedfs.kubeflow:9000",
@@ -539,6 +574,9 @@ def _check_spec(spec: dict) -> None:
             for dep in task.get("dependentTasks") or []:
                 if dep not in tasks:
                     raise Refused(f"task {key} depends on {dep}, which is not a task of the DAG")
+            for producer in _producers(task):  # dag.go addImplicitDependencies
+                if producer not in tasks:
+                    raise Refused(f'failed to add implicit deps: unknown producer task "{producer}" in DAG')
 
     dfs("root", spec["root"])
 
@@ -938,9 +976,14 @@ class LocalKfp:
         namespace: str = "kubeflow",
         task_timeout: Optional[float] = None,
         base_env: Optional[Mapping[str, str]] = None,
+        image=None,
+        launcher_config: Optional[Mapping[str, Any]] = None,
     ):
         """`base_env`: the environment a pod starts from instead of os.environ (e.g. without AWS_* variables, so
-        that only secretAsEnv can deliver credentials)."""
+        that only secretAsEnv can deliver credentials). `image`: a tests/image.py ImageCommand; each step's
+        command then runs in a container of that image (see the module docstring). `launcher_config`: the
+        namespace's `kfp-launcher` ConfigMap; its `providers` s3 default is how the launcher reaches s3://
+        (without one it opens s3:// "from env", which KFP leaves empty, and fails)."""
         self.workdir = os.path.abspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.s3_env = dict(s3_env)
@@ -953,6 +996,10 @@ class LocalKfp:
         self.namespace = namespace
         self.task_timeout = task_timeout
         self.base_env = None if base_env is None else dict(base_env)
+        self.image = image
+        providers = ((launcher_config or {}).get("data") or {}).get("providers") or ""
+        self.providers = yaml.safe_load(providers) or {} if providers else {}
+        self._provider_client = None
         self._ids = {"execution": 0, "artifact": 0}
         self._artifacts: Dict[int, _Artifact] = {}
         self._executions: Dict[int, _Execution] = {}
@@ -970,7 +1017,11 @@ class LocalKfp:
         self._ids["artifact"] += 1
         return self._ids["artifact"]
 
-    def s3(self):
+    def s3(self, config: Optional[_BucketConfig] = None):
+        """The launcher's S3 client for `config`'s bucket: s3:// by the kfp-launcher providers entry, minio://
+        (and the tests' own reads) by `s3_env`."""
+        if config is not None and config.scheme == "s3://":
+            return self._s3_by_providers(config)
         if self._client is None:
             import boto3
             from botocore.config import Config
@@ -985,6 +1036,36 @@ class LocalKfp:
             )
         return self._client
 
+    def _s3_by_providers(self, config: _BucketConfig):
+        params = _s3_provider_params(self.providers)
+        if params is None or params["fromEnv"] == "true":
+            raise _TaskError(
+                f'failed to open bucket "{config.bucket}": no kfp-launcher providers entry for s3:// (or '
+                "credentials fromEnv), so the launcher's S3 client is built from its own environment, in which "
+                "KFP sets no endpoint, region or credentials (config/s3.go ProvideSessionInfo, "
+                "objectstore/object_store.go)"
+            )
+        if self._provider_client is None:
+            import boto3
+            from botocore.config import Config
+
+            secret = self.secrets.get(params["secretName"]) or {}
+            missing = [k for k in (params["accessKeyKey"], params["secretKeyKey"]) if k not in secret]
+            if missing:
+                raise _TaskError(
+                    f'failed to get credentials from secret "{params["secretName"]}": keys {missing} not found'
+                )
+            scheme = "http" if params["disableSSL"] == "true" else "https"
+            self._provider_client = boto3.client(
+                "s3",
+                endpoint_url=f"{scheme}://{params['endpoint']}",
+                aws_access_key_id=secret[params["accessKeyKey"]],
+                aws_secret_access_key=secret[params["secretKeyKey"]],
+                region_name=params["region"],
+                config=Config(s3={"addressing_style": "path" if params["forcePathStyle"] == "true" else "virtual"}),
+            )
+        return self._provider_client
+
     def _store(self, config: _BucketConfig) -> None:
         if config.scheme == "gs://":
             raise _TaskError(
@@ -998,7 +1079,7 @@ class LocalKfp:
         """objectstore.DownloadBlob: `blob_dir` is a key relative to the config's prefix."""
         self._store(config)
         count = 0
-        paginator = self.s3().get_paginator("list_objects_v2")
+        paginator = self.s3(config).get_paginator("list_objects_v2")
         full = config.prefix + blob_dir
         try:
             pages = list(paginator.paginate(Bucket=config.bucket, Prefix=full))
@@ -1038,7 +1119,7 @@ class LocalKfp:
             )
 
         try:
-            body = self.s3().get_object(Bucket=config.bucket, Key=config.prefix + key)["Body"]
+            body = self.s3(config).get_object(Bucket=config.bucket, Key=config.prefix + key)["Body"]
         except Exception as e:  # noqa: BLE001
             raise fail(f"unable to open reader for bucket: {e}") from None
         local_dir = os.path.dirname(local_path)
@@ -1075,7 +1156,7 @@ class LocalKfp:
     def _upload_file(self, config: _BucketConfig, local_file: str, blob_file: str) -> None:
         try:
             with open(local_file, "rb") as f:
-                self.s3().upload_fileobj(f, config.bucket, config.prefix + blob_file)
+                self.s3(config).upload_fileobj(f, config.bucket, config.prefix + blob_file)
         except Exception as e:  # noqa: BLE001
             raise _TaskError(
                 f'uploadFile(): unable to complete copying "{local_file}" to remote storage '
@@ -1137,7 +1218,7 @@ class LocalKfp:
         os.makedirs(task_dir, exist_ok=True)
         log_path = os.path.join(task_dir, "log.txt")
         result = TaskResult(name, NOT_RUN, None, {}, {}, log_path, 0.0, "")
-        upstream = task.get("dependentTasks") or []
+        upstream = sorted(set(_producers(task)))  # dependentTasks plus the implicit ones (addImplicitDependencies)
         not_done = [
             u for u in upstream if run.results.get(u) is None or run.results[u].state not in (SUCCEEDED, CACHED)
         ]
@@ -1217,6 +1298,8 @@ class LocalKfp:
         with_defaults["inputs"]["parameterValues"] = {k: values[k] for k in sorted(values)}
         if not with_defaults["inputs"]["parameterValues"]:
             del with_defaults["inputs"]["parameterValues"]
+        if self.publish_logs:  # qualifyExecutorLogsForRetry: no retries here, so attempt 0
+            _qualify_executor_logs(with_defaults, "0")
         input_json = _go_json(with_defaults)
         result.executor_input = json.loads(input_json)
         with open(os.path.join(task_dir, "executor_input.json"), "w", encoding="utf-8") as f:
@@ -1224,7 +1307,7 @@ class LocalKfp:
         if not command:
             raise _TaskError("failed to create component launcher v2: command and arguments are empty")
         cmd, argv = _compile_cmd_and_args(with_defaults, input_json, command, args, local_root)
-        if os.path.basename(cmd) in ("python", "python3"):
+        if self.image is None and os.path.basename(cmd) in ("python", "python3"):
             cmd = self.python
         result.command = [cmd, *argv]
         pipeline_root_config = _parse_bucket_config(run.root)
@@ -1234,7 +1317,7 @@ class LocalKfp:
         try:
             self._download_artifacts(with_defaults, pipeline_root_config, local_root)
             self._prepare_output_folders(with_defaults, local_root)
-            code = self._run_command(result.command, env, task_dir, with_defaults, local_root, log)
+            code = self._run_command(result.command, env, task_dir, with_defaults, local_root, log, mounts)
             if code != 0:
                 raise _TaskError(f"exit status {code}")
             executor_output = _read_executor_output(with_defaults["outputs"]["outputFile"], log)
@@ -1367,6 +1450,8 @@ class LocalKfp:
             if not os.path.isabs(path):
                 raise _TaskError(f"pod cannot be created: volumeMounts mountPath {path!r} must be an absolute path")
             os.makedirs(path, exist_ok=True)
+            if self.image is not None:  # a new claim's root, as dynamic provisioners (local-path, NFS) make it
+                os.chmod(path, 0o777)
             names.append(value)
             mounts.append({"pvc": value, "mountPath": path, "subPath": mount.get("subPath", "")})
         return sorted(set(names)), mounts
@@ -1374,7 +1459,9 @@ class LocalKfp:
     def _pod_env(
         self, run: _Run, name: str, container: dict, k8s: dict, local_root: str, result: TaskResult
     ) -> Dict[str, str]:
-        env = dict(os.environ if self.base_env is None else self.base_env)
+        # A pod's environment is the image's (applied by the container) plus what the pod spec sets.
+        default_base = {} if self.image is not None else os.environ
+        env = dict(default_base if self.base_env is None else self.base_env)
         env.update(self.env)
         env["KFP_POD_NAME"] = f"{run.resource_name}-system-container-impl-{random.randint(10**9, 10**10 - 1)}"
         env["KFP_POD_UID"] = str(uuid.uuid4())
@@ -1424,7 +1511,8 @@ class LocalKfp:
         ):
             if k8s.get(key):
                 result.pod[key] = k8s[key]
-        env[LOCAL_ROOT_ENV] = local_root
+        if self.image is None:
+            env[LOCAL_ROOT_ENV] = local_root
         return env
 
     def _importer(
@@ -1524,7 +1612,14 @@ class LocalKfp:
                     ) from None
 
     def _run_command(
-        self, argv: List[str], env: Dict[str, str], task_dir: str, executor_input: dict, local_root: str, log
+        self,
+        argv: List[str],
+        env: Dict[str, str],
+        task_dir: str,
+        executor_input: dict,
+        local_root: str,
+        log,
+        mounts: Iterable[dict] = (),
     ) -> int:
         cwd = os.path.join(task_dir, "cwd")
         os.makedirs(cwd, exist_ok=True)
@@ -1543,21 +1638,24 @@ class LocalKfp:
                 log.write(f"[kfp-harness] E Error creating logFilePath, {logs_path}: {e}\n")
         if out is None:
             out = open(os.path.join(task_dir, "stdout.txt"), "w+b")
-        log.write(f"[kfp-harness] running {argv[0]} with {len(argv) - 1} argument(s) in {cwd}\n")
+        where = f"image {self.image.tag}" if self.image is not None else cwd
+        log.write(f"[kfp-harness] running {argv[0]} with {len(argv) - 1} argument(s) in {where}\n")
         log.flush()
         try:
             try:
-                process = subprocess.run(
-                    argv,
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    timeout=self.task_timeout,
-                    check=False,
-                )
-                code = process.returncode
+                if self.image is not None:
+                    code = self._run_in_image(argv, env, local_root, mounts, out)
+                else:
+                    code = subprocess.run(
+                        argv,
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        timeout=self.task_timeout,
+                        check=False,
+                    ).returncode
             except FileNotFoundError as e:
                 raise _TaskError(f'exec: "{argv[0]}": executable file not found in $PATH ({e})') from None
             except subprocess.TimeoutExpired:
@@ -1571,6 +1669,30 @@ class LocalKfp:
             out.close()
         log.write(f"[kfp-harness] command exited with {code}\n")
         return code
+
+    def _run_in_image(self, argv: List[str], env: Dict[str, str], local_root: str, mounts: Iterable[dict], out) -> int:
+        """The command in a container of the image: the launcher's local folders (under `local_root` here) at
+        their real paths (/minio, /s3, /gcs, /tmp/kfp), owned by the image's user as the launcher (the same
+        container, the same user) leaves them; each claim at its mountPath."""
+
+        def pod_paths(text: str) -> str:
+            return text.replace(local_root, "")
+
+        user = self.image.config.get("User") or ""
+        uid, _, gid = user.partition(":")
+        if uid.isdigit() and int(uid) != 0:
+            for folder, _, files in os.walk(local_root):
+                for path in [folder, *(os.path.join(folder, f) for f in files)]:
+                    os.lchown(path, int(uid), int(gid or uid))
+        volumes = [(os.path.join(local_root, top), "/" + top) for top in sorted(os.listdir(local_root))]
+        volumes += [(m["mountPath"], m["mountPath"]) for m in mounts]
+        return self.image.run(
+            [pod_paths(a) for a in argv],
+            {k: pod_paths(v) for k, v in env.items()},
+            volumes,
+            stdout=out,
+            timeout=self.task_timeout,
+        )
 
     def _upload_and_record(
         self,
@@ -1643,12 +1765,26 @@ class LocalKfp:
                             f"RuntimeArtifact to MLMD artifact: {e}"
                         ) from None
                 custom.setdefault("display_name", ("string", key))
-                custom.setdefault("store_session_info", ("string", _store_session_info(run.root)))
+                custom.setdefault("store_session_info", ("string", _store_session_info(run.root, self.providers)))
                 record = _Artifact(self._next_artifact_id(), artifact["uri"], custom, title, run.pipeline_name)
                 self._artifacts[record.id] = record
                 recorded.setdefault(key, []).append(record.id)
         execution.output_artifacts = recorded
         result.outputs = {k: [self._artifacts[i].runtime() for i in v] for k, v in recorded.items()}
+
+
+def _qualify_executor_logs(executor_input: dict, retry_index: str) -> None:
+    """launcher_v2.go qualifyExecutorLogsURI (2.17.0 on): the executor-logs artifact's URI (and custom path)
+    gets "-<retry index>", once, before the command's placeholders are compiled."""
+    entry = ((executor_input.get("outputs") or {}).get("artifacts") or {}).get(EXECUTOR_LOGS)
+    if not entry or len(entry.get("artifacts") or []) != 1:
+        return
+    artifact = entry["artifacts"][0]
+    suffix = "-" + retry_index
+    for key in ("uri", "customPath"):
+        value = artifact.get(key)
+        if value and not value.endswith(suffix):
+            artifact[key] = value + suffix
 
 
 def _artifact_path(artifact: dict, local_root: str) -> str:

@@ -317,6 +317,9 @@ def test_artifacts_and_parameters_flow_through_the_store(tmp_path, kfp, s3_serve
     assert "made abc" in run.log("make")
     (logs_uri,) = run.task_outputs("make", "executor-logs")
     assert "made abc" in read(s3_server, bucket, key_of(logs_uri, bucket))
+    # The launcher names it by the attempt (qualifyExecutorLogsURI): "executor-logs-0", in {{$}} too.
+    assert logs_uri.endswith("/executor-logs-0")
+    assert make_input["outputs"]["artifacts"]["executor-logs"]["artifacts"][0]["uri"] == logs_uri
 
     # The defaults apply when nothing is given; `download` fetches an artifact as a consumer would.
     again = kfp.run(path)
@@ -668,3 +671,68 @@ def test_the_specs_default_pipeline_root_is_not_used(tmp_path, s3_server):
     assert run.run_root.startswith(f"minio://{absent}/v2/artifacts/no-bucket/")
     assert run.state == FAILED and "NoSuchBucket" in run.tasks["write"].error
     assert "KFP does not read the spec's defaultPipelineRoot (gs://never-used/root)" in run.tasks["write"].error
+
+
+def test_a_producer_missing_from_dependent_tasks_is_still_waited_for(tmp_path, kfp, bucket):
+    """dag.go addImplicitDependencies: KFP's compiler adds every producer an input names to dependentTasks, so a
+    consumer of a failed step is NOT_RUN even when the spec does not list the producer; an unknown producer
+    refuses the run."""
+    spec = Spec("implicit")
+    spec.step("boom", "sys.exit(3)", outputs={"data": "system.Dataset"})
+    spec.step("after", USE, artifacts={"data": ("boom", "data", "system.Dataset")}, outputs={"copy": "system.Dataset"})
+    path = spec.write(tmp_path / "spec.yaml")
+    documents = list(yaml.safe_load_all(open(path, encoding="utf-8")))
+    assert "dependentTasks" not in documents[0]["root"]["dag"]["tasks"]["after"]
+    run = kfp.run(path)
+    assert {n: t.state for n, t in run.tasks.items()} == {"boom": FAILED, "after": NOT_RUN}
+    assert "boom did not succeed" in run.tasks["after"].error
+
+    documents[0]["root"]["dag"]["tasks"]["after"]["inputs"]["artifacts"]["data"]["taskOutputArtifact"][
+        "producerTask"
+    ] = "gone"
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump_all(documents, f)
+    with pytest.raises(Refused, match='failed to add implicit deps: unknown producer task "gone" in DAG'):
+        kfp.run(path)
+
+
+def test_an_s3_root_needs_the_launcher_providers_entry_the_compiler_writes(tmp_path, s3_server, bucket):
+    """config/s3.go: without a kfp-launcher `providers` entry the launcher opens s3:// from its own environment
+    (nothing, on KFP) and the first upload fails; with the ConfigMap `tfxflow kubeflow compile` writes for an
+    s3:// root, it reaches the store by the endpoint, region, path style and secret named there."""
+    from tests.pipeline.conftest import kubeflow_config
+    from tfxflow.pipeline.kfp import compiler as kf
+
+    root = f"s3://{bucket}/tfxflow"
+    config = kubeflow_config(root, data_root=f"s3://{bucket}/data", s3_endpoint=s3_server.endpoint, namespace="ml")
+    launcher = kf.launcher_config_map(config)
+    assert launcher["metadata"] == {"name": "kfp-launcher", "namespace": "ml"}
+    assert launcher["data"]["defaultPipelineRoot"] == root
+    # The fields config/s3.go reads (its JSON tags), and nothing else.
+    default = yaml.safe_load(launcher["data"]["providers"])["s3"]["default"]
+    assert set(default) == {"endpoint", "region", "disableSSL", "forcePathStyle", "credentials"}
+    assert default["endpoint"] == s3_server.endpoint.split("://")[1] and default["disableSSL"] is True
+    assert default["credentials"] == {
+        "fromEnv": False,
+        "secretRef": {
+            "secretName": "mlpipeline-minio-artifact",
+            "accessKeyKey": "accesskey",
+            "secretKeyKey": "secretkey",
+        },
+    }
+    assert kf.launcher_config_map(kubeflow_config(f"minio://{bucket}/v2/artifacts")) is None
+
+    spec = three_steps().write(tmp_path / "spec.yaml")
+    secrets = {"mlpipeline-minio-artifact": {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}}
+    without = LocalKfp(str(tmp_path / "without"), s3_server.env, secrets=secrets).run(spec, pipeline_root=root)
+    assert without.state == FAILED and without.failed_task == "make"
+    assert "no kfp-launcher providers entry for s3://" in without.tasks["make"].error
+
+    kfp = LocalKfp(str(tmp_path / "with"), s3_server.env, secrets=secrets, launcher_config=launcher)
+    run = kfp.run(spec, pipeline_root=root)
+    assert run.state == SUCCEEDED, run.tasks["make"].error
+    (data,) = run.tasks["make"].outputs["data"]
+    assert data["uri"].startswith(f"{root}/three-steps/{run.run_id}/make/")
+    session = json.loads(data["metadata"]["store_session_info"])
+    assert session["Provider"] == "s3" and session["Params"]["secretName"] == "mlpipeline-minio-artifact"
+    assert session["Params"]["forcePathStyle"] == "true" and session["Params"]["region"] == "us-east-1"

@@ -120,7 +120,7 @@ def add_parser(sub) -> None:
 
 
 def _add_compile(comp) -> None:
-    from tfxflow.pipeline.kfp.compiler import SERVING_PVC, KubeflowConfig
+    from tfxflow.pipeline.kfp.compiler import DEFAULT_PIPELINE_ROOT, SERVING_PVC, KubeflowConfig
 
     # The cluster's settings are declared on KubeflowConfig: one value for the flag, its help and a config
     # built in code.
@@ -130,9 +130,9 @@ def _add_compile(comp) -> None:
     )
     where.add_argument(
         "--pipeline-root",
-        required=True,
         metavar="URI",
-        help="gs://, s3:// or minio://, e.g. minio://mlpipeline/v2/artifacts (open-source Kubeflow)",
+        help=f"gs://, s3:// or minio:// (default: open-source Kubeflow's {DEFAULT_PIPELINE_ROOT}, or with "
+        "--namespace the profile's minio://mlpipeline/private-artifacts/<namespace>/v2/artifacts)",
     )
     where.add_argument(
         "--data-root",
@@ -149,7 +149,17 @@ def _add_compile(comp) -> None:
     settings.add_arguments(
         where,
         KubeflowConfig,
-        only=("serving_pvc", "serving_mount", "data_pvc", "data_mount", "s3_endpoint", "object_store_secret"),
+        only=(
+            "serving_pvc",
+            "serving_mount",
+            "data_pvc",
+            "data_mount",
+            "s3_endpoint",
+            "s3_region",
+            "kfp_version",
+            "namespace",
+            "object_store_secret",
+        ),
         defaults={"serving_pvc": SERVING_PVC},
     )
     where.add_argument("--output", metavar="FILE", help="compiled file (default: ./<pipeline-name>.yaml)")
@@ -260,7 +270,8 @@ def _compile(args: argparse.Namespace) -> int:
     )
     pipeline_name = shared.pipeline_name or f"tfxflow-{shared.dataset}"
     beam, beam_mode, beam_workers = common.beam_runner(args, kubeflow=True)
-    root = args.pipeline_root.rstrip("/")
+    default_root = kf.profile_root(args.namespace) if args.namespace else kf.DEFAULT_PIPELINE_ROOT
+    root = (args.pipeline_root or default_root).rstrip("/")
     serving_dir = args.serving_dir or (
         f"{args.serving_mount.rstrip('/')}/models" if args.serving_pvc else f"{root}/serving"
     )
@@ -299,6 +310,9 @@ def _compile(args: argparse.Namespace) -> int:
         data_pvc=args.data_pvc,
         data_mount=args.data_mount,
         s3_endpoint=args.s3_endpoint,
+        s3_region=args.s3_region,
+        kfp_version=args.kfp_version,
+        namespace=args.namespace or "",
         object_store_secret=args.object_store_secret,
         user_module=user_module,
     )
@@ -326,7 +340,17 @@ def _compile(args: argparse.Namespace) -> int:
     print(
         f"tfxflow: compiled {pipeline_name} ({len(result.steps)} steps) in {result.seconds:.1f} s\n"
         f"  spec:       {result.path}\n  image:      {config.image}\n  root:       {config.pipeline_root}\n"
-        f"  schema:     {config.schema_path} (in the spec, sha256 {result.schema_sha256})\n"
+        f"  store:      KFP {config.kfp_version}"
+        + (f", {config.endpoint}" if config.endpoint else "")
+        + (f", namespace {config.namespace}" if config.namespace else "")
+        + "\n"
+        + (
+            f"  launcher:   {result.launcher_config} (apply it, or merge its providers into the namespace's "
+            "kfp-launcher ConfigMap: the launcher reads s3:// roots by it)\n"
+            if result.launcher_config
+            else ""
+        )
+        + f"  schema:     {config.schema_path} (in the spec, sha256 {result.schema_sha256})\n"
         + (
             f"  module:     {config.user_module.describe()}; wheel(s) staged: {', '.join(result.staged)}\n"
             if config.user_module

@@ -46,9 +46,17 @@ ENTRYPOINT = ("python", "-m", "tfxflow.pipeline.kfp.entrypoint")
 RUN_KEY = "{{$.pipeline_job_uuid}}"
 NEVER_CACHED = (names.MLFLOW_START, names.EXAMPLE_GEN, names.SERVED_BASELINE)
 PIPELINE_ROOT_SCHEMES = object_store.REMOTE_SCHEMES  # what KFP's launcher uploads to (launcher_v2.go)
-# An open-source Kubeflow install's MinIO, and the secret its launcher reads (copied into every profile
-# namespace); its keys become boto3's standard variables in the steps.
+# An open-source Kubeflow install's object store, as its launcher finds it (backend/src/v2/objectstore/config.go,
+# config/env.go): MinIO's `minio-service` up to 2.15 (2.15 runs SeaweedFS behind that name), SeaweedFS's own
+# service from 2.16 (kubeflow/pipelines#12613 removed the alias). The steps' own S3 calls use the same one.
 MINIO_ENDPOINT = object_store.KUBEFLOW_MINIO_ENDPOINT
+SEAWEEDFS_ENDPOINT = object_store.KUBEFLOW_SEAWEEDFS_ENDPOINT
+KFP_VERSIONS = tuple(f"2.{minor}" for minor in range(5, 19))  # 2.5 (pipeline_job_uuid) to 2.18
+KFP_VERSION = "2.17"  # the current release
+DEFAULT_PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"  # backend/src/v2/config/env.go
+BUCKET = "mlpipeline"
+# The secret the launcher reads (copied into every profile namespace); its keys become boto3's standard
+# variables in the steps.
 OBJECT_STORE_SECRET = object_store.KUBEFLOW_CREDENTIALS_SECRET
 OBJECT_STORE_KEYS = (("accesskey", "AWS_ACCESS_KEY_ID"), ("secretkey", "AWS_SECRET_ACCESS_KEY"))
 TRACKING_STEPS = (names.MLFLOW_START, names.MLFLOW_RECORD, names.MLFLOW_FINISH)
@@ -125,12 +133,30 @@ class KubeflowConfig(SharedConfig):
         "", metavar="CLAIM", help="PersistentVolumeClaim holding --data-root and --serving-data when they are paths"
     )
     data_mount: str = setting("/data", metavar="DIR", help="where --data-pvc is mounted")
-    # s3:// and minio:// locations: the endpoint (empty: AWS for s3://, the install's MinIO for minio://) and
+    # s3:// and minio:// locations: the endpoint (empty: AWS for s3://, the install's store for minio://) and
     # the secret holding the credentials (empty: the pod's own identity, e.g. IAM roles for service accounts).
     s3_endpoint: str = setting(
         "",
         metavar="URL",
-        help=f"S3 endpoint of s3:// and minio:// locations (default for minio://: {MINIO_ENDPOINT})",
+        help="S3 endpoint of s3:// and minio:// locations (default for minio://: the --kfp-version's store)",
+    )
+    kfp_version: str = setting(
+        KFP_VERSION,
+        metavar="X.Y",
+        choices=KFP_VERSIONS,
+        help=f"the KFP backend the runs go to; picks its object store for minio:// ({MINIO_ENDPOINT} up to 2.15, "
+        f"{SEAWEEDFS_ENDPOINT} from 2.16)",
+    )
+    s3_region: str = setting(
+        "us-east-1",
+        metavar="REGION",
+        help="region of s3:// locations (the launcher's S3 client needs one; S3-compatible stores accept any)",
+    )
+    namespace: str = setting(
+        "",
+        metavar="NAME",
+        help="the profile namespace of multi-user Kubeflow the runs belong to: minio:// paths must be the "
+        "profile's own, and the default --pipeline-root is its root",
     )
     object_store_secret: str = setting(
         OBJECT_STORE_SECRET,
@@ -155,7 +181,7 @@ class KubeflowConfig(SharedConfig):
         if self.s3_endpoint:
             return self.s3_endpoint
         return (
-            MINIO_ENDPOINT
+            kfp_object_store(self.kfp_version)
             if "minio"
             in {
                 _scheme(self.pipeline_root),
@@ -177,6 +203,47 @@ class KubeflowConfig(SharedConfig):
 
 
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def kfp_object_store(version: str) -> str:
+    """The endpoint KFP `version`'s launcher uses for minio:// (MinIO's service up to 2.15, SeaweedFS's after)."""
+    minor = int(version.split(".")[1])
+    return MINIO_ENDPOINT if minor <= 15 else SEAWEEDFS_ENDPOINT
+
+
+def profile_root(namespace: str) -> str:
+    """A profile's default pipeline root (pipelines-profile-controller/sync.py, `defaultPipelineRoot`)."""
+    return f"minio://{BUCKET}/private-artifacts/{namespace}/v2/artifacts"
+
+
+def profile_prefixes(namespace: str) -> Tuple[str, ...]:
+    """Where a profile's object-store key may write in the `mlpipeline` bucket (sync.py's policy, KFP 2.15+)."""
+    return ("artifacts/", f"private-artifacts/{namespace}/", f"private/{namespace}/", "shared/")
+
+
+def _check_profile_paths(config: "KubeflowConfig") -> None:
+    """On multi-user Kubeflow the profile's key writes and reads only its own prefixes of the bucket: a
+    location outside them is refused by the store at the first upload, after the run started."""
+    allowed = profile_prefixes(config.namespace)
+    for flag, uri in (
+        ("--pipeline-root", config.pipeline_root),
+        ("--data-root", config.data_root),
+        ("--serving-dir", config.serving_dir),
+        ("--serving-data", config.serving_data_root),
+    ):
+        if _scheme(uri) != "minio":
+            continue
+        bucket, _, key = uri.split("://", 1)[1].partition("/")
+        if bucket == BUCKET and not (key.rstrip("/") + "/").startswith(allowed):
+            raise ConfigError(
+                f"{flag} '{uri}': profile '{config.namespace}' may only write minio://{BUCKET}/ under "
+                f"{', '.join(p + '*' for p in allowed)} (the profile controller's policy, KFP 2.15+); e.g. "
+                + (
+                    profile_root(config.namespace)
+                    if flag == "--pipeline-root"
+                    else f"minio://{BUCKET}/private/{config.namespace}/data"
+                )
+            )
 
 
 def _scheme(uri: str) -> str:
@@ -257,6 +324,12 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     _location("--serving-dir", config.serving_dir, config.serving_pvc, config.serving_mount, "--serving-pvc")
     if config.gpus < 0:
         raise ConfigError("--gpus must be >= 0")
+    if config.kfp_version not in KFP_VERSIONS:
+        raise ConfigError(f"--kfp-version '{config.kfp_version}': one of {', '.join(KFP_VERSIONS)}")
+    if config.namespace:
+        if not _K8S_NAME.match(config.namespace):
+            raise ConfigError(f"--namespace '{config.namespace}' is not a valid Kubernetes namespace name")
+        _check_profile_paths(config)
     check_shared(config.training, config.evaluation, config.features)
     beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
@@ -277,8 +350,15 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     for flag, cpu in (("--trainer-cpu", config.trainer_cpu), ("--step-cpu", config.step_cpu)):
         if cpu and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", cpu):
             raise ConfigError(f"{flag} '{cpu}': expected a number of CPUs such as 2 or 0.5")
+    # The Trainer stops at once, naming what to check, when its pod got fewer GPUs than it requested.
+    hardware = config.training.hardware
+    training = dataclasses.replace(
+        config.training,
+        hardware=dataclasses.replace(hardware, require_gpus=max(hardware.require_gpus, config.gpus)),
+    )
     return dataclasses.replace(
         config,
+        training=training,
         experiment=config.experiment or config.pipeline_name,
         beam=beam,
         beam_mode=beam_mode,
@@ -485,6 +565,52 @@ def stage_user_module(pipeline, pipeline_root: str) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(staged))
 
 
+LAUNCHER_CONFIG_MAP = "kfp-launcher"
+
+
+def launcher_config_map(config: KubeflowConfig) -> Optional[dict]:
+    """For an s3:// pipeline root, the `kfp-launcher` ConfigMap the namespace needs; None for other roots.
+
+    Without a `providers` entry KFP's launcher opens s3:// buckets "from env" (config/s3.go
+    `ProvideSessionInfo`): its own container's AWS_* variables, which KFP does not set, with virtual-host
+    addressing and no region, so an S3-compatible store (or a bucket outside us-east-1) fails at the first
+    upload. The entry gives it the steps' endpoint, region and secret, path-style (the field names are
+    config/s3.go's JSON tags)."""
+    if _scheme(config.pipeline_root) != "s3":
+        return None
+    import yaml
+
+    default: dict = {"region": config.s3_region, "forcePathStyle": True}
+    if config.s3_endpoint:
+        scheme, _, host = config.s3_endpoint.partition("://")
+        default["endpoint"] = host.rstrip("/")
+        default["disableSSL"] = scheme == "http"
+    else:
+        default["endpoint"] = f"s3.{config.s3_region}.amazonaws.com"
+        default["disableSSL"] = False
+    if config.object_store_secret:
+        accesskey, secretkey = (key for key, _ in OBJECT_STORE_KEYS)
+        default["credentials"] = {
+            "fromEnv": False,
+            "secretRef": {
+                "secretName": config.object_store_secret,
+                "accessKeyKey": accesskey,
+                "secretKeyKey": secretkey,
+            },
+        }
+    else:  # the launcher's own identity (IAM roles for service accounts)
+        default["credentials"] = {"fromEnv": True}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": LAUNCHER_CONFIG_MAP, "namespace": config.namespace or "kubeflow"},
+        "data": {
+            "defaultPipelineRoot": config.pipeline_root,
+            "providers": yaml.safe_dump({"s3": {"default": default}}, sort_keys=True),
+        },
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class CompileResult:
     path: str
@@ -493,6 +619,7 @@ class CompileResult:
     steps: Tuple[str, ...]
     seconds: float
     staged: Tuple[str, ...] = ()  # a module file's wheels under the pipeline root
+    launcher_config: str = ""  # the kfp-launcher ConfigMap written beside the spec (s3:// roots)
 
 
 def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
@@ -536,6 +663,13 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     with open(output_path, "w", encoding="utf-8") as f:
         f.write(header)
         yaml.safe_dump_all(documents, f, sort_keys=True)
+    launcher = launcher_config_map(config)
+    launcher_path = ""
+    if launcher is not None:
+        launcher_path = os.path.splitext(output_path)[0] + f".{LAUNCHER_CONFIG_MAP}.yaml"
+        with open(launcher_path, "w", encoding="utf-8") as f:
+            f.write(f"# kubectl apply -f {os.path.basename(launcher_path)}: KFP's launcher reads s3:// roots by it\n")
+            yaml.safe_dump(launcher, f, sort_keys=True)
     return CompileResult(
         path=output_path,
         schema_sha256=schema_sha256,
@@ -543,6 +677,7 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
         steps=tuple(spec["root"]["dag"]["tasks"]),
         seconds=time.monotonic() - started,
         staged=staged,
+        launcher_config=launcher_path,
     )
 
 

@@ -13,6 +13,7 @@ pool of long runs, tests/conftest.py's `long_runs`):
    new model is pushed beside it.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -53,10 +54,14 @@ def _baseline_model_names(evaluation_dir: str) -> set:
     return names
 
 
-def jobs(base, s3_server):
+def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION):
     """Writes and uploads the three days of data, starts the runs' MLflow server and compiles the spec (the
     store's variables are this process's while it does), and returns {"runs": a function that makes the three
-    runs one after another} and what the tests read besides (tests/conftest.py's `long_runs`)."""
+    runs one after another} and what the tests read besides (tests/conftest.py's `long_runs`).
+
+    `image`: a tests/image.py ImageCommand: every step then runs in a container of the step image, and the
+    spec is compiled for `kfp_version` without an endpoint, so the steps reach the store by the name that
+    version's launcher uses (the container's hosts file points it at `s3_server`)."""
     # Its own MLflow server: the runs register versions of the model "taxi", which other tests count.
     mlflow_server = helpers.MlflowServer(str(base / "mlflow")).start()
     env = s3_server.env
@@ -82,7 +87,8 @@ def jobs(base, s3_server):
         data_root=data["day1"],
         serving_dir=f"{serving_mount}/models",
         serving_mount=serving_mount,
-        s3_endpoint=s3_server.endpoint,
+        s3_endpoint="" if image is not None else s3_server.endpoint,
+        kfp_version=kfp_version,
         data_pvc="taxi-data",
         data_mount=data_mount,
         gpus=0,
@@ -99,17 +105,25 @@ def jobs(base, s3_server):
     kfp = LocalKfp(
         str(base / "kfp"),
         s3_env=env,
-        base_env=pod_env,
+        base_env=pod_env if image is None else None,  # in the image: the image's environment, not this one
         secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
+        image=image,
     )
     root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
+
+    # The same pipeline compiled for a GPU Trainer (--gpus 1), for the run on this machine, which has none.
+    gpu_spec = kf.compile_pipeline(dataclasses.replace(config, gpus=1), str(base / "taxi-gpu.yaml")).path
 
     def three_runs():
         runs, versions = [], []
         for name in ("day1", "day2", "day3"):
             runs.append(kfp.run(spec, parameters={"data_root": data[name]}, pipeline_root=root))
             versions.append(helpers.pushed_versions(config.serving_dir, "taxi"))
-        return {"runs": runs, "versions": versions}
+        results = {"runs": runs, "versions": versions}
+        if image is None:
+            results["gpu_run"] = kfp.run(gpu_spec, parameters={"data_root": data["day3"]}, pipeline_root=root)
+            results["versions"].append(helpers.pushed_versions(config.serving_dir, "taxi"))
+        return results
 
     details = {
         "config": config,
@@ -209,3 +223,17 @@ def test_third_run_compares_with_the_first_runs_served_model_and_data(kfp_runs):
     # What KFP caches across runs, it reused: the schema step's inputs did not change.
     assert run.tasks["EmbeddedSchema"].state == "CACHED"
     assert run.tasks["ServedBaseline"].state == "SUCCEEDED"  # never cached: the serving directory changes
+
+
+def test_a_trainer_pod_without_its_gpu_stops_and_says_what_to_check(kfp_runs):
+    """Compiled with --gpus 1, run where there is no GPU (a node without the device plugin, a pod without the
+    NVIDIA runtime): the Trainer refuses before training instead of running for hours on the CPU."""
+    run = kfp_runs["gpu_run"]
+    assert run.state == "FAILED" and run.failed_task == "Trainer", [(n, t.state) for n, t in run.tasks.items()]
+    assert run.tasks["Trainer"].pod["resources"]["accelerator"] == {"type": "nvidia.com/gpu", "count": "1"}
+    log = run.log("Trainer")
+    assert "MissingGpuError: the Trainer requires 1 GPU(s) and TensorFlow sees 0" in log
+    assert "compile with --gpus 0" in log and "Epoch 1/" not in log
+    for step in ("Evaluator", "ServingCheck", "Pusher"):
+        assert run.tasks[step].state == "NOT_RUN", step
+    assert kfp_runs["versions"][3] == kfp_runs["versions"][2]  # nothing pushed

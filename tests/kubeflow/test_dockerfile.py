@@ -59,13 +59,41 @@ def test_the_image_never_receives_local_state():
 
 
 def test_image_runs_as_a_numeric_non_root_user():
-    """KFP 2.16+ sets runAsNonRoot on every step's pod; Kubernetes then refuses root and named users."""
+    """KFP does not force it (its executor template sets a seccomp profile only and its own test asserts no
+    RunAsNonRoot, argocompiler/security_context.go), but a pod or namespace that demands runAsNonRoot (Pod
+    Security "restricted") refuses root and named users; so the steps run as a numeric user."""
     dockerfile = _read("kubeflow", "Dockerfile")
     users = re.findall(r"^USER (\S+)$", dockerfile, re.M)
     assert users, "no USER: the steps would run as root"
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0
     assert dockerfile.index("USER") > dockerfile.rindex("RUN uv pip install")  # installs ran as root
+    # The folder a step starts in is the user's own (a root-owned WORKDIR is not writable by it).
+    workdirs = re.findall(r"^WORKDIR (\S+)$", dockerfile, re.M)
+    home = re.search(r"--home-dir (\S+)", dockerfile).group(1)
+    assert workdirs[-1] == home and dockerfile.rindex("WORKDIR") > dockerfile.index("USER")
+
+
+def test_the_image_build_checks_every_module_path_the_compiled_spec_names():
+    """The check the Dockerfile runs imports what the compiler puts into the spec, by the same names."""
+    from tfxflow.pipeline import definition
+    from tfxflow.pipeline.kfp import compiler, entrypoint
+
+    dockerfile = _read("kubeflow", "Dockerfile")
+    assert f"python -m {compiler.ENTRYPOINT[2]} {entrypoint.CHECK_IMAGE_FLAG}" in dockerfile
+    assert re.search(r'^ENTRYPOINT \["python", "-m", "tfxflow\.pipeline\.kfp\.entrypoint"\]$', dockerfile, re.M)
+    assert tuple(compiler.ENTRYPOINT) == ("python", "-m", "tfxflow.pipeline.kfp.entrypoint")
+    paths = entrypoint.check_image()
+    assert definition.PREPROCESSING_FN in paths and definition.RUN_FN in paths
+    # Every dotted tfxflow name the Dockerfile's comments give is importable (they went stale once).
+    import importlib
+
+    for name in re.findall(r"\btfxflow(?:\.\w+)+", dockerfile):
+        module, _, attr = name.rpartition(".")
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            assert hasattr(importlib.import_module(module), attr), name
 
 
 def test_the_environment_holds_compiled_bytecode_for_the_heavy_imports():

@@ -16,10 +16,13 @@ def test_kubeflow_compile_from_the_command_line(tmp_path):
         "compile",
         "--image",
         "registry.example.com/ml/tfxflow:0.1.0",
-        "--pipeline-root",
-        "minio://mlpipeline/v2/artifacts",
+        # A profile's run on a MinIO-era install: the root defaults to the profile's, the endpoint is MinIO's.
+        "--namespace",
+        "kubeflow-user-example-com",
+        "--kfp-version",
+        "2.14",
         "--data-root",
-        "minio://mlpipeline/data/taxi",
+        "minio://mlpipeline/private/kubeflow-user-example-com/data/taxi",
         "--mlflow-uri",
         "http://mlflow.mlflow.svc:5000",
         "--train-steps",
@@ -35,6 +38,10 @@ def test_kubeflow_compile_from_the_command_line(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # TensorFlow's start-up chatter goes to a log, kept only on failure
     assert f"spec:       {spec}" in result.stdout
+    assert "root:       minio://mlpipeline/private-artifacts/kubeflow-user-example-com/v2/artifacts\n" in result.stdout
+    pipeline_spec = next(d for d in yaml.safe_load_all(spec.read_text()) if d)
+    trainer = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]
+    assert {"name": "AWS_ENDPOINT_URL", "value": "http://minio-service.kubeflow:9000"} in trainer["env"]
     assert (
         "GPUs 4 x nvidia.com/gpu, node selector {'cloud.google.com/gke-accelerator': 'nvidia-h100-80gb'}"
         in result.stdout

@@ -108,6 +108,11 @@ def test_trainer_requests_gpus_and_lands_on_gpu_nodes(compiled):
     _, spec, platform, _ = compiled
     resources = _executor(spec, "Trainer")["container"]["resources"]
     assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
+    # The Trainer stops, saying what to check, when its pod sees fewer GPUs than it asked for.
+    custom = json.loads(
+        spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constant"]
+    )
+    assert custom["hardware"]["require_gpus"] == 2
     assert resources["cpuLimit"] == resources["cpuRequest"] == 8.0
     assert resources["memoryLimit"] == resources["memoryRequest"] == 32.0
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
@@ -192,7 +197,8 @@ def test_object_store_endpoint_and_credentials_from_the_install(compiled):
         if step in kf.TRACKING_STEPS:  # MLflow's own S3 client must not be pointed at MinIO
             assert "AWS_ENDPOINT_URL" not in env, step
             continue
-        assert env["AWS_ENDPOINT_URL"] == "http://minio-service.kubeflow:9000", step
+        # KFP 2.16+ (the default 2.17): SeaweedFS, the launcher's DefaultEndpointInMultiUserMode.
+        assert env["AWS_ENDPOINT_URL"] == "http://seaweedfs.kubeflow:9000", step
         assert {
             "secretName": "mlpipeline-minio-artifact",
             "keyToEnv": [
@@ -442,3 +448,76 @@ def test_remote_workers_need_gcs_locations(overrides, message):
     }
     with pytest.raises(ConfigError, match=message):
         kf.check_kubeflow_config(kubeflow_config(values.pop("pipeline_root"), **values))
+
+
+# The launcher's own endpoint for minio:// by release, read from kubeflow/pipelines: `minio-service.kubeflow:9000`
+# (objectstore/config.go defaultMinioEndpointInMultiUserMode, 2.5-2.14; config/env.go getDefaultMinioSessionInfo
+# with DefaultMinioEndpointInMultiUserMode, 2.15), `seaweedfs.kubeflow:9000` (DefaultEndpointInMultiUserMode,
+# 2.16 and 2.17; master after 2.17.0).
+LAUNCHER_ENDPOINTS = {
+    **{f"2.{minor}": "minio-service.kubeflow:9000" for minor in range(5, 16)},
+    **{f"2.{minor}": "seaweedfs.kubeflow:9000" for minor in range(16, 19)},
+}
+
+
+@pytest.mark.parametrize("version", sorted(LAUNCHER_ENDPOINTS, key=lambda v: int(v.split(".")[1])))
+def test_the_steps_use_the_object_store_of_the_kfp_version_they_run_on(version):
+    config = kf.check_kubeflow_config(
+        kubeflow_config("minio://mlpipeline/v2/artifacts", data_root="minio://mlpipeline/data", kfp_version=version)
+    )
+    assert config.endpoint == "http://" + LAUNCHER_ENDPOINTS[version]
+    # An endpoint given wins over the version's.
+    given = dataclasses.replace(config, s3_endpoint="http://store.example:9000")
+    assert given.endpoint == "http://store.example:9000"
+
+
+def test_kfp_versions_outside_the_table_are_refused():
+    for version in ("2.4", "2.19", "3.0", "2.16.1"):
+        with pytest.raises(ConfigError, match=f"--kfp-version '{version}': one of 2.5, 2.6,"):
+            kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts", kfp_version=version))
+
+
+# sync.py of pipelines-profile-controller (KFP 2.15+): a profile's key may Put/Get/List/Delete only these.
+PROFILE_WRITABLE = ("artifacts/", "private-artifacts/{ns}/", "private/{ns}/", "shared/")
+
+
+@pytest.mark.parametrize(
+    "flag, overrides",
+    [
+        ("--pipeline-root", {"pipeline_root": "minio://mlpipeline/v2/artifacts"}),
+        ("--pipeline-root", {"pipeline_root": "minio://mlpipeline/private-artifacts/other-team/v2/artifacts"}),
+        ("--data-root", {"data_root": "minio://mlpipeline/data/taxi"}),
+        ("--data-root", {"data_root": "minio://mlpipeline/private/team-ab/data"}),  # another profile's
+        ("--serving-dir", {"serving_dir": "minio://mlpipeline/serving"}),
+        ("--serving-data", {"serving_data_root": "minio://mlpipeline/v2/serving-logs"}),
+    ],
+)
+def test_a_profile_cannot_use_paths_outside_its_own_prefixes(flag, overrides):
+    values = dict(
+        pipeline_root=kf.profile_root("team-a"),
+        data_root="minio://mlpipeline/private/team-a/data/taxi",
+        serving_pvc="",
+        serving_dir="minio://mlpipeline/shared/serving",
+        namespace="team-a",
+    )
+    values.update(overrides)
+    root = values.pop("pipeline_root")
+    with pytest.raises(ConfigError) as refused:
+        kf.check_kubeflow_config(kubeflow_config(root, **values))
+    message = str(refused.value)
+    assert message.startswith(f"{flag} '{overrides[next(iter(overrides))]}': profile 'team-a' may only write")
+    for prefix in PROFILE_WRITABLE:
+        assert "minio://mlpipeline/" in message and prefix.format(ns="team-a") + "*" in message
+
+
+def test_a_profile_writes_under_its_own_prefixes_and_other_buckets_are_its_own_business():
+    for root, data in (
+        (kf.profile_root("team-a"), "minio://mlpipeline/private/team-a/data"),
+        ("minio://mlpipeline/artifacts/team-a", "minio://mlpipeline/shared/taxi"),
+        ("minio://team-a-bucket/v2/artifacts", "s3://elsewhere/data"),  # not the install's shared bucket
+    ):
+        config = kf.check_kubeflow_config(kubeflow_config(root, data_root=data, namespace="team-a"))
+        assert config.pipeline_root == root
+    assert kf.profile_root("team-a") == "minio://mlpipeline/private-artifacts/team-a/v2/artifacts"
+    with pytest.raises(ConfigError, match="--namespace 'Team_A' is not a valid Kubernetes namespace name"):
+        kf.check_kubeflow_config(kubeflow_config(kf.profile_root("Team_A"), namespace="Team_A"))

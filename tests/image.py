@@ -1,0 +1,262 @@
+"""The Kubeflow step image, built here without a daemon, and commands run inside it.
+
+`tensorflow/tfx:1.16.0` cannot be pulled on this machine, so `base_image()` builds a stand-in for it: a Debian 12
+rootfs from Debian's archive (debootstrap) with the machine's pyenv CPython 3.10 at `/opt/conda` (where the real
+base, Google's Deep Learning VM image `tf2-gpu.2-16.py310`, has its conda Python), `WORKDIR /tfx/src` and root
+as the user, as in TFX's own Dockerfile (tfx/tools/docker/Dockerfile at v1.16.0). What differs from the real
+base: no CUDA, cuDNN or NVIDIA driver libraries, no conda, no TFX preinstalled (the project's Dockerfile installs
+the whole lock over whatever the base has, so the same packages end up in both), no Beam worker boot binary, and
+`SSL_CERT_FILE` naming the machine's CA bundle (this machine reaches PyPI through a TLS-terminating proxy).
+
+`project_image()` then builds `kubeflow/Dockerfile` as it is, with `--build-arg BASE_IMAGE`, and
+`ImageCommand` runs a step in a container of it the way a pod runs it: the image's user, working directory and
+environment, the step's own command (a pod's `command` replaces the image's ENTRYPOINT), the given folders
+mounted, the host's network (the S3 server on 127.0.0.1).
+
+buildah (Debian's package) builds and runs as root with `--storage-driver overlay --isolation chroot`; its store
+is kept under `cache_dir()` so that an unchanged Dockerfile and context reuse every layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# What pyenv's CPython and TensorFlow's wheels load from the system (the rest is in the wheels), and the C/C++
+# compiler the lock's source-only packages (pyfarmhash, crcmod, ...) build with, which the real base has too.
+DEBIAN_PACKAGES = (
+    "g++",
+    "make",
+    "ca-certificates",
+    "libssl3",
+    "libsqlite3-0",
+    "libffi8",
+    "libbz2-1.0",
+    "liblzma5",
+    "zlib1g",
+    "libreadline8",
+    "libncursesw6",
+    "libuuid1",
+    "libgdbm6",
+)
+BASE_PYTHON = "/opt/conda"  # the Deep Learning VM image's Python prefix
+BASE_WORKDIR = "/tfx/src"  # TFX's Dockerfile
+PROJECT_TAG = "localhost/tfxflow-step:test"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+class ImageError(RuntimeError):
+    """buildah, debootstrap or a build step failed; the message holds the command and its last output."""
+
+
+def cache_dir() -> str:
+    """Where the rootfs, buildah's store and the build logs stay between runs ($TFXFLOW_IMAGE_CACHE)."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "tfxflow", "image")
+    return os.environ.get("TFXFLOW_IMAGE_CACHE", default)
+
+
+def missing_tools() -> List[str]:
+    """What building needs and this machine lacks (root, buildah, debootstrap)."""
+    missing = [tool for tool in ("buildah", "debootstrap") if shutil.which(tool) is None]
+    if os.geteuid() != 0:
+        missing.append("root (buildah's chroot isolation and debootstrap run as root)")
+    return missing
+
+
+def _buildah_argv(*args: str) -> List[str]:
+    store = os.path.join(cache_dir(), "store")
+    root, run = os.path.join(store, "root"), os.path.join(store, "run")
+    return ["buildah", "--root", root, "--runroot", run, "--storage-driver", "overlay", *args]
+
+
+def _buildah(*args: str, log: Optional[str] = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    return _run(_buildah_argv(*args), log=log, check=check, **kwargs)
+
+
+def _run(argv: Sequence[str], log: Optional[str] = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    if log is not None:
+        with open(log, "ab") as out:
+            out.write(("\n$ " + " ".join(argv) + "\n").encode())
+            out.flush()
+            result = subprocess.run(list(argv), stdout=out, stderr=subprocess.STDOUT, **kwargs)
+    else:
+        result = subprocess.run(list(argv), capture_output=True, **kwargs)
+    if check and result.returncode != 0:
+        if log is not None:
+            with open(log, "rb") as f:
+                tail = f.read()[-4000:].decode("utf-8", "replace")
+        else:
+            tail = (result.stdout or b"").decode("utf-8", "replace")[-2000:] + (result.stderr or b"").decode(
+                "utf-8", "replace"
+            )[-2000:]
+        raise ImageError(f"{' '.join(argv[:8])} ... exited with {result.returncode}:\n{tail}")
+    return result
+
+
+def image_exists(tag: str) -> bool:
+    return _buildah("inspect", "--type", "image", tag, check=False).returncode == 0
+
+
+def image_config(tag: str) -> dict:
+    """The OCI config of `tag`: User, WorkingDir, Env, Entrypoint, Cmd."""
+    out = _buildah("inspect", "--type", "image", tag).stdout
+    return json.loads(out)["OCIv1"]["config"]
+
+
+def _python_prefix() -> str:
+    """The CPython 3.10 this project's venv was made from (pyenv's build, self-contained but for system libs)."""
+    return sys.base_prefix
+
+
+def base_tag() -> str:
+    python = _python_prefix()
+    version = ".".join(map(str, sys.version_info[:3]))
+    recipe = json.dumps([DEBIAN_SUITE, DEBIAN_PACKAGES, BASE_PYTHON, BASE_WORKDIR, python, version, 2])
+    return f"localhost/tfxflow-standin-base:py{version}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
+
+
+def base_image(log: str) -> str:
+    """The stand-in for tensorflow/tfx:1.16.0 (see the module's docstring); built once, then reused."""
+    tag = base_tag()
+    if image_exists(tag):
+        return tag
+    work = os.path.join(cache_dir(), "base")
+    packages = hashlib.sha256(",".join(DEBIAN_PACKAGES).encode()).hexdigest()[:10]
+    rootfs = os.path.join(work, f"rootfs-{DEBIAN_SUITE}-{packages}")
+    done = rootfs + ".done"
+    if not os.path.exists(done):
+        shutil.rmtree(rootfs, ignore_errors=True)
+        os.makedirs(work, exist_ok=True)
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(DEBIAN_PACKAGES),
+                DEBIAN_SUITE,
+                rootfs,
+                DEBIAN_MIRROR,
+            ],
+            log=log,
+        )
+        open(done, "w").close()
+    with tempfile.TemporaryDirectory(dir=work) as context:
+        layer = os.path.join(context, "rootfs")
+        # The rootfs as debootstrap left it, plus Python; copied so the cached rootfs stays pristine.
+        _run(["cp", "-a", rootfs, layer], log=log)
+        prefix = os.path.join(layer, BASE_PYTHON.lstrip("/"))
+        shutil.copytree(
+            _python_prefix(),
+            prefix,
+            symlinks=True,
+            # This machine's site hook that adds its proxy's CA to certifi: not part of a Python.
+            ignore=shutil.ignore_patterns("_sandboxing_*", "__pycache__"),
+        )
+        _relocate_scripts(os.path.join(prefix, "bin"), _python_prefix(), BASE_PYTHON)
+        # pyenv's build links libpython by an absolute RUNPATH under /root/.pyenv; the loader's cache finds it here.
+        with open(os.path.join(layer, "etc", "ld.so.conf.d", "python.conf"), "w") as f:
+            f.write(f"{BASE_PYTHON}/lib\n")
+        _run(["chroot", layer, "/sbin/ldconfig"], log=log)
+        shutil.copy(CA_BUNDLE, os.path.join(layer, CA_BUNDLE.lstrip("/")))
+        _run(["tar", "-C", layer, "-cf", os.path.join(context, "rootfs.tar"), "."], log=log)
+        shutil.rmtree(layer)
+        with open(os.path.join(context, "Containerfile"), "w") as f:
+            f.write(
+                "FROM scratch\n"
+                "ADD rootfs.tar /\n"
+                f"ENV PATH={BASE_PYTHON}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+                f"ENV SSL_CERT_FILE={CA_BUNDLE}\n"
+                "ENV LANG=C.UTF-8\n"
+                f"WORKDIR {BASE_WORKDIR}\n"
+                'CMD ["python"]\n'
+            )
+        _buildah(
+            "bud", "--isolation", "chroot", "-t", tag, "-f", os.path.join(context, "Containerfile"), context, log=log
+        )
+    return tag
+
+
+def _relocate_scripts(bin_dir: str, old: str, new: str) -> None:
+    """Point the `#!` lines of pip and friends at the relocated interpreter."""
+    for name in os.listdir(bin_dir):
+        path = os.path.join(bin_dir, name)
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            head = f.read(2)
+            if head != b"#!":
+                continue
+            text = f.read()
+        with open(path, "wb") as f:
+            f.write(b"#!" + text.replace(old.encode(), new.encode()))
+
+
+def project_image(log: str, tag: str = PROJECT_TAG, base: Optional[str] = None) -> str:
+    """`kubeflow/Dockerfile` built as it is on the stand-in base; layers are reused while their inputs match."""
+    base = base or base_image(log)
+    _buildah(
+        "bud",
+        "--isolation",
+        "chroot",
+        "--layers",
+        "--build-arg",
+        f"BASE_IMAGE={base}",
+        "-t",
+        tag,
+        "-f",
+        os.path.join(REPO, "kubeflow", "Dockerfile"),
+        REPO,
+        log=log,
+    )
+    return tag
+
+
+class ImageCommand:
+    """Runs commands in fresh containers of one image, as a pod would: the image's user, working directory and
+    environment plus `env`; `mounts` are (host folder, container path) pairs."""
+
+    def __init__(self, tag: str, hosts: Optional[Mapping[str, str]] = None):
+        """`hosts`: name -> address entries of the containers' /etc/hosts, as a cluster's DNS would answer
+        (e.g. seaweedfs.kubeflow -> 127.0.0.1, where the tests' S3 server listens)."""
+        self.tag = tag
+        self.hosts = dict(hosts or {})
+        self.config = image_config(tag)
+
+    @property
+    def env(self) -> Dict[str, str]:
+        return dict(item.split("=", 1) for item in self.config.get("Env") or [])
+
+    def run(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        mounts: Sequence[Tuple[str, str]] = (),
+        stdout=None,
+        timeout: Optional[float] = None,
+    ) -> int:
+        added = [f"--add-host={name}:{address}" for name, address in self.hosts.items()]
+        container = _buildah("from", "--pull-never", *added, self.tag).stdout.decode().strip()
+        try:
+            args = ["run", "--isolation", "chroot", "--network", "host"]
+            for host, inside in mounts:
+                args += ["--volume", f"{host}:{inside}:rw"]
+            for key, value in env.items():
+                args += ["--env", f"{key}={value}"]
+            result = subprocess.run(
+                _buildah_argv(*args, container, "--", *argv),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+            return result.returncode
+        finally:
+            _buildah("rm", container, check=False)

@@ -1,0 +1,95 @@
+"""The project's own `kubeflow/Dockerfile`, built here on a stand-in for tensorflow/tfx:1.16.0 (tests/image.py),
+and the compiled taxi pipeline's three runs (tests/kubeflow/test_compiled_pipeline_e2e.py) with every step in a
+container of that image: its user (1000), working directory, environment and Python, not this machine's.
+
+Two installs: KFP 2.17 (SeaweedFS, the current default) and 2.14 (MinIO). Each spec is compiled for its version
+with no endpoint, so the steps reach the store by the service name that version's launcher uses
+(`seaweedfs.kubeflow:9000`, `minio-service.kubeflow:9000`); the containers' hosts file points that name at the
+S3 server, which listens on 127.0.0.1:9000.
+
+`make test-image` runs these (`-m image`; root, buildah and debootstrap, which `make system-deps` installs); the
+first build takes minutes, later ones reuse every layer whose inputs did not change.
+"""
+
+import pytest
+
+from tests import helpers, image
+from tests.kubeflow import test_compiled_pipeline_e2e as e2e
+from tfxflow.pipeline.kfp import compiler as kf
+
+pytestmark = [pytest.mark.e2e, pytest.mark.image]
+
+STORE_PORT = 9000  # the port of both services
+STORE_HOST = {"2.17": "seaweedfs.kubeflow", "2.14": "minio-service.kubeflow"}
+
+
+@pytest.fixture(scope="session")
+def step_image(tmp_path_factory):
+    """The step image's tag; its build log is image-build.log under the session's temporary folder."""
+    missing = image.missing_tools()
+    assert not missing, f"building the step image needs {missing}: `make system-deps` as root installs them"
+    log = str(tmp_path_factory.getbasetemp() / "image-build.log")
+    return image.project_image(log)
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1:9000, where the install's store listens."""
+    server = helpers.S3Server(str(tmp_path_factory.mktemp("store")))
+    server.port = STORE_PORT
+    server.endpoint = f"http://127.0.0.1:{STORE_PORT}"
+    try:
+        server.start()
+    except Exception as e:  # a clear message, not a hang, when something else has the port
+        raise AssertionError(f"cannot serve the object store on 127.0.0.1:{STORE_PORT}: {e}") from e
+    yield server
+    server.stop()
+
+
+def test_the_image_runs_steps_as_its_user_in_a_writable_folder_with_its_own_python(step_image, tmp_path):
+    config = image.image_config(step_image)
+    assert config["User"] == "1000:1000" and config["WorkingDir"] == "/home/tfxflow"
+    assert config["Entrypoint"] == list(kf.ENTRYPOINT)
+    probe = (
+        "import os, sys, tempfile, tensorflow_text, tfxflow.pipeline.kfp.entrypoint as e; "
+        "tempfile.NamedTemporaryFile(dir=os.getcwd()); "
+        "print(os.getuid(), os.getcwd(), sys.executable, e.__file__)"
+    )
+    with open(tmp_path / "probe.txt", "w+b") as f:
+        code = image.ImageCommand(step_image).run(["python", "-c", probe], {}, stdout=f)
+        f.seek(0)
+        text = f.read().decode()
+    assert code == 0, text
+    uid, cwd, python, module = text.split()[-4:]
+    assert (uid, cwd, python) == ("1000", "/home/tfxflow", "/opt/conda/bin/python")
+    # The project as installed in the image, not this checkout.
+    assert module.startswith("/opt/conda/lib/python3.10/site-packages/tfxflow/"), module
+
+
+@pytest.fixture(scope="module", params=sorted(STORE_HOST, reverse=True), ids=lambda v: f"kfp-{v}")
+def kfp_runs(request, step_image, store, tmp_path_factory):
+    version = request.param
+    command = image.ImageCommand(step_image, hosts={STORE_HOST[version]: "127.0.0.1"})
+    jobs, details = e2e.jobs(tmp_path_factory.mktemp(f"kfp-{version}"), store, image=command, kfp_version=version)
+    assert details["config"].endpoint == f"http://{STORE_HOST[version]}:{STORE_PORT}"
+    try:
+        results = jobs["runs"]()
+        with helpers.environment(store.env):
+            e2e.object_store.clear_client_cache()
+            yield {**results, **details, "mlflow": e2e.MlflowClient(details["mlflow_server"].uri)}
+    finally:
+        details["mlflow_server"].stop()
+        e2e.object_store.clear_client_cache()
+
+
+# The three runs' checks, the same as on the host (tests/kubeflow/test_compiled_pipeline_e2e.py), in run order.
+def test_first_run_pushes_a_model_that_predicts_and_records_mlflow(kfp_runs):
+    e2e.test_first_run_pushes_a_model_that_predicts_and_records_mlflow(kfp_runs)
+
+
+def test_drifted_data_is_refused_by_the_gate_and_nothing_is_pushed(kfp_runs):
+    e2e.test_drifted_data_is_refused_by_the_gate_and_nothing_is_pushed(kfp_runs)
+
+
+def test_third_run_compares_with_the_first_runs_served_model_and_data(kfp_runs):
+    e2e.test_third_run_compares_with_the_first_runs_served_model_and_data(kfp_runs)
