@@ -23,7 +23,13 @@ INTEGRATION_FIXTURES = frozenset(
 )
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    # The step image's tests (root, buildah, minutes of build) run only when asked for: `make test-image`.
+    if "image" not in (config.getoption("markexpr") or ""):
+        image = [item for item in items if item.get_closest_marker("image")]
+        if image:
+            config.hook.pytest_deselected(items=image)
+            items[:] = [item for item in items if not item.get_closest_marker("image")]
     for item in items:
         if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.integration)

@@ -8,7 +8,7 @@ import os
 import random
 import subprocess
 import sys
-from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from google.protobuf import text_format
@@ -301,9 +301,11 @@ class S3Server(LocalServer):
     SECRET_KEY = "tfxflow-test-secret"
     NAME = "moto_server"
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, host: str = "127.0.0.1", port: Optional[int] = None):
+        """`host`: another loopback address (127.0.0.2, ...) lets two servers listen on the same port."""
         super().__init__(folder)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.host, self.port = host, port or self.port
+        self.endpoint = f"http://{host}:{self.port}"
 
     @property
     def env(self) -> Dict[str, str]:
@@ -331,7 +333,7 @@ class S3Server(LocalServer):
         # Path-style for any host name, as MinIO and SeaweedFS serve it: moto would otherwise take the first
         # label of a name such as seaweedfs.kubeflow for a bucket (virtual-hosted style).
         env = {**os.environ, "S3_IGNORE_SUBDOMAIN_BUCKETNAME": "true"}
-        self._launch([moto, "-H", "127.0.0.1", "-p", str(self.port)], timeout, env=env)
+        self._launch([moto, "-H", self.host, "-p", str(self.port)], timeout, env=env)
         return self
 
     def _ready(self) -> bool:

@@ -2,10 +2,10 @@
 and the compiled taxi pipeline's three runs (tests/kubeflow/test_compiled_pipeline_e2e.py) with every step in a
 container of that image: its user (1000), working directory, environment and Python, not this machine's.
 
-Two installs: KFP 2.17 (SeaweedFS, the current default) and 2.14 (MinIO). Each spec is compiled for its version
-with no endpoint, so the steps reach the store by the service name that version's launcher uses
-(`seaweedfs.kubeflow:9000`, `minio-service.kubeflow:9000`); the containers' hosts file points that name at the
-S3 server, which listens on 127.0.0.1:9000.
+Two installs: KFP 2.17 (SeaweedFS, the current default) and 2.14 (MinIO), side by side (one core each). Each
+spec is compiled for its version with no endpoint, so the steps reach the store by the service name that
+version's launcher uses (`seaweedfs.kubeflow:9000`, `minio-service.kubeflow:9000`); the containers' hosts file
+points that name at the install's own S3 server, listening on port 9000 of its own loopback address.
 
 `make test-image` runs these (`-m image`; root, buildah and debootstrap, which `make system-deps` installs); the
 first build takes minutes, later ones reuse every layer whose inputs did not change.
@@ -20,7 +20,8 @@ from tfxflow.pipeline.kfp import compiler as kf
 pytestmark = [pytest.mark.e2e, pytest.mark.image]
 
 STORE_PORT = 9000  # the port of both services
-STORE_HOST = {"2.17": "seaweedfs.kubeflow", "2.14": "minio-service.kubeflow"}
+# Per install: the name its launcher and steps use for the store, and the loopback address its server takes.
+INSTALLS = {"2.17": ("seaweedfs.kubeflow", "127.0.0.2"), "2.14": ("minio-service.kubeflow", "127.0.0.3")}
 
 
 @pytest.fixture(scope="session")
@@ -33,17 +34,33 @@ def step_image(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def store(tmp_path_factory):
-    """moto's S3 server on 127.0.0.1:9000, where the install's store listens."""
-    server = helpers.S3Server(str(tmp_path_factory.mktemp("store")))
-    server.port = STORE_PORT
-    server.endpoint = f"http://127.0.0.1:{STORE_PORT}"
+def installs(step_image, tmp_path_factory):
+    """Both installs' three runs, started at once on a pool of two threads; {version: (future, details)}."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(INSTALLS), thread_name_prefix="install")
+    started, stores = {}, []
     try:
-        server.start()
-    except Exception as e:  # a clear message, not a hang, when something else has the port
-        raise AssertionError(f"cannot serve the object store on 127.0.0.1:{STORE_PORT}: {e}") from e
-    yield server
-    server.stop()
+        for version, (name, address) in INSTALLS.items():
+            store = helpers.S3Server(str(tmp_path_factory.mktemp(f"store-{version}")), host=address, port=STORE_PORT)
+            try:
+                store.start()
+            except Exception as e:  # a clear message, not a hang, when something else has the address
+                raise AssertionError(f"cannot serve the object store on {address}:{STORE_PORT}: {e}") from e
+            stores.append(store)
+            command = image.ImageCommand(step_image, hosts={name: address})
+            jobs, details = e2e.jobs(
+                tmp_path_factory.mktemp(f"kfp-{version}"), store, image=command, kfp_version=version
+            )
+            assert details["config"].endpoint == f"http://{name}:{STORE_PORT}"
+            started[version] = (pool.submit(jobs["runs"]), details)
+        yield started
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for _, details in started.values():
+            details["mlflow_server"].stop()
+        for store in stores:
+            store.stop()
 
 
 def test_the_image_runs_steps_as_its_user_in_a_writable_folder_with_its_own_python(step_image, tmp_path):
@@ -66,20 +83,16 @@ def test_the_image_runs_steps_as_its_user_in_a_writable_folder_with_its_own_pyth
     assert module.startswith("/opt/conda/lib/python3.10/site-packages/tfxflow/"), module
 
 
-@pytest.fixture(scope="module", params=sorted(STORE_HOST, reverse=True), ids=lambda v: f"kfp-{v}")
-def kfp_runs(request, step_image, store, tmp_path_factory):
-    version = request.param
-    command = image.ImageCommand(step_image, hosts={STORE_HOST[version]: "127.0.0.1"})
-    jobs, details = e2e.jobs(tmp_path_factory.mktemp(f"kfp-{version}"), store, image=command, kfp_version=version)
-    assert details["config"].endpoint == f"http://{STORE_HOST[version]}:{STORE_PORT}"
-    try:
-        results = jobs["runs"]()
-        with helpers.environment(store.env):
-            e2e.object_store.clear_client_cache()
-            yield {**results, **details, "mlflow": e2e.MlflowClient(details["mlflow_server"].uri)}
-    finally:
-        details["mlflow_server"].stop()
+@pytest.fixture(scope="module", params=sorted(INSTALLS, reverse=True), ids=lambda v: f"kfp-{v}")
+def kfp_runs(request, installs):
+    future, details = installs[request.param]
+    results = future.result()
+    with helpers.environment(details["s3"].env):
         e2e.object_store.clear_client_cache()
+        try:
+            yield {**results, **details, "mlflow": e2e.MlflowClient(details["mlflow_server"].uri)}
+        finally:
+            e2e.object_store.clear_client_cache()
 
 
 # The three runs' checks, the same as on the host (tests/kubeflow/test_compiled_pipeline_e2e.py), in run order.
