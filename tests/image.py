@@ -72,10 +72,18 @@ def missing_tools() -> List[str]:
     return missing
 
 
+def storage_driver() -> str:
+    """overlay, unless the cache folder is itself on overlayfs (a machine that is a container), where overlay
+    cannot stack and buildah needs vfs (every layer a full copy)."""
+    os.makedirs(cache_dir(), exist_ok=True)
+    kind = subprocess.run(["stat", "-f", "-c", "%T", cache_dir()], capture_output=True, text=True).stdout.strip()
+    return "vfs" if kind == "overlayfs" else "overlay"
+
+
 def _buildah_argv(*args: str) -> List[str]:
     store = os.path.join(cache_dir(), "store")
     root, run = os.path.join(store, "root"), os.path.join(store, "run")
-    return ["buildah", "--root", root, "--runroot", run, "--storage-driver", "overlay", *args]
+    return ["buildah", "--root", root, "--runroot", run, "--storage-driver", storage_driver(), *args]
 
 
 def _buildah(*args: str, log: Optional[str] = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
@@ -113,8 +121,15 @@ def image_config(tag: str) -> dict:
 
 
 def _python_prefix() -> str:
-    """The CPython 3.10 this project's venv was made from (pyenv's build, self-contained but for system libs)."""
-    return sys.base_prefix
+    """The CPython 3.10 this project's venv was made from: a self-contained build (pyenv's, or uv's), whose
+    prefix holds nothing but that Python; a system Python (/usr, /usr/local) is not copied whole."""
+    prefix = sys.base_prefix
+    if prefix in ("/usr", "/usr/local", "/"):
+        raise ImageError(
+            f"the venv's Python lives in {prefix}, shared with the system: the stand-in base copies a "
+            "self-contained Python's prefix (pyenv's 3.10, as .python-version selects)"
+        )
+    return prefix
 
 
 def base_tag() -> str:

@@ -95,10 +95,10 @@ Where this differs from a cluster (what this does not cover):
   `python`/`python3` is replaced by `LocalKfp(python=...)`; the working directory is a fresh folder per task.
   In the image (tests/image.py's ImageCommand, a buildah container per step): the image's user, working
   directory, environment and Python; the pod's environment is the image's plus what the spec and secrets set
-  (not this process's); the launcher's folders are at their real paths (/minio, /s3, /gcs, /tmp/kfp), owned by
-  the image's user; each claim's host folder is mounted at its mountPath (a new claim's root world-writable,
-  as dynamic provisioners make it); the network is this machine's, so names of cluster services resolve only
-  as the ImageCommand's hosts entries say.
+  (not this process's); the launcher's folders are at their real paths (/minio, /s3, /gcs; /tmp/kfp inside the
+  image's own /tmp), owned by the image's user; each claim's host folder is mounted at its mountPath (a new
+  claim's root world-writable, as dynamic provisioners make it); the network is this machine's, so names of
+  cluster services resolve only as the ImageCommand's hosts entries say.
 - MLMD and the KFP cache table are in-memory (per LocalKfp); ids count from 1; DAG states, pod names and the
   UI are not modelled. The pod log is `TaskResult.log_path`: launcher/driver messages of this harness plus the
   command's output.
@@ -1026,7 +1026,7 @@ class LocalKfp:
             import boto3
             from botocore.config import Config
 
-            self._client = boto3.client(
+            self._client = boto3.session.Session().client(  # a session per client: LocalKfps on threads
                 "s3",
                 endpoint_url=self.s3_env["AWS_ENDPOINT_URL"],
                 aws_access_key_id=self.s3_env.get("AWS_ACCESS_KEY_ID"),
@@ -1038,12 +1038,16 @@ class LocalKfp:
 
     def _s3_by_providers(self, config: _BucketConfig):
         params = _s3_provider_params(self.providers)
-        if params is None or params["fromEnv"] == "true":
+        if params is None:
             raise _TaskError(
-                f'failed to open bucket "{config.bucket}": no kfp-launcher providers entry for s3:// (or '
-                "credentials fromEnv), so the launcher's S3 client is built from its own environment, in which "
-                "KFP sets no endpoint, region or credentials (config/s3.go ProvideSessionInfo, "
-                "objectstore/object_store.go)"
+                f'failed to open bucket "{config.bucket}": no kfp-launcher providers entry for s3://, so the '
+                "launcher's S3 client is built from its own environment, in which KFP sets no endpoint, region "
+                "or credentials (config/s3.go ProvideSessionInfo, objectstore/object_store.go)"
+            )
+        if params["fromEnv"] == "true":
+            raise NotEmulated(
+                "credentials fromEnv: the launcher's own identity (an IAM role for its service account) is not "
+                "emulated; give the providers entry a secretRef"
             )
         if self._provider_client is None:
             import boto3
@@ -1056,7 +1060,7 @@ class LocalKfp:
                     f'failed to get credentials from secret "{params["secretName"]}": keys {missing} not found'
                 )
             scheme = "http" if params["disableSSL"] == "true" else "https"
-            self._provider_client = boto3.client(
+            self._provider_client = boto3.session.Session().client(  # a session per client: threads
                 "s3",
                 endpoint_url=f"{scheme}://{params['endpoint']}",
                 aws_access_key_id=secret[params["accessKeyKey"]],
@@ -1684,7 +1688,15 @@ class LocalKfp:
             for folder, _, files in os.walk(local_root):
                 for path in [folder, *(os.path.join(folder, f) for f in files)]:
                     os.lchown(path, int(uid), int(gid or uid))
-        volumes = [(os.path.join(local_root, top), "/" + top) for top in sorted(os.listdir(local_root))]
+        # KFP's emptyDirs are /minio, /s3, /gcs (argocompiler/container.go); the parameter files' /tmp/kfp and
+        # the executor output's folder are in the container's own /tmp, which stays the image's.
+        volumes = []
+        for top in sorted(os.listdir(local_root)):
+            if top == "tmp":
+                tmp = os.path.join(local_root, "tmp")
+                volumes += [(os.path.join(tmp, sub), "/tmp/" + sub) for sub in sorted(os.listdir(tmp))]
+            else:
+                volumes.append((os.path.join(local_root, top), "/" + top))
         volumes += [(m["mountPath"], m["mountPath"]) for m in mounts]
         return self.image.run(
             [pod_paths(a) for a in argv],
@@ -1774,7 +1786,7 @@ class LocalKfp:
 
 
 def _qualify_executor_logs(executor_input: dict, retry_index: str) -> None:
-    """launcher_v2.go qualifyExecutorLogsURI (2.17.0 on): the executor-logs artifact's URI (and custom path)
+    """launcher_v2.go qualifyExecutorLogsURI (2.16.1 on): the executor-logs artifact's URI (and custom path)
     gets "-<retry index>", once, before the command's placeholders are compiled."""
     entry = ((executor_input.get("outputs") or {}).get("artifacts") or {}).get(EXECUTOR_LOGS)
     if not entry or len(entry.get("artifacts") or []) != 1:

@@ -143,8 +143,8 @@ def check_gpus(config: HardwareConfig, environ: Mapping[str, str] = os.environ) 
     raise MissingGpuError(
         f"the Trainer requires {config.require_gpus} GPU(s) and TensorFlow sees {seen} "
         f"({'; '.join(f for f in facts if f)}). On Kubernetes: the node's NVIDIA device plugin, the pod's "
-        "NVIDIA runtime (RuntimeClass) and an image with CUDA (tensorflow/tfx:1.16.0 has it); to train on CPUs "
-        "instead, compile with --gpus 0"
+        "NVIDIA runtime (RuntimeClass) and an image with CUDA (tensorflow/tfx:1.16.0 has it). To train on CPUs "
+        "instead: compile with --gpus 0 (Kubeflow), or run without --require-gpus (a local run)"
     )
 
 

@@ -667,8 +667,9 @@ def run_fn(fn_args) -> None:
     hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
     train_params = TrainParams.from_dict(custom.get("training", {}))
     hardware_lib.configure_devices(hardware)
-    hardware_lib.check_gpus(hardware)
-    strategy = hardware_lib.make_strategy()
+    strategy = hardware_lib.make_strategy()  # first: MultiWorkerMirroredStrategy needs an untouched runtime
+    if hardware.require_gpus:
+        hardware_lib.check_gpus(hardware)
     policy = hardware_lib.resolve_precision(hardware.precision)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     text.load_ops_for(tf_transform_output.transform_savedmodel_dir)

@@ -132,7 +132,7 @@ def _add_compile(comp) -> None:
         "--pipeline-root",
         metavar="URI",
         help=f"gs://, s3:// or minio:// (default: open-source Kubeflow's {DEFAULT_PIPELINE_ROOT}, or with "
-        "--namespace the profile's minio://mlpipeline/private-artifacts/<namespace>/v2/artifacts)",
+        "--namespace on KFP 2.15+ the profile's minio://mlpipeline/private-artifacts/<namespace>/v2/artifacts)",
     )
     where.add_argument(
         "--data-root",
@@ -270,7 +270,8 @@ def _compile(args: argparse.Namespace) -> int:
     )
     pipeline_name = shared.pipeline_name or f"tfxflow-{shared.dataset}"
     beam, beam_mode, beam_workers = common.beam_runner(args, kubeflow=True)
-    default_root = kf.profile_root(args.namespace) if args.namespace else kf.DEFAULT_PIPELINE_ROOT
+    profile = args.namespace and kf.profile_paths_apply(args.kfp_version)
+    default_root = kf.profile_root(args.namespace) if profile else kf.DEFAULT_PIPELINE_ROOT
     root = (args.pipeline_root or default_root).rstrip("/")
     serving_dir = args.serving_dir or (
         f"{args.serving_mount.rstrip('/')}/models" if args.serving_pvc else f"{root}/serving"

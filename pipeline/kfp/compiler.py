@@ -51,7 +51,9 @@ PIPELINE_ROOT_SCHEMES = object_store.REMOTE_SCHEMES  # what KFP's launcher uploa
 # service from 2.16 (kubeflow/pipelines#12613 removed the alias). The steps' own S3 calls use the same one.
 MINIO_ENDPOINT = object_store.KUBEFLOW_MINIO_ENDPOINT
 SEAWEEDFS_ENDPOINT = object_store.KUBEFLOW_SEAWEEDFS_ENDPOINT
-KFP_VERSIONS = tuple(f"2.{minor}" for minor in range(5, 19))  # 2.5 (pipeline_job_uuid) to 2.18
+# The backend releases (kubeflow/pipelines tags: 2.0.0 to 2.5.0, then 2.14.0 to 2.17.0).
+KFP_VERSIONS = ("2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.14", "2.15", "2.16", "2.17")
+PROFILE_POLICY_FROM = 15  # KFP 2.15: per-profile store keys and prefixes (pipelines-profile-controller/sync.py)
 KFP_VERSION = "2.17"  # the current release
 DEFAULT_PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"  # backend/src/v2/config/env.go
 BUCKET = "mlpipeline"
@@ -155,8 +157,8 @@ class KubeflowConfig(SharedConfig):
     namespace: str = setting(
         "",
         metavar="NAME",
-        help="the profile namespace of multi-user Kubeflow the runs belong to: minio:// paths must be the "
-        "profile's own, and the default --pipeline-root is its root",
+        help="the profile namespace of multi-user Kubeflow the runs belong to: from KFP 2.15, minio:// paths must "
+        "be the profile's own, and the default --pipeline-root is its root",
     )
     object_store_secret: str = setting(
         OBJECT_STORE_SECRET,
@@ -207,8 +209,16 @@ _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 def kfp_object_store(version: str) -> str:
     """The endpoint KFP `version`'s launcher uses for minio:// (MinIO's service up to 2.15, SeaweedFS's after)."""
-    minor = int(version.split(".")[1])
-    return MINIO_ENDPOINT if minor <= 15 else SEAWEEDFS_ENDPOINT
+    return MINIO_ENDPOINT if _minor(version) <= 15 else SEAWEEDFS_ENDPOINT
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def profile_paths_apply(version: str) -> bool:
+    """Whether KFP `version` gives each profile its own store prefixes (2.15 and later)."""
+    return _minor(version) >= PROFILE_POLICY_FROM
 
 
 def profile_root(namespace: str) -> str:
@@ -219,6 +229,12 @@ def profile_root(namespace: str) -> str:
 def profile_prefixes(namespace: str) -> Tuple[str, ...]:
     """Where a profile's object-store key may write in the `mlpipeline` bucket (sync.py's policy, KFP 2.15+)."""
     return ("artifacts/", f"private-artifacts/{namespace}/", f"private/{namespace}/", "shared/")
+
+
+def usable_gpus(config: "KubeflowConfig") -> int:
+    """The GPUs the Trainer's pod gets and may use: --gpus, fewer when --visible-gpus names fewer."""
+    visible = config.training.hardware.visible_gpus
+    return config.gpus if visible is None else min(config.gpus, len(visible))
 
 
 def _check_profile_paths(config: "KubeflowConfig") -> None:
@@ -326,10 +342,16 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
         raise ConfigError("--gpus must be >= 0")
     if config.kfp_version not in KFP_VERSIONS:
         raise ConfigError(f"--kfp-version '{config.kfp_version}': one of {', '.join(KFP_VERSIONS)}")
+    if config.s3_endpoint and not re.fullmatch(r"https?://[^/\s:]+(:[0-9]+)?/?", config.s3_endpoint):
+        raise ConfigError(
+            f"--s3-endpoint '{config.s3_endpoint}': expected http://host[:port] or https://host[:port] "
+            "(the steps' S3 client and the launcher's providers entry both need the scheme)"
+        )
     if config.namespace:
         if not _K8S_NAME.match(config.namespace):
             raise ConfigError(f"--namespace '{config.namespace}' is not a valid Kubernetes namespace name")
-        _check_profile_paths(config)
+        if profile_paths_apply(config.kfp_version):
+            _check_profile_paths(config)
     check_shared(config.training, config.evaluation, config.features)
     beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
@@ -354,7 +376,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     hardware = config.training.hardware
     training = dataclasses.replace(
         config.training,
-        hardware=dataclasses.replace(hardware, require_gpus=max(hardware.require_gpus, config.gpus)),
+        hardware=dataclasses.replace(hardware, require_gpus=max(hardware.require_gpus, usable_gpus(config))),
     )
     return dataclasses.replace(
         config,

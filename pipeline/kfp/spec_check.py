@@ -1258,8 +1258,10 @@ class _Checker:
             self.add(
                 where,
                 "security-context",
-                "securityContext sets runAsUser 0 with runAsNonRoot true; the driver fails: 'runAsUser=0 "
-                "(root) is not allowed: runAsNonRoot is true; use a non-root UID instead' (v2/driver/k8s.go "
+                "securityContext sets runAsUser 0 with runAsNonRoot true; the pod never starts: released "
+                "backends (up to 2.17.0) create it and the kubelet refuses it (CreateContainerConfigError: "
+                "container has runAsNonRoot and image will run as root), KFP master's driver refuses it first "
+                "('runAsUser=0 (root) is not allowed: runAsNonRoot is true', v2/driver/k8s.go "
                 "extendPodSpecPatch). Fix: a non-root runAsUser (the tfxflow image's is 1000).",
             )
         for entry in _list(config.get("secretAsEnv")):

@@ -111,8 +111,9 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION):
     )
     root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
 
-    # The same pipeline compiled for a GPU Trainer (--gpus 1), for the run on this machine, which has none.
-    gpu_spec = kf.compile_pipeline(dataclasses.replace(config, gpus=1), str(base / "taxi-gpu.yaml")).path
+    # The same pipeline compiled for a GPU Trainer asking for one GPU more than this machine has (it has none).
+    gpus = len(tf.config.list_physical_devices("GPU")) + 1
+    gpu_spec = kf.compile_pipeline(dataclasses.replace(config, gpus=gpus), str(base / "taxi-gpu.yaml")).path
 
     def three_runs():
         runs, versions = [], []
@@ -230,9 +231,10 @@ def test_a_trainer_pod_without_its_gpu_stops_and_says_what_to_check(kfp_runs):
     NVIDIA runtime): the Trainer refuses before training instead of running for hours on the CPU."""
     run = kfp_runs["gpu_run"]
     assert run.state == "FAILED" and run.failed_task == "Trainer", [(n, t.state) for n, t in run.tasks.items()]
-    assert run.tasks["Trainer"].pod["resources"]["accelerator"] == {"type": "nvidia.com/gpu", "count": "1"}
+    gpus = len(tf.config.list_physical_devices("GPU")) + 1
+    assert run.tasks["Trainer"].pod["resources"]["accelerator"] == {"type": "nvidia.com/gpu", "count": str(gpus)}
     log = run.log("Trainer")
-    assert "MissingGpuError: the Trainer requires 1 GPU(s) and TensorFlow sees 0" in log
+    assert f"MissingGpuError: the Trainer requires {gpus} GPU(s) and TensorFlow sees {gpus - 1}" in log
     assert "compile with --gpus 0" in log and "Epoch 1/" not in log
     for step in ("Evaluator", "ServingCheck", "Pusher"):
         assert run.tasks[step].state == "NOT_RUN", step

@@ -57,13 +57,19 @@ def test_unknown_key_is_an_error_naming_it():
 
 @pytest.mark.integration
 def test_a_trainer_that_requires_gpus_stops_where_tensorflow_sees_none():
-    """On this CPU-only machine: what a Kubeflow Trainer pod without its GPUs would say, before any training."""
-    assert hardware.check_gpus(hardware.HardwareConfig()) == 0
+    """What a Kubeflow Trainer pod without its GPUs says, before any training: asked for one more GPU than this
+    machine has."""
+    import tensorflow as tf
+
+    seen = len(tf.config.list_logical_devices("GPU"))
+    assert hardware.check_gpus(hardware.HardwareConfig(require_gpus=seen)) == seen
     with pytest.raises(hardware.MissingGpuError) as refused:
-        hardware.check_gpus(hardware.HardwareConfig(require_gpus=1), environ={"CUDA_VISIBLE_DEVICES": "-1"})
+        hardware.check_gpus(hardware.HardwareConfig(require_gpus=seen + 1), environ={"CUDA_VISIBLE_DEVICES": "7"})
     message = str(refused.value)
-    assert message.startswith("the Trainer requires 1 GPU(s) and TensorFlow sees 0 (CUDA_VISIBLE_DEVICES='-1'; ")
-    assert "no /dev/nvidia0 in the container" in message and "libnvidia-ml.so.1" in message
-    assert "compile with --gpus 0" in message
+    assert message.startswith(f"the Trainer requires {seen + 1} GPU(s) and TensorFlow sees {seen} (")
+    assert "CUDA_VISIBLE_DEVICES='7'" in message and "/dev/nvidia0" in message
+    if not seen:  # this machine: no device node, no driver library
+        assert "no /dev/nvidia0 in the container" in message and "libnvidia-ml.so.1" in message
+    assert "compile with --gpus 0 (Kubeflow), or run without --require-gpus" in message
     with pytest.raises(ValueError, match="require_gpus must be >= 0"):
         hardware.HardwareConfig(require_gpus=-1)

@@ -16,11 +16,12 @@ def test_kubeflow_compile_from_the_command_line(tmp_path):
         "compile",
         "--image",
         "registry.example.com/ml/tfxflow:0.1.0",
-        # A profile's run on a MinIO-era install: the root defaults to the profile's, the endpoint is MinIO's.
+        # A profile's run on KFP 2.15 (profiles' own prefixes, the store still named minio-service): the root
+        # defaults to the profile's.
         "--namespace",
         "kubeflow-user-example-com",
         "--kfp-version",
-        "2.14",
+        "2.15",
         "--data-root",
         "minio://mlpipeline/private/kubeflow-user-example-com/data/taxi",
         "--mlflow-uri",

@@ -450,13 +450,13 @@ def test_remote_workers_need_gcs_locations(overrides, message):
         kf.check_kubeflow_config(kubeflow_config(values.pop("pipeline_root"), **values))
 
 
-# The launcher's own endpoint for minio:// by release, read from kubeflow/pipelines: `minio-service.kubeflow:9000`
-# (objectstore/config.go defaultMinioEndpointInMultiUserMode, 2.5-2.14; config/env.go getDefaultMinioSessionInfo
-# with DefaultMinioEndpointInMultiUserMode, 2.15), `seaweedfs.kubeflow:9000` (DefaultEndpointInMultiUserMode,
-# 2.16 and 2.17; master after 2.17.0).
+# The launcher's own endpoint for minio:// by release, read from kubeflow/pipelines' tags: `minio-service.kubeflow:9000`
+# (objectstore defaultMinioEndpointInMultiUserMode, 2.0.0 to 2.14.x; config/env.go getDefaultMinioSessionInfo with
+# DefaultMinioEndpointInMultiUserMode, 2.15.0), `seaweedfs.kubeflow:9000` (DefaultEndpointInMultiUserMode, 2.16.0,
+# 2.16.1, 2.17.0 and master after it).
 LAUNCHER_ENDPOINTS = {
-    **{f"2.{minor}": "minio-service.kubeflow:9000" for minor in range(5, 16)},
-    **{f"2.{minor}": "seaweedfs.kubeflow:9000" for minor in range(16, 19)},
+    **{f"2.{minor}": "minio-service.kubeflow:9000" for minor in (0, 1, 2, 3, 4, 5, 14, 15)},
+    **{f"2.{minor}": "seaweedfs.kubeflow:9000" for minor in (16, 17)},
 }
 
 
@@ -471,10 +471,17 @@ def test_the_steps_use_the_object_store_of_the_kfp_version_they_run_on(version):
     assert given.endpoint == "http://store.example:9000"
 
 
-def test_kfp_versions_outside_the_table_are_refused():
-    for version in ("2.4", "2.19", "3.0", "2.16.1"):
-        with pytest.raises(ConfigError, match=f"--kfp-version '{version}': one of 2.5, 2.6,"):
+def test_kfp_versions_that_were_never_released_are_refused():
+    assert set(kf.KFP_VERSIONS) == set(LAUNCHER_ENDPOINTS)
+    for version in ("1.8", "2.6", "2.13", "2.18", "3.0", "2.16.1"):
+        with pytest.raises(ConfigError, match=f"--kfp-version '{version}': one of 2.0, 2.1,"):
             kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts", kfp_version=version))
+
+
+@pytest.mark.parametrize("endpoint", ["store:9000", "ftp://store:21", "http://", "http://store:9000/path"])
+def test_an_s3_endpoint_needs_a_scheme_and_a_host(endpoint):
+    with pytest.raises(ConfigError, match="expected http://host"):
+        kf.check_kubeflow_config(kubeflow_config("s3://ml/root", s3_endpoint=endpoint))
 
 
 # sync.py of pipelines-profile-controller (KFP 2.15+): a profile's key may Put/Get/List/Delete only these.
@@ -519,5 +526,24 @@ def test_a_profile_writes_under_its_own_prefixes_and_other_buckets_are_its_own_b
         config = kf.check_kubeflow_config(kubeflow_config(root, data_root=data, namespace="team-a"))
         assert config.pipeline_root == root
     assert kf.profile_root("team-a") == "minio://mlpipeline/private-artifacts/team-a/v2/artifacts"
+    # Before KFP 2.15 a profile's pods share the install's key: no prefix is refused.
+    shared = kubeflow_config("minio://mlpipeline/v2/artifacts", data_root="minio://mlpipeline/data/taxi")
+    for version in ("2.5", "2.14"):
+        config = kf.check_kubeflow_config(dataclasses.replace(shared, namespace="team-a", kfp_version=version))
+        assert config.pipeline_root == "minio://mlpipeline/v2/artifacts"
+    with pytest.raises(ConfigError, match="profile 'team-a' may only write"):
+        kf.check_kubeflow_config(dataclasses.replace(shared, namespace="team-a", kfp_version="2.15"))
     with pytest.raises(ConfigError, match="--namespace 'Team_A' is not a valid Kubernetes namespace name"):
         kf.check_kubeflow_config(kubeflow_config(kf.profile_root("Team_A"), namespace="Team_A"))
+
+
+def test_the_trainer_requires_the_gpus_it_requests_and_may_use():
+    from tfxflow.components.model.hardware import HardwareConfig
+
+    config = kubeflow_config("minio://mlpipeline/v2/artifacts", gpus=4)
+    assert kf.check_kubeflow_config(config).training.hardware.require_gpus == 4
+    narrowed = dataclasses.replace(
+        config, training=dataclasses.replace(config.training, hardware=HardwareConfig(visible_gpus=(0, 1)))
+    )
+    assert kf.check_kubeflow_config(narrowed).training.hardware.require_gpus == 2
+    assert kf.check_kubeflow_config(dataclasses.replace(config, gpus=0)).training.hardware.require_gpus == 0
