@@ -14,7 +14,7 @@ help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit, integration, end-to-end; installs chromium for the page tests)"
 	@echo "                but the step image's: make test-image (builds kubeflow/Dockerfile, runs the pipeline in it)"
-	@echo "make test-fast  run the unit tests only (no server, no TFX run: about 80 seconds)"
+	@echo "make test-fast  run the unit tests only (no server, no TFX run: about 75 seconds)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline vs. Google's taxi pipeline, cached re-run, a run per task, 1x/10x/100x data (about\n                 14 min); ARGS=\"--scale 1000\" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"

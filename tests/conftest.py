@@ -119,7 +119,8 @@ class LongRuns:
     run, a KFP step, TFX's in-memory Beam), and these runs take the other. Each test waits only for its own
     group's results.
 
-    Groups, in the order they run: "kfp" (tests/kubeflow/test_compiled_pipeline_e2e.py's three runs of the
+    Groups, in the order they run: "faults" (tests/pipeline/test_faults_e2e.py's kills, full disk and races of
+    one home folder, on the session's MLflow server), "kfp" (tests/kubeflow/test_compiled_pipeline_e2e.py's runs of the
     compiled taxi pipeline through the KFP harness), "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's
     compiled pipelines), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI) and "text"
     (tests/pipeline/test_text_e2e.py's); a group starts with the session when the session selected its tests,
@@ -127,16 +128,17 @@ class LongRuns:
     the session's other tests keep one core busy while the runs take the other."""
 
     GROUPS = {
+        "faults": "test_faults_e2e",
         "kfp": "test_compiled_pipeline_e2e",
         "kfp-tasks": "test_compiled_tasks_e2e",
         "tasks": "test_tasks_e2e",
         "text": "test_text_e2e",
     }
 
-    def __init__(self, tmp_path_factory, s3_server):
+    def __init__(self, tmp_path_factory, s3_server, request):
         import concurrent.futures
 
-        self._tmp, self._s3 = tmp_path_factory, s3_server
+        self._tmp, self._s3, self._request = tmp_path_factory, s3_server, request
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="long-run")
         self._futures = {}
         self._details = {}
@@ -145,7 +147,13 @@ class LongRuns:
         for group in groups:
             if group in self._futures:
                 continue
-            if group == "kfp":
+            if group == "faults":
+                from tests.pipeline import test_faults_e2e
+
+                # Session fixtures are set up here, on the main thread, never on the pool's.
+                server = self._request.getfixturevalue("mlflow_server")
+                jobs, details = test_faults_e2e.jobs(self._tmp.mktemp("faults"), server), {}
+            elif group == "kfp":
                 from tests.kubeflow import test_compiled_pipeline_e2e
 
                 jobs, details = test_compiled_pipeline_e2e.jobs(self._tmp.mktemp("kfp"), self._s3)
@@ -177,9 +185,9 @@ class LongRuns:
 
 
 @pytest.fixture(scope="session")
-def long_runs(tmp_path_factory, s3_server):
+def long_runs(tmp_path_factory, s3_server, request):
     """The session's LongRuns."""
-    runs = LongRuns(tmp_path_factory, s3_server)
+    runs = LongRuns(tmp_path_factory, s3_server, request)
     yield runs
     runs.close()
 

@@ -150,9 +150,18 @@ def _limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
 
 
+def jobs(base, mlflow_server):
+    """The faults in turn on one home folder, as one job of the session's pool of long runs
+    (tests/conftest.py's `long_runs`): {"steps": a function returning what each step observed}."""
+    return {"steps": lambda: _run_faults(base, mlflow_server)}
+
+
 @pytest.fixture(scope="module")
-def faults(tmp_path_factory, mlflow_server):
-    base = tmp_path_factory.mktemp("faults")
+def faults(long_runs):
+    return long_runs.results("faults")["steps"]
+
+
+def _run_faults(base, mlflow_server):
     home = Home(str(base / "home"), helpers.write_taxi_sample(str(base / "data"), rows=2000))
     steps = {}
 
