@@ -13,12 +13,14 @@ the whole lock over whatever the base has, so the same packages end up in both),
 environment, the step's own command (a pod's `command` replaces the image's ENTRYPOINT), the given folders
 mounted, the host's network (the S3 server on 127.0.0.1).
 
-buildah (Debian's package) builds and runs as root with `--storage-driver overlay --isolation chroot`; its store
+buildah (Debian's package) builds and runs as root with `--isolation chroot` (overlay storage, vfs where the cache
+is itself on overlayfs); its store
 is kept under `cache_dir()` so that an unchanged Dockerfile and context reuse every layer.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -74,9 +76,14 @@ def missing_tools() -> List[str]:
 
 def storage_driver() -> str:
     """overlay, unless the cache folder is itself on overlayfs (a machine that is a container), where overlay
-    cannot stack and buildah needs vfs (every layer a full copy)."""
-    os.makedirs(cache_dir(), exist_ok=True)
-    kind = subprocess.run(["stat", "-f", "-c", "%T", cache_dir()], capture_output=True, text=True).stdout.strip()
+    cannot stack and buildah needs vfs (every layer a full copy). Asked once per cache folder."""
+    return _storage_driver(cache_dir())
+
+
+@functools.lru_cache(maxsize=None)
+def _storage_driver(folder: str) -> str:
+    os.makedirs(folder, exist_ok=True)
+    kind = subprocess.run(["stat", "-f", "-c", "%T", folder], capture_output=True, text=True).stdout.strip()
     return "vfs" if kind == "overlayfs" else "overlay"
 
 

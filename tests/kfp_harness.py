@@ -461,6 +461,21 @@ def _s3_provider_params(providers: Mapping[str, Any]) -> Optional[Dict[str, str]
     return params
 
 
+def _s3_client(endpoint: str, access_key, secret_key, region: str, path_style: bool):
+    """A boto3 S3 client from its own session (boto3's default session is not safe across LocalKfps on threads)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region,
+        config=Config(s3={"addressing_style": "path" if path_style else "virtual"}),
+    )
+
+
 def _store_session_info(root: str, providers: Optional[Mapping[str, Any]] = None) -> str:
     """config/env.go GetStoreSessionInfo (with the kfp-launcher ConfigMap's `providers`), as json.Marshal
     writes it."""
@@ -1023,16 +1038,12 @@ class LocalKfp:
         if config is not None and config.scheme == "s3://":
             return self._s3_by_providers(config)
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            self._client = boto3.session.Session().client(  # a session per client: LocalKfps on threads
-                "s3",
-                endpoint_url=self.s3_env["AWS_ENDPOINT_URL"],
-                aws_access_key_id=self.s3_env.get("AWS_ACCESS_KEY_ID"),
-                aws_secret_access_key=self.s3_env.get("AWS_SECRET_ACCESS_KEY"),
-                region_name=self.s3_env.get("AWS_DEFAULT_REGION", "us-east-1"),
-                config=Config(s3={"addressing_style": "path"}),
+            self._client = _s3_client(
+                self.s3_env["AWS_ENDPOINT_URL"],
+                self.s3_env.get("AWS_ACCESS_KEY_ID"),
+                self.s3_env.get("AWS_SECRET_ACCESS_KEY"),
+                self.s3_env.get("AWS_DEFAULT_REGION", "us-east-1"),
+                path_style=True,
             )
         return self._client
 
@@ -1050,9 +1061,6 @@ class LocalKfp:
                 "emulated; give the providers entry a secretRef"
             )
         if self._provider_client is None:
-            import boto3
-            from botocore.config import Config
-
             secret = self.secrets.get(params["secretName"]) or {}
             missing = [k for k in (params["accessKeyKey"], params["secretKeyKey"]) if k not in secret]
             if missing:
@@ -1060,13 +1068,12 @@ class LocalKfp:
                     f'failed to get credentials from secret "{params["secretName"]}": keys {missing} not found'
                 )
             scheme = "http" if params["disableSSL"] == "true" else "https"
-            self._provider_client = boto3.session.Session().client(  # a session per client: threads
-                "s3",
-                endpoint_url=f"{scheme}://{params['endpoint']}",
-                aws_access_key_id=secret[params["accessKeyKey"]],
-                aws_secret_access_key=secret[params["secretKeyKey"]],
-                region_name=params["region"],
-                config=Config(s3={"addressing_style": "path" if params["forcePathStyle"] == "true" else "virtual"}),
+            self._provider_client = _s3_client(
+                f"{scheme}://{params['endpoint']}",
+                secret[params["accessKeyKey"]],
+                secret[params["secretKeyKey"]],
+                params["region"],
+                path_style=params["forcePathStyle"] == "true",
             )
         return self._provider_client
 

@@ -148,11 +148,12 @@ def check_gpus(config: HardwareConfig, environ: Mapping[str, str] = os.environ) 
     )
 
 
-def _nvml_library():
+def _nvml_library(library: str = NVML_LIBRARY):
+    """The NVIDIA driver's NVML, loaded; None where the driver is not installed."""
     import ctypes
 
     try:
-        return ctypes.CDLL(NVML_LIBRARY)
+        return ctypes.CDLL(library)
     except OSError:
         return None
 
@@ -271,8 +272,10 @@ class GpuUtilization:
 
         self.every_s, self._handles, self._samples = every_s, [], []
         self._thread = self._stop = self._nvml = None
+        nvml = _nvml_library(library)
+        if nvml is None:
+            return
         try:
-            nvml = ctypes.CDLL(library)
             if nvml.nvmlInit_v2() != 0:
                 return
             self._nvml = nvml
