@@ -25,11 +25,37 @@ help:
 
 install: $(STAMP)
 
+# The venv's Python: $(PYTHON) where the machine has it; else uv installs Python 3.10 (`uv python install`, with the
+# uv pinned above: the one on the PATH, else one from PyPI in a scratch folder) and says so. Where the download
+# cannot happen, one line says what to install, and no half-made venv or scratch folder is left.
+define MAKE_VENV
+if $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then \
+  $(PYTHON) -m venv $(VENV); \
+else \
+  echo "$(PYTHON) is not on this machine: installing Python 3.10 with uv (uv python install 3.10)"; \
+  scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT && \
+  uv=$$(command -v uv || true) && \
+  if [ -z "$$uv" ]; then \
+    { python3 -m venv "$$scratch/uv" && "$$scratch/uv/bin/python" -m pip install -q --disable-pip-version-check \
+      "uv==$(UV_VERSION)"; } >"$$scratch/log" 2>&1 && uv="$$scratch/uv/bin/uv" || \
+    { echo "error: $(PYTHON) is not on this machine and uv could not be installed to get it ($$(tail -n 1 "$$scratch/log")):" \
+      "install Python 3.10 (pyenv install 3.10, or your system's python3.10 package), then run make again" >&2; exit 1; }; \
+  fi && \
+  if ! "$$uv" python install 3.10 >"$$scratch/log" 2>&1; then \
+    echo "error: $(PYTHON) is not on this machine and uv could not download it ($$(grep -m1 -o 'Failed to download.*' \
+      "$$scratch/log" || head -n 1 "$$scratch/log"): $$(tail -n 1 "$$scratch/log" | sed 's/^ *cause: //')):" \
+      "install Python 3.10 (pyenv install 3.10, or your system's python3.10 package), then run make again" >&2; \
+    exit 1; \
+  fi && \
+  { "$$("$$uv" python find 3.10)" -m venv $(VENV) || { rm -rf $(VENV); exit 1; }; }; \
+fi
+endef
+
 # setup.py lists the packages; a new package folder needs a re-install of the editable project.
 # --compile-bytecode: every process that imports TensorFlow, TFX and Beam would otherwise compile their sources
 # again (about 7 s each) where PYTHONDONTWRITEBYTECODE is set or site-packages is read-only.
 $(STAMP): requirements.lock setup.py
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || $(MAKE_VENV)
 	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 10), "need Python 3.10, got " + sys.version' \
 	  || { echo "$(VENV) is not Python 3.10: remove it and install python3.10 (pyenv: see .python-version)"; exit 1; }
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"

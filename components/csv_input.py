@@ -21,6 +21,7 @@ import collections
 import concurrent.futures
 import csv
 import dataclasses
+import gzip
 import io
 import itertools
 import json
@@ -30,6 +31,7 @@ import re
 import shutil
 import tempfile
 import threading
+import zlib
 from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -46,7 +48,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from tfxflow.components import progress, tf_example
+from tfxflow.components import names, progress, tf_example
 from tfxflow.components.errors import DataError
 from tfxflow.components.model import tasks
 from tfxflow.components.model.features import LabelSpec
@@ -116,16 +118,146 @@ class CsvSummary:
 
 def rules_from_schema(schema) -> Dict[str, ColumnRule]:
     """Column rules from a `schema_pb2.Schema`."""
-    names = {schema_pb2.INT: "INT", schema_pb2.FLOAT: "FLOAT", schema_pb2.BYTES: "BYTES"}
+    type_names = {schema_pb2.INT: "INT", schema_pb2.FLOAT: "FLOAT", schema_pb2.BYTES: "BYTES"}
     rules = {}
     for feature in schema.feature:
         domain = feature.float_domain if feature.HasField("float_domain") else None
         rules[feature.name] = ColumnRule(
-            type=names.get(feature.type, "BYTES"),
+            type=type_names.get(feature.type, "BYTES"),
             disallow_nan=bool(domain and domain.disallow_nan),
             disallow_inf=bool(domain and domain.disallow_inf),
         )
     return rules
+
+
+# --- reading a file's bytes --------------------------------------------------------------------------------
+
+GZIP_MAGIC = b"\x1f\x8b"
+HEAD_BYTES = 1 << 16  # what the format checks look at: the start of the file
+_READ_BYTES = 1 << 13
+# A damaged or cut-off gzip stream, as Python's gzip module and zlib report it.
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+class _Gunzipped(gzip.GzipFile):
+    """A gzip stream that closes the stream it decompresses."""
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+class _Rest(io.RawIOBase):
+    """`head`, then the rest of `stream`; with `cr_lines`, every CR reads as LF (lines that end in CR only)."""
+
+    def __init__(self, head: bytes, stream: BinaryIO, cr_lines: bool):
+        super().__init__()
+        self._head, self._stream, self._cr_lines = head, stream, cr_lines
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            data, self._head = self._head[: len(buffer)], self._head[len(buffer) :]
+        else:
+            # Small reads: a cut-off gzip stream raises without returning what it decompressed in that read.
+            data = self._stream.read(min(len(buffer), _READ_BYTES))
+        if self._cr_lines:
+            data = data.replace(b"\r", b"\n")
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
+def cr_lines(head: bytes) -> bool:
+    """Whether lines end in CR only (classic Mac OS exports): a CR and no LF in the start of the file."""
+    return b"\r" in head and b"\n" not in head
+
+
+def csv_stream(raw: BinaryIO) -> BinaryIO:
+    """A CSV file's bytes as the checks read them: gzip-compressed data (whatever the file's name) decompressed,
+    and lines that end in CR only read as LF lines. Its `head` is the start of the data (up to HEAD_BYTES);
+    a damaged gzip stream raises one of GZIP_ERRORS on reading."""
+    if hasattr(raw, "head"):
+        return raw  # one already
+    if not hasattr(raw, "peek"):
+        raw = io.BufferedReader(_Readable(raw))
+    stream = _Gunzipped(raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
+    head = b""
+    try:
+        while len(head) < HEAD_BYTES:
+            chunk = stream.read(min(HEAD_BYTES - len(head), _READ_BYTES))
+            if not chunk:
+                break
+            head += chunk
+    except GZIP_ERRORS:
+        pass  # the head holds what could be read; reading on raises the error where the data ends
+    reader = io.BufferedReader(_Rest(head, stream, cr_lines(head)), buffer_size=HEAD_BYTES)
+    reader.head = head.replace(b"\r", b"\n") if cr_lines(head) else head
+    return reader
+
+
+def open_csv(path: str) -> BinaryIO:
+    """`csv_stream` of a local or remote (TFX file system) file."""
+    return csv_stream(open(path, "rb") if "://" not in path else fileio.open(path, "rb"))
+
+
+def is_gzip(path: str) -> bool:
+    with open(path, "rb") if "://" not in path else fileio.open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+# What is not CSV text as read here, by the first bytes: (bytes, what it is and what to do).
+_NOT_CSV = (
+    (
+        b"PK\x03\x04",
+        "a ZIP archive, not CSV text (an Excel workbook, or zipped files): save the sheet as 'CSV UTF-8 (Comma "
+        "delimited)', or unzip the files into the data folder",
+    ),
+    (b"BZh", "compressed with bzip2, which is not read (gzip is): decompress it, or compress it with gzip"),
+    (b"\xfd7zXZ\x00", "compressed with xz, which is not read (gzip is): decompress it, or compress it with gzip"),
+    (b"\x28\xb5\x2f\xfd", "compressed with zstd, which is not read (gzip is): decompress it, or compress it with gzip"),
+)
+_UTF16 = (
+    "UTF-16 text, not UTF-8 (Excel's 'Unicode Text' export, whose fields are separated by tabs): save it as "
+    "'CSV UTF-8 (Comma delimited)', or convert it with `iconv -f UTF-16 -t UTF-8` and separate the fields with commas"
+)
+_DELIMITERS = {";": "';'", "\t": "tabs", "|": "'|'"}
+
+
+def format_problem(head: bytes) -> Optional[str]:
+    """What makes a file that starts with `head` (from `csv_stream`) unreadable as comma-separated UTF-8 text, and
+    what to do; None when it looks like CSV."""
+    for magic, what in _NOT_CSV:
+        if head.startswith(magic):
+            return what
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 8 and head.count(b"\x00") * 4 > len(head)):
+        return _UTF16
+    first, _, rest = head.partition(b"\n")
+    text = first.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r")
+    if len(next(csv.reader([text]), [])) != 1:
+        return None
+    for delimiter, name in _DELIMITERS.items():
+        if len(next(csv.reader([text], delimiter=delimiter), [])) > 1:
+            decimal = re.search(rb"[0-9],[0-9]", rest.partition(b"\n")[0])
+            if not decimal:
+                return f"its fields are separated by {name}, not commas: export it with ',' as the field delimiter"
+            return (
+                f"its fields are separated by {name}, not commas (a spreadsheet export with European settings: "
+                "numbers there have decimal commas): export it with ',' as the field delimiter and '.' as the "
+                "decimal mark"
+            )
+    return None
 
 
 def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator[str]:
@@ -172,11 +304,20 @@ def scan_stream(
     name: str, stream: BinaryIO, summary: CsvSummary, rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None
 ) -> None:
     """Checks one CSV file (header first) and adds what it finds to `summary`."""
+    stream = csv_stream(stream)
+    problem = format_problem(stream.head)
+    if problem:
+        summary.add(name, 0, "file format", detail=problem)
+        summary.rows[name] = 0
+        return
     reader = csv.reader(_decoded_lines(name, stream, summary), strict=True)
     try:
         header = next(reader, None)
     except csv.Error as err:
         summary.add(name, reader.line_num, "malformed header", detail=str(err))
+        return
+    except GZIP_ERRORS as err:
+        summary.add(name, 1, "damaged gzip data", detail=f"{_gzip_reason(err)}; the rest of the file was not read")
         return
     if not header:
         summary.add(name, 0, "empty file", detail="no header row and no data")
@@ -227,6 +368,10 @@ def scan_stream(
                     summary.label_empty += 1
                 value = label.evaluate({c: record[i] for c, i in label_at})
                 _scan_label(summary, name, line, label, value, not record[label_index])
+    except GZIP_ERRORS as err:
+        summary.add(
+            name, end + 1, "damaged gzip data", detail=f"{_gzip_reason(err)}; the rest of the file was not read"
+        )
     except csv.Error as err:
         if "unexpected end of data" in str(err):
             reason = "a quoted field is never closed"
@@ -238,6 +383,12 @@ def scan_stream(
     summary.rows[name] = rows
     if rows == 0 and not any(p.file == name for p in summary.problems.values()):
         summary.add(name, 0, "no data rows", detail="the file holds only a header")
+
+
+def _gzip_reason(err: BaseException) -> str:
+    if isinstance(err, EOFError):
+        return "the compressed data ends early (a cut-off transfer or copy?)"
+    return f"the compressed data is damaged ({err})"
 
 
 def _scan_label(summary: CsvSummary, name: str, line: int, label: LabelSpec, value, empty: bool) -> None:
@@ -352,7 +503,7 @@ def check_csv_files(
     paths: Sequence[str], rules: Mapping[str, ColumnRule], label: Optional[LabelSpec] = None, opener=None
 ) -> CsvSummary:
     """Scans `paths` in order; raises InputDataError listing every problem, else returns the summary."""
-    opener = opener or (lambda path: open(path, "rb"))
+    opener = opener or open_csv
     summary = CsvSummary()
     for path in paths:
         with opener(path) as stream:
@@ -561,13 +712,14 @@ def _ingest_file(
     ]
     labelled = label is not None and all(c in header for c in label.raw_columns)
     writers = {name: _SplitWriter(directory, f"data_tfrecord-{index:05d}") for name, directory in split_dirs.items()}
-    names = list(split_dirs)
+    split_names = list(split_dirs)
     tally = _LabelTally()
     rows = 0
     spanning = False  # a text value holds a line break (a quoted value over lines, or a quote never closed)
     text_columns = [c for c in header if kinds[c] == "BYTES"]
     try:
         with _open_input(path) as stream:
+            # Arrow reads lines that end in CR only as it reads LF lines.
             reader = pa_csv.open_csv(
                 stream,
                 read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES, use_threads=use_threads),
@@ -597,13 +749,17 @@ def _ingest_file(
                 examples = tf_example.encode(batch, kinds)
                 splits = tf_example.split_buckets(examples, buckets)
                 if labelled:
-                    tally.add(label, values, empty, splits, names)
-                for i, name in enumerate(names):
+                    tally.add(label, values, empty, splits, split_names)
+                for i, name in enumerate(split_names):
                     writers[name].write(examples.filter(pa.array(splits == i)))
                 rows += batch.num_rows
                 progress.advance(batch.num_rows)
     except (pa.ArrowInvalid, UnicodeDecodeError) as err:
         raise _Refused(_arrow_message(path, header, err)) from err
+    except OSError as err:
+        if not str(err).startswith(("Truncated compressed stream", "zlib inflate failed")):
+            raise  # the disk, not the data
+        raise _Refused(f"{path}: damaged gzip data ({err})") from err
     finally:
         for writer in writers.values():
             writer.close()
@@ -633,10 +789,13 @@ class _Readable(io.RawIOBase):
 
 
 def _open_input(path: str):
-    """A local file natively (Arrow reads it without the GIL); a remote one through TFX's file I/O."""
+    """A local file natively (Arrow reads it without the GIL); a remote one through TFX's file I/O; gzip data
+    (whatever the file's name) decompressed by Arrow."""
     if "://" not in path:
-        return pa.OSFile(path, "rb")
-    return io.BufferedReader(_Readable(fileio.open(path, "rb")), buffer_size=BLOCK_BYTES)
+        stream = pa.OSFile(path, "rb")
+    else:
+        stream = io.BufferedReader(_Readable(fileio.open(path, "rb")), buffer_size=BLOCK_BYTES)
+    return pa.CompressedInputStream(stream, "gzip") if is_gzip(path) else stream
 
 
 def _arrow_message(path: str, header: Sequence[str], err: Exception) -> str:
@@ -686,7 +845,7 @@ def ingest(
 
 def _scan_finds_problems(path: str, rules: Mapping[str, ColumnRule]) -> bool:
     summary = CsvSummary()
-    with fileio.open(path, "rb") as stream:
+    with open_csv(path) as stream:
         scan_stream(path, stream, summary, rules)
     return bool(summary.problems)
 
@@ -701,10 +860,12 @@ def _read_headers(files: Sequence[str]) -> Optional[Tuple[str, ...]]:
     """The header all files share, or None when one is unreadable, empty, differs or repeats a name."""
     headers = []
     for path in files:
-        with fileio.open(path, "rb") as stream:
+        with open_csv(path) as stream:
             try:
+                if format_problem(stream.head):
+                    return None
                 headers.append(read_header(stream))
-            except (UnicodeDecodeError, csv.Error):
+            except (UnicodeDecodeError, csv.Error, *GZIP_ERRORS):
                 return None
     reference = headers[0]
     if (
@@ -746,7 +907,7 @@ def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResul
                 raise
     if refusal is not None:
         # The exact report: file, line, column and rule, as the scan finds them.
-        check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
+        check_csv_files(files, rules, label)
         raise InputDataError("input data: 1 problem (nothing was ingested, trained or pushed):\n  - " + refusal)
     summary = CsvSummary(header=header)
     for path in files:
@@ -764,7 +925,7 @@ def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResul
     spanning = [path for path in files if results[path][3]]
     if summary.problems or any(_scan_finds_problems(path, rules) for path in spanning):
         # The exact report (an open quote explains a one-class label); else the label's.
-        check_csv_files(files, rules, label, opener=lambda path: fileio.open(path, "rb"))
+        check_csv_files(files, rules, label)
         raise InputDataError(report(summary))
     split_rows, split_files = {}, {}
     for name, directory in split_dirs.items():
@@ -796,7 +957,8 @@ def _input_files(exec_properties: Mapping[str, Any]) -> List[str]:
     proto_utils.json_to_proto(exec_properties["input_config"], input_config)
     files: List[str] = []
     for split in input_config.splits:
-        files += sorted(fileio.glob(os.path.join(exec_properties["input_base"], split.pattern)))
+        found = fileio.glob(os.path.join(exec_properties["input_base"], split.pattern))
+        files += sorted(path for path in found if names.is_csv_file(path))
     return files
 
 
@@ -843,7 +1005,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         self._log_startup(input_dict, output_dict, exec_properties)
         files = _input_files(exec_properties)
         if not files:
-            raise InputDataError(f"input data: {exec_properties['input_base']}: holds no *.csv file")
+            raise InputDataError(f"input data: {exec_properties['input_base']}: holds no {names.CSV_FILES}")
         rules, label = _settings(exec_properties)
         output_config = example_gen_pb2.Output()
         proto_utils.json_to_proto(exec_properties["output_config"], output_config)
@@ -875,8 +1037,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
 
 def csv_files(data_root: str) -> List[str]:
-    """The `*.csv` files directly in `data_root`, sorted."""
-    return sorted(fileio.glob(os.path.join(data_root, "*.csv")))
+    """The CSV files (`*.csv`, `*.csv.gz`) directly in `data_root`, sorted."""
+    return sorted(path for path in fileio.glob(os.path.join(data_root, names.CSV_PATTERN)) if names.is_csv_file(path))
 
 
 def csv_records(stream: BinaryIO) -> Iterator[str]:
@@ -899,7 +1061,7 @@ def csv_records(stream: BinaryIO) -> Iterator[str]:
 
 def _file_records(path: str) -> Iterator[str]:
     # Through a buffered reader: TF's own line reader drops the "\r" of a "\r\n" inside a quoted value.
-    with open(path, "rb") if "://" not in path else io.BufferedReader(_Readable(fileio.open(path, "rb"))) as stream:
+    with open_csv(path) as stream:
         yield from csv_records(stream)
 
 
@@ -917,10 +1079,8 @@ def csv_statistics(data_root: str, schema=None):
 
     files = csv_files(data_root)
     if not files:
-        raise InputDataError(f"input data: {data_root}: holds no *.csv file")
-    summary = check_csv_files(
-        files, rules_from_schema(schema) if schema is not None else {}, opener=lambda path: fileio.open(path, "rb")
-    )
+        raise InputDataError(f"input data: {data_root}: holds no {names.CSV_FILES}")
+    summary = check_csv_files(files, rules_from_schema(schema) if schema is not None else {})
     options = drift.stats_options(schema, infer_type_from_schema=schema is not None)
     output = os.path.join(tempfile.mkdtemp(prefix="tfxflow-stats-"), "stats.tfrecord")
     with beam.Pipeline() as pipeline:

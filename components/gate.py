@@ -111,6 +111,40 @@ def _load_split(statistics_uri: str, split: str):
     return tfdv.load_stats_binary(os.path.join(names.split_dir(statistics_uri, split), STATISTICS_FILE))
 
 
+UNEXPECTED_VALUES = "ENUM_TYPE_UNEXPECTED_STRING_VALUES"
+LISTED_VALUES = 10
+
+
+def explain_values(anomaly: Anomaly, schema, statistics) -> Anomaly:
+    """`anomaly` (values missing from the schema's domain) with the values quoted, so that spaces show, and
+    counted from `statistics` (the split's); a known value with spaces around it is named as such."""
+    import tensorflow_data_validation as tfdv
+
+    feature = next((f for f in statistics.datasets[0].features if f.path.step == [anomaly.feature]), None)
+    try:
+        domain = set(tfdv.get_domain(schema, anomaly.feature).value)
+    except ValueError:  # no string domain: TFDV's words stand
+        return anomaly
+    if feature is None or not feature.string_stats.rank_histogram.buckets:
+        return anomaly
+    unexpected = [
+        (b.label, int(b.sample_count)) for b in feature.string_stats.rank_histogram.buckets if b.label not in domain
+    ]
+    if not unexpected:
+        return anomaly
+    listed = ", ".join(f"{value!r} ({rows:,} rows)" for value, rows in unexpected[:LISTED_VALUES])
+    more = f" and {len(unexpected) - LISTED_VALUES} more" if len(unexpected) > LISTED_VALUES else ""
+    text = f"values missing from the schema's domain: {listed}{more}"
+    padded = [value for value, _ in unexpected if value != value.strip() and value.strip() in domain]
+    if padded:
+        text += (
+            f"; {', '.join(repr(v) for v in padded[:LISTED_VALUES])} "
+            f"{'is a known value' if len(padded) == 1 else 'are known values'} with spaces around: "
+            "trim the spaces in the data (the export or the files), or add the padded form to the domain"
+        )
+    return dataclasses.replace(anomaly, description=text)
+
+
 def _compared(baseline, current, schema, kind: str, where: str, what: str) -> Tuple[List[Anomaly], List[str]]:
     """Drift or skew of `current` vs. `baseline` on common bins (components/drift.py): the anomalies and the
     check's account, one line, plus one per feature not compared."""
@@ -263,7 +297,10 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
         from tfxflow.components import csv_input  # imports TFX's CSV executor: only when serving data is given
 
         serving_stats = csv_input.csv_statistics(serving_data_root, schema_proto)
-    found = read_anomalies(anomalies.uri)
+    found = [
+        explain_values(a, schema_proto, _load_split(statistics.uri, a.split)) if a.type == UNEXPECTED_VALUES else a
+        for a in read_anomalies(anomalies.uri)
+    ]
     baseline_uri, baseline_name, no_baseline = _baseline(baseline_statistics, baseline_blessing)
     extra, notes = compare(
         statistics.uri, schema_proto, baseline_uri, serving_stats, baseline_name=baseline_name, no_baseline=no_baseline

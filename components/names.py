@@ -21,6 +21,17 @@ EVALUATOR = "Evaluator"
 SERVING_CHECK = "ServingCheck"
 PUSHER = "Pusher"
 
+# The files of a data folder: CSV, and CSV compressed with gzip (read as it is). ExampleGen's input pattern matches
+# both (its driver fingerprints what the pattern matches); the readers keep only these endings.
+CSV_SUFFIXES = (".csv", ".csv.gz")
+CSV_PATTERN = "*.csv*"
+CSV_FILES = "*.csv or *.csv.gz file"
+
+
+def is_csv_file(path: str) -> bool:
+    return path.endswith(CSV_SUFFIXES)
+
+
 # Model versions the Pusher keeps in the serving directory, the newest (at least 2: the previous one stays
 # while TF Serving loads a new one). The CLI, the run configuration and the pipeline default to it.
 DEFAULT_KEEP_VERSIONS = 5

@@ -7,6 +7,7 @@ import glob
 import os
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
+from tfxflow.components import names
 from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
@@ -432,9 +433,10 @@ def check_data_root(data_root: str, flag: str = "--data-root") -> Tuple[str, ...
     """The CSV files of `data_root`; raises naming the flag and folder when there are none."""
     if not os.path.isdir(data_root):
         raise ConfigError(f"{flag} {data_root}: no such folder")
-    files = tuple(sorted(glob.glob(os.path.join(data_root, "*.csv"))))
+    found = glob.glob(os.path.join(data_root, names.CSV_PATTERN))
+    files = tuple(sorted(path for path in found if names.is_csv_file(path)))
     if not files:
-        raise ConfigError(f"{flag} {data_root}: holds no *.csv file")
+        raise ConfigError(f"{flag} {data_root}: holds no {names.CSV_FILES}")
     return files
 
 

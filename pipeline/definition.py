@@ -154,11 +154,12 @@ def create_pipeline(
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
 
-    CsvExampleGen first checks every `*.csv` file of `data_root` (encoding, quotes, field counts, values of
-    the schema's types, the label) and refuses bad files. The gate fails the run on any anomaly whose type
-    is not in `allowed_anomaly_types`: the schema's, drift against the data of the last blessed model
-    (`drift_check`), and with `serving_data_root` (CSV files without the label) the serving data's and
-    training/serving skew. `serving_data_fingerprint` changes when those files do, so the gate re-runs.
+    CsvExampleGen first checks every `*.csv` (and gzip-compressed `*.csv.gz`) file of `data_root` (encoding,
+    quotes, field counts, values of the schema's types, the label) and refuses bad files. The gate fails the
+    run on any anomaly whose type is not in `allowed_anomaly_types`: the schema's, drift against the data of
+    the last blessed model (`drift_check`), and with `serving_data_root` (CSV files without the label) the
+    serving data's and training/serving skew. `serving_data_fingerprint` changes when those files do, so the
+    gate re-runs.
 
     With `tracking`, MlflowStart runs first (ExampleGen waits for it), MlflowRecord logs the run's data,
     training and evaluation before the Pusher, and MlflowFinish records the push (components/tracking.py).
@@ -198,7 +199,9 @@ def create_pipeline(
     # CsvExampleGen takes no custom_config; its base class does, and runs our checking executor.
     example_gen = FileBasedExampleGen(
         input_base=data_root,
-        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")]),
+        input_config=example_gen_pb2.Input(
+            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=names.CSV_PATTERN)]
+        ),
         output_config=output_config,
         custom_config=csv_input.make_example_gen_config(schema_path, features.label, schema_text=schema_text),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),

@@ -76,10 +76,10 @@ def column_values(data_root: str, column: str) -> collections.Counter:
 
     counts: collections.Counter = collections.Counter()
     for path in csv_input.csv_files(data_root):
-        with open(path, "rb") as stream:
+        with csv_input.open_csv(path) as stream:
             header = csv_input.read_header(stream)
         table = pa_csv.read_csv(
-            path,
+            csv_input.open_csv(path),
             parse_options=pa_csv.ParseOptions(newlines_in_values=True),
             convert_options=pa_csv.ConvertOptions(
                 include_columns=[column],

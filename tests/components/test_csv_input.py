@@ -1,6 +1,7 @@
 """The CSV check names file, line, column and rule for each kind of bad input, and passes good files."""
 
 import csv
+import gzip
 import io
 
 import pytest
@@ -127,6 +128,13 @@ def test_long_reports_are_cut_with_a_count():
 # --- streaming ingestion: the same refusals, the same examples and splits as TFX's CsvExampleGen ------------
 
 
+def _cut_gzip() -> bytes:
+    """A gzip-compressed CSV file cut off half-way, as an interrupted transfer leaves it."""
+    rows = "".join(f"{i % 97}.5,{i % 7},{i % 24},Cash\n" for i in range(20000))
+    data = gzip.compress((HEADER + rows).encode(), mtime=0)
+    return data[: len(data) // 2]
+
+
 def _ingest(tmp_path, files, label=LABEL, rules=None):
     paths = []
     for name, content in files.items():
@@ -156,9 +164,34 @@ def _ingest(tmp_path, files, label=LABEL, rules=None):
         ("", "e.csv: empty file"),
         (HEADER, "e.csv: no data rows"),
         (HEADER + "10,0,3,Cash\n10,1,4,Card\n", "the label has one class only"),
+        # What exports and transfers produce: the cause named, and what to do.
+        (
+            "fare;tips;hour;pay\n10,5;5;3;Cash\n",
+            "e.csv: file format: its fields are separated by ';', not commas (a spreadsheet export with European "
+            "settings: numbers there have decimal commas): export it with ',' as the field delimiter and '.' as "
+            "the decimal mark",
+        ),
+        (
+            "fare\ttips\thour\tpay\n10\t5\t3\tCash\n",
+            "e.csv: file format: its fields are separated by tabs, not commas: export it with ',' as the field "
+            "delimiter",
+        ),
+        (
+            ("\ufeff" + HEADER.replace(",", "\t") + "10\t5\t3\tCash\n").encode("utf-16-le"),
+            "e.csv: file format: UTF-16 text, not UTF-8 (Excel's 'Unicode Text' export, whose fields are separated "
+            "by tabs): save it as 'CSV UTF-8 (Comma delimited)', or convert it with `iconv -f UTF-16 -t UTF-8`",
+        ),
+        (b"PK\x03\x04\x14\x00\x06\x00" + bytes(200), "e.csv: file format: a ZIP archive, not CSV text"),
+        (b"BZh91AY&SY" + bytes(100), "e.csv: file format: compressed with bzip2, which is not read (gzip is)"),
+        (
+            _cut_gzip(),
+            "damaged gzip data: the compressed data ends early (a cut-off transfer or copy?); the rest of the file "
+            "was not read",
+        ),
     ],
 )
 def test_ingestion_refuses_what_the_scan_refuses_and_keeps_nothing(tmp_path, content, expected):
+    """Each content is refused by both paths with the same words (ingestion hands over to the scan)."""
     with pytest.raises(InputDataError) as err:
         _ingest(tmp_path, {"e.csv": content})
     assert expected in str(err.value)
@@ -246,33 +279,46 @@ def test_a_text_label_column_is_counted_by_the_scans_rule(tmp_path):
     assert result.label_classes == {"0": 1, "1": 1}
 
 
-@pytest.mark.integration
-def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(tmp_path):
-    """TFX's own CsvExampleGen executor (Beam, type inference) and the streaming ingestion, on the bundled
-    taxi CSV: the same tf.Examples in the same splits."""
+def _taxi_rules():
+    from tfxflow.components.schema import parse_schema
+    from tfxflow.pipeline.config import load_schema_and_features
+
+    schema_path, features = load_schema_and_features("taxi", None, None)
+    with open(schema_path, encoding="utf-8") as f:
+        return csv_input.rules_from_schema(parse_schema(f.read())), features.label
+
+
+def _examples(root, split):
     import collections
-    import json
     import os
 
     import tensorflow as tf
+
+    files = tf.io.gfile.glob(os.path.join(root, f"Split-{split}", "*.gz"))
+    return collections.Counter(
+        tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
+        for r in tf.data.TFRecordDataset(files, compression_type="GZIP")
+    )
+
+
+@pytest.fixture(scope="module")
+def tfx_taxi_examples(tmp_path_factory):
+    """TFX's own CsvExampleGen executor (Beam, type inference) on the bundled taxi CSV: {split: examples}."""
+    import json
+
     from tfx.components.example_gen.csv_example_gen import executor as tfx_csv
     from tfx.proto import example_gen_pb2
     from tfx.types import standard_artifacts
 
-    from tfxflow.components.schema import parse_schema
-    from tfxflow.pipeline.config import bundled_taxi_data_root, load_schema_and_features
+    from tfxflow.pipeline.config import bundled_taxi_data_root
 
-    data = bundled_taxi_data_root()
-    schema_path, features = load_schema_and_features("taxi", None, None)
-    with open(schema_path, encoding="utf-8") as f:
-        rules = csv_input.rules_from_schema(parse_schema(f.read()))
     theirs = standard_artifacts.Examples()
-    theirs.uri = str(tmp_path / "tfx")
+    theirs.uri = str(tmp_path_factory.mktemp("tfx"))
     tfx_csv.Executor().Do(
         {},
         {"examples": [theirs]},
         {
-            "input_base": data,
+            "input_base": bundled_taxi_data_root(),
             "input_config": json.dumps({"splits": [{"name": "single_split", "pattern": "*.csv"}]}),
             "output_config": json.dumps(
                 {
@@ -284,36 +330,70 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
             "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
         },
     )
+    return {split: _examples(theirs.uri, split) for split in ("train", "eval")}
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, mtime=0)
+
+
+# How exports and transfers deliver the same table: (file name, bytes of the taxi CSV -> bytes).
+DELIVERED = {
+    "plain": ("data.csv", lambda data: data),
+    "gzip-compressed .csv.gz": ("data.csv.gz", _gzip),
+    "gzip data in a file named .csv": ("data.csv", _gzip),
+    "lines ending in CR only (classic Mac OS)": ("data.csv", lambda data: data.replace(b"\n", b"\r")),
+    "CRLF lines, gzip-compressed": ("data.csv.gz", lambda data: _gzip(data.replace(b"\n", b"\r\n"))),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("delivered", list(DELIVERED))
+def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(tmp_path, tfx_taxi_examples, delivered):
+    """The streaming ingestion of the taxi CSV, however it was delivered, writes the tf.Examples TFX's
+    CsvExampleGen writes from the plain file, in the same splits; the line-by-line scan counts the same rows."""
+    import glob
+    import os
+
+    from tfxflow.pipeline.config import bundled_taxi_data_root
+
+    name, transform = DELIVERED[delivered]
+    (source,) = glob.glob(os.path.join(bundled_taxi_data_root(), "*.csv"))
+    with open(source, "rb") as f:
+        data = transform(f.read())
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / name).write_bytes(data)
+    rules, label = _taxi_rules()
     ours = str(tmp_path / "ours")
-    result = csv_input.ingest(
-        csv_input.csv_files(data), {s: f"{ours}/Split-{s}" for s in ("train", "eval")}, [3, 1], rules, features.label
-    )
-
-    def examples(root, split):
-        files = tf.io.gfile.glob(os.path.join(root, f"Split-{split}", "*.gz"))
-        return collections.Counter(
-            tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
-            for r in tf.data.TFRecordDataset(files, compression_type="GZIP")
-        )
-
+    files = csv_input.csv_files(str(folder))
+    assert files == [str(folder / name)]
+    result = csv_input.ingest(files, {s: f"{ours}/Split-{s}" for s in ("train", "eval")}, [3, 1], rules, label)
     for split in ("train", "eval"):
-        expected, got = examples(theirs.uri, split), examples(ours, split)
+        got = _examples(ours, split)
         assert sum(got.values()) == result.split_rows[split] > 1000
-        assert got == expected, split
+        assert got == tfx_taxi_examples[split], split
+    assert csv_input.check_csv_files(files, rules, label).total_rows == result.total_read
 
 
 @pytest.mark.integration
 def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_path):
+    """Serving-data statistics and `infer-schema` read as ingestion does: a byte-order mark, gzip data and lines
+    that end in CR only included."""
     from tfxflow.components.schema import parse_schema
 
     (tmp_path / "a.csv").write_bytes(b"\xef\xbb\xbf" + (HEADER + "10,5,3,Cash\n12,0,4,Card\n").encode())
     (tmp_path / "b.csv").write_text(HEADER + "11,1,5,Cash\n")
+    (tmp_path / "c.csv.gz").write_bytes(gzip.compress((HEADER + "13,2,6,Card\n").encode()))
+    (tmp_path / "d.csv").write_bytes((HEADER + "14,3,7,Card\n15,3,8,Card\n").replace("\n", "\r").encode())
     schema = parse_schema(
         'feature { name: "fare" type: FLOAT } feature { name: "tips" type: FLOAT } '
         'feature { name: "hour" type: INT } feature { name: "pay" type: BYTES }'
     )
     statistics = csv_input.csv_statistics(str(tmp_path), schema).datasets[0]
-    assert statistics.num_examples == 3
+    assert statistics.num_examples == 6
     assert sorted(f.path.step[0] for f in statistics.features) == ["fare", "hour", "pay", "tips"]
 
 

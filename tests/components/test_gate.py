@@ -296,3 +296,26 @@ def test_rows_written_must_be_the_rows_the_statistics_count(tmp_path, gate_input
         )
     assert "row counts differ: split 'train': ExampleGen wrote 260 rows, StatisticsGen counted 200" in str(err.value)
     assert "tensorflow/data-validation#247" in str(err.value)
+
+
+def test_values_missing_from_the_domain_are_quoted_and_padding_is_named(tmp_path):
+    # TFDV's own validation of data whose categories are padded with spaces (a fixed-width export).
+    frame = _frame(0.5)
+    frame.loc[:39, "pay"] = " Cash "
+    frame.loc[40:44, "pay"] = "Bitcoin"
+    statistics = _statistics(tmp_path, "padded", frame)
+    schema = tfdv.load_schema_text(_schema(tmp_path).uri + "/schema.pbtxt")
+    found = tfdv.validate_statistics(gate._load_split(statistics.uri, "train"), schema, environment="TRAINING")
+    anomalies = str(tmp_path / "anomalies")
+    os.makedirs(os.path.join(anomalies, "Split-train"))
+    with open(os.path.join(anomalies, "Split-train", gate.ANOMALIES_FILE), "wb") as f:
+        f.write(found.SerializeToString())
+    # TFDV's words cannot show the spaces.
+    assert " Cash " in found.anomaly_info["pay"].reason[0].description
+    with pytest.raises(gate.DataGateError) as err:
+        gate.DataGate.test_call(anomalies=_artifact(anomalies), statistics=statistics, schema=_schema(tmp_path))
+    assert (
+        "split 'train', feature 'pay': ENUM_TYPE_UNEXPECTED_STRING_VALUES: values missing from the schema's "
+        "domain: ' Cash ' (40 rows), 'Bitcoin' (5 rows); ' Cash ' is a known value with spaces around: trim the "
+        "spaces in the data (the export or the files), or add the padded form to the domain"
+    ) in str(err.value)

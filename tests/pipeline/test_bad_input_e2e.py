@@ -4,6 +4,8 @@ status 2 (configuration) or 3 (data refused), no traceback, and the served model
 One good run trains and pushes a model first; every bad case then runs the CLI against the same home.
 """
 
+import csv
+import io
 import os
 
 import pytest
@@ -38,6 +40,24 @@ def _set(column, value, every=1):
     return row_fn
 
 
+def _pad(column, every):
+    def row_fn(i, row):
+        if i % every == 0 and row[column] == "Cash":
+            row[column] = " Cash "
+        return row
+
+    return row_fn
+
+
+def _european(served) -> bytes:
+    """The good CSV as a spreadsheet with European settings exports it: ';' between fields, decimal commas."""
+    with open(served["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    out = io.StringIO()
+    csv.writer(out, delimiter=";").writerows([[v.replace(".", ",") for v in row] for row in rows])
+    return out.getvalue().encode()
+
+
 def _raw(folder, text: bytes, name: str = "data.csv") -> str:
     """`folder` holding one file `name` with `text`; returns the folder."""
     os.makedirs(folder)
@@ -65,7 +85,7 @@ CASES = {
     "folder holds no CSV": (
         lambda s, d: ["--data-root", _raw(d, b"fare,tips\n1,2\n", name="data.txt")],
         CONFIG_ERROR,
-        ["--data-root {d}: holds no *.csv file"],
+        ["--data-root {d}: holds no *.csv or *.csv.gz file"],
     ),
     "empty file": (lambda s, d: ["--data-root", _raw(d, b"")], DATA_REFUSED, ["{d}/data.csv: empty file"]),
     "header only": (
@@ -139,6 +159,24 @@ CASES = {
         ],
         DATA_REFUSED,
         ["{d}/data.csv line 9: bytes that are not UTF-8: b'\\xe9' at byte 42 of the line"],
+    ),
+    "European spreadsheet export": (
+        lambda s, d: ["--data-root", _raw(d, _european(s))],
+        DATA_REFUSED,
+        [
+            "{d}/data.csv: file format: its fields are separated by ';', not commas (a spreadsheet export with "
+            "European settings: numbers there have decimal commas): export it with ',' as the field delimiter and "
+            "'.' as the decimal mark"
+        ],
+    ),
+    "categories padded with spaces": (
+        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _pad("payment_type", every=3))],
+        DATA_REFUSED,
+        [
+            "split 'train', feature 'payment_type': ENUM_TYPE_UNEXPECTED_STRING_VALUES: values missing from the "
+            "schema's domain: ' Cash ' (",
+            "is a known value with spaces around: trim the spaces in the data",
+        ],
     ),
     "schema that does not parse": (
         lambda s, d: [

@@ -41,9 +41,16 @@ def test_missing_data_root_is_named(tmp_path):
 
 def test_data_root_without_csv_is_named(tmp_path):
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "notes.txt").write_text("x")
-    with pytest.raises(config_lib.ConfigError, match="holds no \\*.csv file"):
+    for name in ("notes.txt", "data.csv.bak", "data.csv.zip"):
+        (tmp_path / "data" / name).write_text("x")
+    with pytest.raises(config_lib.ConfigError, match="holds no \\*.csv or \\*.csv.gz file"):
         config_lib.build_run_config(environ={}, home=str(tmp_path), data_root=str(tmp_path / "data"))
+
+
+def test_data_root_files_are_csv_and_gzip_compressed_csv(tmp_path):
+    for name in ("b.csv.gz", "a.csv", "a.csv.bak", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    assert config_lib.check_data_root(str(tmp_path)) == (str(tmp_path / "a.csv"), str(tmp_path / "b.csv.gz"))
 
 
 def test_unparsable_schema_is_named(tmp_path):

@@ -52,9 +52,10 @@ def test_components_and_their_wiring():
         "ServingCheck",
         "Pusher",
     }
-    # ExampleGen checks *.csv files only, with the schema's types and the label's rule.
+    # ExampleGen checks *.csv and *.csv.gz files only (its pattern matches both; the executor keeps those), with
+    # the schema's types and the label's rule.
     example_gen = by_id["CsvExampleGen"]
-    assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv"
+    assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv*"
     assert example_gen.executor_spec.executor_class.__module__ == "tfxflow.components.csv_input"
     checks = json.loads(example_gen.exec_properties["custom_config"])["custom_config"]["value"]
     assert checks["schema_path"] == "/nonexistent/schema.pbtxt" and checks["label"]["column"] == "t"
