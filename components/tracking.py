@@ -17,6 +17,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
@@ -25,19 +26,29 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
 from tfxflow.components import names
+from tfxflow.components import tracking_outbox as outbox_lib
 
 RUN_KEY_TAG = "tfxflow.pipeline_run"
 PIPELINE_TAG = "tfxflow.pipeline"
+REPLACED_BY_TAG = "tfxflow.replaced_by"
+# On a registered version that `tfxflow rollback` served again: the serving versions of its copies.
+REPUBLISHED_AS_TAG = "tfxflow.republished_as"
+ERROR_TAG = "tfxflow.error"
 
 
 @dataclasses.dataclass(frozen=True)
 class TrackingSettings:
-    """Where and how a pipeline run is tracked; `run_key` is unique to the pipeline run."""
+    """Where and how a pipeline run is tracked; `run_key` is unique to the pipeline run. `mode`: what a server
+    that stops answering during the run means (required: the run stops; optional: it goes on), `wait_s` how
+    long each call waits for it, `outbox` the folder that keeps what could not be logged ("": nothing kept)."""
 
     uri: str
     experiment: str
     run_key: str
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # nested dicts are flattened
+    mode: str = "required"
+    wait_s: float = outbox_lib.DEFAULT_WAIT_S
+    outbox: str = ""
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> Dict[str, str]:
@@ -104,39 +115,248 @@ def artifact_location(uri: str) -> Optional[str]:
     return "file://" + os.path.join(os.path.dirname(uri[len("sqlite:///") :]), "artifacts")
 
 
-def start_run(settings: TrackingSettings, pipeline_name: str) -> str:
-    """Creates (or, on a retry, finds) the MLflow run of this pipeline run and logs its params."""
+def _start_run(mlflow_client, uri: str, experiment: str, run_key: str, op: Dict[str, Any]) -> str:
+    """Creates (or, on a retry, finds) the MLflow run of pipeline run `run_key`, started at the op's time, and
+    logs its params (again on a retry: the first try may have stopped before them)."""
     from mlflow.entities import Param
 
-    mlflow_client = client(settings.uri)
-    existing = find_run(mlflow_client, settings.experiment, settings.run_key)
+    existing = find_run(mlflow_client, experiment, run_key)
     if existing is not None:
-        return existing.info.run_id
-    experiment = mlflow_client.get_experiment_by_name(settings.experiment)
-    experiment_id = (
-        experiment.experiment_id
-        if experiment
-        else mlflow_client.create_experiment(settings.experiment, artifact_location=artifact_location(settings.uri))
-    )
-    run = mlflow_client.create_run(
-        experiment_id, run_name=settings.run_key, tags={RUN_KEY_TAG: settings.run_key, PIPELINE_TAG: pipeline_name}
-    )
-    params = [Param(k, v[:6000]) for k, v in sorted(flatten(settings.params).items())]
-    for i in range(0, len(params), 100):
-        mlflow_client.log_batch(run.info.run_id, params=params[i : i + 100])
-    return run.info.run_id
+        run_id = existing.info.run_id
+    else:
+        found = mlflow_client.get_experiment_by_name(experiment)
+        experiment_id = (
+            found.experiment_id
+            if found
+            else mlflow_client.create_experiment(experiment, artifact_location=artifact_location(uri))
+        )
+        run_id = mlflow_client.create_run(
+            experiment_id,
+            start_time=op.get("time"),
+            run_name=run_key,
+            tags={RUN_KEY_TAG: run_key, PIPELINE_TAG: op["pipeline"]},
+        ).info.run_id
+    logged = [Param(k, v[:6000]) for k, v in sorted(flatten(op.get("params", {})).items())]
+    for i in range(0, len(logged), 100):
+        mlflow_client.log_batch(run_id, params=logged[i : i + 100])
+    return run_id
 
 
-def finish_run(uri: str, experiment: str, run_key: str, status: str, error: str = "") -> Optional[str]:
-    """Marks the run of `run_key` FINISHED or FAILED (with the error as a tag); returns its id."""
-    mlflow_client = client(uri)
-    run = find_run(mlflow_client, experiment, run_key)
-    if run is None:
-        return None
-    if error:
-        mlflow_client.set_tag(run.info.run_id, "tfxflow.error", error[:5000])
-    mlflow_client.set_terminated(run.info.run_id, status=status)
-    return run.info.run_id
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def start_run(settings: TrackingSettings, pipeline_name: str, component: str = names.MLFLOW_START) -> str:
+    """The MLflow run of this pipeline run, created with its params; "" where the server did not answer and
+    the start waits in the outbox (`optional` mode). In `required` mode that raises TrackingUnavailable, and
+    nothing is kept: the run did no work to record."""
+    tracker = Tracker.of(settings, component=component)
+    meaning = "nothing was run: a run that requires tracking stops before any work when it cannot be tracked"
+    try:
+        tracker.send(
+            [{"op": "start", "pipeline": pipeline_name, "params": dict(settings.params), "time": _now_ms()}], meaning
+        )
+    except outbox_lib.TrackingUnavailable as err:
+        outbox_lib.remove(settings.outbox, settings.run_key)
+        err.outbox_file = ""
+        raise
+    return tracker.run_id
+
+
+def finish_run(settings: TrackingSettings, status: str, error: str = "", wait_s: Optional[float] = None) -> None:
+    """Marks the run FINISHED or FAILED (with the error as a tag), or keeps that in the outbox where the server
+    does not answer within `wait_s` (default: the settings'). Never raises for an unanswered server."""
+    tags = {ERROR_TAG: error[:5000]} if error else {}
+    tracker = Tracker.of(settings, component="the run's end", mode="optional")
+    if wait_s is not None:
+        tracker.wait_s = wait_s
+    queued = outbox_lib.load(tracker.outbox, tracker.run_key)
+    if queued and any(op["op"] == "terminate" for op in queued["ops"]):
+        return  # MlflowFinish's own close waits in the outbox already
+    try:
+        tracker.send([{"op": "terminate", "status": status, "tags": tags, "time": _now_ms()}])
+    except LookupError:  # the run never reached MLflow: nothing to close
+        pass
+
+
+# Operations that upload files: a request may take MLflow's own time limit.
+_UPLOADS = ("log_artifact", "log_model")
+
+
+@dataclasses.dataclass
+class Tracker:
+    """Sends one pipeline run's MLflow operations in order; where the server does not answer within `wait_s`,
+    keeps them (and every later one of the run) in the outbox and, with mode "required", stops the run with
+    TrackingUnavailable. An operation is a dict: start, log_batch, set_tags, log_artifact, log_model,
+    describe_version, terminate (see `_apply`)."""
+
+    uri: str
+    experiment: str
+    run_key: str
+    run_id: str = ""
+    mode: str = "required"
+    wait_s: float = outbox_lib.DEFAULT_WAIT_S
+    outbox: str = ""
+    component: str = ""
+    closed: bool = False  # a terminate operation closed the run
+
+    @classmethod
+    def of(
+        cls, settings: TrackingSettings, run_id: str = "", component: str = "", mode: Optional[str] = None
+    ) -> "Tracker":
+        return cls(
+            settings.uri,
+            settings.experiment,
+            settings.run_key,
+            run_id,
+            mode or settings.mode,
+            settings.wait_s,
+            settings.outbox,
+            component,
+        )
+
+    def send(self, ops: List[Dict[str, Any]], meaning: str = "") -> bool:
+        """Applies what waits in the outbox for this run, then `ops`; True when all of it reached the server.
+        `meaning`: what an unanswered server means for the run, for TrackingUnavailable's message. Whatever
+        stops it (an unanswered server, a refusal, Ctrl-C), what was not applied stays in the outbox."""
+        from absl import logging
+
+        from tfxflow.components import mlflow_auth
+
+        queued = outbox_lib.load(self.outbox, self.run_key)
+        if queued and not self.run_id:
+            self.run_id = queued.get("run_id", "")
+        queue = [*(queued["ops"] if queued else []), *ops]
+        # The server did not answer this run before: one short try, then the operations join the queue.
+        wait = self.wait_s if queued is None else min(self.wait_s, outbox_lib.RETRY_WAIT_S)
+        since = queued["since"] if queued else ""
+        done = 0
+        try:
+            mlflow_client = client(self.uri)
+            for op in queue:
+                request_s = outbox_lib.MAX_REQUEST_S if op["op"] in _UPLOADS else None
+                outbox_lib.call(lambda op=op: self._apply(mlflow_client, op), wait, request_s)
+                done += 1
+        except outbox_lib.Unanswered as err:
+            since = since or outbox_lib.clock(err.first)
+            kept = self._keep(queue[done:], since)
+            shown = mlflow_auth.redact_uri(resolve_uri(self.uri))
+            problem = outbox_lib.TrackingUnavailable(
+                shown, since, err.waited, err.reason, self.component, meaning, kept
+            )
+            if self.mode == "required":
+                raise problem from None
+            logging.warning(
+                "%s; %s", problem, f"kept in {kept}: {outbox_lib.describe(queue[done:])}" if kept else "not kept"
+            )
+            return False
+        except BaseException:
+            if queue[done:]:
+                self._keep(queue[done:], since or outbox_lib.clock(time.time()))
+            raise
+        outbox_lib.remove(self.outbox, self.run_key)
+        return True
+
+    def _keep(self, ops: List[Dict[str, Any]], since: str) -> str:
+        """Writes `ops` as this run's outbox entry; its path, or "" without an outbox or where it cannot be
+        written (logged: it never hides why the operations were not sent)."""
+        from absl import logging
+
+        if not self.outbox:
+            return ""
+        entry = {
+            "uri": self.uri,
+            "experiment": self.experiment,
+            "run_key": self.run_key,
+            "run_id": self.run_id,
+            "since": since,
+            "ops": ops,
+        }
+        try:
+            return outbox_lib.save(self.outbox, entry)
+        except OSError as err:
+            logging.error("could not keep what MLflow did not take in %s: %s", self.outbox, err)
+            return ""
+
+    def _apply(self, mlflow_client, op: Dict[str, Any]) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        kind = op["op"]
+        if kind == "start":
+            self.run_id = _start_run(mlflow_client, self.uri, self.experiment, self.run_key, op)
+            return
+        if not self.run_id:
+            found = find_run(mlflow_client, self.experiment, self.run_key)
+            if found is None:
+                raise LookupError(f"no MLflow run of pipeline run {self.run_key} in experiment {self.experiment}")
+            self.run_id = found.info.run_id
+        tags = op.get("tags") or {}
+        if kind == "terminate":  # with "only_if_running", a run closed already stays as it is
+            if op.get("only_if_running") and mlflow_client.get_run(self.run_id).info.status != "RUNNING":
+                return
+        if kind in ("set_tags", "terminate") and tags:
+            mlflow_client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        if kind == "log_batch":
+            mlflow_client.log_batch(
+                self.run_id,
+                metrics=[Metric(*m) for m in op.get("metrics", ())],
+                params=[Param(*p) for p in op.get("params", ())],
+            )
+        elif kind == "log_artifact":
+            mlflow_client.log_artifact(self.run_id, op["path"], op.get("artifact_path"))
+        elif kind == "log_model":
+            _register_push(mlflow_client, self.uri, self.run_id, op)
+        elif kind == "describe_version":
+            version = served_version(mlflow_client, op["registered_name"], op["pushed_version"])
+            if version is not None:
+                mlflow_client.update_model_version(op["registered_name"], version, description=op["description"])
+        elif kind == "terminate":
+            mlflow_client.set_terminated(self.run_id, status=op["status"], end_time=op.get("time"))
+            self.closed = True
+        elif kind != "set_tags":
+            raise ValueError(f"unknown MLflow operation {kind!r}")
+
+
+def deliver(uri: str, outbox: str, wait_s: float, replaced_by: str = "") -> List[str]:
+    """Sends what earlier runs kept in `outbox` for the server at `uri`, oldest first; returns a line per run.
+    Call it holding the run lock: every run it finds has ended, so one whose close was never kept (its process
+    died) is closed KILLED. A run closed FAILED or KILLED gets the tag `tfxflow.replaced_by` naming `replaced_by`
+    (the pipeline run that sends it). What gets no answer, or is refused, stays; what is for another server is
+    left for it."""
+    lines = []
+    for entry in outbox_lib.entries(outbox):
+        if entry["uri"] != uri:
+            continue
+        ops = [op for op in entry["ops"] if REPLACED_BY_TAG not in (op.get("tags") or {})]
+        if not any(op["op"] == "terminate" for op in ops):
+            why = "the pipeline process stopped before it closed its MLflow run"
+            ops.append({"op": "terminate", "status": "KILLED", "only_if_running": True, "tags": {ERROR_TAG: why}})
+        if replaced_by and any(op["op"] == "terminate" and op["status"] in ("FAILED", "KILLED") for op in ops):
+            ops.append({"op": "set_tags", "tags": {REPLACED_BY_TAG: f"pipeline run {replaced_by}"}})
+        if ops != entry["ops"]:
+            entry["ops"] = ops
+            outbox_lib.save(outbox, entry)
+        what = outbox_lib.describe(entry["ops"])
+        settings = TrackingSettings(uri, entry["experiment"], entry["run_key"], wait_s=wait_s, outbox=outbox)
+        tracker = Tracker.of(settings, entry.get("run_id", ""), "delivery", mode="optional")
+        try:
+            sent = tracker.send([])
+        except LookupError:  # the run was never created and its start was not kept: nothing to log into
+            outbox_lib.remove(outbox, entry["run_key"])
+            lines.append(f"run {entry['run_key']} never reached MLflow: nothing to close")
+            continue
+        except Exception as err:  # noqa: BLE001 (a refusal of MLflow's: the entry stays for the user to see)
+            first = (str(err).strip().splitlines() or [""])[0][:300]
+            lines.append(
+                f"MLflow refused what run {entry['run_key']} kept ({type(err).__name__}: {first}); it stays in "
+                f"{outbox_lib.entry_path(outbox, entry['run_key'])}"
+            )
+            continue
+        if sent:
+            lines.append(f"sent to MLflow what run {entry['run_key']} kept since {entry['since']}: {what}")
+        else:
+            lines.append(f"still kept for run {entry['run_key']} (the server does not answer): {what}")
+    return lines
 
 
 def run_key_for(run_key: str, output_uri: str) -> str:
@@ -159,9 +379,20 @@ def MlflowStart(  # noqa: N802 (TFX's function components are named like classes
     pipeline_name: Parameter[str],
     run_id: OutputArtifact[standard_artifacts.String],
     params_json: Parameter[str] = "{}",
+    tracking_mode: Parameter[str] = "required",
+    tracking_wait_s: Parameter[float] = outbox_lib.DEFAULT_WAIT_S,
+    outbox: Parameter[str] = "",
 ) -> None:
     """Creates the MLflow run of this pipeline run (tag `tfxflow.pipeline_run` = `run_key`), logs the params."""
-    settings = TrackingSettings(tracking_uri, experiment, run_key_for(run_key, run_id.uri), json.loads(params_json))
+    settings = TrackingSettings(
+        tracking_uri,
+        experiment,
+        run_key_for(run_key, run_id.uri),
+        json.loads(params_json),
+        tracking_mode,
+        tracking_wait_s,
+        outbox,
+    )
     run_id.value = start_run(settings, pipeline_name)
 
 
@@ -303,15 +534,20 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     blessing: InputArtifact[standard_artifacts.ModelBlessing],
     serving_check: InputArtifact[standard_artifacts.InfraBlessing],
     tracking_uri: Parameter[str],
+    experiment: Parameter[str] = "",
+    run_key: Parameter[str] = "",
+    tracking_mode: Parameter[str] = "required",
+    tracking_wait_s: Parameter[float] = outbox_lib.DEFAULT_WAIT_S,
+    outbox: Parameter[str] = "",
 ) -> RecordResult:
     """Logs rows per split, the gate's anomaly count and ExampleValidator's report, the Trainer's hardware
     and per-epoch curves, the Evaluator's metrics overall and per slice, the serving check's figures and
-    verdict, the schema and summaries as artifacts, and lineage tags."""
+    verdict, the schema and summaries as artifacts, and lineage tags. `run_id` is "" where MlflowStart's
+    start waits in the outbox (the run is found by `experiment` and `run_key` then)."""
     import tempfile
 
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric
 
-    mlflow_client = client(tracking_uri)
     metrics: List[Metric] = [Metric("data.anomalies", anomalies_found, 0, 0)]
     metrics += [Metric(f"data.rows.{split}", count, 0, 0) for split, count in split_rows(statistics.uri).items()]
     info_path = os.path.join(model_run.uri, names.TRAINING_INFO_FILE)
@@ -345,12 +581,18 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     metrics += [Metric(f"serving.{name}", value, 0, 0) for name, value in serving_check_lib.figures(served).items()]
     blessed = int(blessing.get_int_custom_property("blessed") == 1)
     params = [
-        Param(f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+        (f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
         for k, v in sorted(info.items())
         if k != "backup_dir"
     ]
-    for i in range(0, len(metrics), 500):
-        mlflow_client.log_batch(run_id, metrics=metrics[i : i + 500], params=params if i == 0 else [])
+    ops: List[Dict[str, Any]] = [
+        {
+            "op": "log_batch",
+            "metrics": [(m.key, m.value, m.timestamp, m.step) for m in metrics[i : i + 500]],
+            "params": params if i == 0 else [],
+        }
+        for i in range(0, len(metrics), 500)
+    ]
     tags = {
         "tfxflow.task": described["task"],
         "tfxflow.blessed": "yes" if blessed else "no",
@@ -372,8 +614,7 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     tags["tfxflow.serving_check"] = "passed" if served.get("blessed") else "failed"
     if served.get("reasons"):
         tags["tfxflow.serving_check_failed_because"] = "; ".join(served["reasons"])[:5000]
-    for key, value in tags.items():
-        mlflow_client.set_tag(run_id, key, value)
+    ops.append({"op": "set_tags", "tags": tags})
     with tempfile.TemporaryDirectory() as folder:
         for name, content in (
             ("evaluation.json", evaluation_by_slice),
@@ -382,19 +623,31 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
         ):
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
                 json.dump(content, f, indent=2)
-            mlflow_client.log_artifact(run_id, os.path.join(folder, name), "summaries")
+            ops.append({"op": "log_artifact", "path": os.path.join(folder, name), "artifact_path": "summaries"})
         with (
             fileio.open(os.path.join(schema.uri, "schema.pbtxt"), "r") as src,
             open(os.path.join(folder, "schema.pbtxt"), "w", encoding="utf-8") as dst,
         ):
             dst.write(src.read())
-        mlflow_client.log_artifact(run_id, os.path.join(folder, "schema.pbtxt"), "data")
+        ops.append({"op": "log_artifact", "path": os.path.join(folder, "schema.pbtxt"), "artifact_path": "data"})
         from tfxflow.components import gate
 
         found = gate.read_anomalies(anomalies.uri)
         with open(os.path.join(folder, "anomalies.txt"), "w", encoding="utf-8") as f:
             f.write("".join(f"{a}\n" for a in found) or "no anomalies\n")
-        mlflow_client.log_artifact(run_id, os.path.join(folder, "anomalies.txt"), "data")
+        ops.append({"op": "log_artifact", "path": os.path.join(folder, "anomalies.txt"), "artifact_path": "data"})
+        verdict = (
+            f"{'blessed' if blessed else 'not blessed'} by the Evaluator and "
+            f"{'passed' if served.get('blessed') else 'failed'} the serving check"
+        )
+        then = "the model is pushed" if blessed and served.get("blessed") else "the run is recorded"
+        settings = TrackingSettings(tracking_uri, experiment, run_key, {}, tracking_mode, tracking_wait_s, outbox)
+        Tracker.of(settings, run_id, names.MLFLOW_RECORD).send(
+            ops,
+            f"the model was trained and evaluated ({verdict}) but not pushed: with --tracking required no model "
+            "is pushed unrecorded; run the same command once the server answers again: finished components come "
+            f"from the cache and {then}",
+        )
     return {"blessed": blessed}
 
 
@@ -505,9 +758,47 @@ def served_version(mlflow_client, registered_name: str, pushed_version: str) -> 
 
     try:
         versions = mlflow_client.search_model_versions(f"name='{registered_name}'")
-    except MlflowException:
+    except MlflowException as err:
+        if outbox_lib.outage_reason(err):
+            raise  # no answer is not "not registered": the caller waits or keeps the operation
         return None
     return next((v.version for v in versions if v.tags.get("tfxflow.pushed_version") == pushed_version), None)
+
+
+def _register_push(mlflow_client, uri: str, run_id: str, op: Dict[str, Any]) -> None:
+    """Logs the pushed SavedModel to the run and registers it (once per pushed version), moves the champion
+    alias to it and tags the run with the registered version."""
+    registered_name, version = op["registered_name"], op["pushed_version"]
+    registered = served_version(mlflow_client, registered_name, version)
+    if registered is None:  # a cached Pusher hands on a push that is registered already
+        # A try that stopped between registering and tagging left a version of this run: tag that one.
+        ours = [v for v in mlflow_client.search_model_versions(f"name='{registered_name}'") if v.run_id == run_id]
+        if ours:
+            registered = ours[0].version
+        else:
+            logged = log_serving_model(resolve_uri(uri), run_id, op["saved_model"], registered_name)
+            registered = logged.registered_model_version
+        for key, value in (("tfxflow.pushed_version", version), ("tfxflow.pushed_destination", op["destination"])):
+            mlflow_client.set_model_version_tag(registered_name, str(registered), key, value)
+    if _newer_than_champion(mlflow_client, registered_name, version):
+        mlflow_client.set_registered_model_alias(registered_name, CHAMPION_ALIAS, str(registered))
+    mlflow_client.set_tag(run_id, "tfxflow.registered_version", str(registered))
+
+
+def _newer_than_champion(mlflow_client, registered_name: str, pushed_version: str) -> bool:
+    """Whether the pushed version is at least the champion's: a push registered late (its run's server did not
+    answer) does not take the alias from a newer one, or from a rollback's copy (a higher version too)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        champion = mlflow_client.get_model_version_by_alias(registered_name, CHAMPION_ALIAS)
+    except MlflowException as err:
+        if outbox_lib.outage_reason(err):
+            raise
+        return True  # no champion yet
+    served = [champion.tags.get("tfxflow.pushed_version", ""), *champion.tags.get(REPUBLISHED_AS_TAG, "").split(",")]
+    served = [int(v) for v in served if v.isdigit()]
+    return not served or int(pushed_version) >= max(served)
 
 
 @component
@@ -517,33 +808,44 @@ def MlflowFinish(  # noqa: N802 (TFX's function components are named like classe
     pushed_model: InputArtifact[standard_artifacts.PushedModel],
     tracking_uri: Parameter[str],
     registered_model_name: Parameter[str],
+    experiment: Parameter[str] = "",
+    run_key: Parameter[str] = "",
+    tracking_mode: Parameter[str] = "required",
+    tracking_wait_s: Parameter[float] = outbox_lib.DEFAULT_WAIT_S,
+    outbox: Parameter[str] = "",
 ) -> None:
     """Records whether and where the model was pushed; a pushed model is logged in MLflow's TensorFlow
     flavour, registered as a new version of `registered_model_name`, and the `champion` alias moves to it
     (the version being served). Closes the run."""
-    mlflow_client = client(tracking_uri)
     pushed = pushed_model.get_int_custom_property("pushed") == 1
-    mlflow_client.set_tag(run_id, "tfxflow.pushed", "yes" if pushed else "no")
+    tags = {"tfxflow.pushed": "yes" if pushed else "no"}
     from tfxflow.components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON
 
     for key, tag in ((NOT_PUSHED_REASON, "tfxflow.not_pushed_because"), (AFTER_ROLLBACK, "tfxflow.after_rollback")):
         if pushed_model.has_custom_property(key):
-            mlflow_client.set_tag(run_id, tag, pushed_model.get_string_custom_property(key)[:5000])
+            tags[tag] = pushed_model.get_string_custom_property(key)[:5000]
+    ops: List[Dict[str, Any]] = [{"op": "set_tags", "tags": tags}]
+    meaning = "no model was pushed"
     if pushed:
         version = pushed_model.get_string_custom_property("pushed_version")
         destination = pushed_model.get_string_custom_property("pushed_destination")
-        mlflow_client.set_tag(run_id, "tfxflow.pushed_version", version)
-        mlflow_client.set_tag(run_id, "tfxflow.pushed_destination", destination)
-        registered = served_version(mlflow_client, registered_model_name, version)
-        if registered is None:  # a cached Pusher hands on a push that is registered already
-            # The SavedModel: `Format-Serving/` in TFX's layout, the artifact's root where it was flattened.
-            saved_model = os.path.join(model.uri, "Format-Serving")
-            if not fileio.exists(saved_model):
-                saved_model = model.uri
-            info = log_serving_model(resolve_uri(tracking_uri), run_id, saved_model, registered_model_name)
-            registered = info.registered_model_version
-            for key, value in (("tfxflow.pushed_version", version), ("tfxflow.pushed_destination", destination)):
-                mlflow_client.set_model_version_tag(registered_model_name, str(registered), key, value)
-        mlflow_client.set_registered_model_alias(registered_model_name, CHAMPION_ALIAS, str(registered))
-        mlflow_client.set_tag(run_id, "tfxflow.registered_version", str(registered))
-    mlflow_client.set_terminated(run_id, status="FINISHED")
+        # The SavedModel: `Format-Serving/` in TFX's layout, the artifact's root where it was flattened.
+        saved_model = os.path.join(model.uri, "Format-Serving")
+        if not fileio.exists(saved_model):
+            saved_model = model.uri
+        tags.update({"tfxflow.pushed_version": version, "tfxflow.pushed_destination": destination})
+        ops.append(
+            {
+                "op": "log_model",
+                "saved_model": saved_model,
+                "registered_name": registered_model_name,
+                "pushed_version": version,
+                "destination": destination,
+            }
+        )
+        meaning = f"the model was recorded and pushed (version {version}: {destination})"
+    ops.append({"op": "terminate", "status": "FINISHED"})
+    settings = TrackingSettings(tracking_uri, experiment, run_key, {}, tracking_mode, tracking_wait_s, outbox)
+    Tracker.of(settings, run_id, names.MLFLOW_FINISH).send(
+        ops, f"{meaning}; its registration in MLflow and the close of the MLflow run wait"
+    )

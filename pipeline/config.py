@@ -12,6 +12,7 @@ from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
+from tfxflow.components.tracking_outbox import DEFAULT_WAIT_S as DEFAULT_TRACKING_WAIT_S
 from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline import settings as settings_lib
 from tfxflow.pipeline import user_module as user_module_lib
@@ -276,8 +277,17 @@ class PipelineSettings:
     tracking: str = setting(
         "required",
         choices=TRACKING_MODES,
-        help="required: stop before any work if the store does not answer; optional: run untracked then; "
+        help="required: stop before any work if the store does not answer, and stop (nothing pushed) if it stops "
+        "answering during the run; optional: run untracked then, and go on and push if it stops answering; "
         "off: do not track",
+    )
+    tracking_wait: float = setting(
+        DEFAULT_TRACKING_WAIT_S,
+        metavar="SECONDS",
+        check=at_least(1),
+        help="how long each MLflow call of a run waits for a server that stops answering; then what the run "
+        "could not log is kept beside the metadata store (<home>/metadata/mlflow_outbox) and sent when it "
+        "answers again (the next run, or tfxflow mlflow-sync)",
     )
 
 
@@ -359,6 +369,12 @@ class Paths:
             trainer_backup_dir=os.path.join(home, "trainer_backup"),
         )
 
+    @property
+    def tracking_outbox(self) -> str:
+        """What a run could not log to MLflow while its server did not answer (components/tracking_outbox.py):
+        beside the metadata store, whose run lock guards both."""
+        return os.path.join(os.path.dirname(self.metadata_path), "mlflow_outbox")
+
 
 @dataclasses.dataclass(frozen=True)
 class SharedConfig:
@@ -401,6 +417,7 @@ class RunConfig(SharedConfig):
     paths: Paths
     tracking_uri: Optional[str] = None  # MLflow; None: not tracked
     tracking_mode: str = "required"  # required: an unreachable store stops the run; optional: runs untracked
+    tracking_wait_s: float = DEFAULT_TRACKING_WAIT_S  # per MLflow call, for a server that stops answering
     keep_versions: int = DEFAULT_KEEP_VERSIONS  # model versions kept in the serving directory (at least 2)
 
     @property
@@ -465,6 +482,7 @@ def build_run_config(
     serving_data_root: Optional[str] = None,
     tracking_uri: Optional[str] = None,
     tracking_mode: str = "required",
+    tracking_wait_s: float = DEFAULT_TRACKING_WAIT_S,
     experiment: Optional[str] = None,
     keep_versions: int = DEFAULT_KEEP_VERSIONS,
     module_file: Optional[str] = None,
@@ -519,6 +537,7 @@ def build_run_config(
         serving_data_root=serving_data_root,
         tracking_uri=tracking_uri if tracking_mode != "off" else None,
         tracking_mode=tracking_mode,
+        tracking_wait_s=tracking_wait_s,
         experiment=experiment or pipeline_name,
         keep_versions=keep_versions,
         user_module=user_module,

@@ -354,12 +354,14 @@ def create_pipeline(
                 f"tracking URI {mlflow_auth.redact_uri(tracking.uri)} carries credentials: pass them in "
                 f"${mlflow_auth.USERNAME_ENV}/${mlflow_auth.PASSWORD_ENV} instead"
             )
+        outage = dict(tracking_mode=tracking.mode, tracking_wait_s=float(tracking.wait_s), outbox=tracking.outbox)
         start = tracking_lib.MlflowStart(
             tracking_uri=tracking.uri,
             experiment=tracking.experiment,
             run_key=tracking.run_key,
             pipeline_name=pipeline_name,
             params_json=json.dumps(tracking.params, sort_keys=True),
+            **outage,
         ).with_id(names.MLFLOW_START)
         # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
         example_gen.add_upstream_node(start)
@@ -377,6 +379,9 @@ def create_pipeline(
             blessing=evaluator.outputs["blessing"],
             serving_check=serving_check.outputs["blessing"],
             tracking_uri=tracking.uri,
+            experiment=tracking.experiment,
+            run_key=tracking.run_key,
+            **outage,
         ).with_id(names.MLFLOW_RECORD)
         pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
         finish = tracking_lib.MlflowFinish(
@@ -385,6 +390,9 @@ def create_pipeline(
             pushed_model=pusher.outputs["pushed_model"],
             tracking_uri=tracking.uri,
             registered_model_name=model_name,
+            experiment=tracking.experiment,
+            run_key=tracking.run_key,
+            **outage,
         ).with_id(names.MLFLOW_FINISH)
         tracking_nodes = [start, record, finish]
     return Pipeline(

@@ -12,6 +12,7 @@ import urllib.parse
 from typing import MutableMapping, Optional
 
 from tfxflow.components import mlflow_auth
+from tfxflow.components.tracking_outbox import root_error
 
 TRACKING_ENV = mlflow_auth.TRACKING_URI_ENV
 EMBEDDED_DB = os.path.join("mlflow", "mlflow.db")
@@ -96,19 +97,8 @@ def _check_server(uri: str, timeout: float, experiment: Optional[str], model_nam
             raise TrackingError(f"{shown} does not answer like an MLflow tracking server; {advice}")
         _check_write(shown, creds, timeout, experiment, model_name)
     except MlflowException as err:
-        raise _unreachable(shown, creds, _root_error(err), advice) from None
+        raise _unreachable(shown, creds, root_error(err), advice) from None
     return f"MLflow tracking server {shown}"
-
-
-def _root_error(err: BaseException) -> BaseException:
-    """The deepest OS-level error behind MLflow's "API request ... failed" (connection refused, name not known,
-    a TLS failure); urllib3 leaves a TypeError of its own below some of them, which says nothing."""
-    found = err
-    while err.__cause__ or err.__context__:
-        err = err.__cause__ or err.__context__
-        if isinstance(err, OSError):
-            found = err
-    return found
 
 
 def _unreachable(shown: str, creds, root: BaseException, advice: str) -> TrackingError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import os
 import random
@@ -14,6 +13,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfxflow.components import tracking_outbox
 from tfxflow.pipeline.config import bundled_taxi_data_root
 
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
@@ -108,19 +108,7 @@ def run_cli(*args: str, timeout: int = 900, env: "Dict[str, str] | None" = None)
     return subprocess.run([TFXFLOW, *args], capture_output=True, text=True, timeout=timeout, check=False, env=environ)
 
 
-@contextlib.contextmanager
-def environment(env: Dict[str, str]):
-    """This process's environment with `env` set while the block runs, as it was after."""
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+environment = tracking_outbox.environment  # this process's environment with some variables set for a block
 
 
 def patch_env(monkeypatch, env: "Dict[str, str | None]") -> None:

@@ -207,7 +207,7 @@ def _add_compile(comp) -> None:
     track = comp.add_argument_group("tracking (MLflow)")
     common.add_pipeline_settings(
         track,
-        only=("tracking", "mlflow_uri", "experiment"),
+        only=("tracking", "mlflow_uri", "experiment", "tracking_wait"),
         overrides={
             "tracking": {
                 "choices": COMPILE_TRACKING,
@@ -216,6 +216,10 @@ def _add_compile(comp) -> None:
                 "off: it has no tracking steps ('on': deprecated spelling of required)",
             },
             "mlflow_uri": {"help": "$MLFLOW_TRACKING_URI of the tracking steps"},
+            "tracking_wait": {
+                "help": "how long each MLflow call of a tracking step waits for a server that stops answering; "
+                "then the step fails, naming the server (KFP's retry policy may run it again)"
+            },
         },
     )
     settings.add_arguments(track, KubeflowConfig, only=("mlflow_secret",))
@@ -302,6 +306,7 @@ def _compile(args: argparse.Namespace) -> int:
         beam_workers=beam_workers,
         beam=beam,
         tracking=shared.tracking != "off",
+        tracking_wait_s=shared.tracking_wait,
         experiment=shared.experiment or "",
         mlflow_uri=shared.mlflow_uri or "",
         mlflow_secret=args.mlflow_secret,

@@ -11,7 +11,7 @@ import textwrap
 from typing import List, Optional
 
 from tfxflow.components.model import hardware
-from tfxflow.pipeline.cli import common, compare, data, kubeflow, report, rollback
+from tfxflow.pipeline.cli import common, compare, data, kubeflow, mlflow_sync, report, rollback
 from tfxflow.pipeline.cli import run as run_cli
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_DATA_GATE, EXIT_TERMINATED
 
@@ -31,6 +31,7 @@ def _description() -> str:
         ("infer-schema", data.INFER_HELP),
         ("accept-data", data.ACCEPT_HELP),
         ("rollback", rollback.HELP),
+        ("mlflow-sync", mlflow_sync.HELP),
         ("kubeflow", kubeflow.HELP),
     ]
     commands += [(f"  kubeflow {name}", text) for name, text in kubeflow.COMMANDS.items()]
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_parser(sub)
     data.add_parsers(sub)
     rollback.add_parser(sub)
+    mlflow_sync.add_parser(sub)
     kubeflow.add_parser(sub)
     return parser
 
@@ -72,6 +74,7 @@ _COMMANDS = {
     "infer-schema": data.infer_schema,
     "accept-data": data.accept_data,
     "rollback": rollback.main,
+    "mlflow-sync": mlflow_sync.main,
     "kubeflow": kubeflow.main,
 }
 

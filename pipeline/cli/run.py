@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
     common.add_evaluation_args(evaluation)
     common.add_pipeline_settings(evaluation, only=("allowed_anomaly_types", "serving_data_root", "drift_check"))
     track = run.add_argument_group("tracking (MLflow)")
-    common.add_pipeline_settings(track, only=("mlflow_uri", "experiment", "tracking"))
+    common.add_pipeline_settings(track, only=("mlflow_uri", "experiment", "tracking", "tracking_wait"))
     execution = run.add_argument_group("execution")
     common.add_beam_args(execution, kubeflow=False)
     execution.add_argument("--no-cache", action="store_true", help="re-run every component")
@@ -98,6 +98,7 @@ def main(args: argparse.Namespace) -> int:
             serving_data_root=shared.serving_data_root,
             tracking_uri=shared.mlflow_uri,
             tracking_mode=shared.tracking,
+            tracking_wait_s=shared.tracking_wait,
             experiment=shared.experiment,
             keep_versions=args.keep_versions,
             module_file=shared.module_file,

@@ -33,7 +33,13 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import mlflow_auth, names, object_store
 from tfxflow.pipeline.beam_runners import BeamRunner
-from tfxflow.pipeline.config import ConfigError, SharedConfig, check_shared, split_beam_runner
+from tfxflow.pipeline.config import (
+    DEFAULT_TRACKING_WAIT_S,
+    ConfigError,
+    SharedConfig,
+    check_shared,
+    split_beam_runner,
+)
 from tfxflow.pipeline.settings import setting
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
@@ -119,6 +125,7 @@ class KubeflowConfig(SharedConfig):
     node_selector: Tuple[Tuple[str, str], ...] = ()
     tolerations: Tuple[Toleration, ...] = ()
     tracking: bool = True
+    tracking_wait_s: float = DEFAULT_TRACKING_WAIT_S  # per MLflow call of a tracking step
     mlflow_uri: str = ""  # set as $MLFLOW_TRACKING_URI in the tracking steps
     mlflow_secret: str = setting(
         "",
@@ -419,8 +426,9 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
 
     tracking = None
     if config.tracking:
+        # A step has no outbox: a server that stops answering fails it, naming the server.
         tracking = tracking_lib.TrackingSettings(
-            uri="", experiment=config.experiment, run_key=RUN_KEY, params=params or {}
+            uri="", experiment=config.experiment, run_key=RUN_KEY, params=params or {}, wait_s=config.tracking_wait_s
         )
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,

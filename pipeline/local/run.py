@@ -16,6 +16,7 @@ from tfxflow.pipeline.local import run_guard
 EXIT_CONFIG_ERROR = 2
 EXIT_DATA_GATE = 3  # the data was refused: bad CSV files or anomalies
 EXIT_BUSY = 4  # another run holds this metadata store
+EXIT_TRACKING = 5  # the tracking server stopped answering during a run that requires tracking
 EXIT_TERMINATED = 143  # SIGTERM or Ctrl-C: the run stopped, finished components stay cached
 
 
@@ -173,7 +174,20 @@ def _run_locked(config, log_file: str, force: bool) -> int:
 def _failed(err: Exception, config, log_file: str) -> int:
     """Prints why the run failed and what to do; returns its exit status."""
     from tfxflow.components.errors import DataError, UserCodeError
+    from tfxflow.components.tracking_outbox import TrackingUnavailable
 
+    if isinstance(err, TrackingUnavailable):
+        print(f"\nerror: {err}", file=sys.stderr)
+        if err.meaning:
+            print(f"  {err.meaning}", file=sys.stderr)
+        if err.outbox_file:
+            print(
+                f"  what the run could not log is kept in {err.outbox_file}; it is sent when the server answers "
+                "again, by the next run or by `tfxflow mlflow-sync`, and the MLflow run is closed then",
+                file=sys.stderr,
+            )
+        print(f"  full log: {log_file}", file=sys.stderr)
+        return EXIT_TRACKING
     if isinstance(err, UserCodeError):
         module = f" (--module-file {config.user_module.path})" if config.user_module else ""
         print(

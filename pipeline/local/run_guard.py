@@ -234,17 +234,27 @@ def recover_interrupted(
 
 
 def _kill_mlflow_run(tracking_lib, run: dict) -> Optional[str]:
-    mlflow_client = tracking_lib.client(run["tracking_uri"])
-    found = tracking_lib.find_run(mlflow_client, run["experiment"], run["run_key"])
-    if found is None or found.info.status != "RUNNING":
-        return None
-    mlflow_client.set_tag(
-        found.info.run_id,
-        "tfxflow.error",
-        f"the pipeline process stopped without finishing (killed); started {run.get('started')}",
+    """Marks the MLflow run of the dead run KILLED (kept in the outbox when its server does not answer now);
+    its id, or None when there is none still RUNNING."""
+    from tfxflow.components import tracking_outbox
+
+    settings = tracking_lib.TrackingSettings(
+        run["tracking_uri"],
+        run["experiment"],
+        run["run_key"],
+        mode="optional",
+        wait_s=tracking_outbox.RETRY_WAIT_S,
+        outbox=run.get("outbox") or "",
     )
-    mlflow_client.set_terminated(found.info.run_id, status="KILLED")
-    return found.info.run_id
+    why = f"the pipeline process stopped without finishing (killed); started {run.get('started')}"
+    tracker = tracking_lib.Tracker.of(settings, component="recovery")
+    try:
+        sent = tracker.send(
+            [{"op": "terminate", "status": "KILLED", "only_if_running": True, "tags": {tracking_lib.ERROR_TAG: why}}]
+        )
+    except LookupError:  # the run never reached MLflow
+        return None
+    return tracker.run_id if sent and tracker.closed else None
 
 
 def _cancel_running_executions(

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Callable, List, Optional, TextIO
 
-from tfxflow.components import names
+from tfxflow.components import names, tracking_outbox
 from tfxflow.components.mlflow_auth import redact_uri
 from tfxflow.pipeline.config import RunConfig
 from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat, tree_rss_bytes
@@ -166,8 +166,20 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     if config.tracking_uri:
         run_key = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         tracking = tracking_lib.TrackingSettings(
-            config.tracking_uri, config.experiment, run_key, tracking_params(config, schema_path)
+            config.tracking_uri,
+            config.experiment,
+            run_key,
+            tracking_params(config, schema_path),
+            mode=config.tracking_mode,
+            wait_s=config.tracking_wait_s,
+            outbox=paths.tracking_outbox,
         )
+        # What earlier runs could not log (their server did not answer) goes first; a run they left open is
+        # closed, naming this one.
+        for line in tracking_lib.deliver(
+            config.tracking_uri, paths.tracking_outbox, tracking_outbox.RETRY_WAIT_S, replaced_by=run_key
+        ):
+            print(f"tfxflow: {line}", file=out, flush=True)
     pipeline = create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=paths.pipeline_root,
@@ -201,6 +213,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
             "run_key": tracking.run_key if tracking else None,
             "tracking_uri": tracking.uri if tracking else None,
             "experiment": tracking.experiment if tracking else None,
+            "outbox": tracking.outbox if tracking else None,
         },
     )
     try:
@@ -232,7 +245,11 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     if tracking is not None:
         result.mlflow_run_id = _log_durations(tracking, progress.timings, wall)
     print_summary(result, progress.timings, wall, config, out)
+    if tracking is not None:
+        _print_kept(tracking, out)
     _publish(config, tracking, out, run_id=result.run_id, mlflow_run_id=result.mlflow_run_id)
+    if tracking is not None and tracking_outbox.load(tracking.outbox, tracking.run_key):
+        return result  # not "up to date" while its records wait: the next run sends them
     record_last_run(
         config,
         fingerprint or run_fingerprint(config),
@@ -262,7 +279,12 @@ def _publish(config: RunConfig, tracking, out: TextIO, *, run_id=None, mlflow_ru
         if mlflow_run_id is None and tracking is not None:
             mlflow_run_id = _mlflow_run_id(tracking)
         published = publish.publish(
-            config, run_id=run_id, mlflow_run_id=mlflow_run_id, code_commit=git_commit(), error=error
+            config,
+            run_id=run_id,
+            mlflow_run_id=mlflow_run_id,
+            code_commit=git_commit(),
+            error=error,
+            tracking=tracking,
         )
     except Exception as err:  # the page is a view of the run; the run's outcome stands
         logging.getLogger(__name__).exception("could not write the run page")
@@ -283,44 +305,62 @@ def _failure_text(err: Exception) -> str:
 
 
 def _mlflow_run_id(tracking) -> Optional[str]:
-    """The MLflow run of a pipeline run that stopped, or None when MLflow does not answer."""
+    """The MLflow run of a pipeline run that stopped, or None when MLflow does not answer (at once)."""
     from tfxflow.components import tracking as tracking_lib
 
     try:
-        run = tracking_lib.find_run(tracking_lib.client(tracking.uri), tracking.experiment, tracking.run_key)
+        run = tracking_outbox.call(
+            lambda: tracking_lib.find_run(tracking_lib.client(tracking.uri), tracking.experiment, tracking.run_key),
+            wait_s=0,
+        )
     except Exception:  # noqa: BLE001 (MLflow's client raises many kinds; the page is written without it)
         return None
     return run.info.run_id if run is not None else None
 
 
 def _close_failed_run(tracking, err: BaseException) -> None:
-    """Marks the MLflow run of a failed pipeline run FAILED, with the error; never hides the original error."""
+    """Marks the MLflow run of a failed pipeline run FAILED, with the error (kept in the outbox where the server
+    does not answer); never hides the original error."""
     from tfxflow.components import tracking as tracking_lib
 
+    unanswered = isinstance(err, tracking_outbox.TrackingUnavailable)
     try:
         tracking_lib.finish_run(
-            tracking.uri, tracking.experiment, tracking.run_key, "FAILED", f"{type(err).__name__}: {err}"
+            tracking, "FAILED", f"{type(err).__name__}: {err}", wait_s=0 if unanswered else tracking_outbox.RETRY_WAIT_S
         )
     except Exception:  # recording the failure must not hide the run's own error
         logging.getLogger(__name__).exception("could not mark the MLflow run failed")
 
 
 def _log_durations(tracking, timings: List[ComponentTiming], wall: float) -> Optional[str]:
-    """Each component's seconds (and the run's) as metrics of the MLflow run; returns the run id."""
-    from mlflow.entities import Metric
-
+    """Each component's seconds (and the run's) as metrics of the MLflow run (kept in the outbox where the server
+    does not answer: the run finished, so this never stops it); returns the run id, "" when not known."""
     from tfxflow.components import tracking as tracking_lib
 
-    mlflow_client = tracking_lib.client(tracking.uri)
-    run = tracking_lib.find_run(mlflow_client, tracking.experiment, tracking.run_key)
-    if run is None:
-        return None
     now = int(time.time() * 1000)
-    metrics = [Metric(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
-    metrics.append(Metric("duration.pipeline", wall, now, 0))
-    metrics.append(Metric("components.cached", sum(t.status == "cached" for t in timings), now, 0))
-    mlflow_client.log_batch(run.info.run_id, metrics=metrics)
-    return run.info.run_id
+    metrics = [(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
+    metrics.append(("duration.pipeline", wall, now, 0))
+    metrics.append(("components.cached", sum(t.status == "cached" for t in timings), now, 0))
+    tracker = tracking_lib.Tracker.of(tracking, component="the run's end", mode="optional")
+    try:
+        tracker.send([{"op": "log_batch", "metrics": metrics}])
+    except LookupError:  # no MLflow run to log into
+        return None
+    return tracker.run_id or None
+
+
+def _print_kept(tracking, out: TextIO) -> None:
+    """Says what this run kept in the outbox because the server did not answer (tracking optional)."""
+    entry = tracking_outbox.load(tracking.outbox, tracking.run_key)
+    if entry is None:
+        return
+    print(
+        f"  mlflow:         the server has not answered since {entry['since']}; kept "
+        f"{tracking_outbox.describe(entry['ops'])} in {tracking_outbox.entry_path(tracking.outbox, tracking.run_key)}"
+        "\n                  sent when it answers again: by the next run, or tfxflow mlflow-sync",
+        file=out,
+        flush=True,
+    )
 
 
 def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:

@@ -161,22 +161,34 @@ def write_model_card(home: str, model_name: str, page: page_lib.RunPage) -> str:
 
 
 def log_to_mlflow(
-    tracking_uri: str, mlflow_run_id: str, report: str, card: Optional[str], model_name: str, pushed_version
-) -> None:
-    """Logs the page (and the card) to the MLflow run; the card also describes the registered model version."""
+    tracking, mlflow_run_id: Optional[str], report: str, card: Optional[str], model_name: str, pushed_version
+) -> bool:
+    """Logs the page (and the card) to the MLflow run of `tracking` (TrackingSettings); the card also describes
+    the registered model version. False: the server did not answer and they wait in the outbox."""
     from tfxflow.components import tracking as tracking_lib
 
-    client = tracking_lib.client(tracking_uri)
-    client.log_artifact(mlflow_run_id, report, "report")
-    client.set_tag(mlflow_run_id, REPORT_TAG, report)
-    if card is None:
-        return
-    client.log_artifact(mlflow_run_id, card, "model_card")
-    client.log_artifact(mlflow_run_id, card[: -len(".md")] + ".html", "model_card")
-    version = tracking_lib.served_version(client, model_name, str(pushed_version))
-    if version is not None:
+    ops = [
+        {"op": "log_artifact", "path": report, "artifact_path": "report"},
+        {"op": "set_tags", "tags": {REPORT_TAG: report}},
+    ]
+    if card is not None:
         with open(card, encoding="utf-8") as f:
-            client.update_model_version(model_name, version, description=f.read())
+            description = f.read()
+        ops += [
+            {"op": "log_artifact", "path": card, "artifact_path": "model_card"},
+            {"op": "log_artifact", "path": card[: -len(".md")] + ".html", "artifact_path": "model_card"},
+            {
+                "op": "describe_version",
+                "registered_name": model_name,
+                "pushed_version": str(pushed_version),
+                "description": description,
+            },
+        ]
+    tracker = tracking_lib.Tracker.of(tracking, mlflow_run_id or "", "the run page", mode="optional")
+    try:
+        return tracker.send(ops)
+    except LookupError:  # the run never reached MLflow
+        return False
 
 
 def publish(
@@ -186,6 +198,7 @@ def publish(
     mlflow_run_id: Optional[str] = None,
     code_commit: Optional[str] = None,
     error: Optional[str] = None,
+    tracking=None,
 ) -> Published:
     """The page of a local run that just ended (and a pushed model's card), in the home folder and MLflow.
 
@@ -206,17 +219,16 @@ def publish(
     published = Published(report_path(paths.home, page.run_id))
     if page.pushed_version:
         published.model_card = write_model_card(paths.home, config.model_name, page)
-    if mlflow_run_id and config.tracking_uri:
+    if tracking is not None:
         try:
-            log_to_mlflow(
-                config.tracking_uri,
+            published.logged_to_mlflow = log_to_mlflow(
+                tracking,
                 mlflow_run_id,
                 published.report,
                 published.model_card,
                 config.model_name,
                 page.pushed_version,
             )
-            published.logged_to_mlflow = True
         except Exception as err:  # noqa: BLE001 (MLflow's client raises many kinds; the page is on disk anyway)
             log.warning("could not log the run page to MLflow run %s: %s", mlflow_run_id, err)
     return published

@@ -43,11 +43,11 @@ import time
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from tfxflow.components import object_store, pusher
+from tfxflow.components.tracking import REPUBLISHED_AS_TAG
 from tfxflow.pipeline.config import ConfigError
 
 MLMD_PUSHED_MODEL = "PushedModel"
 MLMD_MODEL_BLESSING = "ModelBlessing"
-REPUBLISHED_AS_TAG = "tfxflow.republished_as"  # on the registered version of the target: the copies' numbers
 ROLLED_BACK_TAG = "tfxflow.rolled_back"  # on each rolled-back registered version
 LAST_ROLLBACK_TAG = "tfxflow.last_rollback"  # on the registered model
 PUSHED_VERSION_TAG = "tfxflow.pushed_version"  # set by MlflowFinish (components/tracking.py)
