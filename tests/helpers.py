@@ -144,14 +144,35 @@ def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str,
 
 
 def tree_snapshot(folder: str) -> Dict[str, tuple]:
-    """Every file under `folder` with its size and modification time: equal snapshots, untouched folder."""
+    """Every file under `folder` with its size and modification time, and every folder (an empty version folder
+    is one TF Serving tries to load): equal snapshots, untouched folder."""
     snapshot = {}
-    for root, _, files in os.walk(folder):
+    for root, folders, files in os.walk(folder):
+        for name in folders:
+            snapshot[os.path.relpath(os.path.join(root, name), folder) + "/"] = ("folder",)
         for name in files:
             path = os.path.join(root, name)
             stat = os.stat(path)
             snapshot[os.path.relpath(path, folder)] = (stat.st_size, stat.st_mtime_ns)
     return snapshot
+
+
+def outputs_under_hash_seeds(code: str, seeds=("0", "1")) -> List[str]:
+    """What `code` (Python, run from the repository's root) prints, once per PYTHONHASHSEED in `seeds`: each run
+    its own process, so set and dict orders that depend on string hashing differ between them."""
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=repository,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        for seed in seeds
+    ]
 
 
 def rewrite_csv(source: str, target_dir: str, row_fn=None, columns_fn=None, name: str = "data.csv") -> str:

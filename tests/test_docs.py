@@ -82,3 +82,91 @@ def test_the_kfp_version_table_is_the_compilers():
             assert kf.kfp_object_store(version) == endpoint, version
             covered.add(version)
     assert covered == set(kf.KFP_VERSIONS)
+
+
+# Everything a reader is told to type or open: the READMEs, the Dockerfile, the Makefile's help, setup.py.
+NAMED_IN = (*DOCS, "Makefile", "setup.py")
+
+
+def test_every_make_target_the_docs_name_exists():
+    targets = set(re.findall(r"^([\w-]+):", _read("Makefile"), re.M))
+    named = {t for doc in NAMED_IN for t in re.findall(r"(?:`|^\s*|@echo \")make ([a-z][\w-]*)", _read(doc), re.M)}
+    assert {"run", "test", "test-image", "bench"} <= named
+    assert not sorted(named - targets)
+
+
+def test_every_project_file_the_docs_name_exists():
+    """A path into the project's folders (a module, a test, a manifest, a result file) names a file or folder that
+    is there; paths with a placeholder (`<version>`, `$(date ...)`) and other projects' (`kubeflow/pipelines#N`)
+    are not paths of this checkout."""
+    pattern = (
+        r"(?<![\w/.$-])((?:components|pipeline|tests|benchmarks|kubeflow|schemas|docs|\.ci)/[\w./-]*\w)(?![\w<$#(-])"
+    )
+    named = {p for doc in NAMED_IN for p in re.findall(pattern, _read(doc))}
+    named -= {"kubeflow/pipelines", "schemas/loans"}  # the KFP repository (issues cited); the README's example
+    assert len(named) > 40
+    assert not sorted(p for p in named if not os.path.exists(os.path.join(REPO, p)))
+
+
+def _options(parser) -> set:
+    import argparse
+
+    found = set()
+    for action in parser._actions:
+        found |= set(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options(sub)
+    return found
+
+
+# Other programs' flags the READMEs name: Beam's pipeline options, TF Serving's, MLflow's, pip's, Chromium's.
+OTHER_PROGRAMS = {
+    "--app-name",
+    "--beam_plugins",
+    "--direct_num_workers",
+    "--direct_running_mode",
+    "--environment_config",
+    "--environment_type",
+    "--extra_package",
+    "--extra_packages",
+    "--file_system_poll_wait_seconds",
+    "--max_num_load_retries",
+    "--monitoring_config_file",
+    "--no-deps",
+    "--provision_endpoint",
+    "--proxy-bypass-list",
+    "--requirements_file",
+    "--runner",
+    "--sdk_container_image",
+    "--setup_file",
+    "--worker_pool",
+}
+
+
+def test_every_flag_the_docs_name_is_one_of_the_project_or_of_the_program_they_name():
+    """`tfxflow`'s own flags from its parser; the benchmarks' and the step entry point's from their sources."""
+    from tfxflow.pipeline.cli.main import build_parser
+
+    scripts = [os.path.join("benchmarks", name) for name in os.listdir(os.path.join(REPO, "benchmarks"))]
+    declared = _options(build_parser())
+    for path in [*scripts, os.path.join("pipeline", "kfp", "entrypoint.py")]:
+        if path.endswith(".py"):
+            declared |= set(re.findall(r"[\"'](--[a-z][\w-]*)[\"']", _read(path)))
+    named = {f for doc in DOCS[:2] for f in re.findall(r"`[^`\n]*?(--[a-z][\w-]*)", _read(doc))}
+    assert len(named) > 60
+    assert not sorted(named - declared - OTHER_PROGRAMS)
+    assert not sorted(OTHER_PROGRAMS - named)  # the list holds no flag the docs no longer name
+
+
+def test_the_flag_tables_defaults_are_the_parsers():
+    """A number in the README's table of `tfxflow run` flags is that flag's default."""
+    from tfxflow.pipeline.cli.main import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    defaults = {option: action.default for action in run._actions for option in action.option_strings}
+    rows = re.findall(r"^\| `(--[\w-]+)[^`]*` \| ([0-9.,e-]+) \|", _read("README.md"), re.M)
+    assert len(rows) >= 4
+    for flag, stated in rows:
+        assert flag in defaults, flag
+        assert float(stated.replace(",", "")) == pytest.approx(float(defaults[flag])), flag

@@ -13,6 +13,7 @@ from typing import Dict, Optional
 import pytest
 import yaml
 
+from tests import kfp_sdk_pipeline
 from tests.kfp_harness import CACHED, FAILED, NOT_RUN, SUCCEEDED, LocalKfp, NotEmulated, Refused
 
 pytestmark = pytest.mark.integration
@@ -736,3 +737,57 @@ def test_an_s3_root_needs_the_launcher_providers_entry_the_compiler_writes(tmp_p
     session = json.loads(data["metadata"]["store_session_info"])
     assert session["Provider"] == "s3" and session["Params"]["secretName"] == "mlpipeline-minio-artifact"
     assert session["Params"]["forcePathStyle"] == "true" and session["Params"]["region"] == "us-east-1"
+
+
+def test_a_pipeline_the_kfp_sdk_compiles_runs(tmp_path, kfp, s3_server, bucket):
+    from tfxflow.pipeline.kfp import spec_check
+
+    path = kfp_sdk_pipeline.two_steps(tmp_path / "sdk.yaml")
+    assert spec_check.check_file(path) == []
+    run = kfp.run(path, parameters={"text": "ab"})
+    assert run.state == SUCCEEDED, {n: (t.state, t.error, run.log(n)) for n, t in run.tasks.items()}
+    (loud,) = run.task_outputs("shout", "loud")
+    assert read(s3_server, bucket, key_of(loud, bucket)) == "ABAB"
+
+
+def _task(spec: dict, name: str) -> dict:
+    return spec["root"]["dag"]["tasks"][name]
+
+
+# Broken forms of the SDK's spec: (what is broken, how). The backend refuses each when the run is created, but
+# for a root default of the wrong type, which the API server does not check: the driver fails the task.
+BROKEN = {
+    "empty component ref": lambda s: _task(s, "make")["componentRef"].update(name=""),
+    "unknown component": lambda s: _task(s, "make")["componentRef"].update(name="comp-nope"),
+    "dependency on a task that does not exist": lambda s: _task(s, "shout")["dependentTasks"].append("ghost"),
+    "artifact of a task that does not exist": lambda s: _task(s, "shout")["inputs"]["artifacts"]["data"][
+        "taskOutputArtifact"
+    ].update(producerTask="ghost"),
+    "dependency cycle": lambda s: _task(s, "make").update(dependentTasks=["shout"]),
+    "root default of the wrong type": lambda s: s["root"]["inputDefinitions"]["parameters"]["count"].update(
+        defaultValue="two"
+    ),
+    "executor that is neither container nor importer": lambda s: s["deploymentSpec"]["executors"].update(
+        {"exec-make": {"resolver": {"outputArtifactQueries": {}}}}
+    ),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_the_offline_check_refuses_what_the_backend_refuses(tmp_path, kfp, broken):
+    """The spec check (`tfxflow kubeflow check`) and the harness's run creation, held against each other on the
+    same broken specs: each refuses what the other refuses."""
+    from tfxflow.pipeline.kfp import spec_check
+
+    with open(kfp_sdk_pipeline.two_steps(tmp_path / "sdk.yaml"), encoding="utf-8") as f:
+        spec = yaml.safe_load(f)
+    BROKEN[broken](spec)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    if broken == "root default of the wrong type":
+        run = kfp.run(str(path))
+        assert run.state == FAILED and run.failed_task == "make", (run.state, run.failed_task)
+    else:
+        with pytest.raises(Refused):
+            kfp.run(str(path))
+    assert spec_check.check_spec([spec]), broken

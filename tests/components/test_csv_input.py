@@ -214,9 +214,26 @@ def test_values_python_would_read_but_the_reader_does_not_are_named_with_their_l
     assert "p.csv " + expected in str(err.value)
 
 
-def test_numbers_the_reader_takes_pass(tmp_path):
-    result, _ = _ingest(tmp_path, {"n.csv": HEADER + " 10 ,5,3 ,Cash\n1e1,0,-4,Card\n.5,Infinity,4,Card\n"})
+def test_numbers_the_reader_takes_pass_with_their_values(tmp_path):
+    import math
+
+    import tensorflow as tf
+
+    result, dirs = _ingest(tmp_path, {"n.csv": HEADER + " 10 ,5,3 ,Cash\n1e1,0,-4,Card\n.5,Infinity,4,Card\n"})
     assert result.total_read == 3
+    rows = []
+    for directory in dirs.values():
+        for record in tf.data.TFRecordDataset(tf.io.gfile.glob(directory + "/*.gz"), compression_type="GZIP"):
+            feature = tf.train.Example.FromString(record.numpy()).features.feature
+            rows.append(
+                (
+                    feature["fare"].float_list.value[0],
+                    feature["tips"].float_list.value[0],
+                    feature["hour"].int64_list.value[0],
+                    feature["pay"].bytes_list.value[0].decode(),
+                )
+            )
+    assert sorted(rows) == [(0.5, math.inf, 4, "Card"), (10.0, 0.0, -4, "Card"), (10.0, 5.0, 3, "Cash")]
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):

@@ -26,6 +26,26 @@ def test_chi_squared_p_is_pearsons_test_of_homogeneity():
     assert drift.chi_squared_p(np.array([5.0, 0.0]), np.array([7.0, 0.0])) == 1.0  # one bin: nothing to test
 
 
+def test_a_small_shift_in_huge_data_is_significant_but_not_refused():
+    """Both conditions are needed: 50.4/49.6% in 500,000 rows vs. 50/50% in 500,000 is no sampling noise
+    (p = 6.3e-5 by scipy's own test, under the check's 1e-4), yet the distance (0.004) is far under the
+    threshold (0.05): not refused."""
+    binned = drift.Binned(
+        ("Cash", "Card"), np.array([250_000.0, 250_000.0]), np.array([252_000.0, 248_000.0]), "values"
+    )
+    found = drift.compare_feature("payment_type", binned, "infinity_norm", 0.05)
+    reference = stats.chi2_contingency(np.array([[250_000, 250_000], [252_000, 248_000]]), correction=False)[1]
+    assert found.p_value == pytest.approx(reference) and found.p_value < found.alpha == drift.FALSE_REFUSAL_RATE
+    assert found.value == pytest.approx(0.004)
+    assert found.significant and not found.over_threshold and not found.shifted
+    # And the other way round: far over the threshold on a handful of rows is noise, not refused either.
+    few = drift.Binned(("Cash", "Card"), np.array([6.0, 4.0]), np.array([3.0, 7.0]), "values")
+    noisy = drift.compare_feature("payment_type", few, "infinity_norm", 0.05)
+    assert noisy.over_threshold and not noisy.significant and not noisy.shifted
+    assert "within sampling noise at these sizes" in drift.summary([noisy], "drift")
+    assert "within sampling noise" not in drift.summary([found], "drift")
+
+
 def test_bins_too_sparse_for_the_test_are_pooled():
     # 2 of 10,002 baseline rows lack the feature, and 2 of 400 new ones (a row drawn twice). Unpooled, the
     # chi-squared approximation fails on the bin expected to hold 0.16 rows and reads p = 1e-6.

@@ -37,13 +37,24 @@ def test_credentials_move_to_the_environment_mlflow_reads():
 
 
 def test_mlflow_host_creds_carry_every_client_setting(monkeypatch):
-    """The variables named in CLIENT_ENV are those MLflow's own client reads (the pinned version's names)."""
-    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
-    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2")
-    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "tok")
-    monkeypatch.setenv("MLFLOW_TRACKING_SERVER_CERT_PATH", "/ca.pem")
-    monkeypatch.setenv("MLFLOW_TRACKING_CLIENT_CERT_PATH", "/client.pem")
-    monkeypatch.setenv("MLFLOW_TRACKING_INSECURE_TLS", "false")
+    """The variables named in CLIENT_ENV (the keys the Kubeflow compiler lets a secret set) are those MLflow's own
+    client reads (the pinned version's names), and each reaches the credentials."""
+    from mlflow import environment_variables as mlflow_env
+
+    for name in mlflow_auth.CLIENT_ENV:
+        assert getattr(mlflow_env, name).name == name
+    values = {
+        "MLFLOW_TRACKING_USERNAME": "alice",
+        "MLFLOW_TRACKING_PASSWORD": "hunter2",
+        "MLFLOW_TRACKING_TOKEN": "tok",
+        "MLFLOW_TRACKING_SERVER_CERT_PATH": "/ca.pem",
+        "MLFLOW_TRACKING_CLIENT_CERT_PATH": "/client.pem",
+        "MLFLOW_TRACKING_INSECURE_TLS": "false",
+    }
+    assert set(mlflow_auth.CLIENT_ENV) == {mlflow_auth.TRACKING_URI_ENV, *values}
+    for name in mlflow_auth.CLIENT_ENV:
+        if name in values:
+            monkeypatch.setenv(name, values[name])
     creds = mlflow_auth.host_creds("https://mlflow.team")
     assert (creds.username, creds.password, creds.token) == ("alice", "hunter2", "tok")
     assert (creds.server_cert_path, creds.client_cert_path, creds.verify) == ("/ca.pem", "/client.pem", "/ca.pem")

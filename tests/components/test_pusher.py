@@ -174,6 +174,44 @@ def test_push_to_an_object_store_uploads_the_graph_last_and_prunes(s3_env, tmp_p
     assert pusher.versions(base) == [6, 6 + pusher.STALE_INCOMING_S]
 
 
+def test_a_push_to_an_object_store_that_fails_after_its_first_upload_serves_nothing(s3_env, tmp_path, monkeypatch):
+    """The graph is the last upload: when the upload after the first one fails (a dropped connection), no version
+    TF Serving could load exists. Uploaded first, the graph would sit beside missing variables."""
+    from tfxflow.components import object_store
+
+    bucket = s3_env.create_bucket("serving-cut")
+    base = f"s3://{bucket}/models/taxi"
+    model = _saved_model(tmp_path / "model")
+    upload, targets = object_store.upload, []
+
+    def cut_after_the_first(source, target):
+        targets.append(target)
+        if len(targets) == 2:
+            raise ConnectionResetError("the connection was reset during the upload")
+        return upload(source, target)
+
+    monkeypatch.setattr(object_store, "upload", cut_after_the_first)
+    with pytest.raises(ConnectionResetError):
+        pusher.push_atomically(model, base, 7)
+    assert targets == [f"{base}/7", f"{base}/7/saved_model.pb"]
+    assert pusher.served_versions(base) == []
+
+
+def test_keep_versions_below_two_keeps_two(tmp_path):
+    """TF Serving keeps serving the previous version while it loads a new one: the Pusher never prunes below 2,
+    whatever its configuration says (the CLI refuses --keep-versions 1 before any work)."""
+    model = _saved_model(tmp_path / "model")
+    base = str(tmp_path / "serving" / "taxi")
+    for i in range(3):
+        pushed = _run_pusher(tmp_path, f"push{i}", model, base, keep_versions=1)
+        assert pushed.get_int_custom_property("pushed") == 1
+    assert len(pusher.versions(base)) == 2
+    from tfxflow.pipeline import config as config_lib
+
+    with pytest.raises(config_lib.ConfigError, match="--keep-versions must be >= 2"):
+        config_lib.build_run_config(environ={}, home=str(tmp_path / "home"), keep_versions=1)
+
+
 def test_first_push_to_an_empty_object_store(s3_env, tmp_path):
     from tfx.types import standard_artifacts
 
@@ -218,7 +256,7 @@ def test_create_is_exclusive_locally_and_on_an_object_store(s3_env, tmp_path):
         assert object_store.read_bytes(uri) == b"first"
 
 
-def _run_pusher(tmp_path, name, model_dir, base, blessing_properties=None):
+def _run_pusher(tmp_path, name, model_dir, base, blessing_properties=None, keep_versions=5):
     """Runs the Pusher's executor as TFX does: a Model whose Format-Serving/ is `model_dir`, a blessing, and
     the push destination; returns the PushedModel artifact."""
     import shutil
@@ -245,7 +283,7 @@ def _run_pusher(tmp_path, name, model_dir, base, blessing_properties=None):
         {"pushed_model": [pushed]},
         {
             "push_destination": proto_utils.proto_to_json(destination),
-            "custom_config": json_utils.dumps({"keep_versions": 5}),
+            "custom_config": json_utils.dumps({"keep_versions": keep_versions}),
         },
     )
     return pushed

@@ -41,12 +41,17 @@ def test_encoded_rows_are_the_deterministic_serialization():
         assert got == _expected(row, kinds), row
 
 
-def test_split_follows_the_hash_of_the_bytes():
-    records = pa.array([f"record {i}".encode() for i in range(2000)], pa.binary())
-    splits = tf_example.split_buckets(records, [3, 4])
-    assert set(np.unique(splits)) == {0, 1}
-    assert 0.65 < float(np.mean(splits == 0)) < 0.85
-    assert (tf_example.split_buckets(records, [3, 4]) == splits).all()
+def test_split_is_tfx_example_gens_partition_record_by_record():
+    """Each record's split is the one TFX's own `_PartitionFn` gives it (ExampleGen's executor, no Beam)."""
+    from tfx.components.example_gen.base_example_gen_executor import _PartitionFn
+    from tfx.proto import example_gen_pb2
+
+    records = [f"record {i}".encode() for i in range(2000)] + [bytes([i % 256]) * (i % 40) for i in range(500)]
+    for buckets in ([3, 4], [1, 5, 10], [45, 50, 100]):
+        ours = tf_example.split_buckets(pa.array(records, pa.binary()), buckets)
+        theirs = [_PartitionFn(r, len(buckets), buckets, example_gen_pb2.SplitConfig()) for r in records]
+        assert ours.tolist() == theirs, buckets
+        assert set(theirs) == set(range(len(buckets)))
 
 
 def test_written_files_are_gzip_tfrecords(tmp_path):

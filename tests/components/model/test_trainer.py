@@ -196,16 +196,36 @@ def test_backup_folder_is_keyed_by_what_training_depends_on(tmp_path):
     assert trainer.backup_dir_for(None, {"steps": 10}) is None
 
 
-def test_early_stopping_stops_when_validation_loss_stalls(tiny_transform, tmp_path):
+class _WeightsRecorder(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.weights = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.weights.append([w.copy() for w in self.model.get_weights()])
+
+
+def test_early_stopping_stops_when_validation_loss_stalls_and_keeps_the_best_epochs_weights(tiny_transform, tmp_path):
+    import numpy as np
+
     params = trainer.TrainParams(batch_size=32, eval_every_steps=2, early_stopping_patience=1)
-    _, history, info = _train(
+    recorder = _WeightsRecorder()
+    model, history, info = _train(
         tiny_transform,
         tmp_path,
         steps=400,
         train_params=params,
         model_params=model_lib.ModelParams(hidden_units=(64, 64), learning_rate=0.05),
+        extra_callbacks=[recorder],
     )
     assert info["epochs"] == 200 and info["epochs_run"] < 200
+    # The monitored quantity is the validation loss: training stops one epoch (the patience) after its lowest.
+    losses = history.history["val_loss"]
+    best = int(np.argmin(losses))
+    assert info["epochs_run"] == len(losses) == best + 2
+    # The model handed on holds the weights of that epoch, not the last one's.
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), recorder.weights[best], strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(model.get_weights(), recorder.weights[-1], strict=True))
 
 
 def _accumulation_matches_one_whole_batch_step(tiny, params, rtol):

@@ -64,6 +64,10 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
         assert f"{component:<{NAME_WIDTH}} ran" in first.stdout
     assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
     assert "blessed:        yes" in first.stdout
+    # The README's example of a progress line is this run's (the defaults: tracking on, drift check on).
+    with open(os.path.join(os.path.dirname(helpers.__file__), os.pardir, "README.md"), encoding="utf-8") as f:
+        counter = re.search(r"`(\[\d+/\d+\]) Transform \.\.\. ", f.read()).group(1)
+    assert f"{counter} {'Transform':<{NAME_WIDTH}} ran" in first.stdout
     assert "data gate:      passed" in first.stdout
     # The Trainer's line: model, steps and devices, and the last epoch's speed (training_info.json's).
     assert re.search(
