@@ -202,8 +202,9 @@ def csv_stream(raw: BinaryIO) -> BinaryIO:
             head += chunk
     except GZIP_ERRORS:
         pass  # the head holds what could be read; reading on raises the error where the data ends
-    reader = io.BufferedReader(_Rest(head, stream, cr_lines(head)), buffer_size=HEAD_BYTES)
-    reader.head = head.replace(b"\r", b"\n") if cr_lines(head) else head
+    cr_only = cr_lines(head)
+    reader = io.BufferedReader(_Rest(head, stream, cr_only), buffer_size=HEAD_BYTES)
+    reader.head = head.replace(b"\r", b"\n") if cr_only else head
     return reader
 
 
