@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from tfxflow.components import names
 
@@ -50,3 +50,25 @@ def describe(model_dir: str, features: Optional[Mapping[str, Any]] = None) -> Di
         "prediction_key": "",
         "signatures": [],
     }
+
+
+def signature_outputs(model_dir: str, signature: str) -> List[str]:
+    """The output names of `signature` in the SavedModel in `model_dir`, read from its saved_model.pb (nothing
+    loaded); [] when it has no such signature or the file cannot be read (loading it then says why)."""
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tfx.dsl.io import fileio
+
+    path = os.path.join(model_dir, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    if not fileio.exists(path):
+        return []
+    try:
+        with fileio.open(path, "rb") as f:
+            saved_model.ParseFromString(f.read())
+    except DecodeError:
+        return []
+    for graph in saved_model.meta_graphs:
+        if signature in graph.signature_def:
+            return sorted(graph.signature_def[signature].outputs)
+    return []

@@ -31,12 +31,14 @@ compared too when it answers the golden requests.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 from tfx import types
@@ -46,7 +48,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import names
+from tfxflow.components import model_info, names
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import text
 
@@ -131,6 +133,13 @@ def golden_rows(
     return examples, instances, instance_rows
 
 
+def evaluated_signature(eval_config_json: str) -> str:
+    """The signature the Evaluator calls: its eval config's (as protobuf's JSON writes it), else
+    `serving_default`. Read without TFMA, which takes seconds to import."""
+    spec = (json.loads(eval_config_json).get("modelSpecs") or [{}])[0]
+    return spec.get("signatureName") or names.SERVING_SIGNATURE
+
+
 def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Sequence[bytes]) -> Dict[str, Any]:
     """Every output of the Evaluator's model for `examples`, by name: the SavedModel loaded by TFMA with the
     Evaluator's eval config, called through the signature it evaluates. Numbers as float64 [rows, k] arrays,
@@ -143,8 +152,7 @@ def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Seque
     eval_config = json_format.Parse(eval_config_json, tfma.EvalConfig())
     shared = tfma.default_eval_shared_model(eval_saved_model_path=model_dir, eval_config=eval_config)
     model = shared.model_loader.construct_fn()
-    signature = eval_config.model_specs[0].signature_name or names.SERVING_SIGNATURE
-    predict = model_util.get_callable(model, signature)
+    predict = model_util.get_callable(model, evaluated_signature(eval_config_json))
     output = predict(tf.constant(list(examples)))
     if not isinstance(output, dict):
         output = {"output_0": output}
@@ -163,31 +171,50 @@ def _as_array(values, rows: int):
     return values.astype(np.float64).reshape(rows, -1)
 
 
-def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
-    """Runs components/serving_probe.py on `request` in a fresh, isolated interpreter; returns its result."""
+@contextlib.contextmanager
+def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[], Dict[str, Any]]]:
+    """Starts components/serving_probe.py on `request` in a fresh, isolated interpreter and yields a function
+    that waits for its result: the caller works meanwhile (the probe spends seconds importing TensorFlow). The
+    process is killed when the block is left without waiting for it."""
     probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
     with tempfile.TemporaryDirectory(prefix="tfxflow-serving-check-") as folder:
         request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
         with open(request_path, "w", encoding="utf-8") as f:
             json.dump(request, f)
+        deadline = time.monotonic() + timeout
         # -I: no PYTHON* variables, no user site, not the script's folder: only what a clean interpreter imports.
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
+        process = subprocess.Popen(
+            [sys.executable, "-I", probe, request_path, result_path],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def result() -> Dict[str, Any]:
+            try:
+                stdout, stderr = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return {"error": f"the model did not load and answer within {timeout:.0f} s"}
+            if not os.path.exists(result_path):
+                tail = (stderr or stdout).strip().splitlines()[-3:]
+                return {"error": f"the serving process exited with code {process.returncode}: {' | '.join(tail)}"}
+            with open(result_path, encoding="utf-8") as f:
+                return json.load(f)
+
         try:
-            done = subprocess.run(
-                [sys.executable, "-I", probe, request_path, result_path],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return {"error": f"the model did not load and answer within {timeout:.0f} s"}
-        if not os.path.exists(result_path):
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return {"error": f"the serving process exited with code {done.returncode}: {' | '.join(tail)}"}
-        with open(result_path, encoding="utf-8") as f:
-            return json.load(f)
+            yield result
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
+    """Runs components/serving_probe.py on `request` in a fresh, isolated interpreter; returns its result."""
+    with started_probe(request, timeout) as result:
+        return result()
 
 
 def verdict(
@@ -336,22 +363,24 @@ class Executor(base_executor.BaseExecutor):
         if not examples_bytes:
             reasons = ["the eval split has no row to build golden requests from"]
         else:
-            expected = evaluator_predictions(model_dir, exec_properties["eval_config"], examples_bytes)
-            result.update(
-                run_probe(
-                    {
-                        "model_dir": model_dir,
-                        "signatures": list(SIGNATURES),
-                        "outputs": sorted(expected),
-                        "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
-                        "instances": instances,
-                        "instance_rows": instance_rows,
-                        "latency_calls": LATENCY_CALLS,
-                        "seconds": SECONDS_PER_BATCH,
-                        "batch_sizes": list(BATCH_SIZES),
-                    }
-                )
-            )
+            eval_config = exec_properties["eval_config"]
+            request = {
+                "model_dir": model_dir,
+                # The outputs of the signature the Evaluator calls; the probe answers with all of a signature's
+                # outputs when it has none of these.
+                "outputs": model_info.signature_outputs(model_dir, evaluated_signature(eval_config)),
+                "signatures": list(SIGNATURES),
+                "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
+                "instances": instances,
+                "instance_rows": instance_rows,
+                "latency_calls": LATENCY_CALLS,
+                "seconds": SECONDS_PER_BATCH,
+                "batch_sizes": list(BATCH_SIZES),
+            }
+            # The Evaluator's model answers here while the probe starts its interpreter on the other core.
+            with started_probe(request) as probe_result:
+                expected = evaluator_predictions(model_dir, eval_config, examples_bytes)
+                result.update(probe_result())
             reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms, required)
             result["expected"] = {output: values.tolist() for output, values in expected.items()}
         result["required_signatures"] = list(required)

@@ -672,8 +672,7 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
 
     described = model_info.describe(saved_model_dir)
     needs_text = text.load_ops_for(saved_model_dir)
-    loaded_outputs = tf.saved_model.load(saved_model_dir).signatures[names.SERVING_SIGNATURE].structured_outputs
-    key = described["prediction_key"] or next(iter(sorted(loaded_outputs)))
+    key = described["prediction_key"] or model_info.signature_outputs(saved_model_dir, names.SERVING_SIGNATURE)[0]
     width = len(described["classes"]) if described["task"] == "multiclass" and described["classes"] else 1
     if not described["prediction_key"]:
         width = -1  # a user's model: its output's width is its own

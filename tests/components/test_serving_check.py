@@ -9,11 +9,12 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_model_analysis as tfma
 from google.protobuf import json_format, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.types import standard_artifacts
 
-from tfxflow.components import serving_check
+from tfxflow.components import model_info, serving_check
 from tfxflow.components.model import export, trainer
 from tfxflow.components.model import keras_model as model_lib
 from tfxflow.components.model.features import FeatureConfig
@@ -328,3 +329,16 @@ def test_rows_without_every_column_are_golden_rows_of_serving_default_only(tmp_p
     }
     assert serving_check.verdict(result, {"p": np.array([[0.1], [0.2]])}, {}, [], 1e-5, 0.0) == []
     assert result["notes"] == ["'serving_raw' not compared: no golden row ..."]
+
+
+def test_the_probe_is_asked_for_the_outputs_of_the_signature_the_evaluator_calls(trained, tmp_path):
+    # Read from saved_model.pb before anything loads the model: the probe starts while TFMA loads it.
+    model_dir = trained["export_dir"]
+    assert model_info.signature_outputs(model_dir, "serving_default") == ["probabilities"]
+    assert model_info.signature_outputs(model_dir, "no_such_signature") == []
+    (tmp_path / "saved_model.pb").write_bytes(b"not a SavedModel")
+    assert model_info.signature_outputs(str(tmp_path), "serving_default") == []
+    assert model_info.signature_outputs(str(tmp_path / "missing"), "serving_default") == []
+    config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(signature_name="serving_raw", label_key="y")])
+    assert serving_check.evaluated_signature(json_format.MessageToJson(config)) == "serving_raw"
+    assert serving_check.evaluated_signature(json_format.MessageToJson(tfma.EvalConfig())) == "serving_default"
