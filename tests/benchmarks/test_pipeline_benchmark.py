@@ -1,22 +1,108 @@
-"""The pipeline benchmark's line per task: the task's own blessing metric, read from what the run recorded."""
+"""The pipeline benchmark's summary of its runs: the median and spread of the cold runs, the goals each decided
+by its figure, and the README's tables rendered from the results JSON (benchmarks/readme_tables.py)."""
 
-from benchmarks.pipeline_benchmark import TASKS, Measured, task_lines
+import dataclasses
+import os
+import re
+
+from benchmarks import readme_tables
+from benchmarks.pipeline_benchmark import (
+    PEAK_GOAL_MB,
+    TASKS,
+    Measured,
+    cold_summary,
+    goals,
+    spread,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _measured(name, wall, metrics):
-    return Measured(name, wall, 1200.0, 0, {}, metrics, {}, "")
+def _run(name, wall, metrics, pss=1400.0, returncode=0, components=None):
+    return dataclasses.asdict(Measured(name, wall, pss + 300, returncode, components or {}, metrics, {}, "", {}, pss))
 
 
-def test_each_task_is_reported_with_its_blessing_metric():
-    results = {
-        "ours-cold": _measured("ours-cold", 45.0, {"binary_accuracy": 0.8964, "auc": 0.93}),
-        "task-multiclass": _measured("task-multiclass", 47.5, {"accuracy": 0.9686, "macro_f1": 0.32}),
-        "task-regression": _measured("task-regression", 44.1, {"r2": 0.8745, "rmse": 3.57}),
+def _summary(ours_walls, google_walls, hundred_wall=150.0, hundred_pss=1500.0):
+    runs = {}
+    for i, wall in enumerate(ours_walls, 1):
+        components = {"Transform": {"state": "complete", "seconds": wall / 3}}
+        runs[f"ours-cold-{i}"] = _run(f"ours-cold-{i}", wall, {"binary_accuracy": 0.8964}, components=components)
+    for i, wall in enumerate(google_walls, 1):
+        runs[f"google-cold-{i}"] = _run(f"google-cold-{i}", wall, {"binary_accuracy": 0.79}, pss=2900.0)
+    runs["ours-cached"] = _run("ours-cached", 0.9, {"binary_accuracy": 0.8964})
+    runs["ours-forced"] = _run(
+        "ours-forced", 20.0, {"binary_accuracy": 0.8964}, components={"Transform": {"state": "cached", "seconds": 0}}
+    )
+    runs["task-multiclass"] = _run("task-multiclass", 48.0, {"accuracy": 0.9686})
+    runs["task-regression"] = _run("task-regression", 54.0, {"r2": 0.8744})
+    cold = {side: cold_summary(runs, side) for side in ("ours", "google")}
+    median = runs[cold["ours"]["median_run"]]
+    series = [
+        {"scale": 1, "run": median["name"], "rows": 15002, "files": 1, "wall_s": median["wall_s"],
+         "rows_per_s": round(15002 / median["wall_s"]), "peak_rss_mb": median["peak_rss_mb"],
+         "peak_pss_mb": median["peak_pss_mb"], "returncode": 0, "components": median["components"],
+         "metrics": median["metrics"], "peak_rss_mb_by_component": {}},
+        {"scale": 100, "run": "ours-100x", "rows": 1500200, "files": 6, "wall_s": hundred_wall,
+         "rows_per_s": round(1500200 / hundred_wall), "peak_rss_mb": hundred_pss + 300, "peak_pss_mb": hundred_pss,
+         "returncode": 0, "components": {"CsvExampleGen": {"state": "complete", "seconds": 10.0}}, "metrics": {},
+         "peak_rss_mb_by_component": {}},
+    ]  # fmt: skip
+    summary = {
+        "commit": "0123456789ab",
+        "machine": {"cpus": 2, "memory_gb": 24.0, "processor": "AMD EPYC", "python": "3.10.13", "date": "2026-12-02"},
+        "run_args": [],
+        "repeat": len(ours_walls),
+        "runs": runs,
+        "cold": cold,
+        "scale_series": series,
     }
-    lines = task_lines(results)
-    assert [line.split()[0] for line in lines[1:]] == ["binary", "multiclass", "regression"]
-    assert lines[1].endswith("binary_accuracy 0.8964") and "45.0 s" in lines[1]
-    assert lines[2].endswith("accuracy 0.9686") and "payment_type" in lines[2]
-    assert lines[3].endswith("r2 0.8745") and "fare" in lines[3]
+    summary["goals"] = goals(summary)
+    return summary
+
+
+def test_the_cold_runs_median_and_spread_decide_the_ratio_goal():
+    assert spread([40.0, 70.0, 38.0]) == {"median_s": 40.0, "min_s": 38.0, "max_s": 70.0}
+    assert spread([40.0, 50.0]) == {"median_s": 45.0, "min_s": 40.0, "max_s": 50.0}
+    # One slow run of ours (70 s) does not decide: the median (40 s) against Google's median (130 s) does.
+    summary = _summary([40.0, 70.0, 38.0], [150.0, 120.0, 130.0])
+    assert summary["cold"]["ours"]["median_run"] == "ours-cold-1"
+    assert summary["cold"]["google"]["median_run"] == "google-cold-3"
+    (ratio,) = [g for g in summary["goals"] if g["goal"].startswith("1x cold")]
+    assert ratio["figure"] == "40.0 s / 130.0 s = 0.31" and ratio["met"] is True
+    slower = _summary([45.0, 46.0, 47.0], [130.0, 130.0, 130.0])
+    (ratio,) = [g for g in slower["goals"] if g["goal"].startswith("1x cold")]
+    assert ratio["figure"] == "46.0 s / 130.0 s = 0.35" and ratio["met"] is False
+
+
+def test_a_failed_cold_run_is_left_out_of_the_spread():
+    summary = _summary([40.0, 41.0], [130.0])
+    summary["runs"]["ours-cold-2"]["returncode"] = 1
+    assert cold_summary(summary["runs"], "ours")["runs"] == ["ours-cold-1"]
+
+
+def test_memory_and_scale_goals_use_the_proportional_peak_of_the_tree():
+    summary = _summary([40.0, 41.0, 42.0], [130.0], hundred_wall=190.0, hundred_pss=PEAK_GOAL_MB + 1)
+    by_goal = {g["goal"]: g for g in summary["goals"]}
+    assert by_goal["1x peak memory of the process tree <= 1536 MB (proportional)"]["met"] is True
+    hundred = by_goal["100x peak memory of the process tree <= 1536 MB (proportional)"]
+    assert hundred["met"] is False and hundred["figure"] == "1,537 MB (resident sets summed: 1,837 MB)"
+    assert (
+        by_goal["100x wall <= 4 x the 1x wall"]["figure"] == "4.63"
+        and not by_goal["100x wall <= 4 x the 1x wall"]["met"]
+    )
+    assert by_goal["unchanged re-run < 10% of the cold run"]["met"] is True
+
+
+def test_the_readme_block_renders_every_table_from_the_json():
+    summary = _summary([40.0, 70.0, 38.0], [150.0, 120.0, 130.0])
+    text = readme_tables.render(summary)
+    assert text.startswith("Measured 2026-12-02 at commit `0123456789ab`: 2 CPU cores (AMD EPYC), 24 GiB")
+    assert "| Transform | 13.3 s | cached | - |" in text  # Google's runs in this summary have no components
+    assert "| **whole command** | **40.0 s** | **20.0 s** | **130.0 s** |" in text
+    assert "- tfxflow, 3 cold runs: median 40.0 s (min 38.0, max 70.0)" in text
+    assert "- 1x cold, median wall: ours <= 0.33 x Google's (stretch 0.25): 40.0 s / 130.0 s = 0.31: **met**" in text
+    assert "| 100x | 1,500,200 | 150.0 s | 10,001 | 3.75 | 1,500 MB (1,800 MB) |" in text
     assert [task for task, _ in TASKS] == ["multiclass", "regression"]
-    assert len(task_lines({"ours-cold": results["ours-cold"]})) == 2  # tasks skipped: the binary line alone
+    tasks = [line for line in text.splitlines() if re.match(r"\| (binary|multiclass|regression) \|", line)]
+    assert [line.split(" | ")[0] for line in tasks] == ["| binary", "| multiclass", "| regression"]
+    assert tasks[1].endswith("| accuracy 0.9686 |") and tasks[2].endswith("| r2 0.8744 |")

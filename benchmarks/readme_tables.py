@@ -1,0 +1,148 @@
+"""The README's pipeline benchmark tables, rendered from a results JSON of `make bench`
+(benchmarks/pipeline_benchmark.py). The README holds them between
+
+    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->
+    ...
+    <!-- /pipeline-benchmark -->
+
+and tests/benchmarks/test_readme_tables.py checks that they are what this renders from that file:
+
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/pipeline-<date>.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Dict, List, Optional
+
+# The taxi file as each task, its label drafted by infer-schema (benchmarks/pipeline_benchmark.py's TASKS).
+TASK_LABELS = {"binary": "tips > 0.2 x fare (`schemas/taxi`)", "multiclass": "payment_type", "regression": "fare"}
+TASK_METRICS = {"binary": "binary_accuracy", "multiclass": "accuracy", "regression": "r2"}
+
+
+def _seconds(run: Optional[Dict[str, Any]], component: str) -> str:
+    info = (run or {}).get("components", {}).get(component)
+    if info is None:
+        return "-"
+    return "cached" if info["state"] == "cached" else f"{info['seconds']:.1f} s"
+
+
+def _megabytes(value: float) -> str:
+    return f"{value:,.0f} MB"
+
+
+def comparison(result: Dict[str, Any]) -> List[str]:
+    """Per component: ours (the median cold run, then through TFX's cache) beside Google's (cold, cached)."""
+    runs, cold = result["runs"], result["cold"]
+    columns = []
+    if "ours" in cold:
+        columns.append(("tfxflow cold (median run)", runs[cold["ours"]["median_run"]]))
+    if "ours-forced" in runs:
+        columns.append(("tfxflow via TFX cache", runs["ours-forced"]))
+    if "google" in cold:
+        columns.append(("Google cold (median run)", runs[cold["google"]["median_run"]]))
+    if "google-cached" in runs:
+        columns.append(("Google cached", runs["google-cached"]))
+    components: List[str] = []
+    for _, run in columns:
+        components += [c for c in run["components"] if c not in components]
+    lines = ["| component | " + " | ".join(name for name, _ in columns) + " |"]
+    lines.append("| --- |" + " ---: |" * len(columns))
+    for component in components:
+        lines.append(f"| {component} | " + " | ".join(_seconds(run, component) for _, run in columns) + " |")
+    lines.append("| **whole command** | " + " | ".join(f"**{run['wall_s']:.1f} s**" for _, run in columns) + " |")
+    lines.append(
+        "| peak memory, proportional (resident) | "
+        + " | ".join(
+            f"{_megabytes(run.get('peak_pss_mb') or 0)} ({_megabytes(run['peak_rss_mb'])})" for _, run in columns
+        )
+        + " |"
+    )
+    lines.append(
+        "| eval binary_accuracy | "
+        + " | ".join(f"{run['metrics'].get('binary_accuracy', float('nan')):.4f}" for _, run in columns)
+        + " |"
+    )
+    return lines
+
+
+def cold_line(result: Dict[str, Any]) -> List[str]:
+    """The cold runs' spread, each side."""
+    cold, lines = result["cold"], []
+    for side, label in (("ours", "tfxflow"), ("google", "Google")):
+        if side in cold:
+            found = cold[side]
+            lines.append(
+                f"- {label}, {len(found['runs'])} cold runs: median {found['median_s']:.1f} s "
+                f"(min {found['min_s']:.1f}, max {found['max_s']:.1f})"
+            )
+    return lines
+
+
+def goal_lines(result: Dict[str, Any]) -> List[str]:
+    return [f"- {g['goal']}: {g['figure']}: **{'met' if g['met'] else 'NOT met'}**" for g in result["goals"]]
+
+
+def scale_table(result: Dict[str, Any]) -> List[str]:
+    series = result["scale_series"]
+    if not series:
+        return []
+    base = next((e["wall_s"] for e in series if e["scale"] == 1), None)
+    lines = [
+        "| data | rows | whole command | rows/s | x 1x time | peak memory, proportional (resident) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for e in series:
+        factor = f"{e['wall_s'] / base:.2f}" if base else "-"
+        lines.append(
+            f"| {e['scale']}x | {e['rows']:,} | {e['wall_s']:.1f} s | {e['rows_per_s']:,} | {factor} | "
+            f"{_megabytes(e.get('peak_pss_mb') or 0)} ({_megabytes(e['peak_rss_mb'])}) |"
+        )
+    return lines
+
+
+def task_table(result: Dict[str, Any]) -> List[str]:
+    runs, cold = result["runs"], result["cold"]
+    rows = [("binary", runs[cold["ours"]["median_run"]] if "ours" in cold else None)]
+    rows += [(task, runs.get(f"task-{task}")) for task in ("multiclass", "regression")]
+    rows = [(task, run) for task, run in rows if run is not None]
+    if len(rows) < 2:
+        return []
+    lines = ["| task | label | wall | peak memory, proportional | metric |", "| --- | --- | ---: | ---: | --- |"]
+    for task, run in rows:
+        metric = TASK_METRICS[task]
+        lines.append(
+            f"| {task} | {TASK_LABELS[task]} | {run['wall_s']:.1f} s | {_megabytes(run.get('peak_pss_mb') or 0)} | "
+            f"{metric} {run['metrics'].get(metric, float('nan')):.4f} |"
+        )
+    return lines
+
+
+def render(result: Dict[str, Any]) -> str:
+    """The README's block: the machine and commit, the comparison, the spread, the goals, scales and tasks."""
+    machine = result["machine"]
+    parts = [
+        [
+            f"Measured {machine['date']} at commit `{result['commit']}`: {machine['cpus']} CPU cores "
+            f"({machine['processor']}), {machine['memory_gb']:g} GiB, no GPU; `make bench` with "
+            + (f"`--run-args '{' '.join(result['run_args'])}'`" if result["run_args"] else "the defaults")
+            + "."
+        ],
+        comparison(result),
+        cold_line(result),
+        ["Goals:", "", *goal_lines(result)],
+        scale_table(result),
+        task_table(result),
+    ]
+    return "\n\n".join("\n".join(part) for part in parts if part)
+
+
+def main(argv: List[str]) -> int:
+    with open(argv[1], encoding="utf-8") as f:
+        print(render(json.load(f)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
