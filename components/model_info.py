@@ -68,7 +68,9 @@ def signature_outputs(model_dir: str, signature: str) -> List[str]:
             saved_model.ParseFromString(f.read())
     except DecodeError:
         return []
-    for graph in saved_model.meta_graphs:
+    # The graph TF Serving and TFMA load: the one tagged "serve" (a SavedModel may hold others).
+    graphs = sorted(saved_model.meta_graphs, key=lambda graph: "serve" not in graph.meta_info_def.tags)
+    for graph in graphs:
         if signature in graph.signature_def:
             return sorted(graph.signature_def[signature].outputs)
     return []

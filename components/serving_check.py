@@ -134,10 +134,11 @@ def golden_rows(
 
 
 def evaluated_signature(eval_config_json: str) -> str:
-    """The signature the Evaluator calls: its eval config's (as protobuf's JSON writes it), else
-    `serving_default`. Read without TFMA, which takes seconds to import."""
-    spec = (json.loads(eval_config_json).get("modelSpecs") or [{}])[0]
-    return spec.get("signatureName") or names.SERVING_SIGNATURE
+    """The signature the Evaluator calls: its eval config's, else `serving_default`. Read as JSON (protobuf's
+    field names or their camelCase) without TFMA, which takes seconds to import."""
+    config = json.loads(eval_config_json)
+    spec = (config.get("modelSpecs") or config.get("model_specs") or [{}])[0]
+    return spec.get("signatureName") or spec.get("signature_name") or names.SERVING_SIGNATURE
 
 
 def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Sequence[bytes]) -> Dict[str, Any]:
@@ -174,8 +175,8 @@ def _as_array(values, rows: int):
 @contextlib.contextmanager
 def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[], Dict[str, Any]]]:
     """Starts components/serving_probe.py on `request` in a fresh, isolated interpreter and yields a function
-    that waits for its result: the caller works meanwhile (the probe spends seconds importing TensorFlow). The
-    process is killed when the block is left without waiting for it."""
+    that returns its result. The probe imports TensorFlow (seconds) while the caller works, then waits for the
+    function's go: its load and timings run alone. The process is killed when the block is left without it."""
     probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
     with tempfile.TemporaryDirectory(prefix="tfxflow-serving-check-") as folder:
         request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
@@ -184,21 +185,28 @@ def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> 
         deadline = time.monotonic() + timeout
         # -I: no PYTHON* variables, no user site, not the script's folder: only what a clean interpreter imports.
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
-        process = subprocess.Popen(
-            [sys.executable, "-I", probe, request_path, result_path],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # Its output goes to a file: a pipe nobody reads while the caller works could fill and stall it.
+        output_path = os.path.join(folder, "output.txt")
+        with open(output_path, "w", encoding="utf-8") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-I", probe, request_path, result_path],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=output,
+                stderr=output,
+            )
 
         def result() -> Dict[str, Any]:
+            with contextlib.suppress(BrokenPipeError):  # a probe that died already: its output says why
+                process.stdin.write(b"go\n")
+                process.stdin.close()
             try:
-                stdout, stderr = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 return {"error": f"the model did not load and answer within {timeout:.0f} s"}
             if not os.path.exists(result_path):
-                tail = (stderr or stdout).strip().splitlines()[-3:]
+                with open(output_path, encoding="utf-8", errors="replace") as f:
+                    tail = f.read().strip().splitlines()[-3:]
                 return {"error": f"the serving process exited with code {process.returncode}: {' | '.join(tail)}"}
             with open(result_path, encoding="utf-8") as f:
                 return json.load(f)
@@ -208,7 +216,9 @@ def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> 
         finally:
             if process.poll() is None:
                 process.kill()
-            process.communicate()
+            process.wait()
+            if not process.stdin.closed:
+                process.stdin.close()
 
 
 def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
@@ -377,7 +387,7 @@ class Executor(base_executor.BaseExecutor):
                 "seconds": SECONDS_PER_BATCH,
                 "batch_sizes": list(BATCH_SIZES),
             }
-            # The Evaluator's model answers here while the probe starts its interpreter on the other core.
+            # The Evaluator's model answers here while the probe imports TensorFlow on the other core.
             with started_probe(request) as probe_result:
                 expected = evaluator_predictions(model_dir, eval_config, examples_bytes)
                 result.update(probe_result())

@@ -1,5 +1,7 @@
 """Loads a SavedModel the way TF Serving does and serves requests to it, in a process that imports only
-TensorFlow: `python -I serving_probe.py REQUEST.json RESULT.json`.
+TensorFlow: `python -I serving_probe.py REQUEST.json RESULT.json`. It imports TensorFlow, then waits for a line
+(or the end) of its standard input before it loads the model: its caller works meanwhile, and the load and the
+timings below run with nothing of the caller's competing for the cores.
 
 TF Serving loads a version with the C++ SavedModel loader (the "serve" tag set, the init op that fills
 vocabulary tables from the model's assets) and answers a request by running the named SignatureDef's
@@ -151,6 +153,7 @@ def probe(request):
 
     # What `import tensorflow` brings by itself (it imports a Keras): only what loading and serving add counts.
     result = {"tensorflow": tf.__version__, "modules_of_tensorflow": _foreign()}
+    sys.stdin.readline()  # the caller's go (components/serving_check.py's started_probe)
     examples = [base64.urlsafe_b64decode(text) for text in request["examples_b64"]]
     instances = request["instances"]
     started = time.perf_counter()

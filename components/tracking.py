@@ -672,7 +672,10 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
 
     described = model_info.describe(saved_model_dir)
     needs_text = text.load_ops_for(saved_model_dir)
-    key = described["prediction_key"] or model_info.signature_outputs(saved_model_dir, names.SERVING_SIGNATURE)[0]
+    outputs = model_info.signature_outputs(saved_model_dir, names.SERVING_SIGNATURE)
+    if not outputs:
+        raise ValueError(f"{saved_model_dir} has no readable SavedModel with a '{names.SERVING_SIGNATURE}' signature")
+    key = described["prediction_key"] or outputs[0]
     width = len(described["classes"]) if described["task"] == "multiclass" and described["classes"] else 1
     if not described["prediction_key"]:
         width = -1  # a user's model: its output's width is its own

@@ -342,3 +342,5 @@ def test_the_probe_is_asked_for_the_outputs_of_the_signature_the_evaluator_calls
     config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(signature_name="serving_raw", label_key="y")])
     assert serving_check.evaluated_signature(json_format.MessageToJson(config)) == "serving_raw"
     assert serving_check.evaluated_signature(json_format.MessageToJson(tfma.EvalConfig())) == "serving_default"
+    as_fields = json_format.MessageToJson(config, preserving_proto_field_name=True)
+    assert serving_check.evaluated_signature(as_fields) == "serving_raw"
