@@ -341,6 +341,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
+    from tfxflow.pipeline import beam_speedups
+
+    beam_speedups.apply()
     args = size_beam_workers(rewrite_argv(argv), hardware.pod_cpus())
     workdir = tempfile.mkdtemp(prefix="tfxflow-step-")
     try:

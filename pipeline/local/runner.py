@@ -151,8 +151,10 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from tfxflow.components.model import hardware
+    from tfxflow.pipeline import beam_speedups
     from tfxflow.pipeline.definition import create_pipeline
 
+    beam_speedups.apply()
     # Every component shares this process and Transform initialises TensorFlow's devices before the
     # Trainer runs, so the Trainer's device settings are applied now.
     hardware.configure_devices(config.training.hardware)
