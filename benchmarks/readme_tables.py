@@ -94,6 +94,9 @@ def scale_table(result: Dict[str, Any]) -> List[str]:
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for e in series:
+        if "error" in e:  # its data could not be written
+            lines.append(f"| {e['scale']}x | - | not run: {e['error']} | - | - | - |")
+            continue
         factor = f"{e['wall_s'] / base:.2f}" if base else "-"
         lines.append(
             f"| {e['scale']}x | {e['rows']:,} | {e['wall_s']:.1f} s | {e['rows_per_s']:,} | {factor} | "
