@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import psutil
 
+from benchmarks import provenance
 from tfxflow.components import names
 from tfxflow.pipeline.config import bundled_taxi_data_root
 from tfxflow.pipeline.reports import run_record as report_lib
@@ -222,20 +223,6 @@ def _machine() -> Dict[str, object]:
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
     }
-
-
-def _commit() -> str:
-    """The checkout's commit, with "+changes" when its tracked files differ from it."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short=12", "HEAD")
-    if not commit:
-        return "unknown"
-    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def spread(values: List[float]) -> Dict[str, float]:
@@ -476,7 +463,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             }
         )
     summary = {
-        "commit": _commit(),
+        "commit": provenance.commit(),
         "machine": _machine(),
         "run_args": extra,
         "repeat": args.repeat,

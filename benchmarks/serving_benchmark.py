@@ -32,6 +32,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
+from benchmarks import provenance
 from tfxflow.components import names
 
 BATCH_SIZES = (1, 8, 32, 128, 256, 512, 1024)
@@ -145,6 +146,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     with open(out, "w", encoding="utf-8") as f:
         json.dump(
             {
+                "commit": provenance.commit(),
                 "machine": {
                     "cpus": cores,
                     "processor": platform.processor() or platform.machine(),

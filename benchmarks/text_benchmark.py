@@ -36,6 +36,8 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from benchmarks import provenance
+
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -367,6 +369,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     with open(out, "w", encoding="utf-8") as f:
         json.dump(
             {
+                "commit": provenance.commit(),
                 "machine": {"cpus": os.cpu_count(), "gpus": gpus, "platform": platform.platform()},
                 "sequence_length": SEQUENCE,
                 "peak_matmul_flops": peaks,
