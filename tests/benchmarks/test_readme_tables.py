@@ -1,0 +1,104 @@
+"""The README's pipeline benchmark block is what benchmarks/readme_tables.py renders from the results JSON it
+names: a figure cannot be edited by hand, nor the JSON replaced without the README."""
+
+import json
+import os
+import re
+
+from benchmarks import readme_tables
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BLOCK = re.compile(r"<!-- pipeline-benchmark: (\S+) -->\n(.*?)\n<!-- /pipeline-benchmark -->", re.S)
+
+
+def test_the_readme_benchmark_block_is_rendered_from_its_results_file():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        blocks = BLOCK.findall(f.read())
+    assert len(blocks) == 1, "README.md needs exactly one <!-- pipeline-benchmark: FILE --> block"
+    ((path, shown),) = blocks
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        result = json.load(f)
+    assert shown.strip() == readme_tables.render(result).strip(), (
+        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
+    )
+    # What the block stands on: a commit of this repository, and every goal with its verdict.
+    assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", result["commit"])
+    assert result["goals"] and all(isinstance(g["met"], bool) for g in result["goals"])
+
+
+def _readme_table(header: str) -> list:
+    """The rows of the README's table whose header line is `header`, as lists of cells."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = lines.index(header) + 2  # the header, then the alignment row
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _results(name: str) -> dict:
+    with open(os.path.join(REPO, "benchmarks", "results", name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_the_serving_table_is_its_results_file():
+    found = _results("serving-20261130.json")
+    expected = [
+        [str(r["batch"]), f"{r['p50_ms']:.2f} ms", f"{r['p99_ms']:.2f} ms", f"{r['examples_per_s']:,}"]
+        for r in found["rows"]
+    ]
+    assert _readme_table("| batch | p50 | p99 | examples/s |") == expected
+
+
+def test_the_trainer_table_is_its_results_file():
+    found = _results("trainer-cpu.json")
+    google = found["google"]
+    expected = [
+        [
+            "Google `taxi_utils_native_keras` (batch 40)",
+            "-",
+            google["precision"],
+            "off",
+            f"{google['examples_per_s']:,.0f}",
+            "1.0",
+            f"{google['eval_accuracy']:.4f}",
+        ]
+    ]
+    for run in found["tfxflow"]:
+        if "examples_per_s" not in run:  # XLA did not finish compiling: said below the table
+            continue
+        accuracy = run.get("eval_accuracy", run.get("val_accuracy"))
+        expected.append(
+            [
+                "tfxflow",
+                run["preset"],
+                run["precision"],
+                "on" if run["xla"] else "off",
+                f"{run['examples_per_s']:,.0f}",
+                f"{run['examples_per_s'] / google['examples_per_s']:.1f}",
+                f"{accuracy:.4f}",
+            ]
+        )
+    assert _readme_table("| trainer | preset | precision | XLA | examples/s | x Google | eval accuracy |") == expected
+
+
+def test_the_text_table_is_its_results_file():
+    found = _results("text-20261201.json")
+    expected = [
+        [
+            run["preset"],
+            f"{run['parameters'] / 1e6:.1f}M",
+            run["precision"],
+            "on" if run["recompute"] else "off",
+            f"{run['examples_per_s']:.1f}",
+            f"{run['tokens_per_s']:,.0f}",
+            f"{run['mfu']:.1%}",
+            f"{run['peak_memory_mb']:.0f} MB",
+        ]
+        for run in found["runs"]
+    ]
+    header = "| preset | params | precision | recompute | examples/s | tokens/s | MFU | peak memory |"
+    assert _readme_table(header) == expected
