@@ -1,15 +1,18 @@
-"""A cost of Beam 2.59 that grows with what a process has imported, removed where this project runs Beam.
+"""Two costs of Beam 2.59 that grow with what a process has imported, removed where this project runs Beam.
 
-Beam's pickler turns dill's tracing off after every pickle and unpickle (`apache_beam/internal/dill_pickler.py`:
+1. Beam's pickler turns dill's tracing off after every pickle and unpickle (`apache_beam/internal/dill_pickler.py`:
 `dill.dill._trace(False)`), which sets the level of dill's logger; every Logger.setLevel clears the cache of
 every logger of the process, and a pipeline run has thousands (TensorFlow, TFX, TFDV, TFMA): 8% of the samples
 of a profile of Transform's in-process Beam job. Here the level is set only when it changes: what is pickled
 and what dill logs are the same.
 
-Not changed, measured: the in-process DirectRunner weighs every side input it caches with objsize, which first
-collects the globals of every loaded module (`runners/worker/statecache.py`, get_deep_size; 29% of Transform's
-samples). Without that cache (its size 0) Transform took 5 to 9 s less on 2 cores but the Evaluator 5 s more
-(TFMA reads its side inputs again and again), so the cache stays.
+2. The in-process runner's state cache weighs every side input it loads with objsize
+(`runners/worker/statecache.py`, get_deep_size), and objsize first collects the ids of the globals of every
+loaded module (some 10,000 once TensorFlow is imported), at every call, so as not to count them: 27% of the
+samples of Transform's job, against 2% for the weighing itself. Here those ids are collected again only when
+the set of loaded modules has changed, and the same objsize traversal counts the same objects. (Turning the
+cache off instead saved Transform 5 to 9 s on 2 cores but cost the Evaluator 5 s: TFMA reads its side inputs
+again and again.)
 
 `apply()` is called by this project's runners (the local runner and the Kubeflow step's entry point) before
 they run TFX; tests/pipeline/test_beam_speedups.py checks the pinned Beam still does this and that pipelines
@@ -19,13 +22,23 @@ give the same results.
 from __future__ import annotations
 
 import logging
+import sys
+from typing import Any, Callable
 
 TRACE = "_trace"  # dill's function that Beam's pickler calls after every pickle (dill.dill._trace)
-MARK = "tfxflow_sets_level_on_change"
+WEIGH = "get_deep_size"  # the state cache's weigher (apache_beam.runners.worker.statecache.get_deep_size)
+# What Beam's weigher passes to objsize (its size, referents and filter functions), used as they are.
+WEIGHER_PARTS = ("_size_func", "_get_referents_func", "_filter_func")
+MARK = "tfxflow_speedup"
 
 
 def apply() -> None:
-    """Sets dill's logger level only when it changes; idempotent."""
+    """Applies both; idempotent."""
+    _set_dill_level_on_change()
+    _weigh_without_collecting_module_globals_per_call()
+
+
+def _set_dill_level_on_change() -> None:
     import dill._dill as dill_module
 
     original = getattr(dill_module, TRACE)
@@ -41,3 +54,41 @@ def apply() -> None:
     setattr(trace, MARK, True)
     trace.__doc__ = original.__doc__
     setattr(dill_module, TRACE, trace)
+
+
+def _weigh_without_collecting_module_globals_per_call() -> None:
+    from apache_beam.runners.worker import statecache
+
+    if getattr(getattr(statecache, WEIGH), MARK, False):
+        return
+    weigh = module_globals_weigher(*(getattr(statecache, name) for name in WEIGHER_PARTS))
+    setattr(weigh, MARK, True)
+    setattr(statecache, WEIGH, weigh)
+
+
+def module_globals_weigher(size: Callable, referents: Callable, keep: Callable) -> Callable[..., int]:
+    """objsize.get_deep_size with these functions (Beam's), where the ids of the loaded modules' globals, which
+    objsize leaves out of every size, are collected once per set of loaded modules instead of at every call."""
+    from objsize import traverse
+
+    settings = traverse.ObjSizeSettings(
+        get_size_func=size, get_referents_func=referents, filter_func=keep, exclude_modules_globals=False
+    )
+    # The dicts are held, not only their ids: an id is not reused while its object lives.
+    known = {"modules": None, "globals": [], "ids": set()}
+
+    def get_deep_size(*objs: Any) -> int:
+        modules = tuple(sys.modules.values())
+        if known["modules"] is None or len(modules) != len(known["modules"]) or modules != known["modules"]:
+            held = []
+            for module in modules:
+                try:
+                    held.append(vars(module))
+                except TypeError:  # objsize's rule: an object without a __dict__ has no globals to leave out
+                    pass
+            known.update(modules=modules, globals=held, ids={id(None), *map(id, held)})
+        context = settings.new_context()
+        context.exclude_set = known["ids"]  # read, never written, when the traversal is not of excluded objects
+        return context.get_deep_size(*objs)
+
+    return get_deep_size

@@ -1,5 +1,6 @@
-"""pipeline/beam_speedups.py against the pinned Beam: what it changes is still where it was, and a real Beam
-pipeline gives the same results without setting dill's logger level at every pickle."""
+"""pipeline/beam_speedups.py against the pinned Beam: what it changes is still where it was, a real Beam pipeline
+gives the same results without setting dill's logger level at every pickle, and side inputs weigh what Beam's
+own weigher says they weigh."""
 
 import inspect
 import json
@@ -15,6 +16,80 @@ def test_the_pinned_beam_still_sets_dills_level_after_every_pickle():
 
     pickler = inspect.getsource(dill_pickler)
     assert pickler.count("dill.dill._trace(False)") == 2  # after every dumps and every loads
+
+
+def test_the_pinned_beam_still_weighs_every_loaded_side_input_with_objsize():
+    from apache_beam.runners.worker import statecache
+
+    from tfxflow.pipeline import beam_speedups
+
+    assert inspect.getsource(statecache.StateCache).count("weight = get_deep_size(value)") == 2  # get and put
+    weigher = inspect.getsource(statecache.get_deep_size)
+    assert "objsize.get_deep_size(" in weigher
+    for name in beam_speedups.WEIGHER_PARTS:  # what is passed to objsize, reused by beam_speedups
+        assert f"={name}" in weigher
+
+
+class _Holder:
+    def __init__(self, *values):
+        self.values = values
+
+
+def test_side_inputs_weigh_what_beams_weigher_says():
+    import types
+    import weakref
+
+    import numpy as np
+    from apache_beam.runners.worker import statecache
+
+    from tfxflow.pipeline import beam_speedups
+
+    weigh = beam_speedups.module_globals_weigher(*(getattr(statecache, n) for n in beam_speedups.WEIGHER_PARTS))
+    shared = list(range(100))
+    module = types.ModuleType("tfxflow_test_module")
+    module.payload = ["x" * 1000]
+    sys.modules[module.__name__] = module
+    try:
+        values = [
+            [1.5, "two", b"three", None, (4, 5)],
+            {"counts": np.arange(1000), "names": ["a" * 50] * 20, "nested": {"k": shared}},
+            [shared, shared, shared],  # counted once
+            _Holder(np.zeros((64, 64), np.float32), {"w": weakref.ref(module)}, len),
+            [vars(np), vars(module), module.payload],  # a module's globals are left out, what they hold is not
+            [vars(module)],
+        ]
+        for value in values:
+            assert weigh(value) == statecache.get_deep_size(value), value
+        assert weigh([vars(module)]) < weigh([module.payload])
+        # A module loaded after the ids were collected: its globals are left out from then on, as Beam's are.
+        late = types.ModuleType("tfxflow_test_late")
+        late.big = list(range(10_000))
+        holder = {"g": vars(late)}
+        before = weigh(holder)
+        sys.modules[late.__name__] = late
+        assert weigh(holder) == statecache.get_deep_size(holder) < before
+    finally:
+        sys.modules.pop("tfxflow_test_module", None)
+        sys.modules.pop("tfxflow_test_late", None)
+
+
+def test_weighing_does_not_collect_the_module_globals_per_call(monkeypatch):
+    from apache_beam.runners.worker import statecache
+    from objsize import traverse
+
+    from tfxflow.pipeline import beam_speedups
+
+    weigh = beam_speedups.module_globals_weigher(*(getattr(statecache, n) for n in beam_speedups.WEIGHER_PARTS))
+    expected = statecache.get_deep_size([1, 2, 3])
+    assert weigh([1, 2, 3]) == expected  # the modules' globals collected once
+
+    def collected(*_):
+        raise AssertionError("the globals of every module collected again")
+
+    monkeypatch.setattr(traverse, "_iter_modules_globals", collected)
+    with pytest.raises(AssertionError):
+        statecache.get_deep_size([1, 2, 3])  # Beam's, at every call
+    assert weigh([1, 2, 3]) == expected
 
 
 # Runs in a fresh interpreter: apply() changes the process it runs in.
@@ -51,8 +126,9 @@ SCRIPT = textwrap.dedent(
     beam_speedups.apply(); beam_speedups.apply()
     levels[0] = 0
     after = run(); pickles()
+    from apache_beam.runners.worker import statecache
     counts.update(levels_after=levels[0], before=before, after=after,
-                  level=dill_module.log.level)
+                  level=dill_module.log.level, weigher=statecache.get_deep_size.__module__)
     dill_module._trace(True)
     counts["traced_level"] = dill_module.log.level
     print(json.dumps(counts))
@@ -71,3 +147,4 @@ def test_a_pipeline_gives_the_same_results_without_setting_the_level_per_pickle(
     # Applied: the level is never set again (it is WARN already), and tracing still switches it.
     assert counts["levels_after"] == 0
     assert counts["level"] == 30 and counts["traced_level"] == 20  # logging.WARN, logging.INFO
+    assert counts["weigher"] == "tfxflow.pipeline.beam_speedups"  # installed where the state cache calls it
