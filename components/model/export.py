@@ -148,13 +148,15 @@ def export_serving_model(
     full_spec = tf_transform_output.raw_feature_spec()
     class_names = list(class_names)
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    # autograph=False: no branch or loop here depends on a tensor, and converting the Transform layer's and
+    # Keras' Python source for them (TF's autograph) was most of the time traced functions took.
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def serve_examples(serialized):
         raw = tf.io.parse_example(serialized, serving_spec)
         transformed = model.tft_layer(raw)
         return task_outputs(config, model(as_model_inputs(transformed, input_names), training=False), class_names)
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def transform_features(serialized):
         raw = tf.io.parse_example(serialized, full_spec)
         return model.tft_layer(raw)
@@ -164,7 +166,7 @@ def export_serving_model(
         raw_specs = raw_input_specs(tf_transform_output, config)
         feature_kinds = {name: spec for name, spec in full_spec.items() if name in raw_specs}
 
-        @tf.function(input_signature=[raw_specs])
+        @tf.function(input_signature=[raw_specs], autograph=False)
         def serve_raw(features):
             raw = {}
             for name, value in features.items():
