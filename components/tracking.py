@@ -16,7 +16,6 @@ import importlib.metadata
 import json
 import os
 import re
-import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
@@ -655,19 +654,17 @@ CHAMPION_ALIAS = "champion"
 
 
 def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_name: str) -> Any:
-    """Logs the pushed SavedModel in MLflow's TensorFlow flavour (a text model: the pyfunc flavour whose loader
-    registers TF Text's ops, components/tf_text_pyfunc.py) and registers it as a new version of
-    `registered_name`. Input: serialized tf.Examples (without the label) as URL-safe base64 strings
-    (`base64.urlsafe_b64encode`), so `mlflow models serve` takes them as JSON; output: the task's prediction
-    (probabilities [n, 1], a multi-class model's scores [n, K] in its classes' order, a regression's
-    predictions [n, 1]; a user's own model's only output)."""
+    """Logs the pushed SavedModel, copied as it is, in MLflow's pyfunc flavour (its loader:
+    components/savedmodel_pyfunc.py) and registers it as a new version of `registered_name`. Input: serialized
+    tf.Examples (without the label) as URL-safe base64 strings (`base64.urlsafe_b64encode`), so `mlflow models
+    serve` takes them as JSON; output: the task's prediction (probabilities [n, 1], a multi-class model's scores
+    [n, K] in its classes' order, a regression's predictions [n, 1]; a user's own model's only output)."""
     import mlflow
     import numpy as np
-    import tensorflow as tf
     from mlflow.models import ModelSignature
     from mlflow.types import Schema, TensorSpec
 
-    from tfxflow.components import model_info
+    from tfxflow.components import model_info, savedmodel_pyfunc
     from tfxflow.components.model import text
 
     described = model_info.describe(saved_model_dir)
@@ -680,19 +677,7 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     if not described["prediction_key"]:
         width = -1  # a user's model: its output's width is its own
 
-    class ServingModule(tf.Module):
-        def __init__(self, path: str):
-            super().__init__()
-            text.load_ops_for(path)
-            self.saved_model = tf.saved_model.load(path)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples_b64")])
-        def __call__(self, examples_b64):
-            # JSON cannot carry raw bytes and MLflow's scoring server does not decode {"b64": ...}.
-            examples = tf.io.decode_base64(examples_b64)
-            return self.saved_model.signatures[names.SERVING_SIGNATURE](examples=examples)[key]
-
-    # Unnamed tensors: MLflow's TF pyfunc hands the module a plain array of serialized tf.Examples.
+    # Unnamed tensors: MLflow hands the loader a plain array of base64 strings.
     signature = ModelSignature(
         inputs=Schema([TensorSpec(np.dtype(object), (-1,))]),
         outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, width))]),
@@ -700,31 +685,24 @@ def log_serving_model(uri: str, run_id: str, saved_model_dir: str, registered_na
     # Explicit requirements: MLflow's inference loads the model once more in a subprocess (~10 s).
     dists = ("tensorflow", "tensorflow-transform") + (("tensorflow-text",) if needs_text else ())
     requirements = [f"{dist}=={importlib.metadata.version(dist)}" for dist in dists]
-    common = dict(
-        signature=signature,
-        registered_model_name=registered_name,
-        pip_requirements=requirements,
-        metadata={"task": described["task"], "classes": described["classes"], "output": key},
-    )
     # The fluent API is the only way to log a flavour; point it at this run, and put it back after.
     with fluent_api_at(uri):
         with mlflow.start_run(run_id=run_id):
-            if not needs_text:
-                return mlflow.tensorflow.log_model(ServingModule(saved_model_dir), name="model", **common)
-            # MLflow's TensorFlow flavour cannot load a graph of TF Text's ops in a fresh process: the pyfunc
-            # flavour with a loader that registers them first (components/tf_text_pyfunc.py).
-            from tfxflow.components import tf_text_pyfunc
-
-            with tempfile.TemporaryDirectory() as scratch:
-                module_dir = os.path.join(scratch, "saved_model")
-                tf.saved_model.save(ServingModule(saved_model_dir), module_dir)
-                return mlflow.pyfunc.log_model(
-                    name="model",
-                    loader_module=tf_text_pyfunc.__name__.rsplit(".", 1)[-1],
-                    data_path=module_dir,
-                    code_paths=[tf_text_pyfunc.__file__],
-                    **common,
-                )
+            return mlflow.pyfunc.log_model(
+                name="model",
+                loader_module=savedmodel_pyfunc.__name__.rsplit(".", 1)[-1],
+                data_path=saved_model_dir,
+                code_paths=[savedmodel_pyfunc.__file__],
+                model_config={
+                    savedmodel_pyfunc.SIGNATURE: names.SERVING_SIGNATURE,
+                    savedmodel_pyfunc.OUTPUT: key,
+                    savedmodel_pyfunc.TEXT_OPS: bool(needs_text),
+                },
+                signature=signature,
+                registered_model_name=registered_name,
+                pip_requirements=requirements,
+                metadata={"task": described["task"], "classes": described["classes"], "output": key},
+            )
 
 
 FLUENT_URI_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
