@@ -1,4 +1,4 @@
-"""Two costs of Beam 2.59 that grow with what a process has imported, removed where this project runs Beam.
+"""Costs of Beam 2.59 that are not the pipeline's work, removed where this project runs Beam.
 
 1. Beam's pickler turns dill's tracing off after every pickle and unpickle (`apache_beam/internal/dill_pickler.py`:
 `dill.dill._trace(False)`), which sets the level of dill's logger; every Logger.setLevel clears the cache of
@@ -13,6 +13,13 @@ samples of Transform's job, against 2% for the weighing itself. Here those ids a
 the set of loaded modules has changed, and the same objsize traversal counts the same objects. (Turning the
 cache off instead saved Transform 5 to 9 s on 2 cores but cost the Evaluator 5 s: TFMA reads its side inputs
 again and again.)
+
+3. Beam reads the signature of every method of a DoFn (`transforms/userstate.py`, get_dofn_specs, through
+`typehints/decorators.py`' get_signature) each time it builds a pipeline or one of its operations: 12% of the
+samples of Transform's job, most of it `inspect.signature` of the same methods again. Here the signature of a
+function, or of a method bound to any object, is read once per function: a signature depends on the function
+alone (its code, defaults and annotations), and Beam's own specializations (builtin method descriptors, types)
+are left to Beam.
 
 `apply()` is called by this project's runners (the local runner and the Kubeflow step's entry point) before
 they run TFX; tests/pipeline/test_beam_speedups.py checks the pinned Beam still does this and that pipelines
@@ -29,6 +36,13 @@ TRACE = "_trace"  # dill's function that Beam's pickler calls after every pickle
 WEIGH = "get_deep_size"  # the state cache's weigher (apache_beam.runners.worker.statecache.get_deep_size)
 # What Beam's weigher passes to objsize (its size, referents and filter functions), used as they are.
 WEIGHER_PARTS = ("_size_func", "_get_referents_func", "_filter_func")
+# The modules that hold Beam's get_signature under that name (imported from typehints.decorators).
+SIGNATURE_HOLDERS = (
+    "apache_beam.typehints.decorators",
+    "apache_beam.transforms.core",
+    "apache_beam.transforms.ptransform",
+    "apache_beam.transforms.util",
+)
 MARK = "tfxflow_speedup"
 
 
@@ -36,6 +50,7 @@ def apply() -> None:
     """Applies both; idempotent."""
     _set_dill_level_on_change()
     _weigh_without_collecting_module_globals_per_call()
+    _read_each_functions_signature_once()
 
 
 def _set_dill_level_on_change() -> None:
@@ -92,3 +107,42 @@ def module_globals_weigher(size: Callable, referents: Callable, keep: Callable) 
         return context.get_deep_size(*objs)
 
     return get_deep_size
+
+
+def _read_each_functions_signature_once() -> None:
+    import importlib
+
+    from apache_beam.typehints import decorators
+
+    if getattr(decorators.get_signature, MARK, False):
+        return
+    remembered = signature_memo(decorators.get_signature)
+    setattr(remembered, MARK, True)
+    for name in SIGNATURE_HOLDERS:
+        module = importlib.import_module(name)
+        if getattr(module, "get_signature", None) is not None:
+            module.get_signature = remembered
+
+
+def signature_memo(get_signature: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`get_signature` (Beam's), remembered per function for plain functions and bound methods; anything else
+    (a builtin, a type, a callable object) is read each time, as before."""
+    import types
+    import weakref
+
+    functions: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+    methods: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+    def remembered(func: Any) -> Any:
+        if type(func) is types.FunctionType:
+            cache, key = functions, func
+        elif type(func) is types.MethodType and type(func.__func__) is types.FunctionType:
+            cache, key = methods, func.__func__  # bound to whatever object: the same signature without `self`
+        else:
+            return get_signature(func)
+        signature = cache.get(key)
+        if signature is None:
+            signature = cache[key] = get_signature(func)
+        return signature
+
+    return remembered

@@ -92,6 +92,75 @@ def test_weighing_does_not_collect_the_module_globals_per_call(monkeypatch):
     assert weigh([1, 2, 3]) == expected
 
 
+def test_the_pinned_beam_imports_get_signature_by_name_where_beam_speedups_replaces_it():
+    import importlib
+
+    from tfxflow.pipeline import beam_speedups
+
+    for name in beam_speedups.SIGNATURE_HOLDERS[1:]:
+        source = inspect.getsource(importlib.import_module(name))
+        assert "from apache_beam.typehints.decorators import get_signature" in source, name
+    from apache_beam.transforms import userstate
+
+    # What reads every method's signature again for every DoFn it looks at.
+    assert "MethodWrapper(dofn, method_name)" in inspect.getsource(userstate.get_dofn_specs)
+
+
+class _Doer:
+    def process(self, element, side=None, *args, flag: bool = True, **kwargs) -> int:
+        return element
+
+    @classmethod
+    def build(cls, value: str) -> "_Doer":
+        return cls()
+
+    def __call__(self, x, y=2):
+        return x
+
+
+def _plain(a, b: int = 3, *, c):
+    return a
+
+
+def test_remembered_signatures_are_beams_and_each_function_is_read_once():
+    import functools
+
+    from apache_beam.typehints import decorators
+
+    from tfxflow.pipeline import beam_speedups
+
+    reads = []
+
+    def counted(func):
+        reads.append(func)
+        return decorators.get_signature(func)
+
+    remembered = beam_speedups.signature_memo(counted)
+    first, second = _Doer(), _Doer()
+    callables = [
+        _plain,
+        lambda x, y=1: x,
+        first.process,
+        second.process,  # the same function bound to another object
+        _Doer.process,  # the function itself: its own signature, with `self`
+        _Doer.build,
+        str.strip,  # Beam's specialization of builtin method descriptors
+        int,  # and of types
+        functools.partial(_plain, 1),
+        first,  # a callable object
+    ]
+    for func in callables + callables:
+        assert remembered(func) == decorators.get_signature(func), func
+    assert str(remembered(first.process)) == "(element, side=None, *args, flag: bool = True, **kwargs) -> int"
+    assert str(remembered(_Doer.process)).startswith("(self, element")
+    # Read once: the plain function, the lambda, process (bound twice, one read), the unbound function, build;
+    # the others each time.
+    read_once = [_plain, _Doer.process, _Doer.build]
+    assert sum(1 for f in reads if f in read_once) == 3
+    assert sum(1 for f in reads if getattr(f, "__func__", None) is _Doer.process) == 1
+    assert sum(1 for f in reads if f is str.strip) == 2 and sum(1 for f in reads if f is int) == 2
+
+
 # Runs in a fresh interpreter: apply() changes the process it runs in.
 SCRIPT = textwrap.dedent(
     """
@@ -127,8 +196,10 @@ SCRIPT = textwrap.dedent(
     levels[0] = 0
     after = run(); pickles()
     from apache_beam.runners.worker import statecache
+    from apache_beam.transforms import core
     counts.update(levels_after=levels[0], before=before, after=after,
-                  level=dill_module.log.level, weigher=statecache.get_deep_size.__module__)
+                  level=dill_module.log.level, weigher=statecache.get_deep_size.__module__,
+                  signatures=core.get_signature.__module__)
     dill_module._trace(True)
     counts["traced_level"] = dill_module.log.level
     print(json.dumps(counts))
@@ -148,3 +219,4 @@ def test_a_pipeline_gives_the_same_results_without_setting_the_level_per_pickle(
     assert counts["levels_after"] == 0
     assert counts["level"] == 30 and counts["traced_level"] == 20  # logging.WARN, logging.INFO
     assert counts["weigher"] == "tfxflow.pipeline.beam_speedups"  # installed where the state cache calls it
+    assert counts["signatures"] == "tfxflow.pipeline.beam_speedups"  # and where DoFns' methods are read
