@@ -54,14 +54,15 @@ def _baseline_model_names(evaluation_dir: str) -> set:
     return names
 
 
-def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION):
+def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", "day2", "day3")):
     """Writes and uploads the three days of data, starts the runs' MLflow server and compiles the spec (the
     store's variables are this process's while it does), and returns {"runs": a function that makes the three
     runs one after another} and what the tests read besides (tests/conftest.py's `long_runs`).
 
     `image`: a tests/image.py ImageCommand: every step then runs in a container of the step image, and the
     spec is compiled for `kfp_version` without an endpoint, so the steps reach the store by the name that
-    version's launcher uses (the container's hosts file points it at `s3_server`)."""
+    version's launcher uses (the container's hosts file points it at `s3_server`). `days`: the runs to make, in
+    order (a prefix of the three)."""
     # Its own MLflow server: the runs register versions of the model "taxi", which other tests count.
     mlflow_server = helpers.MlflowServer(str(base / "mlflow")).start()
     env = s3_server.env
@@ -117,7 +118,7 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION):
 
     def three_runs():
         runs, versions = [], []
-        for name in ("day1", "day2", "day3"):
+        for name in days:
             runs.append(kfp.run(spec, parameters={"data_root": data[name]}, pipeline_root=root))
             versions.append(helpers.pushed_versions(config.serving_dir, "taxi"))
         results = {"runs": runs, "versions": versions}

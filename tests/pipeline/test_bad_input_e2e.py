@@ -1,7 +1,12 @@
 """Bad input never reaches training: each case gets one clear message naming file, column or rule, exit
 status 2 (configuration) or 3 (data refused), no traceback, and the served model stays as it was.
 
-One good run trains and pushes a model first; every bad case then runs the CLI against the same home.
+One good run trains and pushes a model first; every bad case then runs the CLI against the same home, with
+tracking off (this module asserts no MLflow record; the refusals' records are tests/pipeline/test_tracking_e2e.py's
+and test_drift_e2e.py's). One case per path a refusal takes: ExampleGen's reading of the CSV (every kind of
+unreadable value and file, message for message, is tests/components/test_csv_input.py's, through the same
+reader), the data gate's schema and drift checks, and the two export formats named by their cause.
+Configuration errors (exit status 2) are tests/pipeline/test_config.py's and tests/pipeline/cli/test_run.py's.
 """
 
 import csv
@@ -15,7 +20,8 @@ from tests import helpers
 pytestmark = pytest.mark.e2e
 
 FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20"]
-CONFIG_ERROR, DATA_REFUSED = 2, 3
+UNTRACKED = ["--tracking", "off"]
+DATA_REFUSED = 3
 
 
 @pytest.fixture(scope="module")
@@ -66,33 +72,8 @@ def _raw(folder, text: bytes, name: str = "data.csv") -> str:
     return folder
 
 
-def _with_line(served, folder, line: bytes, at: int = 5):
-    """The good CSV with `line` inserted as physical line `at` (1-based)."""
-    with open(served["csv"], "rb") as f:
-        lines = f.readlines()
-    lines.insert(at - 1, line)
-    return _raw(folder, b"".join(lines))
-
-
-def _header(served) -> bytes:
-    with open(served["csv"], "rb") as f:
-        return f.readline()
-
-
 # Each case: (build the data folder -> extra CLI args, exit status, substrings the message must contain).
 CASES = {
-    "data folder does not exist": (lambda s, d: ["--data-root", d], CONFIG_ERROR, ["--data-root {d}: no such folder"]),
-    "folder holds no CSV": (
-        lambda s, d: ["--data-root", _raw(d, b"fare,tips\n1,2\n", name="data.txt")],
-        CONFIG_ERROR,
-        ["--data-root {d}: holds no *.csv or *.csv.gz file"],
-    ),
-    "empty file": (lambda s, d: ["--data-root", _raw(d, b"")], DATA_REFUSED, ["{d}/data.csv: empty file"]),
-    "header only": (
-        lambda s, d: ["--data-root", _raw(d, _header(s))],
-        DATA_REFUSED,
-        ["{d}/data.csv: no data rows: the file holds only a header"],
-    ),
     "missing column": (
         lambda s, d: [
             "--data-root",
@@ -117,48 +98,10 @@ CASES = {
             "(2 rows in all; the first is shown)"
         ],
     ),
-    "label column empty": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("tips", ""))],
-        DATA_REFUSED,
-        ["column 'tips': label column is empty: no row has a value for 'tips'"],
-    ),
-    "label all one value": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("tips", "0"))],
-        DATA_REFUSED,
-        ["column 'tips': the label has one class only: 'big_tipper' (tips > 0.2 x fare) is 0 in all 1,500 rows"],
-    ),
     "unseen category": (
         lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("payment_type", "Bitcoin", every=50))],
         DATA_REFUSED,
         ["data gate:", "feature 'payment_type': ENUM_TYPE_UNEXPECTED_STRING_VALUES", "Bitcoin"],
-    ),
-    "NaN value": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("trip_miles", "nan", every=100))],
-        DATA_REFUSED,
-        ["{d}/data.csv line 101, column 'trip_miles': NaN is not allowed: 'nan'"],
-    ),
-    "infinite value": (
-        lambda s, d: ["--data-root", helpers.rewrite_csv(s["csv"], d, _set("fare", "inf", every=300))],
-        DATA_REFUSED,
-        ["{d}/data.csv line 301, column 'fare': an infinite value is not allowed: 'inf'"],
-    ),
-    "unbalanced quotes": (
-        lambda s, d: ["--data-root", _with_line(s, d, b',"12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Taxi,0,,0.0\n')],
-        DATA_REFUSED,
-        ["{d}/data.csv line 5: malformed CSV (quotes): a quoted field is never closed"],
-    ),
-    "wrong field count": (
-        lambda s, d: ["--data-root", _with_line(s, d, b",12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Taxi,0,,0.0,7\n")],
-        DATA_REFUSED,
-        ["{d}/data.csv line 5: wrong number of fields: 19 fields, the header has 18"],
-    ),
-    "bytes that are not UTF-8": (
-        lambda s, d: [
-            "--data-root",
-            _with_line(s, d, b",12.5,5,19,6,1400269500,,,,,0.0,,,Cash,Caf\xe9 Cab,0,,0\n", at=9),
-        ],
-        DATA_REFUSED,
-        ["{d}/data.csv line 9: bytes that are not UTF-8: b'\\xe9' at byte 42 of the line"],
     ),
     "European spreadsheet export": (
         lambda s, d: ["--data-root", _raw(d, _european(s))],
@@ -178,29 +121,6 @@ CASES = {
             "is a known value with spaces around: trim the spaces in the data",
         ],
     ),
-    "schema that does not parse": (
-        lambda s, d: [
-            "--data-root",
-            s["good"],
-            "--schema",
-            os.path.join(_raw(d, b'feature { name: "fare" type: FLOT }', name="schema.pbtxt"), "schema.pbtxt"),
-        ],
-        CONFIG_ERROR,
-        ["schema {d}/schema.pbtxt: does not parse", "FLOT"],
-    ),
-    "feature config naming a column the schema lacks": (
-        lambda s, d: [
-            "--data-root",
-            s["good"],
-            "--feature-config",
-            os.path.join(
-                _raw(d, b"label: {name: y, column: tips}\nnumeric: [fare, surge]\n", name="features.yaml"),
-                "features.yaml",
-            ),
-        ],
-        CONFIG_ERROR,
-        ["{d}/features.yaml: column(s) ['surge'] not found in schema"],
-    ),
 }
 
 
@@ -210,7 +130,7 @@ def test_bad_input_is_refused_with_a_clear_message(served, case):
     folder = str(served["base"] / case.replace(" ", "_"))
     args = build(served, folder)
     before = helpers.tree_snapshot(served["serving"])
-    result = helpers.run_cli("run", "--home", served["home"], *args, *FLAGS)
+    result = helpers.run_cli("run", "--home", served["home"], *args, *FLAGS, *UNTRACKED)
     assert result.returncode == status, (result.stdout[-2000:], result.stderr[-3000:])
     message = result.stderr
     for text in expected:
@@ -234,7 +154,15 @@ def test_serving_data_is_checked_for_skew_and_the_serving_schema(served):
     )
     before = helpers.tree_snapshot(served["serving"])
     result = helpers.run_cli(
-        "run", "--home", served["home"], "--data-root", served["good"], "--serving-data", serving_data, *FLAGS
+        "run",
+        "--home",
+        served["home"],
+        "--data-root",
+        served["good"],
+        "--serving-data",
+        serving_data,
+        *FLAGS,
+        *UNTRACKED,
     )
     assert result.returncode == DATA_REFUSED, result.stderr[-3000:]
     assert "split 'serving', feature 'payment_type': ENUM_TYPE_UNEXPECTED_STRING_VALUES" in result.stderr
@@ -259,6 +187,7 @@ def test_allowed_anomaly_types_let_the_run_through(served):
         "--data-root",
         folder,
         *FLAGS,
+        *UNTRACKED,
         "--allow-anomaly",
         "ENUM_TYPE_UNEXPECTED_STRING_VALUES",
     )

@@ -18,6 +18,7 @@ from tfxflow.pipeline.reports.run_record import open_store
 pytestmark = pytest.mark.e2e
 
 FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20"]
+UNTRACKED = ["--tracking", "off"]  # all but the refused run, whose MLflow record is asserted
 DATA_REFUSED = 3
 
 
@@ -27,14 +28,14 @@ def blessed(tmp_path_factory):
     base = tmp_path_factory.mktemp("drift")
     first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=7)
     home = str(base / "home")
-    result = helpers.run_cli("run", "--home", home, "--data-root", first, *FLAGS)
+    result = helpers.run_cli("run", "--home", home, "--data-root", first, *FLAGS, *UNTRACKED)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "drift: no blessed model yet, nothing to compare with" in result.stdout
     return {"base": base, "home": home, "fresh": fresh, "serving": os.path.join(home, "serving")}
 
 
 def test_a_fresh_sample_of_the_same_data_passes_the_drift_check(blessed):
-    result = helpers.run_cli("run", "--home", blessed["home"], "--data-root", blessed["fresh"], *FLAGS)
+    result = helpers.run_cli("run", "--home", blessed["home"], "--data-root", blessed["fresh"], *FLAGS, *UNTRACKED)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "data gate:      passed" in result.stdout
     # 13 features of the curated schema compared on the two training splits (about 3/4 of each sample)
@@ -88,13 +89,13 @@ def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stay
     marked = [a for a in store.get_artifacts() if ACCEPTED_AT in a.custom_properties]
     assert [a.custom_properties[ACCEPTED_REASON].string_value for a in marked] == [reason]
 
-    again = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS)
+    again = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS, *UNTRACKED)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "data gate:      passed" in again.stdout
     assert "drift vs. the data accepted as the baseline: 13 features compared" in again.stdout
     assert "Jensen-Shannon divergence 0.0000" in again.stdout or "L-infinity distance 0.0000" in again.stdout
 
     # The check stays on: the old fares are now the shift.
-    back = helpers.run_cli("run", "--home", home, "--data-root", blessed["fresh"], *FLAGS)
+    back = helpers.run_cli("run", "--home", home, "--data-root", blessed["fresh"], *FLAGS, *UNTRACKED)
     assert back.returncode == DATA_REFUSED, back.stderr[-3000:]
     assert "feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in back.stderr

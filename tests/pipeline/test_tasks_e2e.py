@@ -74,7 +74,19 @@ def _taxi_module(base, name, module, features, *extra, rows=2000, seed=5):
     schema = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
     (base / f"{name}.yaml").write_text(features)
     home = str(base / f"{name}-home")
-    result = _run(home, data, schema, str(base / f"{name}.yaml"), "--module-file", module, *extra, dataset=name)
+    # Untracked: these tests read the console, the served model and the run's files, not MLflow.
+    result = _run(
+        home,
+        data,
+        schema,
+        str(base / f"{name}.yaml"),
+        "--module-file",
+        module,
+        "--tracking",
+        "off",
+        *extra,
+        dataset=name,
+    )
     return {"data": data, "schema": schema, "home": home, "result": result}
 
 
@@ -110,6 +122,8 @@ def _imdb(base):
         "4",
         "--blessing-threshold",
         "0",  # 100 reviews: the blessing is not what this shows
+        "--tracking",
+        "off",
         dataset="imdb",
     )
     return {"data": str(data), "home": home, "result": result}
