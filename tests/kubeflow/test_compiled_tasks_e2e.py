@@ -3,20 +3,18 @@ open-source KFP's driver and launcher run it (tests/kfp_harness.py), with the pi
 (moto's S3 server on 127.0.0.1):
 
 - multiclass: scikit-learn's wine data (178 wines, three cultivars), from `infer-schema`'s drafts unchanged;
-- text: Debian's package descriptions (multi-line quoted values) and their sections, from the drafts: the
-  WordPiece vocabulary Transform learns on the object store, the text model served with TF Text's ops;
 - Google's taxi module file (binary), compiled with `tfxflow kubeflow compile --module-file`, which stages
   TFX's wheel of it under the object-store pipeline root; the Transform and Trainer pods copy it from there.
 
-A regression is not compiled here: the compiler and the steps have no code of a task's own (the task travels in
-the feature config), and regressions run end to end through the CLI (tests/pipeline/test_tasks_e2e.py).
+Regression and text are not compiled here: the compiler and the steps have no code of a task's own (the task
+travels in the feature config; a text pipeline's Beam plugin argument is tests/pipeline/test_definition.py's),
+and both run end to end through the CLI (tests/pipeline/test_tasks_e2e.py, test_text_e2e.py).
 
-The three pipelines run on the session's pool of long runs (tests/conftest.py's `long_runs`), beside the
+The two pipelines run on the session's pool of long runs (tests/conftest.py's `long_runs`), beside the
 other Kubeflow end-to-end runs (a step is mostly a single-threaded Python start-up).
 """
 
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -34,7 +32,6 @@ from tfxflow.pipeline.kfp import compiler as kf
 pytestmark = pytest.mark.e2e
 
 BUCKET = "mlpipeline"
-DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")
 TAXI_MODULE = os.path.join(
     os.path.dirname(tfx.__file__), "examples", "chicago_taxi_pipeline", "taxi_utils_native_keras.py"
 )
@@ -45,14 +42,8 @@ def _root(name):
 
 
 def _drafted(base, dataset, label, serving_mount, endpoint):
-    """The config of a pipeline compiled from infer-schema's drafts of a scikit-learn data set (or of Debian's
-    package descriptions, `debian`)."""
-    if dataset == "debian":
-        data = str(base / "debian-data")
-        os.makedirs(data)
-        shutil.copy(DEBIAN, data)
-    else:
-        data = helpers.write_sklearn_dataset(dataset, str(base / f"{dataset}-data"), seed=3)
+    """The config of a pipeline compiled from infer-schema's drafts of a scikit-learn data set."""
+    data = helpers.write_sklearn_dataset(dataset, str(base / f"{dataset}-data"), seed=3)
     out = str(base / f"{dataset}-draft")
     result = helpers.run_cli("infer-schema", "--data-root", data, "--out", out, "--label", label, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -129,7 +120,7 @@ def _compile_module(base, s3, serving_mount):
 
 
 def jobs(base, s3_server):
-    """Compiles the three pipelines (data uploaded, the module's wheel staged: the store's variables are this
+    """Compiles the two pipelines (data uploaded, the module's wheel staged: the store's variables are this
     process's while it runs) and returns {name: a function that runs it through the harness} and what the
     tests read besides (tests/conftest.py's `long_runs`)."""
     env = s3_server.env
@@ -140,7 +131,6 @@ def jobs(base, s3_server):
         serving_mount = str(base / "serving-claim")
         configs = {
             "wine": _drafted(base, "wine", "cultivar", serving_mount, s3_server.endpoint),
-            "debian": _drafted(base, "debian", "section", serving_mount, s3_server.endpoint),
         }
         specs = {name: kf.compile_pipeline(config, str(base / f"{name}.yaml")).path for name, config in configs.items()}
         specs["taxi"], compiled = _compile_module(base, s3_server, serving_mount)
@@ -222,21 +212,3 @@ def test_a_module_file_reaches_its_steps_through_the_object_store(task_runs):
         examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("tips",)))
     )["outputs"].numpy()
     assert outputs.shape == (8, 1) and ((outputs >= 0) & (outputs <= 1)).all()
-
-
-def test_a_text_pipeline_runs_on_kubeflow_and_serves_raw_text(task_runs):
-    import tensorflow_text  # noqa: F401 (the served graph tokenizes with TF Text's ops)
-
-    run = task_runs["runs"]["debian"]
-    _succeeded(run)
-    loaded = _served(task_runs, "debian")  # pushed: the serving check loaded it with TF Text's ops
-    rows = helpers.read_csv_rows(DEBIAN, 40)
-    raw = loaded.signatures["serving_raw"]
-    answer = raw(
-        description=tf.constant([r["description"] for r in rows]), package=tf.constant([r["package"] for r in rows])
-    )
-    classes = [c.decode() for c in answer["classes"].numpy()[0]]
-    assert classes == ["fonts", "games", "graphics", "net", "science", "sound"]
-    predicted = answer["scores"].numpy().argmax(axis=1)
-    actual = np.array([classes.index(r["section"]) for r in rows])
-    assert (predicted == actual).mean() > 0.5  # 6 classes: chance is about 1/6
