@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-fast lint bench bench-trainer bench-text bench-drift bench-serving lock clean help
+.PHONY: install system-deps run test test-image test-all test-fast lint bench bench-trainer bench-text bench-drift bench-serving lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
 	@echo "make test       run every test (unit, integration, end-to-end; installs chromium for the page tests)"
 	@echo "                but the step image's: make test-image (builds kubeflow/Dockerfile, runs the pipeline in it)"
+	@echo "make test-all   both in one session, the image's runs filling the cores the long runs leave (CI)"
 	@echo "make test-fast  run the unit tests only (no server, no TFX run: about 75 seconds)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make bench      the whole pipeline as users run it vs. Google's taxi pipeline (3 cold runs each), re-runs, a run per\n                 task, 100x data; checks the goals (25-45 min); ARGS=\"--scale 1000\" adds 15M rows"
@@ -89,6 +90,11 @@ test: $(STAMP) system-deps
 # buildah and debootstrap; the first build downloads the lock's packages (minutes), later ones reuse its layers.
 test-image: $(STAMP) system-deps
 	$(BIN)/python -m pytest -m image $(PYTEST_ARGS)
+
+# Every test of both in one pytest session (what .ci/run runs): the image's tests run after the session's other
+# tests and before those that wait for the pool of long runs, so its two runs use the cores the pool leaves.
+test-all: $(STAMP) system-deps
+	$(BIN)/python -m pytest -m "image or not image" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

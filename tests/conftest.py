@@ -33,9 +33,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.integration)
-    # The tests that read LongRuns' results last, in their order: until then the session's other tests run.
+    # The tests that read LongRuns' results last, in their order: until then the session's other tests run. The
+    # step image's (when selected) just before them: its two runs take the cores the pool and this thread leave.
     waiting = set(LongRuns.GROUPS.values())
-    items[:] = sorted(items, key=lambda item: _module_name(item) in waiting)  # stable: otherwise in order
+
+    def phase(item) -> int:
+        return 2 if _module_name(item) in waiting else 1 if item.get_closest_marker("image") else 0
+
+    items[:] = sorted(items, key=phase)  # stable: otherwise in order
 
 
 def _module_name(item) -> str:
