@@ -205,8 +205,16 @@ def long_runs(tmp_path_factory, s3_server, request):
 
 @pytest.fixture(scope="session", autouse=True)
 def _long_runs_from_the_start(request):
-    """Starts the LongRuns groups whose tests this session runs, before its first test."""
+    """Starts the LongRuns groups whose tests this session runs, and the step image's build when its tests run,
+    before the first test."""
     selected = {_module_name(item) for item in request.session.items}
     groups = [group for group, module in LongRuns.GROUPS.items() if module in selected]
     if groups:
         request.getfixturevalue("long_runs").start(*groups)
+    # The step image's build, when its tests are selected and it can be built (else its fixture says why).
+    if any(item.get_closest_marker("image") for item in request.session.items):
+        from tests import image
+        from tests.kubeflow.test_image_e2e import image_build_log
+
+        if not image.missing_tools():
+            image.project_image_in_background(image_build_log(request.getfixturevalue("tmp_path_factory")))

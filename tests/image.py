@@ -20,6 +20,7 @@ is kept under `cache_dir()` so that an unchanged Dockerfile and context reuse ev
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -219,6 +220,19 @@ def _relocate_scripts(bin_dir: str, old: str, new: str) -> None:
             text = f.read()
         with open(path, "wb") as f:
             f.write(b"#!" + text.replace(old.encode(), new.encode()))
+
+
+_BUILDS: Dict[str, "concurrent.futures.Future[str]"] = {}
+
+
+def project_image_in_background(log: str) -> "concurrent.futures.Future[str]":
+    """`project_image(log)` on a thread of its own, started once per log: a session starts it with its first
+    test, so that the build's downloads and disk writes overlap the tests that keep the cores busy."""
+    if log not in _BUILDS:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-build")
+        _BUILDS[log] = pool.submit(project_image, log)
+        pool.shutdown(wait=False)
+    return _BUILDS[log]
 
 
 def project_image(log: str, tag: str = PROJECT_TAG, base: Optional[str] = None) -> str:

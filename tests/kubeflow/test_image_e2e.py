@@ -35,8 +35,11 @@ def step_image(tmp_path_factory):
     """The step image's tag; its build log is image-build.log under the session's temporary folder."""
     missing = image.missing_tools()
     assert not missing, f"building the step image needs {missing}: `make system-deps` as root installs them"
-    log = str(tmp_path_factory.getbasetemp() / "image-build.log")
-    return image.project_image(log)
+    return image.project_image_in_background(image_build_log(tmp_path_factory)).result()
+
+
+def image_build_log(tmp_path_factory) -> str:
+    return str(tmp_path_factory.getbasetemp() / "image-build.log")
 
 
 @pytest.fixture(scope="session")
