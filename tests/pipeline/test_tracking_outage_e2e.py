@@ -37,16 +37,11 @@ FLAGS = [
 ]
 
 
-def jobs(base):
-    """The outages in turn on one home folder and one server of their own, as one job of the session's pool of
-    long runs (tests/conftest.py's `long_runs`): with fewer compiled pipelines there, the main thread is the longer
-    side at the end of the session."""
-    return {"steps": lambda: _run_outages(base)}
-
-
 @pytest.fixture(scope="module")
-def outages(long_runs):
-    return long_runs.results("outage")["steps"]
+def outages(tmp_path_factory):
+    """The outages in turn on one home folder and one server of their own. On the main thread: the pool of long
+    runs (tests/conftest.py) is the longer side at the end of the session."""
+    return _run_outages(tmp_path_factory.mktemp("outage"))
 
 
 class _Home:
