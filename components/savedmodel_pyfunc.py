@@ -42,12 +42,12 @@ class SavedModelPredictor:
         return result.numpy()
 
 
-def _load_pyfunc(path, model_config=None):
-    """MLflow's loader entry point: `path` is the model's data folder, the SavedModel."""
+def _load_pyfunc(path, model_config):
+    """MLflow's loader entry point: `path` is the model's data folder, the SavedModel; `model_config` is what
+    logging gave (SIGNATURE, OUTPUT, TEXT_OPS)."""
     import tensorflow as tf
 
-    config = model_config or {}
-    if config.get(TEXT_OPS):
+    if model_config[TEXT_OPS]:
         import tensorflow_text  # noqa: F401 (registers TF Text's ops before the graph is read)
 
-    return SavedModelPredictor(tf.saved_model.load(path), config[SIGNATURE], config[OUTPUT])
+    return SavedModelPredictor(tf.saved_model.load(path), model_config[SIGNATURE], model_config[OUTPUT])

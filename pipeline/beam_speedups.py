@@ -47,7 +47,7 @@ MARK = "tfxflow_speedup"
 
 
 def apply() -> None:
-    """Applies both; idempotent."""
+    """Applies the three; idempotent."""
     _set_dill_level_on_change()
     _weigh_without_collecting_module_globals_per_call()
     _read_each_functions_signature_once()
@@ -90,11 +90,11 @@ def module_globals_weigher(size: Callable, referents: Callable, keep: Callable) 
         get_size_func=size, get_referents_func=referents, filter_func=keep, exclude_modules_globals=False
     )
     # The dicts are held, not only their ids: an id is not reused while its object lives.
-    known = {"modules": None, "globals": [], "ids": set()}
+    known = {"modules": (), "globals": [], "ids": set()}
 
     def get_deep_size(*objs: Any) -> int:
         modules = tuple(sys.modules.values())
-        if known["modules"] is None or len(modules) != len(known["modules"]) or modules != known["modules"]:
+        if modules != known["modules"]:  # a length first, then identities: no module's globals are read
             held = []
             for module in modules:
                 try:

@@ -14,8 +14,6 @@ runs them through the same harness on the host (tests/kubeflow/test_compiled_pip
 first build takes minutes, later ones reuse every layer whose inputs did not change.
 """
 
-import contextlib
-
 import pytest
 
 from tests import helpers, image
@@ -92,9 +90,9 @@ def test_the_image_runs_steps_as_its_user_in_a_writable_folder_with_its_own_pyth
     assert module.startswith("/opt/conda/lib/python3.10/site-packages/tfxflow/"), module
 
 
-@contextlib.contextmanager
-def _runs_of(installs, version):
-    future, details = installs[version]
+@pytest.fixture(scope="module", params=sorted(INSTALLS, reverse=True), ids=lambda v: f"kfp-{v}")
+def kfp_runs(request, installs):
+    future, details = installs[request.param]
     results = future.result()
     assert len(results["runs"]) == len(DAYS)
     with helpers.environment(details["s3"].env):
@@ -103,12 +101,6 @@ def _runs_of(installs, version):
             yield {**results, **details, "mlflow": e2e.MlflowClient(details["mlflow_server"].uri)}
         finally:
             e2e.object_store.clear_client_cache()
-
-
-@pytest.fixture(scope="module", params=sorted(INSTALLS, reverse=True), ids=lambda v: f"kfp-{v}")
-def kfp_runs(request, installs):
-    with _runs_of(installs, request.param) as runs:
-        yield runs
 
 
 # The first run's checks, the same as on the host (tests/kubeflow/test_compiled_pipeline_e2e.py).
