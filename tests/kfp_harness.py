@@ -93,6 +93,9 @@ Where this differs from a cluster (what this does not cover):
   memory, init containers. `lifecycle.preCacheCheck` is ignored, as the open-source backend does.
 - Without `LocalKfp(image=...)` the command runs on this machine, not in the image: a first command element
   `python`/`python3` is replaced by `LocalKfp(python=...)`; the working directory is a fresh folder per task.
+  With `LocalKfp(fork_steps=...)`, a `python -m <module>` command is a process forked from a server that
+  imported the module's dependencies once (tests/step_forks.py), not a fresh interpreter: the same code from
+  the module's `__main__` on, with the pod's environment, directory and output, without 10-15 s of imports.
   In the image (tests/image.py's ImageCommand, a buildah container per step): the image's user, working
   directory, environment and Python; the pod's environment is the image's plus what the spec and secrets set
   (not this process's); the launcher's folders are at their real paths (/minio, /s3, /gcs; /tmp/kfp inside the
@@ -116,6 +119,7 @@ check; the custom cacheKey is newer than 2.17.0.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import datetime
 import decimal
@@ -125,13 +129,17 @@ import os
 import posixpath
 import random
 import re
+import select
 import shutil
+import signal
 import string
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -974,6 +982,78 @@ _NULL = object()
 _MISSING = object()
 
 
+class _StepForks:
+    """The harness's side of tests/step_forks.py: a server for `python -m <module>` steps, shared by every LocalKfp
+    of the session with the same Python, module, warm-up and PYTHONPATH (what decides which files it imported),
+    started with its first step's environment and ended with the session. Steps through it run one at a time."""
+
+    SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "step_forks.py")
+    _servers: Dict[Tuple[str, ...], "_StepForks"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, python: str, module: str, warm_up: Tuple[str, ...], env: Mapping[str, str]):
+        self.workdir = tempfile.mkdtemp(prefix="kfp-step-forks-")
+        self.log_path = os.path.join(self.workdir, "server.log")
+        with open(self.SOURCE, encoding="utf-8") as f:
+            source = f.read()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [python, "-c", source, module, *warm_up],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=dict(env),
+                cwd=self.workdir,
+            )
+        self.lock = threading.Lock()
+        self.ready = self._read(None)
+
+    @classmethod
+    def get(cls, python: str, module: str, warm_up: Tuple[str, ...], env: Mapping[str, str]) -> "_StepForks":
+        key = (python, module, env.get("PYTHONPATH", ""), *warm_up)
+        with cls._lock:
+            server = cls._servers.get(key)
+            if server is None or server.process.poll() is not None:
+                server = cls._servers[key] = cls(python, module, warm_up, env)
+                atexit.register(server.close)
+            return server
+
+    def _read(self, timeout: Optional[float]) -> dict:
+        if timeout is not None and not select.select([self.process.stdout], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(self.process.args[:1], timeout)
+        line = self.process.stdout.readline()
+        if not line:
+            raise _TaskError(f"the step server ended (exit status {self.process.wait()}); its log: {self.log_path}")
+        return json.loads(line)
+
+    def run(self, module: str, argv: List[str], env: Mapping[str, str], cwd: str, out: str, timeout) -> int:
+        """Runs `python -m module argv` forked from the server, its output appended to the file `out`; its exit
+        status (negative: the signal that ended it). Past `timeout` seconds it is killed: TimeoutExpired."""
+        preload = [argv[i + 1].rpartition(".")[0] for i, a in enumerate(argv[:-1]) if a == "--executor_class_path"]
+        request = {"module": module, "argv": argv, "env": dict(env), "cwd": cwd, "out": out, "preload": preload}
+        with self.lock:
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+            self.process.stdin.flush()
+            pid = self._read(None)["pid"]
+            try:
+                return self._read(timeout)["exit"]
+            except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
+                self._read(None)
+                raise
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
 class LocalKfp:
     """Runs compiled KFP specs the way KFP's driver and launcher do, on this machine and an S3 server."""
 
@@ -993,12 +1073,16 @@ class LocalKfp:
         base_env: Optional[Mapping[str, str]] = None,
         image=None,
         launcher_config: Optional[Mapping[str, Any]] = None,
+        fork_steps: Optional[Mapping[str, Sequence[str]]] = None,
     ):
         """`base_env`: the environment a pod starts from instead of os.environ (e.g. without AWS_* variables, so
         that only secretAsEnv can deliver credentials). `image`: a tests/image.py ImageCommand; each step's
         command then runs in a container of that image (see the module docstring). `launcher_config`: the
         namespace's `kfp-launcher` ConfigMap; its `providers` s3 default is how the launcher reaches s3://
-        (without one it opens s3:// "from env", which KFP leaves empty, and fails)."""
+        (without one it opens s3:// "from env", which KFP leaves empty, and fails). `fork_steps`: {module: warm-up
+        arguments}; a step whose command is `python -m module ...` then runs in a process forked from a server
+        that ran `python -m module <warm-up arguments>` once (tests/step_forks.py), instead of a fresh Python
+        that imports everything again; not with `image`."""
         self.workdir = os.path.abspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.s3_env = dict(s3_env)
@@ -1012,6 +1096,7 @@ class LocalKfp:
         self.task_timeout = task_timeout
         self.base_env = None if base_env is None else dict(base_env)
         self.image = image
+        self.fork_steps = {module: tuple(args) for module, args in (fork_steps or {}).items()}
         providers = ((launcher_config or {}).get("data") or {}).get("providers") or ""
         self.providers = yaml.safe_load(providers) or {} if providers else {}
         self._provider_client = None
@@ -1656,6 +1741,10 @@ class LocalKfp:
             try:
                 if self.image is not None:
                     code = self._run_in_image(argv, env, local_root, mounts, out)
+                elif argv[0] == self.python and argv[1:2] == ["-m"] and argv[2:3] and argv[2] in self.fork_steps:
+                    out.flush()
+                    server = _StepForks.get(self.python, argv[2], self.fork_steps[argv[2]], env)
+                    code = server.run(argv[2], argv[3:], env, cwd, out.name, self.task_timeout)
                 else:
                     code = subprocess.run(
                         argv,

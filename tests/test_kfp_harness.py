@@ -791,3 +791,98 @@ def test_the_offline_check_refuses_what_the_backend_refuses(tmp_path, kfp, broke
         with pytest.raises(Refused):
             kfp.run(str(path))
     assert spec_check.check_spec([spec]), broken
+
+
+# A `python -m` step for LocalKfp(fork_steps=...): `--warm` is its warm-up (it imports probe_dep and records the
+# process); otherwise it reports what it sees as a step, or fails the way its second argument says.
+PROBE_STEP = """
+import json, os, sys, time
+if sys.argv[1:] == ["--warm"]:
+    import probe_dep
+    with open(os.environ["PROBE_WARM_LOG"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    sys.exit(0)
+mode = sys.argv[2]
+print("step", mode)
+sys.stderr.write("to stderr\\n")
+if mode == "fail":
+    sys.exit(3)
+if mode == "crash":
+    raise ValueError("boom")
+if mode == "sleep":
+    time.sleep(120)
+report = {
+    "argv": sys.argv[2:], "cwd": os.getcwd(), "path0": sys.path[0], "main": __name__, "pid": os.getpid(),
+    "ppid": os.getppid(), "token": os.environ.get("TOKEN"), "plain": os.environ.get("PLAIN"),
+    "warm_log": os.environ.get("PROBE_WARM_LOG"), "preloaded": "probe_dep" in sys.modules,
+}
+with open(sys.argv[3], "w") as f:
+    json.dump(report, f)
+"""
+
+
+def _probe_spec(*modes) -> Spec:
+    spec = Spec("probe")
+    for mode in modes:
+        env = [{"name": "PLAIN", "value": "p"}]
+        command = {"image": "r/i:1", "command": ["python", "-m", "probe_step"], "env": env}
+        if mode == "show":
+            command["args"] = ["{{$}}", mode, "{{$.outputs.parameters['report'].output_file}}"]
+        else:
+            command["args"] = ["{{$}}", mode]
+        spec.step(
+            mode,
+            executor={"container": command},
+            out_params={"report": "STRUCT"} if mode == "show" else None,
+            k8s={"secretAsEnv": [{"secretName": "api", "keyToEnv": [{"secretKey": "token", "envVar": "TOKEN"}]}]},
+        )
+    return spec
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["fresh", "forked"])
+def test_forked_steps_run_as_a_fresh_process_would(tmp_path, s3_server, bucket, forked):
+    """LocalKfp(fork_steps=...) against plain processes on the same spec: the same argv, directory, sys.path,
+    `__main__`, environment (the pod's, secrets included), output and exit statuses; the forked steps come from
+    one server, warmed up once for every LocalKfp, with what the warm-up imported already loaded; a step past
+    the timeout is killed and the server serves the next."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "probe_step.py").write_text(PROBE_STEP)
+    (modules / "probe_dep.py").write_text("VALUE = 1\n")
+    warm_log = tmp_path / "warm.log"
+
+    def harness(name, **kwargs):
+        return LocalKfp(
+            str(tmp_path / name),
+            s3_server.env,
+            secrets={"api": {"token": "s3cr3t"}},
+            env={"PYTHONPATH": str(modules), "PROBE_WARM_LOG": str(warm_log)},
+            default_pipeline_root=f"minio://{bucket}/pipeline-root",
+            fork_steps={"probe_step": ("--warm",)} if forked else None,
+            **kwargs,
+        )
+
+    runs = [harness(f"kfp{i}").run(_probe_spec("show", "fail", "crash").write(tmp_path / "spec.yaml")) for i in (1, 2)]
+    for run in runs:
+        assert {n: t.state for n, t in run.tasks.items()} == {"show": SUCCEEDED, "fail": FAILED, "crash": FAILED}
+        report = run.tasks["show"].output_parameters["report"]
+        cwd = os.path.join(os.path.dirname(run.tasks["show"].log_path), "cwd")
+        assert report["argv"][0] == "show" and report["argv"][1].endswith("/tmp/kfp/outputs/report")
+        assert report["cwd"] == report["path0"] == cwd and report["main"] == "__main__"
+        assert (report["token"], report["plain"], report["warm_log"]) == ("s3cr3t", "p", str(warm_log))
+        assert "step show" in run.log("show") and "to stderr" in run.log("show")
+        assert "exit status 3" in run.tasks["fail"].error and "step fail" in run.log("fail")
+        assert "exit status 1" in run.tasks["crash"].error
+        assert "Traceback" in run.log("crash") and "ValueError: boom" in run.log("crash")
+    reports = [run.tasks["show"].output_parameters["report"] for run in runs]
+    if not forked:
+        assert not warm_log.exists()
+        assert [r["ppid"] for r in reports] == [os.getpid()] * 2 and not any(r["preloaded"] for r in reports)
+        return
+    (server,) = warm_log.read_text().split()  # one warm-up for both harnesses
+    assert [r["ppid"] for r in reports] == [int(server)] * 2 and all(r["preloaded"] for r in reports)
+
+    slow = harness("slow", task_timeout=3).run(_probe_spec("sleep").write(tmp_path / "slow.yaml"))
+    assert slow.state == FAILED and "stopped the command after 3 s" in slow.tasks["sleep"].error
+    after = harness("after").run(_probe_spec("show").write(tmp_path / "after.yaml"))
+    assert after.state == SUCCEEDED and after.tasks["show"].output_parameters["report"]["ppid"] == int(server)

@@ -25,7 +25,7 @@ from mlflow import MlflowClient
 
 from tests import helpers
 from tests.kfp_harness import LocalKfp
-from tests.pipeline.conftest import kubeflow_config
+from tests.pipeline.conftest import FORK_STEPS, kubeflow_config
 from tfxflow.components import object_store
 from tfxflow.components.pusher import STATISTICS_DIR
 from tfxflow.components.tracking import RUN_KEY_TAG
@@ -109,6 +109,7 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", 
         base_env=pod_env if image is None else None,  # in the image: the image's environment, not this one
         secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
         image=image,
+        fork_steps=FORK_STEPS if image is None else None,
     )
     root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
 

@@ -23,7 +23,7 @@ import tfx
 
 from tests import helpers
 from tests.kfp_harness import LocalKfp
-from tests.pipeline.conftest import IMAGE, kubeflow_config
+from tests.pipeline.conftest import FORK_STEPS, IMAGE, kubeflow_config
 from tfxflow.components import object_store
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline.config import TrainingConfig, bundled_dataset_dir
@@ -142,6 +142,7 @@ def jobs(base, s3_server):
             s3_env=env,
             base_env=pod_env,
             secrets={kf.OBJECT_STORE_SECRET: {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}},
+            fork_steps=FORK_STEPS,
         )
         return kfp.run(specs[name], pipeline_root=kf.load_spec(specs[name])[0]["defaultPipelineRoot"])
 

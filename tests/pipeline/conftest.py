@@ -7,8 +7,13 @@ import pytest
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.kfp import compiler as kf
+from tfxflow.pipeline.kfp import entrypoint
 
 IMAGE = "registry.example.com/ml/tfxflow:0.1.0"
+
+# tests/kfp_harness.py's LocalKfp(fork_steps=...) for compiled steps run on this machine: each step's process is
+# forked from one that ran the entry point's image check (Keras 2 chosen, every module a step names imported).
+FORK_STEPS = {kf.ENTRYPOINT[2]: (entrypoint.CHECK_IMAGE_FLAG,)}
 
 
 def kubeflow_config(root: str, **overrides) -> kf.KubeflowConfig:
