@@ -127,8 +127,10 @@ class LongRuns:
     Groups, in the order they run: "faults" (tests/pipeline/test_faults_e2e.py's kills, full disk and races of
     one home folder, on the session's MLflow server), "kfp" (tests/kubeflow/test_compiled_pipeline_e2e.py's runs of the
     compiled taxi pipeline through the KFP harness), "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's
-    compiled pipelines), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI) and "text"
-    (tests/pipeline/test_text_e2e.py's); a group starts with the session when the session selected its tests,
+    compiled pipelines), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI), "text"
+    (tests/pipeline/test_text_e2e.py's), "outage" (tests/pipeline/test_tracking_outage_e2e.py's MLflow server
+    stopped during runs) and "portable" (tests/pipeline/test_beam_runners.py's run through Beam's job service);
+    a group starts with the session when the session selected its tests,
     else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
     the session's other tests keep one core busy while the runs take the other."""
 
@@ -138,6 +140,8 @@ class LongRuns:
         "kfp-tasks": "test_compiled_tasks_e2e",
         "tasks": "test_tasks_e2e",
         "text": "test_text_e2e",
+        "outage": "test_tracking_outage_e2e",
+        "portable": "test_beam_runners",
     }
 
     def __init__(self, tmp_path_factory, s3_server, request):
@@ -170,6 +174,14 @@ class LongRuns:
                 from tests.pipeline import test_text_e2e
 
                 jobs, details = test_text_e2e.jobs(self._tmp.mktemp("text")), {}
+            elif group == "outage":
+                from tests.pipeline import test_tracking_outage_e2e
+
+                jobs, details = test_tracking_outage_e2e.jobs(self._tmp.mktemp("outage")), {}
+            elif group == "portable":
+                from tests.pipeline import test_beam_runners
+
+                jobs, details = test_beam_runners.jobs(self._tmp.mktemp("portable")), {}
             else:
                 from tests.kubeflow import test_compiled_tasks_e2e
 

@@ -338,14 +338,23 @@ def test_one_line_descriptions():
 PORTABLE_TRAIN_FLAGS = ["--train-steps", "60", "--batch-size", "64", "--eval-every-steps", "30"]
 
 
+def jobs(base):
+    """The CLI run once with `--beam-runner portable`, as a job of the session's pool of long runs
+    (tests/conftest.py's `long_runs`)."""
+    return {"run": lambda: _portable_run(base)}
+
+
 @pytest.fixture(scope="module")
-def portable_run(tmp_path_factory):
+def portable_run(long_runs):
+    return long_runs.results("portable")["run"]
+
+
+def _portable_run(base):
     """The CLI run once with `--beam-runner portable`: Beam's embedded job service, LOOPBACK workers."""
     import time
 
     from tests import helpers
 
-    base = tmp_path_factory.mktemp("portable")
     data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
     home = str(base / "home")
     started = time.monotonic()

@@ -37,11 +37,16 @@ FLAGS = [
 ]
 
 
+def jobs(base):
+    """The outages in turn on one home folder and one server of their own, as one job of the session's pool of
+    long runs (tests/conftest.py's `long_runs`): with the compiled pipelines' steps forked from a warm process
+    there, the pool ends minutes before the main thread."""
+    return {"steps": lambda: _run_outages(base)}
+
+
 @pytest.fixture(scope="module")
-def outages(tmp_path_factory):
-    """The outages in turn on one home folder and one server of their own. On the main thread: the pool of long
-    runs (tests/conftest.py) is the longer side at the end of the session."""
-    return _run_outages(tmp_path_factory.mktemp("outage"))
+def outages(long_runs):
+    return long_runs.results("outage")["steps"]
 
 
 class _Home:
