@@ -22,6 +22,75 @@ def test_embedded_store_folder_is_created(tmp_path):
     assert os.path.isdir(tmp_path / "home" / "mlflow")
 
 
+def _dump(db: str) -> dict:
+    """A SQLite store as {"schema": its CREATE statements, table: its rows}. A statement's lines are sorted: two
+    stores MLflow makes itself may list a table's constraints in different orders (its migrations copy tables
+    through SQLAlchemy's batch mode, whose order of constraints follows a set)."""
+    import sqlite3
+
+    def lines(sql):
+        return tuple(sorted(line.strip().rstrip(",") for line in (sql or "").splitlines()))
+
+    with sqlite3.connect(db) as connection:
+        found = connection.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+        schema = sorted((kind, name, table, lines(sql)) for kind, name, table, sql in found)
+        tables = [name for kind, name, _, _ in schema if kind == "table"]
+        found = {"schema": schema}
+        for table in tables:
+            found[table] = sorted(map(repr, connection.execute(f'SELECT * FROM "{table}"').fetchall()))
+    return found
+
+
+def _mlflows_own_store(db: str, artifacts: str) -> None:
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    SqlAlchemyStore(f"sqlite:///{db}", artifacts)._dispose_engine()  # closes the file
+
+
+def test_a_new_store_is_mlflows_own_empty_store_copied_and_an_existing_one_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    template = tracking.store_template_path()
+    assert template.startswith(f"{tmp_path}/cache/tfxflow/mlflow-3.") and template.endswith("-empty.db")
+    first, second = (tmp_path / name / "mlflow" / "mlflow.db" for name in ("first", "second"))
+    assert tracking.check_tracking(f"sqlite:///{first}") == f"MLflow SQLite store {first}"
+    assert os.path.isfile(template) and os.path.isfile(first)
+    made = os.stat(template)
+    assert tracking.check_tracking(f"sqlite:///{second}") == f"MLflow SQLite store {second}"
+    assert (os.stat(template).st_ino, os.stat(template).st_mtime_ns) == (made.st_ino, made.st_mtime_ns)
+    assert not [n for n in os.listdir(tmp_path / "cache" / "tfxflow") if n.endswith(".partial")]
+
+    # Opened by MLflow, the copy holds what MLflow makes itself for a new store: the same tables, indexes and
+    # schema version, and the default experiment with this store's own artifact folder.
+    _mlflows_own_store(str(first), str(tmp_path / "first-artifacts"))
+    _mlflows_own_store(str(tmp_path / "own.db"), str(tmp_path / "own-artifacts"))
+    seeded, own = _dump(str(first)), _dump(str(tmp_path / "own.db"))
+    assert seeded["schema"] == own["schema"] and len(own["schema"]) > 40
+    assert {t: rows for t, rows in seeded.items() if t != "experiments"} == {
+        t: rows for t, rows in own.items() if t != "experiments"
+    }
+    from mlflow import MlflowClient
+
+    (default,) = MlflowClient(f"sqlite:///{first}").search_experiments()
+    assert (default.experiment_id, default.name) == ("0", "Default")
+    assert default.artifact_location == f"{tmp_path}/first-artifacts/0"
+
+    # A store that exists is never replaced, not even an empty file.
+    taken = tmp_path / "taken.db"
+    taken.write_bytes(b"")
+    assert tracking.seed_sqlite_store(str(taken)) is False and taken.read_bytes() == b""
+
+
+def test_without_a_usable_cache_mlflow_makes_the_store_itself(tmp_path, monkeypatch):
+    (tmp_path / "not-a-folder").write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    db = tmp_path / "home" / "mlflow" / "mlflow.db"
+    assert tracking.check_tracking(f"sqlite:///{db}") == f"MLflow SQLite store {db}"
+    assert not db.exists() and os.listdir(db.parent) == []  # nothing half-made
+    from mlflow import MlflowClient
+
+    assert [e.name for e in MlflowClient(f"sqlite:///{db}").search_experiments()] == ["Default"]
+
+
 def test_a_running_server_passes(mlflow_server):
     assert tracking.check_tracking(mlflow_server.uri) == f"MLflow tracking server {mlflow_server.uri}"
 
