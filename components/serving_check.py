@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
+import gc
 import json
 import os
 import subprocess
@@ -172,11 +174,26 @@ def _as_array(values, rows: int):
     return values.astype(np.float64).reshape(rows, -1)
 
 
+def give_back_free_memory() -> bool:
+    """Collects garbage, then returns the heap's free pages to the system (glibc's `malloc_trim`): the buffers
+    Transform and the Evaluator freed otherwise stay part of this process, while the probe's TensorFlow process
+    runs beside it (at 1x, 188 MB of this process's 1,283 MB resident). False where the C library has no
+    `malloc_trim` (not glibc): nothing is given back there."""
+    gc.collect()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
 @contextlib.contextmanager
 def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[], Dict[str, Any]]]:
     """Starts components/serving_probe.py on `request` in a fresh, isolated interpreter and yields a function
     that returns its result. The probe imports TensorFlow (seconds) while the caller works, then waits for the
-    function's go: its load and timings run alone. The process is killed when the block is left without it."""
+    function's go: its load and timings run alone. The process is killed when the block is left without it.
+    While the probe imports, what this process freed goes back to the system (the two processes' memory peaks
+    together once it loads the model); the collection's half second runs beside the probe's import."""
     probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
     with tempfile.TemporaryDirectory(prefix="tfxflow-serving-check-") as folder:
         request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
@@ -212,6 +229,7 @@ def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> 
                 return json.load(f)
 
         try:
+            give_back_free_memory()
             yield result
         finally:
             if process.poll() is None:
