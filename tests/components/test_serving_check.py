@@ -7,6 +7,7 @@ import os
 import shutil
 
 import numpy as np
+import psutil
 import pytest
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
@@ -225,11 +226,6 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
     assert reason.startswith("does not serve: ") and result["error"] in reason
 
 
-def _resident_mb() -> float:
-    with open("/proc/self/statm", encoding="ascii") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_starts(monkeypatch):
     """glibc keeps freed blocks in its heap for reuse: buffers of 1 KB (malloc's, not Python's small-object
     pools) freed around a few kept ones stay resident until `malloc_trim`; started_probe gives them back while
@@ -238,9 +234,9 @@ def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_starts(mon
     for i in range(300_000):
         (kept if i % 50 == 0 else freed).append(bytes(1000))
     del freed
-    before = _resident_mb()
+    before = psutil.Process().memory_info().rss
     assert serving_check.give_back_free_memory() is True
-    assert before - _resident_mb() > 150  # of the 280 MB freed
+    assert before - psutil.Process().memory_info().rss > 150 * 2**20  # of the 280 MB freed
     assert len(kept) == 6_000
 
     order = []
