@@ -140,9 +140,8 @@ def export_serving_model(
     the feature config's columns) and `transform_features` (serialized raw tf.Examples -> transformed
     features and label, used by TFMA). `class_names`: a multi-class model's classes in index order;
     `serving_columns`: the columns a request holds (`serving_raw_feature_spec`)."""
-    # Attached to the model so the SavedModel tracks the Transform graph's assets and variables. Create it
-    # under the float32 policy: a mixed policy would cast its raw float inputs to 16 bits.
-    model.tft_layer = tf_transform_output.transform_features_layer()
+    # Create it under the float32 policy: a mixed policy would cast its raw float inputs to 16 bits.
+    transform_layer = tf_transform_output.transform_features_layer()
     input_names = list(model.input_names)
     serving_spec = serving_raw_feature_spec(tf_transform_output, config, serving_columns)
     full_spec = tf_transform_output.raw_feature_spec()
@@ -153,13 +152,13 @@ def export_serving_model(
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def serve_examples(serialized):
         raw = tf.io.parse_example(serialized, serving_spec)
-        transformed = model.tft_layer(raw)
+        transformed = transform_layer(raw)
         return task_outputs(config, model(as_model_inputs(transformed, input_names), training=False), class_names)
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def transform_features(serialized):
         raw = tf.io.parse_example(serialized, full_spec)
-        return model.tft_layer(raw)
+        return transform_layer(raw)
 
     signatures = {SERVING_SIGNATURE: serve_examples, TRANSFORM_SIGNATURE: transform_features}
     if raw_signature:
@@ -174,13 +173,33 @@ def export_serving_model(
                     raw[name] = tf.reshape(value, [-1] + list(feature_kinds[name].shape))
                 else:
                     raw[name] = _as_single_value_sparse(value)
-            transformed = model.tft_layer(raw)
+            transformed = transform_layer(raw)
             output = model(as_model_inputs(transformed, input_names), training=False)
             return task_outputs(config, output, class_names)
 
         signatures[RAW_SIGNATURE] = serve_raw
-    tf.saved_model.save(model, export_dir, signatures=signatures)
+    tf.saved_model.save(serving_module(model, transform_layer), export_dir, signatures=signatures)
     write_model_info(export_dir, model_info(config, class_names, sorted(signatures)))
+
+
+# Where TFT's Keras layer keeps the loaded Transform graph (its tables' initialisers, vocabulary assets) for
+# tracking (tensorflow_transform/output_wrapper.py, TransformFeaturesLayer.__init__).
+TRANSFORM_TRACKED = "_saved_model_loader_tracked_dict"
+
+
+def serving_module(model: keras.Model, transform_layer) -> tf.Module:
+    """What the SavedModel keeps besides its signatures: the model's variables and the Transform graph's tables
+    and assets, but not the Keras objects that hold them.
+
+    Saved as Keras objects, every layer's call would be traced into the SavedModel as well (Keras' own
+    SavedModel format), functions that nothing serving the signatures calls: on the taxi model that doubled
+    the export's time (7.7 s against 2.6 s) and the time every consumer takes to load it (2.1 s against 0.7 s:
+    the Evaluator, the serving check, TF Serving)."""
+    module = tf.Module()
+    module.model_variables = list(model.variables)
+    # Without the attribute (another TFT), the layer itself: the same SavedModel, saved the slower way.
+    module.transform_graph = getattr(transform_layer, TRANSFORM_TRACKED, transform_layer)
+    return module
 
 
 SCANNED_ROWS = 20_000  # rows looked through for ones with a value in every column
