@@ -21,6 +21,12 @@ function, or of a method bound to any object, is read once per function: a signa
 alone (its code, defaults and annotations), and Beam's own specializations (builtin method descriptors, types)
 are left to Beam.
 
+4. Beam reads every method of a DoFn (`transforms/userstate.py`, get_dofn_specs: `dir()`, then a MethodWrapper per
+method) to find its state and timer parameters, again and again for the same DoFn: when the pipeline is built,
+translated, checked and each time an operation runs it; 8,525 reads of 1,883 DoFns in a taxi run, 2.0 to 2.7 s.
+Here the specs of a DoFn object are read once while it lives: they come from its methods' parameters, which
+nothing changes once a DoFn is made. A DoFn that cannot be weakly referenced is read each time, as before.
+
 `apply()` is called by this project's runners (the local runner and the Kubeflow step's entry point) before
 they run TFX; tests/pipeline/test_beam_speedups.py checks the pinned Beam still does this and that pipelines
 give the same results.
@@ -43,14 +49,17 @@ SIGNATURE_HOLDERS = (
     "apache_beam.transforms.ptransform",
     "apache_beam.transforms.util",
 )
+# The modules that call get_dofn_specs by that name (the others call `userstate.get_dofn_specs`).
+SPECS_HOLDERS = ("apache_beam.transforms.userstate", "apache_beam.runners.direct.transform_evaluator")
 MARK = "tfxflow_speedup"
 
 
 def apply() -> None:
-    """Applies the three; idempotent."""
+    """Applies the four; idempotent."""
     _set_dill_level_on_change()
     _weigh_without_collecting_module_globals_per_call()
     _read_each_functions_signature_once()
+    _read_each_dofns_specs_once()
 
 
 def _set_dill_level_on_change() -> None:
@@ -144,5 +153,42 @@ def signature_memo(get_signature: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if signature is None:
             signature = cache[key] = get_signature(func)
         return signature
+
+    return remembered
+
+
+def _read_each_dofns_specs_once() -> None:
+    import importlib
+
+    from apache_beam.transforms import userstate
+
+    if getattr(userstate.get_dofn_specs, MARK, False):
+        return
+    remembered = specs_memo(userstate.get_dofn_specs)
+    setattr(remembered, MARK, True)
+    for name in SPECS_HOLDERS:
+        module = importlib.import_module(name)
+        if getattr(module, "get_dofn_specs", None) is not None:
+            module.get_dofn_specs = remembered
+
+
+def specs_memo(get_dofn_specs: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`get_dofn_specs` (Beam's), read once per DoFn object while it lives; each call gets its own sets."""
+    import weakref
+
+    known: dict = {}  # id(dofn) -> (a weak reference to it, its specs)
+
+    def remembered(dofn: Any) -> Any:
+        key = id(dofn)
+        entry = known.get(key)
+        if entry is None or entry[0]() is not dofn:
+            specs = get_dofn_specs(dofn)
+            try:  # dropped when the DoFn dies, before its id can be another object's
+                ref = weakref.ref(dofn, lambda _, key=key: known.pop(key, None))
+            except TypeError:
+                return specs
+            entry = known[key] = (ref, specs)
+        state_specs, timer_specs = entry[1]
+        return set(state_specs), set(timer_specs)
 
     return remembered

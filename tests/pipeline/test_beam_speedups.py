@@ -161,6 +161,89 @@ def test_remembered_signatures_are_beams_and_each_function_is_read_once():
     assert sum(1 for f in reads if f is str.strip) == 2 and sum(1 for f in reads if f is int) == 2
 
 
+def test_the_pinned_beam_calls_get_dofn_specs_where_beam_speedups_replaces_it():
+    import importlib
+
+    from tfxflow.pipeline import beam_speedups
+
+    for name in beam_speedups.SPECS_HOLDERS[1:]:
+        source = inspect.getsource(importlib.import_module(name))
+        assert "from apache_beam.transforms.userstate import get_dofn_specs" in source, name
+    # Every other caller reads it from the userstate module, where it is replaced (read as files: some of
+    # these modules are compiled, and inspect cannot read their source).
+    import pathlib
+
+    import apache_beam
+
+    root = pathlib.Path(apache_beam.__file__).parent
+    callers = [
+        path
+        for path in root.rglob("*.py")
+        if "get_dofn_specs(" in path.read_text(encoding="utf-8") and not path.name.endswith("_test.py")
+    ]
+    assert len(callers) >= 6
+    for path in callers:
+        source = path.read_text(encoding="utf-8")
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        if module in beam_speedups.SPECS_HOLDERS:
+            continue
+        assert "import get_dofn_specs" not in source and "userstate.get_dofn_specs(" in source, module
+
+
+def _stateful_dofn_class():
+    import apache_beam as beam
+    from apache_beam.coders import VarIntCoder
+    from apache_beam.transforms.timeutil import TimeDomain
+    from apache_beam.transforms.userstate import BagStateSpec, TimerSpec
+
+    class Stateful(beam.DoFn):
+        SEEN = BagStateSpec("seen", VarIntCoder())
+        FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+        def process(
+            self,
+            element,
+            seen=beam.DoFn.StateParam(SEEN),  # noqa: B008 (how Beam declares state)
+            flush=beam.DoFn.TimerParam(FLUSH),  # noqa: B008
+        ):
+            seen.add(element[1])
+            yield element
+
+    return Stateful
+
+
+def test_remembered_dofn_specs_are_beams_and_each_dofn_is_read_once():
+    import gc
+
+    import apache_beam as beam
+    from apache_beam.transforms import core, userstate
+
+    from tfxflow.pipeline import beam_speedups
+
+    reads = []
+
+    def counted(dofn):
+        reads.append(type(dofn).__name__)
+        return userstate.get_dofn_specs(dofn)
+
+    remembered = beam_speedups.specs_memo(counted)
+    stateful, plain = _stateful_dofn_class()(), beam.DoFn()
+    mapped = core.CallableWrapperDoFn(lambda x: x + 1)
+    for dofn in (stateful, plain, mapped) * 3:
+        assert remembered(dofn) == userstate.get_dofn_specs(dofn)
+    assert reads == ["Stateful", "DoFn", "CallableWrapperDoFn"]
+    state_specs, timer_specs = remembered(stateful)
+    assert {s.name for s in state_specs} == {"seen"} and len(timer_specs) == 1
+    state_specs.clear()  # each call gets its own sets
+    assert {s.name for s in remembered(stateful)[0]} == {"seen"}
+    # A DoFn made after another died is read, whatever id it gets.
+    del stateful
+    gc.collect()
+    for _ in range(20):
+        assert remembered(beam.DoFn()) == (set(), set())
+    assert reads.count("DoFn") == 21
+
+
 # Runs in a fresh interpreter: apply() changes the process it runs in.
 SCRIPT = textwrap.dedent(
     """
@@ -177,6 +260,17 @@ SCRIPT = textwrap.dedent(
         original_set_level(level)
     dill_module.log.setLevel = counted_set_level
 
+    from apache_beam.coders import VarIntCoder
+    from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+
+    class RunningSum(beam.DoFn):  # a stateful DoFn: its state parameter is what get_dofn_specs finds
+        TOTAL = ReadModifyWriteStateSpec("total", VarIntCoder())
+
+        def process(self, element, total=beam.DoFn.StateParam(TOTAL)):
+            value = (total.read() or 0) + element[1]
+            total.write(value)
+            yield value
+
     def run():
         out = tempfile.mkdtemp()
         with beam.Pipeline() as p:
@@ -184,7 +278,12 @@ SCRIPT = textwrap.dedent(
             (p | beam.Create([1, 2, 3])
                | beam.Map(lambda x, s: x + sum(s), s=beam.pvalue.AsList(side))
                | beam.io.WriteToText(os.path.join(out, "part")))
-        return sorted(int(line) for name in glob.glob(os.path.join(out, "part*")) for line in open(name))
+            (p | "keyed" >> beam.Create([("a", 1), ("a", 2), ("a", 4)])
+               | beam.ParDo(RunningSum())
+               | "sums" >> beam.io.WriteToText(os.path.join(out, "sums")))
+        def read(prefix):
+            return sorted(int(line) for name in glob.glob(os.path.join(out, prefix + "*")) for line in open(name))
+        return read("part") + read("sums")
 
     def pickles():
         for i in range(50):
@@ -196,10 +295,10 @@ SCRIPT = textwrap.dedent(
     levels[0] = 0
     after = run(); pickles()
     from apache_beam.runners.worker import statecache
-    from apache_beam.transforms import core
+    from apache_beam.transforms import core, userstate
     counts.update(levels_after=levels[0], before=before, after=after,
                   level=dill_module.log.level, weigher=statecache.get_deep_size.__module__,
-                  signatures=core.get_signature.__module__)
+                  signatures=core.get_signature.__module__, specs=userstate.get_dofn_specs.__module__)
     dill_module._trace(True)
     counts["traced_level"] = dill_module.log.level
     print(json.dumps(counts))
@@ -212,7 +311,8 @@ def test_a_pipeline_gives_the_same_results_without_setting_the_level_per_pickle(
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
-    assert counts["before"] == counts["after"] == [31, 32, 33]
+    # The side input's sums, then the stateful DoFn's running sums of one key (1, 1+2, 1+2+4).
+    assert counts["before"] == counts["after"] == [31, 32, 33, 1, 3, 7]
     # Beam as pinned: dill's level is set at every pickle and unpickle.
     assert counts["levels_before"] >= 100
     # Applied: the level is never set again (it is WARN already), and tracing still switches it.
@@ -220,3 +320,4 @@ def test_a_pipeline_gives_the_same_results_without_setting_the_level_per_pickle(
     assert counts["level"] == 30 and counts["traced_level"] == 20  # logging.WARN, logging.INFO
     assert counts["weigher"] == "tfxflow.pipeline.beam_speedups"  # installed where the state cache calls it
     assert counts["signatures"] == "tfxflow.pipeline.beam_speedups"  # and where DoFns' methods are read
+    assert counts["specs"] == "tfxflow.pipeline.beam_speedups"  # and where their state and timers are found
