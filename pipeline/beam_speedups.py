@@ -119,18 +119,23 @@ def module_globals_weigher(size: Callable, referents: Callable, keep: Callable) 
 
 
 def _read_each_functions_signature_once() -> None:
-    import importlib
-
     from apache_beam.typehints import decorators
 
-    if getattr(decorators.get_signature, MARK, False):
+    _remember_in(SIGNATURE_HOLDERS, "get_signature", decorators.get_signature, signature_memo)
+
+
+def _remember_in(holders: tuple, name: str, original: Callable, memo: Callable[[Callable], Callable]) -> None:
+    """Puts memo(original) in place of `name` in every module of `holders` that has it, once."""
+    import importlib
+
+    if getattr(original, MARK, False):
         return
-    remembered = signature_memo(decorators.get_signature)
+    remembered = memo(original)
     setattr(remembered, MARK, True)
-    for name in SIGNATURE_HOLDERS:
-        module = importlib.import_module(name)
-        if getattr(module, "get_signature", None) is not None:
-            module.get_signature = remembered
+    for module_name in holders:
+        module = importlib.import_module(module_name)
+        if getattr(module, name, None) is not None:
+            setattr(module, name, remembered)
 
 
 def signature_memo(get_signature: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -158,18 +163,9 @@ def signature_memo(get_signature: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _read_each_dofns_specs_once() -> None:
-    import importlib
-
     from apache_beam.transforms import userstate
 
-    if getattr(userstate.get_dofn_specs, MARK, False):
-        return
-    remembered = specs_memo(userstate.get_dofn_specs)
-    setattr(remembered, MARK, True)
-    for name in SPECS_HOLDERS:
-        module = importlib.import_module(name)
-        if getattr(module, "get_dofn_specs", None) is not None:
-            module.get_dofn_specs = remembered
+    _remember_in(SPECS_HOLDERS, "get_dofn_specs", userstate.get_dofn_specs, specs_memo)
 
 
 def specs_memo(get_dofn_specs: Callable[[Any], Any]) -> Callable[[Any], Any]:
