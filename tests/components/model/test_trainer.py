@@ -112,6 +112,19 @@ def test_warmup_requests_replay_real_rows_through_both_signatures(tiny_transform
     np.testing.assert_allclose(replies[("serving_raw", 8)], replies[("serving_default", 8)], rtol=1e-5)
 
 
+def test_the_export_tracks_the_transform_graph_where_tfts_own_layer_does(tiny_transform):
+    layer = tiny_transform["output"].transform_features_layer()
+    # The pinned TFT keeps the loaded graph (tables, vocabulary assets) in this dict for tracking; without it the
+    # export would fall back to saving TFT's Keras layer, the slower way.
+    tracked = getattr(layer, export.TRANSFORM_TRACKED)
+    assert isinstance(tracked, dict) and tracked
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+    module = export.serving_module(model, layer)
+    assert not isinstance(module.transform_graph, keras.layers.Layer)
+    assert sorted(module.transform_graph) == sorted(tracked)
+    assert [v.name for v in module.model_variables] == [v.name for v in model.variables]
+
+
 def test_mixed_bfloat16_computes_in_bfloat16_and_exports_float32_signatures(tiny_transform, tmp_path):
     with hardware.precision_policy("mixed_bfloat16"):
         model, history, info = _train(tiny_transform, tmp_path)
