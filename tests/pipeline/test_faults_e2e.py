@@ -145,9 +145,17 @@ def _trainer_checkpoint(home):
     return glob.glob(os.path.join(home.folder, "trainer_backup", "*", "chief", "checkpoint"))
 
 
-def _limit_file_size():
+def _limit_file_size(limit):
     # Python ignores SIGXFSZ, so a write past the limit fails with EFBIG ("File too large"), as on a full disk.
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+def _sizes_around_the_model(home):
+    """(the metadata store's size, the last model graph's size): the largest file a run grows before the Trainer
+    writes its model, and the largest file the Trainer writes."""
+    graphs = glob.glob(os.path.join(home.folder, "pipeline_root", "Trainer", "model", "*", "*", "saved_model.pb"))
+    store = os.path.join(home.folder, "metadata", "metadata.sqlite")
+    return os.path.getsize(store), max(os.path.getsize(graph) for graph in graphs)
 
 
 def jobs(base, mlflow_server):
@@ -176,10 +184,13 @@ def _run_faults(base, mlflow_server):
     stdout = kill_when(process, "Trainer", ready=lambda: set(_trainer_checkpoint(home)) - backups, sig=signal.SIGTERM)
     steps["term_trainer"] = observe(home, stdout, rc=process.returncode, stderr=process.stderr.read())
 
-    # 3. The disk fills up while the Trainer writes its model (files may not grow past 1 MiB; the SavedModel's
-    # graph is 1.3 MB). Tracked on the MLflow server, whose store the limit does not reach. Then run again.
+    # 3. The disk fills up while the Trainer writes its model: files may not grow past halfway between the
+    # metadata store's size and the last model graph's (their sizes move with the export's format, so they are
+    # read, not written down). Tracked on the MLflow server, whose store the limit does not reach. Then run again.
     tracked = ["--seed", "13", "--mlflow-uri", mlflow_server.uri, "--experiment", "tfxflow-faults"]
-    steps["disk_full"] = observe(home, home.run(*tracked, preexec_fn=_limit_file_size))
+    store, graph = _sizes_around_the_model(home)
+    limit = (store + graph) // 2
+    steps["disk_full"] = observe(home, home.run(*tracked, preexec_fn=_limit_file_size(limit)), sizes=(store, graph))
     steps["after_disk_full"] = observe(home, home.run(*tracked))
 
     # 4. Killed once the Trainer has backed up an epoch, then run again: the Trainer resumes from the backup.
@@ -307,6 +318,8 @@ def test_sigterm_stops_the_run_cleanly_at_once(faults):
 def test_full_disk_fails_clearly_and_the_next_run_succeeds(faults, mlflow_server):
     full, after, before = faults["disk_full"], faults["after_disk_full"], faults["after_transform"]
     result = full["result"]
+    store, graph = full["sizes"]
+    assert graph - store > 64 << 10, f"the limit needs room between the store ({store} B) and the graph ({graph} B)"
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "error: the run failed: the file system refused a write (File too large) writing " in result.stderr
     assert "/Trainer/model/" in result.stderr and "MB free there" in result.stderr
