@@ -41,11 +41,45 @@ def _present_values(x):
     return x.values if isinstance(x, (tf.sparse.SparseTensor, tf.RaggedTensor)) else x
 
 
+def _present_fraction(x):
+    """The fraction of rows that hold a value (an analyzer; 1.0 for a dense column, which has no gaps)."""
+    if isinstance(x, tf.sparse.SparseTensor):
+        ones = tf.sparse.SparseTensor(x.indices, tf.ones_like(x.values, tf.float32), x.dense_shape)
+    elif isinstance(x, tf.RaggedTensor):
+        ones = x.with_values(tf.ones_like(x.values, tf.float32))
+    else:
+        return tf.constant(1.0)
+    return tft.mean(_densify(ones, 0.0))
+
+
 def fill_numeric(x):
     """Fills missing numeric values with the column mean (over present values), as float32."""
     x = _to_float(x)
     mean = tft.mean(_present_values(x))
     return _densify(x, mean)
+
+
+def z_score_filled(x):
+    """`tft.scale_to_z_score(fill_numeric(x))` in one pass over the data, where that composition takes two (the
+    variance of the filled column needs the mean first). Filling with the mean adds no deviation, so the filled
+    column's population variance is the present values' variance times the fraction of rows present."""
+    x = _to_float(x)
+    present = _present_values(x)
+    mean, variance = tft.mean(present), tft.var(present)
+    deviation = _densify(x, mean) - mean
+    std = tf.sqrt(variance * _present_fraction(x))
+    # As tft.scale_to_z_score: a constant column keeps its (zero) deviation.
+    return tf.where(tf.not_equal(std, 0.0), tf.math.divide_no_nan(deviation, std), deviation)
+
+
+def bucketize_filled(x, num_buckets: int):
+    """Quantile buckets in one pass: the boundaries of the present values (as `tft.bucketize` computes them), a
+    missing value in the bucket of the column mean. `tft.bucketize(fill_numeric(x))` takes two passes and counts
+    each missing row at the mean in the boundaries as well, which moves them only where many rows miss a value."""
+    x = _to_float(x)
+    # The epsilon tft.bucketize picks.
+    boundaries = tft.quantiles(_present_values(x), num_buckets, epsilon=min(1.0 / num_buckets, 0.01))
+    return tft.apply_buckets(fill_numeric(x), boundaries)
 
 
 def fill_categorical(x):
@@ -96,7 +130,7 @@ def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> D
     config = features_lib.as_config(custom_config["features"])
     outputs = {}
     for column in config.numeric:
-        outputs[config.transformed_name(column)] = tft.scale_to_z_score(fill_numeric(inputs[column]))
+        outputs[config.transformed_name(column)] = z_score_filled(inputs[column])
     for column in config.categorical:
         outputs[config.transformed_name(column)] = tft.compute_and_apply_vocabulary(
             fill_categorical(inputs[column]),
@@ -105,7 +139,7 @@ def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> D
             vocab_filename=column,
         )
     for column in config.bucketized:
-        outputs[config.transformed_name(column)] = tft.bucketize(fill_numeric(inputs[column]), config.num_buckets)
+        outputs[config.transformed_name(column)] = bucketize_filled(inputs[column], config.num_buckets)
     given = text.read_vocabulary(config.text_vocab_file) if config.text and config.text_vocab_file else None
     for column in config.text:
         values = _densify(inputs[column], "")  # a missing text is an empty one: [CLS] [SEP]
