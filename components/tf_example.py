@@ -143,7 +143,8 @@ def split_buckets(examples: pa.BinaryArray, buckets: Sequence[int]) -> np.ndarra
     return np.searchsorted(np.asarray(buckets), values, side="right")
 
 
-def _masked_crc(data: bytes) -> int:
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of `data` (TensorFlow's framing; google-crc32c's C code)."""
     crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
@@ -166,7 +167,7 @@ class TFRecordGzipWriter:
         heads = lengths.astype("<u8").tobytes()
         pack = struct.Struct("<I").pack
         frames = [
-            head + pack(_masked_crc(head)) + value + pack(_masked_crc(value))
+            head + pack(masked_crc(head)) + value + pack(masked_crc(value))
             for head, value in zip((heads[i : i + 8] for i in range(0, len(heads), 8)), values, strict=True)
         ]
         self._stream.write(self._compressor.compress(b"".join(frames)))
