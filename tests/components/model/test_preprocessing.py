@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
-import yaml
 
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model.preprocessing import (
@@ -172,8 +171,7 @@ def test_one_pass_z_scores_and_buckets_are_tfts_own(tmp_path, blank_share):
 def test_the_taxi_features_are_analyzed_in_one_pass(tmp_path):
     """TFT plans one analysis phase per round of analyzers that wait for others' results; each phase is a pass
     over the data (its transforms are labelled Phase0, Phase1, ...)."""
-    with open(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"), encoding="utf-8") as f:
-        config = features_lib.FeatureConfig.from_dict(yaml.safe_load(f))
+    config = features_lib.FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
     spec = {c: tf.io.VarLenFeature(tf.float32) for c in config.numeric + config.bucketized + ("tips",)}
     spec.update({c: tf.io.VarLenFeature(tf.string) for c in config.categorical})
     pipeline = beam.Pipeline()
