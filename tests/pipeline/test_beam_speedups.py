@@ -466,3 +466,130 @@ def test_beams_tfrecord_source_reads_in_blocks_once_applied(tmp_path):
     assert getattr(getattr(tfrecordio, beam_speedups.TFRECORD_SOURCE).read_records, beam_speedups.MARK)
     with beam.Pipeline() as p:
         assert_that(p | beam.io.ReadFromTFRecord(str(tmp_path / "*.gz")), equal_to(records))
+
+
+def test_the_pinned_beam_makes_a_new_options_view_each_time_a_transform_is_applied():
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    assert "view = cls(self._flags)" in inspect.getsource(PipelineOptions.view_as)
+    assert "self._options.view_as(TypeOptions)" in inspect.getsource(beam.Pipeline.apply)
+    assert "self._options.view_as(TypeOptions)" in inspect.getsource(beam.Pipeline._infer_result_type)
+
+
+_OPTION_CLASSES = (
+    "StandardOptions",
+    "TypeOptions",
+    "DirectOptions",
+    "SetupOptions",
+    "GoogleCloudOptions",
+    "DebugOptions",
+)
+
+
+def _values(view):
+    return {name: getattr(view, name) for name in view._visible_option_list()}
+
+
+def test_remembered_options_views_read_and_set_what_beams_views_do():
+    from apache_beam.options import pipeline_options
+
+    from tfxflow.pipeline import beam_speedups
+
+    original = pipeline_options.PipelineOptions.view_as
+    original = getattr(original, "__wrapped__", original)  # Beam's, where an earlier test applied the speedups
+    made = []
+
+    def counted(self, cls):
+        made.append(cls.__name__)
+        return original(self, cls)
+
+    memo = beam_speedups.views_memo(counted)
+    flags = ["--direct_num_workers=3", "--experiments=a", "--no_pipeline_type_check", "--setup_file=/x/setup.py"]
+    ours, beams = pipeline_options.PipelineOptions(list(flags)), pipeline_options.PipelineOptions(list(flags))
+    for name in _OPTION_CLASSES:
+        cls = getattr(pipeline_options, name)
+        first = memo(ours, cls)
+        assert memo(ours, cls) is first  # made once
+        assert _values(first) == _values(original(beams, cls)) != {}
+    assert sorted(made) == sorted(_OPTION_CLASSES)
+    assert memo(ours, pipeline_options.DirectOptions).direct_num_workers == 3
+    assert memo(ours, pipeline_options.TypeOptions).pipeline_type_check is False
+    # A value set through a view is the options' value, as with Beam's views.
+    memo(ours, pipeline_options.SetupOptions).save_main_session = True
+    assert original(ours, pipeline_options.SetupOptions).save_main_session is True
+    assert ours.get_all_options()["save_main_session"] is True
+    memo(ours, pipeline_options.DebugOptions).experiments.append("b")  # a list value shared by every view
+    assert original(ours, pipeline_options.DebugOptions).experiments == ["a", "b"]
+    # Other flags (the same list changed, or another list), other shared values: a new view.
+    made.clear()
+    ours._flags.append("--direct_num_workers=5")
+    assert memo(ours, pipeline_options.DirectOptions).direct_num_workers == 3  # set once, as in Beam's views
+    assert made == ["DirectOptions"]
+    ours._all_options = {}
+    assert memo(ours, pipeline_options.DirectOptions).direct_num_workers == 5
+    assert made == ["DirectOptions", "DirectOptions"]
+    # A value dropped from the shared values is put back from the flags, as a new view of Beam's does.
+    del ours._all_options["direct_num_workers"]
+    assert memo(ours, pipeline_options.DirectOptions).direct_num_workers == 5
+    assert made == ["DirectOptions", "DirectOptions"]
+    # Options parsed from sys.argv (no flags): a new view each time.
+    argv_options = pipeline_options.PipelineOptions(None)
+    made.clear()
+    memo(argv_options, pipeline_options.StandardOptions)
+    memo(argv_options, pipeline_options.StandardOptions)
+    assert made == ["StandardOptions", "StandardOptions"]
+
+
+VIEWS_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import apache_beam as beam
+    from apache_beam.options import pipeline_options
+    from tfxflow.pipeline import beam_speedups
+
+    beam_speedups.apply()
+    made = [0]
+    remembered = pipeline_options.PipelineOptions.view_as
+    original_init = pipeline_options._BeamArgumentParser.__init__
+    def counted(self, *args, **kwargs):
+        made[0] += 1
+        original_init(self, *args, **kwargs)
+    pipeline_options._BeamArgumentParser.__init__ = counted
+
+    def build(flags):
+        p = beam.Pipeline(options=pipeline_options.PipelineOptions(flags))
+        pcoll = p | beam.Create([1, 2, 3])
+        for i in range(100):
+            pcoll = pcoll | f"add{i}" >> beam.Map(lambda x: x + 1)
+        return p, pcoll
+
+    out = {"marked": getattr(remembered, beam_speedups.MARK, False)}
+    p, _ = build([])
+    out["parsers_for_100_maps"] = made[0]
+    try:  # type checking is on by default: a str transform on ints is refused when the pipeline is built
+        p, pcoll = build([])
+        pcoll | beam.Map(lambda x: x.upper()).with_input_types(str)
+        out["checked"] = None
+    except Exception as err:
+        out["checked"] = type(err).__name__
+    p, pcoll = build(["--no_pipeline_type_check"])
+    pcoll | beam.Map(lambda x: x).with_input_types(str)
+    out["unchecked"] = "built"
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.integration
+def test_pipelines_make_each_options_view_once_and_still_check_types():
+    done = subprocess.run(
+        [sys.executable, "-c", VIEWS_SCRIPT], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["marked"] is True
+    # Beam as pinned makes two views (two parsers) for each of the 101 transforms' applies.
+    assert out["parsers_for_100_maps"] < 20
+    assert out["checked"] == "TypeCheckError"  # Beam's type check still reads the option from a remembered view
+    assert out["unchecked"] == "built"
