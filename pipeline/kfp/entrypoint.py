@@ -47,7 +47,6 @@ import yaml
 
 from tfxflow.components import object_store
 from tfxflow.components.model import hardware
-from tfxflow.pipeline import collector
 
 TYPES_FLAG = "--tfxflow_artifact_types"
 INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -339,7 +338,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             print(f"tfxflow image check: imports {path}")
         return
     hardware.use_keras_2()
-    collector.set_for_pipeline()  # before TFX's imports: most of the collector's work is while they run
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 

@@ -13,7 +13,6 @@ from typing import Callable, List, Optional, TextIO
 
 from tfxflow.components import names, tracking_outbox
 from tfxflow.components.mlflow_auth import redact_uri
-from tfxflow.pipeline import collector
 from tfxflow.pipeline.config import RunConfig
 from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat, tree_rss_bytes
 from tfxflow.pipeline.local import run_guard
@@ -146,12 +145,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
     """Runs the whole pipeline once; returns what MLMD recorded. Raises if a component fails.
 
     A run that finishes records `fingerprint` (staging.run_fingerprint), so an identical next run can be
-    answered without starting TFX. The garbage collector runs at collector.THRESHOLDS meanwhile."""
-    with collector.pipeline_thresholds():
-        return _run_local(config, out, fingerprint)
-
-
-def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> report_lib.RunReport:
+    answered without starting TFX."""
     # Imported here, not at module level, so the CLI can route TensorFlow's import-time output to the log.
     from tfx.orchestration import metadata
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
