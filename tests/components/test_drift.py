@@ -1,6 +1,8 @@
 """The drift and skew measure: common bins, the distances, the test, and its verdicts on resampled and shifted
 taxi data (a few seeded samples of what `make bench-drift` runs by the hundred)."""
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -161,3 +163,49 @@ def test_skew_is_measured_the_same_way_on_the_skew_comparators(taxi):
     assert _refused(taxi, serving, kind="skew") == []
     serving["payment_type"] = "Credit Card"
     assert _refused(taxi, serving, kind="skew") == ["payment_type"]
+
+
+def _beam_statistics(batches, options, output: str):
+    """TFDV's GenerateStatistics over `batches` in a Beam pipeline, as StatisticsGen runs it, and the largest
+    batch its generators were given (TFDV's own `combine_batch_size` metric)."""
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+
+    pipeline = beam.Pipeline()
+    _ = pipeline | beam.Create(batches) | tfdv.GenerateStatistics(options) | tfdv.WriteStatisticsToTFRecord(output)
+    result = pipeline.run()
+    result.wait_until_finish()
+    sizes = result.metrics().query(MetricsFilter().with_name("combine_batch_size"))["distributions"]
+    return tfdv.load_statistics(output), max(d.committed.max for d in sizes)
+
+
+def test_statistics_are_made_in_batches_of_8192_rows_and_equal_tfdvs_own_to_rounding(tmp_path):
+    from tensorflow_data_validation.statistics import stats_impl
+
+    from tfxflow.pipeline.config import bundled_taxi_data_root
+
+    frame = pd.read_csv(os.path.join(bundled_taxi_data_root(), "data.csv"), dtype=str, keep_default_na=False)
+    whole = calibration.record_batch(frame, io_utils.SchemaReader().read(calibration.SCHEMA_PATH))
+    batches = [whole.slice(start, 500) for start in range(0, whole.num_rows, 500)]  # as the reader's batches
+    assert drift.stats_options().desired_batch_size == drift.STATS_BATCH_ROWS == 8192
+    assert stats_impl._CombinerStatsGeneratorsCombineFn([], 8192)._desired_batch_size == 8192
+    ours, largest = _beam_statistics(batches, drift.stats_options(), str(tmp_path / "ours"))
+    tfdvs, tfdv_largest = _beam_statistics(batches, drift.stats_options(desired_batch_size=None), str(tmp_path / "t"))
+    assert (largest, tfdv_largest) == (8500, 1000)  # 17 reader batches of 500 rows, then their generators run
+    ours_features = drift.feature_statistics(ours)[1]
+    tfdv_features = drift.feature_statistics(tfdvs)[1]
+    assert sorted(ours_features) == sorted(tfdv_features) and len(ours_features) == len(frame.columns)
+    for name, feature in tfdv_features.items():
+        mine = ours_features[name]
+        assert mine.WhichOneof("stats") == feature.WhichOneof("stats")
+        if feature.HasField("num_stats"):
+            a, b = mine.num_stats, feature.num_stats
+            assert (a.common_stats.num_non_missing, a.common_stats.num_missing) == (
+                b.common_stats.num_non_missing,
+                b.common_stats.num_missing,
+            )
+            assert (a.min, a.max, a.median) == (b.min, b.max, b.median)
+            assert a.mean == pytest.approx(b.mean, rel=1e-12) and a.std_dev == pytest.approx(b.std_dev, rel=1e-9)
+            assert list(a.histograms) == list(b.histograms)  # the quantiles the drift bins are read from
+        else:
+            assert mine.string_stats == feature.string_stats
