@@ -73,9 +73,14 @@ def cold_line(result: Dict[str, Any]) -> List[str]:
     for side, label in (("ours", "tfxflow"), ("google", "Google")):
         if side in cold:
             found = cold[side]
+            cpu = (
+                f"; CPU time of the process tree: median {found['cpu_median_s']:.1f} s"
+                if "cpu_median_s" in found
+                else ""
+            )
             lines.append(
                 f"- {label}, {len(found['runs'])} cold runs: median {found['median_s']:.1f} s "
-                f"(min {found['min_s']:.1f}, max {found['max_s']:.1f})"
+                f"(min {found['min_s']:.1f}, max {found['max_s']:.1f}){cpu}"
             )
     return lines
 

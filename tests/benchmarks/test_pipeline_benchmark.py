@@ -4,6 +4,7 @@ by its figure, and the README's tables rendered from the results JSON (benchmark
 import dataclasses
 import os
 import re
+import sys
 
 from benchmarks import readme_tables
 from benchmarks.pipeline_benchmark import (
@@ -12,14 +13,17 @@ from benchmarks.pipeline_benchmark import (
     Measured,
     cold_summary,
     goals,
+    run_measured,
     spread,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(name, wall, metrics, pss=1400.0, returncode=0, components=None):
-    return dataclasses.asdict(Measured(name, wall, pss + 300, returncode, components or {}, metrics, {}, "", {}, pss))
+def _run(name, wall, metrics, pss=1400.0, returncode=0, components=None, cpu=0.0):
+    return dataclasses.asdict(
+        Measured(name, wall, pss + 300, returncode, components or {}, metrics, {}, "", {}, pss, cpu)
+    )
 
 
 def _summary(ours_walls, google_walls, hundred_wall=150.0, hundred_pss=1500.0):
@@ -126,3 +130,42 @@ def test_a_failed_or_unmeasured_figure_never_meets_its_goal():
     }
     summary["goals"] = goals(summary)
     assert "| 1000x | - | not run: [Errno 28] No space left on device | - | - | - |" in readme_tables.render(summary)
+
+
+# Busy for `seconds` of its own CPU time (not wall time, which a loaded machine stretches).
+BUSY = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end:\n    pass\n"
+
+
+def test_a_runs_cpu_time_counts_the_processes_it_waited_for_and_not_its_sleep(tmp_path):
+    script = (
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {BUSY.format(seconds=0.6)!r}], check=True)\n"
+        + BUSY.format(seconds=0.4)
+        + "time.sleep(1.0)\n"
+    )
+    log, no_store = str(tmp_path / "busy.log"), str(tmp_path / "no.db")
+    measured = run_measured("busy", [sys.executable, "-c", script], dict(os.environ), log, no_store, "x")
+    assert measured.returncode == 0 and measured.components == {}
+    # The child's 0.6 s and its own 0.4 s (plus the interpreters' starts), not the second of sleep.
+    assert 1.0 <= measured.cpu_s < 1.6 and measured.wall_s >= 2.0  # one after the other
+
+
+def test_the_cpu_times_are_shown_beside_the_ratio_without_deciding_it():
+    summary = _summary([40.0, 70.0, 38.0], [150.0, 120.0, 130.0])
+    for name, cpu in (("ours-cold-1", 60.0), ("ours-cold-2", 90.0), ("ours-cold-3", 55.0)):
+        summary["runs"][name]["cpu_s"] = cpu
+    for i, cpu in enumerate((250.0, 200.0, 240.0), 1):
+        summary["runs"][f"google-cold-{i}"]["cpu_s"] = cpu
+    summary["cold"] = {side: cold_summary(summary["runs"], side) for side in ("ours", "google")}
+    assert (summary["cold"]["ours"]["cpu_median_s"], summary["cold"]["google"]["cpu_median_s"]) == (60.0, 240.0)
+    summary["goals"] = goals(summary)
+    (ratio,) = [g for g in summary["goals"] if g["goal"].startswith("1x cold")]
+    assert ratio["figure"] == "40.0 s / 130.0 s = 0.31 (CPU time 60.0 s / 240.0 s = 0.25)" and ratio["met"] is True
+    text = readme_tables.render(summary)
+    assert (
+        "- tfxflow, 3 cold runs: median 40.0 s (min 38.0, max 70.0); CPU time of the process tree: median 60.0 s"
+        in (text)
+    )
+    # A run measured before CPU times were recorded leaves them out rather than showing 0.
+    summary["runs"]["google-cold-2"]["cpu_s"] = 0.0
+    assert "cpu_median_s" not in cold_summary(summary["runs"], "google")
