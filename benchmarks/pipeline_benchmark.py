@@ -397,6 +397,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     scales = sorted(
         {int(s) for s in args.scales.split(",") if s.strip()} | {1} | ({args.scale} if args.scale else set())
     )
+    # The code measured is the checkout's as the runs start, whatever is committed while they run.
+    measured_commit = provenance.commit()
     work = args.work or tempfile.mkdtemp(prefix="tfxflow-bench-")
     logs = os.path.join(work, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -481,7 +483,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             }
         )
     summary = {
-        "commit": provenance.commit(),
+        "commit": measured_commit,
         "machine": _machine(),
         "run_args": extra,
         "repeat": args.repeat,

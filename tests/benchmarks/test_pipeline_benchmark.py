@@ -2,6 +2,7 @@
 by its figure, and the README's tables rendered from the results JSON (benchmarks/readme_tables.py)."""
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -169,3 +170,21 @@ def test_the_cpu_times_are_shown_beside_the_ratio_without_deciding_it():
     # A run measured before CPU times were recorded leaves them out rather than showing 0.
     summary["runs"]["google-cold-2"]["cpu_s"] = 0.0
     assert "cpu_median_s" not in cold_summary(summary["runs"], "google")
+
+
+def test_the_results_name_the_commit_the_runs_started_from(tmp_path, monkeypatch):
+    from benchmarks import pipeline_benchmark, provenance
+
+    heads = iter(["0123456789ab", "ba9876543210"])  # a commit made while the runs go on
+    monkeypatch.setattr(provenance, "commit", lambda: next(heads))
+
+    def run_ours(name, home, data_root, extra, logs, dataset="taxi"):
+        wall = 0.3 if name == "ours-cached" else 40.0
+        return Measured(name, wall, 1700.0, 0, {}, {"binary_accuracy": 0.8964}, {}, "", {}, 1400.0, 50.0)
+
+    monkeypatch.setattr(pipeline_benchmark, "run_ours", run_ours)
+    out = tmp_path / "result.json"
+    args = ["--repeat", "1", "--scales", "1", "--no-google", "--no-tasks", "--work", str(tmp_path), "--out", str(out)]
+    assert pipeline_benchmark.main(args) == 0
+    result = json.loads(out.read_text())
+    assert result["commit"] == "0123456789ab" and result["runs"]["ours-cold-1"]["cpu_s"] == 50.0
