@@ -15,8 +15,8 @@ processes it waited for (the serving check's, Beam's workers): beside the wall t
 goals, and writes JSON with the commit and the machine; `python -m benchmarks.readme_tables FILE` renders the
 README's tables from it:
 
-    make bench                       # 1x (3 cold runs each side), 100x, the tasks: 25 to 45 minutes on 2 cores
-    make bench ARGS="--scale 1000"   # adds 1000x (15M rows): about 20 minutes more
+    make bench                       # 1x (3 cold runs each side), 100x, the tasks: 20 to 45 minutes on 2 cores
+    make bench ARGS="--scale 1000"   # adds 1000x (15M rows): 18 to 35 minutes more
     .venv/bin/python -m benchmarks.pipeline_benchmark --repeat 1 --scales 1 --no-tasks --out /tmp/bench.json
 """
 
