@@ -1,8 +1,6 @@
 """The drift and skew measure: common bins, the distances, the test, and its verdicts on resampled and shifted
 taxi data (a few seeded samples of what `make bench-drift` runs by the hundred)."""
 
-import os
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -179,13 +177,11 @@ def _beam_statistics(batches, options, output: str):
     return tfdv.load_statistics(output), max(d.committed.max for d in sizes)
 
 
-def test_statistics_are_made_in_batches_of_8192_rows_and_equal_tfdvs_own_to_rounding(tmp_path):
+def test_statistics_are_made_in_batches_of_8192_rows_and_equal_tfdvs_own_to_rounding(taxi, tmp_path):
     from tensorflow_data_validation.statistics import stats_impl
 
-    from tfxflow.pipeline.config import bundled_taxi_data_root
-
-    frame = pd.read_csv(os.path.join(bundled_taxi_data_root(), "data.csv"), dtype=str, keep_default_na=False)
-    whole = calibration.record_batch(frame, io_utils.SchemaReader().read(calibration.SCHEMA_PATH))
+    frame = taxi[0]
+    whole = calibration.record_batch(frame, SCHEMA)
     batches = [whole.slice(start, 500) for start in range(0, whole.num_rows, 500)]  # as the reader's batches
     assert drift.stats_options().desired_batch_size == drift.STATS_BATCH_ROWS == 8192
     assert stats_impl._CombinerStatsGeneratorsCombineFn([], 8192)._desired_batch_size == 8192
