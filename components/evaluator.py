@@ -22,7 +22,6 @@ regression model, a sample of (label, prediction) pairs of the evaluated rows is
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -35,7 +34,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import csv_input, names, tf_example
+from tfxflow.components import names, sampling
 from tfxflow.components.errors import UserCodeError
 from tfxflow.components.model import text
 
@@ -48,49 +47,6 @@ PREDICTION_PAIRS = 1000
 def has_saved_model(model: types.Artifact) -> bool:
     """Whether the Model artifact holds a SavedModel where TFMA looks for one."""
     return fileio.exists(os.path.join(path_utils.serving_model_path(model.uri), "saved_model.pb"))
-
-
-def write_sample(files: Sequence[str], every: int, path: str) -> int:
-    """Writes every `every`-th record of `files` (GZIP TFRecords, in order) to `path`; returns how many."""
-    import tensorflow as tf
-
-    dataset = tf.data.TFRecordDataset(list(files), compression_type="GZIP").shard(every, 0).batch(8192)
-    with fileio.open(path, "wb") as stream:
-        writer = tf_example.TFRecordGzipWriter(stream)
-        for batch in dataset:
-            writer.write(list(batch.numpy()))
-        writer.close()
-    return writer.records
-
-
-def sampled_examples(
-    examples: types.Artifact, splits: Sequence[str], max_rows: int, folder: str
-) -> Optional[Dict[str, Dict[str, int]]]:
-    """Writes a sample of at most `max_rows` rows of each of `splits` that holds more (their sizes from
-    ExampleGen's record) under `folder` as an Examples artifact's splits; returns what was sampled per split
-    ({"rows", "every", "sampled"}), or None when no split needs it (or no size was recorded)."""
-    counts = csv_input.read_rows(examples.uri)
-    if not max_rows or counts is None:
-        return None
-    sizes = {split: counts["split_rows"].get(split, 0) for split in splits}
-    if all(rows <= max_rows for rows in sizes.values()):
-        return None
-    plan = {}
-    for split in artifact_utils.decode_split_names(examples.split_names):
-        source = artifact_utils.get_split_uri([examples], split)
-        target = names.split_dir(folder, split)
-        fileio.makedirs(target)
-        files = sorted(fileio.glob(os.path.join(source, "*")))
-        rows = sizes.get(split, 0)
-        every = math.ceil(rows / max_rows) if split in sizes and rows > max_rows else 0
-        if not every:  # evaluated whole (another split is sampled), or not evaluated
-            if split in sizes:
-                for name in files:
-                    fileio.copy(name, os.path.join(target, os.path.basename(name)))
-            continue
-        sampled = write_sample(files, every, os.path.join(target, "data_tfrecord-00000-of-00001.gz"))
-        plan[split] = {"rows": rows, "every": every, "sampled": sampled}
-    return plan
 
 
 def signature_inputs(model_dir: str) -> Dict[str, Dict[str, str]]:
@@ -205,14 +161,9 @@ class Executor(tfx_evaluator.Executor):
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
         folder = os.path.join(evaluation.uri, SAMPLE_FOLDER)
         try:
-            plan = sampled_examples(examples, splits, max_rows, folder)
+            plan = sampling.sampled_examples(examples, splits, max_rows, folder)
             if plan:
-                sample = standard_artifacts.Examples()
-                sample.uri = folder
-                sample.split_names = examples.split_names
-                for name in ("payload_format", "file_format"):
-                    if examples.has_custom_property(name):
-                        sample.set_string_custom_property(name, examples.get_string_custom_property(name))
+                sample = sampling.sample_artifact(examples, folder)
                 input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: [sample]}
                 evaluation.set_string_custom_property("eval_sample", json.dumps(plan, sort_keys=True))
                 logging.info("Evaluator: a sample of %s", json.dumps(plan))
