@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-all test-fast lint bench bench-trainer bench-text bench-drift bench-serving lock clean help
+.PHONY: install system-deps run test test-image test-all test-fast lint bench bench-trainer bench-text bench-drift bench-serving bench-transform-sample lock clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
+	@echo "make bench-transform-sample  model quality with Transform's analysis on every training row vs. on a sample\n                     (--transform-max-rows), 3 seeds each on 20x data (about 8 min)"
 	@echo "make lock       re-resolve requirements.in into requirements.lock"
 
 install: $(STAMP)
@@ -117,6 +118,9 @@ bench-drift: $(STAMP)
 
 bench-serving: $(STAMP)
 	$(BIN)/python -m benchmarks.serving_benchmark $(ARGS)
+
+bench-transform-sample: $(STAMP)
+	$(BIN)/python -m benchmarks.transform_sample $(ARGS)
 
 lock:
 	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \

@@ -219,7 +219,7 @@ def run_google(name: str, home: str, logs: str) -> Measured:
     )
 
 
-def _machine() -> Dict[str, object]:
+def machine() -> Dict[str, object]:
     import re
 
     model = ""
@@ -484,7 +484,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
     summary = {
         "commit": measured_commit,
-        "machine": _machine(),
+        "machine": machine(),
         "run_args": extra,
         "repeat": args.repeat,
         "runs": {k: dataclasses.asdict(v) for k, v in results.items()},

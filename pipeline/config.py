@@ -112,6 +112,16 @@ class TrainingConfig:
         key=("training", "profile_steps"),
         check=lambda v: None if v is None or (len(v) == 2 and 1 <= v[0] <= v[1]) else "two steps, first <= last",
     )
+    # Transform's analyzers (means, deviations, quantiles, vocabularies) on a systematic sample of a larger
+    # training split (components/transform.py): what they compute has converged long before that many rows.
+    transform_max_rows: int = setting(
+        2_000_000,
+        flag="--transform-max-rows",
+        metavar="N",
+        help="Transform analyzes a larger training split on every k-th row, at most N (0: all rows; with a module "
+        "file's run_fn, which reads transformed examples, every row)",
+        check=at_least(0, " (0: every training row)"),
+    )
     hardware: HardwareConfig = setting(HardwareConfig(), cli=False)
 
     def custom_config(self, backup_root: Optional[str] = None) -> dict:

@@ -9,7 +9,7 @@ import tensorflow_model_analysis as tfma
 
 # Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
 # (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
-from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
+from tfx.components import ExampleValidator, StatisticsGen, Trainer
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.base import executor_spec
@@ -25,6 +25,7 @@ from tfxflow.components import evaluator as evaluator_lib
 from tfxflow.components import pusher as pusher_lib
 from tfxflow.components import serving_check as serving_check_lib
 from tfxflow.components import tracking as tracking_lib
+from tfxflow.components import transform as transform_lib
 from tfxflow.components import user_trainer as user_trainer_lib
 from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from tfxflow.components.gate import DataGate
@@ -254,7 +255,7 @@ def create_pipeline(
     feature_dict = features.to_dict()
     user_transform = user_module is not None and user_module.preprocessing_fn
     user_trainer = user_module is not None and user_module.run_fn
-    transform = Transform(
+    transform = transform_lib.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         **({"module_file": user_module.path} if user_transform else {"preprocessing_fn": PREPROCESSING_FN}),
@@ -268,7 +269,9 @@ def create_pipeline(
         # row). A user's run_fn gets the transformed examples, as TFX's contract has it.
         materialize=bool(user_trainer),
         force_tf_compat_v1=True,
-    )
+        # Its analyzers on a sample of a larger training split (components/transform.py), unless it materializes.
+        max_analyze_rows=training.transform_max_rows,
+    ).with_id(names.TRANSFORM)
     # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
     transform.add_upstream_node(data_gate)
     trainer = Trainer(

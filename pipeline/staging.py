@@ -107,6 +107,7 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
         **custom,
         "train_steps": config.training.train_steps,
         "eval_steps": config.training.eval_steps,
+        "transform_max_rows": config.training.transform_max_rows,
         "evaluation": dataclasses.asdict(config.evaluation),
         "split": dataclasses.asdict(config.split),
         "pipeline": {

@@ -495,6 +495,8 @@ def print_summary(
         for check in (result.gate_checks or "").split("; "):
             if check:
                 lines.append(f"                  {check}")
+    if result.analyze_sample:
+        lines.append(f"  transform:      analyzed {result.analyze_sample_text()} (--transform-max-rows)")
     lines += training_lines(result.training)
     task = config.features.task
     if result.metrics:

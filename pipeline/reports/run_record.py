@@ -36,6 +36,15 @@ class ComponentRecord:
     outputs: Dict[str, List[metadata_store_pb2.Artifact]]
 
 
+def sample_text(plan: Dict[str, Dict[str, int]]) -> str:
+    """A sample of large splits ({split: {"rows", "every", "sampled"}}, components/sampling.py) in words, e.g.
+    "a sample of 93,660 of the 374,640 eval rows (every 4th)"; "" for none."""
+    return "; ".join(
+        f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {_nth(s['every'])})"
+        for split, s in sorted(plan.items())
+    )
+
+
 @dataclasses.dataclass
 class RunReport:
     """A pipeline run as MLMD recorded it."""
@@ -54,6 +63,8 @@ class RunReport:
     blessing_failures: List[str] = dataclasses.field(default_factory=list)  # why the model was not blessed
     # The Evaluator's sample of a large split: {split: {"rows", "every", "sampled"}} (components/evaluator.py).
     eval_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
+    # Transform's analysis sample of a large split, alike (components/transform.py).
+    analyze_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
     # ServingCheck's serving_check.json (components/serving_check.py), when it ran.
     serving_check: Optional[dict] = None
     # A blessed model the Pusher did not push (it was rolled back), and a push that replaced a rollback's copy
@@ -66,10 +77,11 @@ class RunReport:
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
-        return "; ".join(
-            f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {_nth(s['every'])})"
-            for split, s in sorted(self.eval_sample.items())
-        )
+        return sample_text(self.eval_sample)
+
+    def analyze_sample_text(self) -> str:
+        """Transform's analysis sample, as `eval_sample_text` words the Evaluator's."""
+        return sample_text(self.analyze_sample)
 
     def component(self, name: str) -> Optional[ComponentRecord]:
         return next((c for c in self.components if c.name == name), None)
@@ -172,6 +184,9 @@ def _fill_results(report: RunReport) -> None:
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:
             report.gate_checks = f.read()
+    graph = first_output(report.component(names.TRANSFORM), "transform_graph")
+    if graph is not None and _prop(graph, "analyze_sample"):
+        report.analyze_sample = json.loads(_prop(graph, "analyze_sample"))
     evaluation = first_output(report.component(names.EVALUATOR), "evaluation")
     blessing = first_output(report.component(names.EVALUATOR), "blessing")
     if blessing is not None and _prop(blessing, "blessed") is not None:

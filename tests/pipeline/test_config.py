@@ -135,6 +135,11 @@ def test_beam_runner_errors_name_the_flag(tmp_path):
             "--grad-accum-steps must be >= 1",
         ),
         (config_lib.TrainingConfig(), config_lib.EvaluationConfig(max_rows=-1), "--eval-max-rows must be >= 0"),
+        (
+            config_lib.TrainingConfig(transform_max_rows=-1),
+            config_lib.EvaluationConfig(),
+            "--transform-max-rows must be >= 0",
+        ),
     ],
 )
 def test_shared_settings_are_checked_alike_for_a_run_and_a_compiled_pipeline(training, evaluation, message, tmp_path):

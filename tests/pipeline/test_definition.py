@@ -33,7 +33,12 @@ def _pipeline(**kwargs):
 
 def test_components_and_their_wiring():
     pipeline = _pipeline(
-        training=TrainingConfig(train_steps=77, batch_size=32, hardware=HardwareConfig(precision="mixed_bfloat16")),
+        training=TrainingConfig(
+            train_steps=77,
+            batch_size=32,
+            transform_max_rows=1234,
+            hardware=HardwareConfig(precision="mixed_bfloat16"),
+        ),
         trainer_backup_dir="/nonexistent/backup",
         keep_versions=3,
     )
@@ -90,6 +95,9 @@ def test_components_and_their_wiring():
     assert by_id["Pusher"].executor_spec.executor_class.__module__ == "tfxflow.components.pusher"
     assert json.loads(by_id["Pusher"].exec_properties["custom_config"]) == {"keep_versions": 3}
     assert by_id["Transform"].exec_properties["disable_statistics"] == 1
+    # Transform's analyzers on at most this many training rows, by this project's executor around TFX's.
+    assert by_id["Transform"].exec_properties["max_analyze_rows"] == 1234
+    assert by_id["Transform"].executor_spec.executor_class.__module__ == "tfxflow.components.transform"
 
 
 def test_drift_check_and_serving_data_are_optional():

@@ -15,7 +15,17 @@ from tfxflow.pipeline.reports import run_record as report
 
 pytestmark = pytest.mark.e2e
 
-TRAIN_FLAGS = ["--train-steps", "120", "--batch-size", "64", "--eval-every-steps", "60"]
+TRANSFORM_MAX_ROWS = 500  # of about 1,500 training rows: Transform analyzes every 3rd
+TRAIN_FLAGS = [
+    "--train-steps",
+    "120",
+    "--batch-size",
+    "64",
+    "--eval-every-steps",
+    "60",
+    "--transform-max-rows",
+    str(TRANSFORM_MAX_ROWS),
+]
 EVAL_MAX_ROWS = 200  # of about 500 eval rows: the Evaluator judges every 3rd
 UPSTREAM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform", "Trainer")
 
@@ -86,6 +96,15 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     assert run.eval_sample == {"eval": {"rows": eval_rows, "every": every, "sampled": sampled}}
     assert int(run.metrics["example_count"]) == sampled
     assert f"on a sample of {sampled:,} of the {eval_rows:,} eval rows (every 3rd)" in first.stdout
+    # Transform's analyzers on a sample of the training split, recorded on its graph and in the summary.
+    train_rows = run.rows["train"]
+    every = -(-train_rows // TRANSFORM_MAX_ROWS)
+    sampled = -(-train_rows // every)
+    assert run.analyze_sample == {"train": {"rows": train_rows, "every": every, "sampled": sampled}}
+    assert (
+        f"transform:      analyzed a sample of {sampled:,} of the {train_rows:,} train rows (every 3rd) "
+        "(--transform-max-rows)" in first.stdout
+    )
     # The serving check: loaded in a TensorFlow-only process, golden rows agree with the Evaluator's model.
     assert f"{'ServingCheck':<{NAME_WIDTH}} ran" in first.stdout
     assert "serving check:  passed" in first.stdout
