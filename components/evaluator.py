@@ -156,17 +156,10 @@ class Executor(tfx_evaluator.Executor):
         splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or [
             "eval"
         ]
-        examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
         # Beside the evaluation's output, not in a local temp folder: Beam workers elsewhere must read it.
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
         folder = os.path.join(evaluation.uri, SAMPLE_FOLDER)
-        try:
-            plan = sampling.sampled_examples(examples, splits, max_rows, folder)
-            if plan:
-                sample = sampling.sample_artifact(examples, folder)
-                input_dict = {**input_dict, standard_component_specs.EXAMPLES_KEY: [sample]}
-                evaluation.set_string_custom_property("eval_sample", json.dumps(plan, sort_keys=True))
-                logging.info("Evaluator: a sample of %s", json.dumps(plan))
+        with sampling.sampled_input(input_dict, splits, max_rows, folder, evaluation, "eval_sample") as input_dict:
             super().Do(input_dict, output_dict, exec_properties)
             if _is_regression(checked):
                 examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
@@ -174,9 +167,6 @@ class Executor(tfx_evaluator.Executor):
                 labels, predictions = prediction_pairs(model_dir, checked, files)
                 with fileio.open(os.path.join(evaluation.uri, PREDICTIONS_FILE), "w") as f:
                     f.write(json.dumps({"label": labels.tolist(), "prediction": predictions.tolist()}))
-        finally:
-            if fileio.exists(folder):
-                fileio.rmtree(folder)
 
 
 def _is_regression(eval_config) -> bool:

@@ -8,13 +8,16 @@ the upstream executor reads in place of the whole one."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
-from typing import Dict, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
+from absl import logging
 from tfx import types
 from tfx.dsl.io import fileio
-from tfx.types import artifact_utils, standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 
 from tfxflow.components import csv_input, names, tf_example
 
@@ -72,3 +75,29 @@ def sample_artifact(examples: types.Artifact, folder: str) -> types.Artifact:
         if examples.has_custom_property(name):
             sample.set_string_custom_property(name, examples.get_string_custom_property(name))
     return sample
+
+
+@contextlib.contextmanager
+def sampled_input(
+    input_dict: Dict[str, List[types.Artifact]],
+    splits: Sequence[str],
+    max_rows: int,
+    folder: str,
+    record_on: types.Artifact,
+    record_as: str,
+) -> Iterator[Dict[str, List[types.Artifact]]]:
+    """An executor's `input_dict` whose examples are a sample of at most `max_rows` rows of each of `splits`,
+    written under `folder` (which goes on exit) and its plan recorded on `record_on` as the custom property
+    `record_as`; `input_dict` as it is when no split holds more."""
+    key = standard_component_specs.EXAMPLES_KEY
+    examples = artifact_utils.get_single_instance(input_dict[key])
+    try:
+        plan = sampled_examples(examples, splits, max_rows, folder)
+        if plan:
+            input_dict = {**input_dict, key: [sample_artifact(examples, folder)]}
+            record_on.set_string_custom_property(record_as, json.dumps(plan, sort_keys=True))
+            logging.info("%s: %s", record_as, json.dumps(plan))
+        yield input_dict
+    finally:
+        if fileio.exists(folder):
+            fileio.rmtree(folder)

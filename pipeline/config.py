@@ -112,14 +112,15 @@ class TrainingConfig:
         key=("training", "profile_steps"),
         check=lambda v: None if v is None or (len(v) == 2 and 1 <= v[0] <= v[1]) else "two steps, first <= last",
     )
-    # Transform's analyzers (means, deviations, quantiles, vocabularies) on a systematic sample of a larger
-    # training split (components/transform.py): what they compute has converged long before that many rows.
+    # The built-in preprocessing's analyzers (means, deviations, quantiles, vocabularies) on a systematic sample
+    # of a larger training split (components/transform.py): what they compute has converged long before.
     transform_max_rows: int = setting(
         2_000_000,
         flag="--transform-max-rows",
         metavar="N",
-        help="Transform analyzes a larger training split on every k-th row, at most N (0: all rows; with a module "
-        "file's run_fn, which reads transformed examples, every row)",
+        help="the built-in preprocessing analyzes a larger training split on every k-th row, at most N (0: every "
+        "row; a module file's preprocessing_fn and a multi-class label whose classes the feature config does not "
+        "list: every row)",
         check=at_least(0, " (0: every training row)"),
     )
     hardware: HardwareConfig = setting(HardwareConfig(), cli=False)

@@ -269,8 +269,14 @@ def create_pipeline(
         # row). A user's run_fn gets the transformed examples, as TFX's contract has it.
         materialize=bool(user_trainer),
         force_tf_compat_v1=True,
-        # Its analyzers on a sample of a larger training split (components/transform.py), unless it materializes.
-        max_analyze_rows=training.transform_max_rows,
+        # The built-in analyzers on a sample of a larger training split (components/transform.py). Not a module
+        # file's preprocessing_fn (it may count rows or list a label's classes), nor a multi-class label whose
+        # classes come from Transform's vocabulary: a class left out of the sample would have no index.
+        max_analyze_rows=(
+            0
+            if user_transform or (features.task == tasks.MULTICLASS and not features.label.classes)
+            else training.transform_max_rows
+        ),
     ).with_id(names.TRANSFORM)
     # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
     transform.add_upstream_node(data_gate)

@@ -269,7 +269,8 @@ def reading_value_inputs(parse):
 
 def step_label(args: Sequence[str]) -> str:
     """The step's name for its log, from its executor class: `transform` for tfx.components.transform.executor.
-    Executor, `DataGate` for components.gate.DataGate_Executor, `csv_input` for components.csv_input.Executor."""
+    Executor (and tfxflow.components.transform.Executor), `DataGate` for components.gate.DataGate_Executor,
+    `csv_input` for components.csv_input.Executor."""
     if EXECUTOR_FLAG not in args:
         return "step"
     parts = args[args.index(EXECUTOR_FLAG) + 1].split(".")

@@ -675,7 +675,7 @@ def collect(
         _gate(page, store, report, executions[gate_record.execution_id], skew)
     else:
         page.notes["gate"] = "the data gate did not run"
-    trainer = report.component(names.TRAINER) or report.component("Transform")
+    trainer = report.component(names.TRAINER) or report.component(names.TRANSFORM)
     if trainer is not None:
         config = _prop(executions[trainer.execution_id], "custom_config")
         if config:

@@ -222,3 +222,23 @@ def test_beam_workers_of_a_text_pipeline_load_tf_texts_ops():
         "--beam_plugins=tensorflow_text",
     ]
     assert _pipeline(beam_pipeline_args=args).beam_pipeline_args == args
+
+
+def test_transform_analyzes_every_row_where_a_sample_could_leave_out_what_must_be_there():
+    """The bound applies to the built-in preprocessing; a multi-class label whose classes the config does not
+    list gets its classes from Transform's vocabulary (a class left out of a sample would be no class at all),
+    and a module file's preprocessing_fn may count or list anything."""
+    from tfxflow.pipeline.user_module import UserModule
+
+    def bound(**kwargs):
+        return {c.id: c for c in _pipeline(**kwargs).components}["Transform"].exec_properties["max_analyze_rows"]
+
+    assert bound() == TrainingConfig().transform_max_rows == 2_000_000
+    unlisted = FeatureConfig.from_dict({"task": "multiclass", "label": {"name": "y", "column": "t"}, "numeric": ["a"]})
+    assert bound(features=unlisted) == 0
+    listed = FeatureConfig.from_dict(
+        {"task": "multiclass", "label": {"name": "y", "column": "t", "classes": ["a", "b"]}, "numeric": ["a"]}
+    )
+    assert bound(features=listed) == 2_000_000
+    module = UserModule(path="/nonexistent/module.py", preprocessing_fn=True, run_fn=False)
+    assert bound(user_module=module) == 0

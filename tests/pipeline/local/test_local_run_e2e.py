@@ -101,8 +101,9 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     every = -(-train_rows // TRANSFORM_MAX_ROWS)
     sampled = -(-train_rows // every)
     assert run.analyze_sample == {"train": {"rows": train_rows, "every": every, "sampled": sampled}}
+    nth = {2: "2nd", 3: "3rd", 4: "4th"}[every]
     assert (
-        f"transform:      analyzed a sample of {sampled:,} of the {train_rows:,} train rows (every 3rd) "
+        f"transform:      analyzed a sample of {sampled:,} of the {train_rows:,} train rows (every {nth}) "
         "(--transform-max-rows)" in first.stdout
     )
     # The serving check: loaded in a TensorFlow-only process, golden rows agree with the Evaluator's model.
