@@ -7,7 +7,8 @@ TF Serving loads a version with the C++ SavedModel loader (the "serve" tag set, 
 vocabulary tables from the model's assets) and answers a request by running the named SignatureDef's
 tensors in a session. This script does the same through TensorFlow's v1 session API, so what it proves holds
 for a model server that has only TensorFlow's core ops: no module of this project, of TFX or of
-tensorflow-transform is imported (the result lists any that were).
+tensorflow-transform is imported (the result lists any that were), Keras cannot be, and TF Text's ops are
+registered from their op libraries, as the model server links them.
 
 The request file (JSON) holds `model_dir`; `examples_b64`: serialized tf.Examples (URL-safe base64) for the
 signatures that take `examples`; `instances`: the rows as TF Serving's REST API takes them (`{"instances":
@@ -21,7 +22,10 @@ time to load and of the first request, p50/p99 latency of single requests and th
 """
 
 import base64
+import glob
+import importlib.util
 import json
+import os
 import sys
 import time
 import traceback
@@ -41,11 +45,38 @@ FOREIGN = (
     "tf_keras",
     "keras",
 )
+# What a model server lacks and `import tensorflow` takes when it finds it: Keras (TF imports its optimizers
+# for the SavedModel registry) and Google's API client (for the GCE cluster resolver). Marked absent before
+# TensorFlow is imported, so a model that needs Keras to load fails here as it would in TF Serving, and the
+# import takes 1.7 s instead of 3.1 s (85 MB less).
+ABSENT = ("keras", "tf_keras", "googleapiclient")
 EXAMPLES_INPUT = "examples"
 
 
 def _foreign():
-    return sorted({name.split(".")[0] for name in sys.modules} & set(FOREIGN))
+    loaded = {name.split(".")[0] for name, module in sys.modules.items() if module is not None}
+    return sorted(loaded & set(FOREIGN))
+
+
+def mark_absent(names=ABSENT):
+    """Makes `import name` raise ImportError in this process for each of `names` not imported yet."""
+    for name in names:
+        sys.modules.setdefault(name, None)
+
+
+def load_text_ops():
+    """Registers TF Text's ops as a model server links them: the op libraries of the tensorflow_text package,
+    loaded without its Python API (which imports Keras). Returns the libraries loaded."""
+    import tensorflow as tf
+
+    spec = importlib.util.find_spec("tensorflow_text")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the model uses ops TensorFlow lacks, and tensorflow_text is not installed")
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "python", "ops")
+    libraries = sorted(glob.glob(os.path.join(folder, "_*.so")))
+    for path in libraries:
+        tf.load_op_library(path)
+    return libraries
 
 
 def _percentile(values, share):
@@ -160,8 +191,7 @@ def probe(request):
     # TF Serving links TF Text's ops in; here they are registered when the model uses ops TensorFlow lacks.
     result["ops_beyond_tensorflow"] = ops_tf_lacks(request["model_dir"])
     if result["ops_beyond_tensorflow"]:
-        import tensorflow_text  # noqa: F401
-
+        load_text_ops()
         result["op_libraries"] = ["tensorflow_text"]
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph)
@@ -232,6 +262,7 @@ def probe(request):
 
 
 def main(argv):
+    mark_absent()
     with open(argv[1], encoding="utf-8") as f:
         request = json.load(f)
     try:
@@ -245,4 +276,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The result is written and closed: TensorFlow's teardown at a normal exit (0.5 s) would only delay the
+    # caller, which waits for this process to end.
+    os._exit(code)

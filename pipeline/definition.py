@@ -79,11 +79,16 @@ def eval_config(
     evaluation: EvaluationConfig,
     features: features_lib.FeatureConfig,
     prediction_key: Optional[str] = None,
+    model_type: str = tfma.TF_GENERIC,
 ) -> tfma.EvalConfig:
     """TFMA config of the task: raw examples go through the model's `transform_features` signature to get the
     label, `serving_default` gives the prediction (`prediction_key`: the task's output; "" for a model of a
     user's own run_fn, whose one output TFMA takes). The blessing: the metric's bound, and no change for the
-    worse beyond `max_regression` against the baseline model."""
+    worse beyond `max_regression` against the baseline model.
+
+    `model_type`: the built-in Trainer exports a plain SavedModel (a tf.Module's signatures), which TFMA, not
+    told, finds out by first trying to load it as a Keras model (0.9 s each time the model is loaded); "" lets
+    TFMA find out for a user's run_fn, whose model may be a Keras one (TFMA then adds its compiled metrics)."""
     task = features.task_spec
     evaluation = evaluation.for_task(task.name)
     higher = task.metric(evaluation.metric).higher_is_better
@@ -114,6 +119,7 @@ def eval_config(
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
+                model_type=model_type,
                 signature_name=names.SERVING_SIGNATURE,
                 label_key=features.label.name,
                 prediction_key=key or None,
@@ -268,6 +274,10 @@ def create_pipeline(
         # model do so anyway): writing every split transformed would cost a pass over all the data (43 us a
         # row). A user's run_fn gets the transformed examples, as TFX's contract has it.
         materialize=bool(user_trainer),
+        # TFX reads an analyzer cache only from an `analyzer_cache` input, which this pipeline does not wire (a
+        # run whose data did not change is cached whole by TFX): writing one would be Beam stages and files
+        # that nothing reads.
+        disable_analyzer_cache=True,
         force_tf_compat_v1=True,
         # The built-in analyzers on a sample of a larger training split (components/transform.py). Not a module
         # file's preprocessing_fn (it may count rows or list a label's classes), nor a multi-class label whose
@@ -304,7 +314,12 @@ def create_pipeline(
         },
     ).with_id(names.TRAINER)
     # A model of the user's run_fn: TFMA takes its only output; it needs no signature but serving_default.
-    model_eval_config = eval_config(evaluation, features, prediction_key="" if user_trainer else None)
+    model_eval_config = eval_config(
+        evaluation,
+        features,
+        prediction_key="" if user_trainer else None,
+        model_type="" if user_trainer else tfma.TF_GENERIC,
+    )
     required_signatures = (
         (names.SERVING_SIGNATURE,)
         if user_trainer or not features.feature_columns

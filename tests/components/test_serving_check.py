@@ -100,8 +100,10 @@ def test_a_trained_model_serves_in_a_tensorflow_only_process(trained, tiny_trans
     result, blessing = trained["result"], trained["blessing"]
     assert result["reasons"] == [] and result["blessed"] is True
     assert blessing.get_int_custom_property("blessed") == 1 and blessing.get_string_custom_property("reason") == ""
-    # Loaded without this project, TFX, tensorflow-transform or TFMA (beyond what `import tensorflow` brings).
+    # Loaded without this project, TFX, tensorflow-transform or TFMA, nor Keras: TensorFlow imported without it,
+    # as in a model server (TensorFlow's own import takes tf_keras where it can).
     assert result["foreign_modules"] == [] and result["tensorflow"] == tf.__version__
+    assert result["modules_of_tensorflow"] == []
     # The serving_raw signature takes the four feature columns with the schema's types; no label.
     raw = result["signatures"]["serving_raw"]["inputs"]
     assert {name: info["dtype"] for name, info in raw.items()} == {
@@ -378,3 +380,34 @@ def test_the_probe_is_asked_for_the_outputs_of_the_signature_the_evaluator_calls
     assert serving_check.evaluated_signature(json_format.MessageToJson(tfma.EvalConfig())) == "serving_default"
     as_fields = json_format.MessageToJson(config, preserving_proto_field_name=True)
     assert serving_check.evaluated_signature(as_fields) == "serving_raw"
+
+
+def test_the_eval_config_names_the_model_type_tfma_finds_for_the_built_in_export(trained, tiny_transform):
+    """The built-in eval config tells TFMA the model type, so TFMA does not load the model as Keras first to
+    find out: it must be what TFMA's own test finds for the exported model."""
+    from tensorflow_model_analysis.utils import model_util
+
+    spec = eval_config(EvaluationConfig(), tiny_transform["config"]).model_specs[0]
+    found = model_util.get_model_type(tfma.ModelSpec(signature_name=spec.signature_name), trained["export_dir"])
+    assert spec.model_type == found == tfma.TF_GENERIC
+
+
+def test_the_probe_process_has_no_keras_and_registers_tf_texts_ops_from_their_libraries(tmp_path):
+    """In the probe's interpreter Keras cannot be imported (a model needing it fails as in TF Serving), and TF
+    Text's ops are registered from the package's op libraries without importing its Python API."""
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys; from tfxflow.components import serving_probe as p; p.mark_absent(); "
+        "import tensorflow as tf; from tensorflow.python.framework import op_def_registry as r; "
+        "before = r.get('WordpieceTokenizeWithOffsets') is None; libraries = p.load_text_ops(); "
+        "failed = ''\ntry:\n import tf_keras\nexcept ImportError as err:\n failed = type(err).__name__\n"
+        "print(json.dumps([before, r.get('WordpieceTokenizeWithOffsets') is not None, len(libraries), failed, "
+        "sorted({m.split('.')[0] for m, v in sys.modules.items() if v is not None} & {'tf_keras', 'keras', "
+        "'tensorflow_text', 'googleapiclient'})]))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300)
+    before, registered, libraries, failed, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert before is True and registered is True and libraries >= 20
+    assert failed == "ModuleNotFoundError" and loaded == []

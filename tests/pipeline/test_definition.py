@@ -5,6 +5,8 @@ import os
 import re
 
 import pytest
+import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
 
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
@@ -89,12 +91,19 @@ def test_components_and_their_wiring():
     assert by_id["Pusher"].inputs["infra_blessing"].producer_component_id == "ServingCheck"
     assert check.exec_properties["max_latency_ms"] == 0.0
     assert json.loads(check.exec_properties["eval_config"])["modelSpecs"][0]["signatureName"] == "serving_default"
+    # TFMA is told the built-in model's type (it would load the model as Keras first to find out).
+    for component in (by_id["Evaluator"], check):
+        spec = json_format.Parse(component.exec_properties["eval_config"], tfma.EvalConfig()).model_specs[0]
+        assert spec.model_type == "tf_generic"
     push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
     assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
     # The atomic Pusher (components/pusher.py) with the retention setting; Transform skips its own statistics.
     assert by_id["Pusher"].executor_spec.executor_class.__module__ == "tfxflow.components.pusher"
     assert json.loads(by_id["Pusher"].exec_properties["custom_config"]) == {"keep_versions": 3}
     assert by_id["Transform"].exec_properties["disable_statistics"] == 1
+    # No analyzer cache is written: no run reads one (TFX takes it only from an `analyzer_cache` input).
+    assert "updated_analyzer_cache" not in by_id["Transform"].outputs
+    assert "analyzer_cache" not in by_id["Transform"].inputs
     # Transform's analyzers on at most this many training rows, by this project's executor around TFX's.
     assert by_id["Transform"].exec_properties["max_analyze_rows"] == 1234
     assert by_id["Transform"].executor_spec.executor_class.__module__ == "tfxflow.components.transform"
@@ -242,3 +251,13 @@ def test_transform_analyzes_every_row_where_a_sample_could_leave_out_what_must_b
     assert bound(features=listed) == 2_000_000
     module = UserModule(path="/nonexistent/module.py", preprocessing_fn=True, run_fn=False)
     assert bound(user_module=module) == 0
+
+
+def test_a_module_files_model_type_is_left_to_tfma():
+    """A user's run_fn may export a Keras model (TFMA then adds its compiled metrics): TFMA finds the type out."""
+    from tfxflow.pipeline.user_module import UserModule
+
+    module = UserModule(path="/nonexistent/module.py", preprocessing_fn=False, run_fn=True)
+    by_id = {c.id: c for c in _pipeline(user_module=module).components}
+    spec = json_format.Parse(by_id["Evaluator"].exec_properties["eval_config"], tfma.EvalConfig()).model_specs[0]
+    assert spec.model_type == "" and spec.signature_name == "serving_default"
