@@ -60,7 +60,8 @@ BATCH_SIZES = (1, 32, 256)
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_GOLDEN_ROWS = 64
 LATENCY_CALLS = 200
-SECONDS_PER_BATCH = 0.25  # per batch size: 150+ calls at batch 256 (make bench-serving measures at length)
+# Per batch size, at least 3 calls (the taxi model: 150+ at batch 256); make bench-serving measures at length.
+SECONDS_PER_BATCH = 0.25
 PROBE_TIMEOUT_S = 900
 # The schema's feature types as the SignatureDef's dtypes of one value per row.
 _DTYPES = {"INT": "int64", "FLOAT": "float32", "BYTES": "string"}
@@ -188,17 +189,16 @@ def give_back_free_memory() -> bool:
 
 
 @contextlib.contextmanager
-def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[], Dict[str, Any]]]:
-    """Starts components/serving_probe.py on `request` in a fresh, isolated interpreter and yields a function
-    that returns its result. The probe imports TensorFlow (seconds) while the caller works, then waits for the
-    function's go: its load and timings run alone. The process is killed when the block is left without it.
-    While the probe imports, what this process freed goes back to the system (the two processes' memory peaks
-    together once it loads the model); the collection's half second runs beside the probe's import."""
+def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[Dict[str, Any]], Dict[str, Any]]]:
+    """Starts components/serving_probe.py in a fresh, isolated interpreter and yields a function that hands it
+    a request and returns its result. The probe imports TensorFlow (seconds) while the caller builds the
+    request and works, then waits for the function's go: its load and timings run alone. The process is
+    killed when the block is left without it. While the probe imports, what this process freed goes back to
+    the system (the two processes' memory peaks together once it loads the model); the collection's half
+    second runs beside the probe's import."""
     probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
     with tempfile.TemporaryDirectory(prefix="tfxflow-serving-check-") as folder:
         request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
-        with open(request_path, "w", encoding="utf-8") as f:
-            json.dump(request, f)
         deadline = time.monotonic() + timeout
         # -I: no PYTHON* variables, no user site, not the script's folder: only what a clean interpreter imports.
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
@@ -213,7 +213,9 @@ def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> 
                 stderr=output,
             )
 
-        def result() -> Dict[str, Any]:
+        def result(request: Dict[str, Any]) -> Dict[str, Any]:
+            with open(request_path, "w", encoding="utf-8") as f:  # read by the probe at the go
+                json.dump(request, f)
             with contextlib.suppress(BrokenPipeError):  # a probe that died already: its output says why
                 process.stdin.write(b"go\n")
                 process.stdin.close()
@@ -241,8 +243,8 @@ def started_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> 
 
 def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
     """Runs components/serving_probe.py on `request` in a fresh, isolated interpreter; returns its result."""
-    with started_probe(request, timeout) as result:
-        return result()
+    with started_probe(timeout) as result:
+        return result(request)
 
 
 def verdict(
@@ -381,36 +383,33 @@ class Executor(base_executor.BaseExecutor):
         split_uri = artifact_utils.get_split_uri([examples], "eval")
         files = [os.path.join(split_uri, "*")]
         count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
-        examples_bytes, instances, instance_rows = golden_rows(files, config.feature_columns, list(columns), count)
-        result: Dict[str, Any] = {
-            "model": model_dir,
-            "golden_rows": len(examples_bytes),
-            "tolerance": tolerance,
-            "max_latency_ms": max_latency_ms,
-        }
-        if not examples_bytes:
-            reasons = ["the eval split has no row to build golden requests from"]
-        else:
-            eval_config = exec_properties["eval_config"]
-            request = {
-                "model_dir": model_dir,
-                # The outputs of the signature the Evaluator calls; the probe answers with all of a signature's
-                # outputs when it has none of these.
-                "outputs": model_info.signature_outputs(model_dir, evaluated_signature(eval_config)),
-                "signatures": list(SIGNATURES),
-                "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
-                "instances": instances,
-                "instance_rows": instance_rows,
-                "latency_calls": LATENCY_CALLS,
-                "seconds": SECONDS_PER_BATCH,
-                "batch_sizes": list(BATCH_SIZES),
-            }
-            # The Evaluator's model answers here while the probe imports TensorFlow on the other core.
-            with started_probe(request) as probe_result:
+        result: Dict[str, Any] = {"model": model_dir, "tolerance": tolerance, "max_latency_ms": max_latency_ms}
+        # The probe imports TensorFlow on the other core while the golden requests are built here and the
+        # Evaluator's model answers them.
+        with started_probe() as probe_result:
+            examples_bytes, instances, instance_rows = golden_rows(files, config.feature_columns, list(columns), count)
+            result["golden_rows"] = len(examples_bytes)
+            if not examples_bytes:
+                reasons = ["the eval split has no row to build golden requests from"]
+            else:
+                eval_config = exec_properties["eval_config"]
+                request = {
+                    "model_dir": model_dir,
+                    # The outputs of the signature the Evaluator calls; the probe answers with all of a
+                    # signature's outputs when it has none of these.
+                    "outputs": model_info.signature_outputs(model_dir, evaluated_signature(eval_config)),
+                    "signatures": list(SIGNATURES),
+                    "examples_b64": [base64.urlsafe_b64encode(e).decode("ascii") for e in examples_bytes],
+                    "instances": instances,
+                    "instance_rows": instance_rows,
+                    "latency_calls": LATENCY_CALLS,
+                    "seconds": SECONDS_PER_BATCH,
+                    "batch_sizes": list(BATCH_SIZES),
+                }
                 expected = evaluator_predictions(model_dir, eval_config, examples_bytes)
-                result.update(probe_result())
-            reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms, required)
-            result["expected"] = {output: values.tolist() for output, values in expected.items()}
+                result.update(probe_result(request))
+                reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms, required)
+                result["expected"] = {output: values.tolist() for output, values in expected.items()}
         result["required_signatures"] = list(required)
         if not reasons:
             result.pop("traceback", None)

@@ -1,7 +1,8 @@
 """Loads a SavedModel the way TF Serving does and serves requests to it, in a process that imports only
 TensorFlow: `python -I serving_probe.py REQUEST.json RESULT.json`. It imports TensorFlow, then waits for a line
-(or the end) of its standard input before it loads the model: its caller works meanwhile, and the load and the
-timings below run with nothing of the caller's competing for the cores.
+(or the end) of its standard input before it reads the request and loads the model: its caller works meanwhile
+(and writes the request), and the load and the timings below run with nothing of the caller's competing for the
+cores.
 
 TF Serving loads a version with the C++ SavedModel loader (the "serve" tag set, the init op that fills
 vocabulary tables from the model's assets) and answers a request by running the named SignatureDef's
@@ -72,8 +73,10 @@ def load_text_ops():
     spec = importlib.util.find_spec("tensorflow_text")  # finds the package without running it
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("the model uses ops TensorFlow lacks, and tensorflow_text is not installed")
-    folder = os.path.join(list(spec.submodule_search_locations)[0], "python", "ops")
-    libraries = sorted(glob.glob(os.path.join(folder, "_*.so")))
+    # python/ops/ holds the tokenizers' and normalizers' libraries, python/metrics/ ROUGE-L's: the ones its
+    # Python modules load (core/pybinds/ holds Python bindings, not op libraries).
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "python")
+    libraries = sorted(glob.glob(os.path.join(folder, "*", "_*.so")))
     for path in libraries:
         tf.load_op_library(path)
     return libraries
@@ -178,13 +181,16 @@ def ops_tf_lacks(model_dir, ops=None):
     return sorted(name for name in (model_ops(model_dir) if ops is None else ops) if op_def_registry.get(name) is None)
 
 
-def probe(request):
-    """Loads the model and answers the request's rows; returns the result dict."""
+def probe(request_path):
+    """Imports TensorFlow, waits for the go, then loads the model and answers the rows of the request (read
+    at the go: the caller starts this process before it has built it); returns the result dict."""
     import tensorflow as tf
 
-    # What `import tensorflow` brings by itself (it imports a Keras): only what loading and serving add counts.
+    # What `import tensorflow` brings by itself: only what loading and serving add counts.
     result = {"tensorflow": tf.__version__, "modules_of_tensorflow": _foreign()}
     sys.stdin.readline()  # the caller's go (components/serving_check.py's started_probe)
+    with open(request_path, encoding="utf-8") as f:
+        request = json.load(f)
     examples = [base64.urlsafe_b64decode(text) for text in request["examples_b64"]]
     instances = request["instances"]
     started = time.perf_counter()
@@ -263,10 +269,8 @@ def probe(request):
 
 def main(argv):
     mark_absent()
-    with open(argv[1], encoding="utf-8") as f:
-        request = json.load(f)
     try:
-        result = probe(request)
+        result = probe(argv[1])
     except Exception as err:  # noqa: BLE001 (every failure is the answer, not a crash)
         result = {"error": f"{type(err).__name__}: {err}".strip(), "traceback": traceback.format_exc()[-4000:]}
     result["foreign_modules"] = sorted(set(_foreign()) - set(result.get("modules_of_tensorflow", ())))

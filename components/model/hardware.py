@@ -229,10 +229,12 @@ def describe(strategy: "tf.distribute.Strategy", config: HardwareConfig) -> Dict
     name = type(strategy).__name__
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         name = "MultiWorkerMirroredStrategy"  # its class is named CollectiveAllReduceStrategy
-    try:
-        devices = list(getattr(strategy.extended, "worker_devices", ()))
-    except RuntimeError:  # the default strategy lists none: it runs on the one device there is
+    if strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy():
+        # TensorFlow's default strategy (outside any scope, the one get_strategy gives) lists no devices: it
+        # runs on the one device there is.
         name, devices = DEFAULT_STRATEGY, [d.name for d in tf.config.list_logical_devices("CPU")]
+    else:
+        devices = list(getattr(strategy.extended, "worker_devices", ()))
     return {
         "strategy": name,
         "devices": devices,
