@@ -10,6 +10,7 @@ import time
 from tfxflow.components.gate import DataGateError
 from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.heartbeat import format_elapsed, tree_rss_bytes
+from tfxflow.pipeline.local import runner
 from tfxflow.pipeline.local.runner import NAME_WIDTH, ComponentProgress, ComponentTiming, print_failure
 from tfxflow.pipeline.staging import files_fingerprint, stage_schema
 
@@ -143,3 +144,25 @@ def test_resident_memory_counts_child_processes():
         child.kill()
         child.wait()
     assert format_elapsed(59.9) == "59s" and format_elapsed(61) == "1m01s" and format_elapsed(3600) == "1h00m"
+
+
+def test_what_lives_before_the_run_is_kept_out_of_collections_and_later_garbage_is_still_collected():
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    try:
+        frozen = runner.keep_imports_out_of_collections()
+        assert frozen == gc.get_freeze_count() and frozen > 1000  # this test process's modules, at least
+        # A cycle made afterwards (as a component makes them) is found and freed by a full collection.
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert gone() is None
+    finally:
+        gc.unfreeze()
+    assert gc.get_freeze_count() == 0
