@@ -17,6 +17,10 @@ user's own run_fn may export none the Evaluator can use): one line says what is 
 `transform_features` is evaluated on the raw examples, so the label must then be a raw column. For a
 regression model, a sample of (label, prediction) pairs of the evaluated rows is kept beside TFMA's output
 (`predictions_sample.json`) for the run page's predicted-vs-actual and residual charts.
+
+With `warm_serving_probe` (a local run: the ServingCheck runs next in the same process), the serving check's
+probe is started when the evaluation begins, so its TensorFlow import runs beside TFMA on the other core; only
+for an evaluation of at most `WARM_PROBE_MAX_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -34,11 +38,16 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import names, sampling
+from tfxflow.components import csv_input, names, sampling
 from tfxflow.components.errors import UserCodeError
 from tfxflow.components.model import text
 
 MAX_ROWS_KEY = "max_eval_rows"
+WARM_PROBE_KEY = "warm_serving_probe"
+# Up to this many evaluated rows the Evaluator takes seconds and the serving probe's TensorFlow import (about
+# 2 s) is worth running beside it; beyond, the import is a few percent of the evaluation, and the probe's
+# ~400 MB would sit beside TFMA's largest working set for all of it.
+WARM_PROBE_MAX_ROWS = 100_000
 SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after
 PREDICTIONS_FILE = "predictions_sample.json"  # a regression model's (label, prediction) pairs, for the run page
 PREDICTION_PAIRS = 1000
@@ -156,6 +165,12 @@ class Executor(tfx_evaluator.Executor):
         splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or [
             "eval"
         ]
+        if int(exec_properties.pop(WARM_PROBE_KEY, 0) or 0):
+            rows = evaluated_rows(input_dict[standard_component_specs.EXAMPLES_KEY][0], splits, max_rows)
+            if rows is not None and rows <= WARM_PROBE_MAX_ROWS:
+                from tfxflow.components import serving_check
+
+                serving_check.warm_probe()
         # Beside the evaluation's output, not in a local temp folder: Beam workers elsewhere must read it.
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
         folder = os.path.join(evaluation.uri, SAMPLE_FOLDER)
@@ -167,6 +182,16 @@ class Executor(tfx_evaluator.Executor):
                 labels, predictions = prediction_pairs(model_dir, checked, files)
                 with fileio.open(os.path.join(evaluation.uri, PREDICTIONS_FILE), "w") as f:
                     f.write(json.dumps({"label": labels.tolist(), "prediction": predictions.tolist()}))
+
+
+def evaluated_rows(examples: types.Artifact, splits: Sequence[str], max_rows: int) -> Optional[int]:
+    """How many rows of `splits` the Evaluator reads (each split's size as ExampleGen recorded it, bounded by
+    `max_rows` when set); None when no size was recorded."""
+    counts = csv_input.read_rows(examples.uri)
+    if counts is None:
+        return None
+    sizes = [counts["split_rows"].get(split, 0) for split in splits]
+    return sum(min(size, max_rows) if max_rows else size for size in sizes)
 
 
 def _is_regression(eval_config) -> bool:
@@ -184,17 +209,19 @@ def read_prediction_pairs(evaluation_uri: str) -> Optional[Dict[str, List[float]
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
-    """TFX's Evaluator contract plus the bound on the rows evaluated per split."""
+    """TFX's Evaluator contract plus the bound on the rows evaluated per split and whether to start the serving
+    check's probe (1) as the evaluation begins."""
 
     PARAMETERS = {
         **standard_component_specs.EvaluatorSpec.PARAMETERS,
         MAX_ROWS_KEY: ExecutionParameter(type=int, optional=True),
+        WARM_PROBE_KEY: ExecutionParameter(type=int, optional=True),
     }
 
 
 class Evaluator(base_beam_component.BaseBeamComponent):
     """TFMA evaluation and blessing of `model` (against `baseline_model`) on at most `max_eval_rows` rows of the
-    eval split (0: all), with `Executor`."""
+    eval split (0: all), with `Executor`; `warm_serving_probe` where a ServingCheck runs next in this process."""
 
     SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
@@ -206,6 +233,7 @@ class Evaluator(base_beam_component.BaseBeamComponent):
         baseline_model: Optional[types.BaseChannel],
         eval_config,
         max_eval_rows: int = 0,
+        warm_serving_probe: bool = False,
     ):
         super().__init__(
             spec=EvaluatorSpec(
@@ -215,6 +243,7 @@ class Evaluator(base_beam_component.BaseBeamComponent):
                 eval_config=eval_config,
                 example_splits=json_utils.dumps(None),
                 max_eval_rows=max_eval_rows,
+                warm_serving_probe=int(warm_serving_probe),
                 evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
                 blessing=types.Channel(type=standard_artifacts.ModelBlessing),
             )

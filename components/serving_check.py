@@ -30,12 +30,14 @@ compared too when it answers the golden requests.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import ctypes
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -188,57 +190,107 @@ def give_back_free_memory() -> bool:
     return True
 
 
-@contextlib.contextmanager
-def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[Dict[str, Any]], Dict[str, Any]]]:
-    """Starts components/serving_probe.py in a fresh, isolated interpreter and yields a function that hands it
-    a request and returns its result. The probe imports TensorFlow (seconds) while the caller builds the
-    request and works, then waits for the function's go: its load and timings run alone. The process is
-    killed when the block is left without it. While the probe imports, what this process freed goes back to
-    the system (the two processes' memory peaks together once it loads the model); the collection's half
-    second runs beside the probe's import."""
-    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
-    with tempfile.TemporaryDirectory(prefix="tfxflow-serving-check-") as folder:
-        request_path, result_path = os.path.join(folder, "request.json"), os.path.join(folder, "result.json")
-        deadline = time.monotonic() + timeout
+class _Probe:
+    """One components/serving_probe.py process in a fresh, isolated interpreter, and its folder (request, result
+    and output files). It imports TensorFlow, then waits for `result`'s go."""
+
+    def __init__(self):
+        probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
+        self.folder = tempfile.mkdtemp(prefix="tfxflow-serving-check-")
+        self.request_path = os.path.join(self.folder, "request.json")
+        self.result_path = os.path.join(self.folder, "result.json")
+        # Its output goes to a file: a pipe nobody reads while the caller works could fill and stall it.
+        self.output_path = os.path.join(self.folder, "output.txt")
         # -I: no PYTHON* variables, no user site, not the script's folder: only what a clean interpreter imports.
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
-        # Its output goes to a file: a pipe nobody reads while the caller works could fill and stall it.
-        output_path = os.path.join(folder, "output.txt")
-        with open(output_path, "w", encoding="utf-8") as output:
-            process = subprocess.Popen(
-                [sys.executable, "-I", probe, request_path, result_path],
+        with open(self.output_path, "w", encoding="utf-8") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", probe, self.request_path, self.result_path],
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=output,
                 stderr=output,
             )
 
-        def result(request: Dict[str, Any]) -> Dict[str, Any]:
-            with open(request_path, "w", encoding="utf-8") as f:  # read by the probe at the go
-                json.dump(request, f)
-            with contextlib.suppress(BrokenPipeError):  # a probe that died already: its output says why
-                process.stdin.write(b"go\n")
-                process.stdin.close()
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                return {"error": f"the model did not load and answer within {timeout:.0f} s"}
-            if not os.path.exists(result_path):
-                with open(output_path, encoding="utf-8", errors="replace") as f:
-                    tail = f.read().strip().splitlines()[-3:]
-                return {"error": f"the serving process exited with code {process.returncode}: {' | '.join(tail)}"}
-            with open(result_path, encoding="utf-8") as f:
-                return json.load(f)
+    def waiting(self) -> bool:
+        """Whether it still runs and has had no go."""
+        return self.process.poll() is None and not self.process.stdin.closed
 
+    def result(self, request: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+        """Hands it `request` and returns its answer, or an error after `timeout` seconds."""
+        with open(self.request_path, "w", encoding="utf-8") as f:  # read by the probe at the go
+            json.dump(request, f)
+        with contextlib.suppress(BrokenPipeError):  # a probe that died already: its output says why
+            self.process.stdin.write(b"go\n")
+            self.process.stdin.close()
         try:
-            give_back_free_memory()
-            yield result
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            if not process.stdin.closed:
-                process.stdin.close()
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"the model did not load and answer within {timeout:.0f} s"}
+        if not os.path.exists(self.result_path):
+            with open(self.output_path, encoding="utf-8", errors="replace") as f:
+                tail = f.read().strip().splitlines()[-3:]
+            return {"error": f"the serving process exited with code {self.process.returncode}: {' | '.join(tail)}"}
+        with open(self.result_path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def close(self) -> None:
+        """Kills it if it still runs (without a go it leaves by itself: its input ends) and removes its folder."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        if not self.process.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# A probe started ahead of this process's ServingCheck (`warm_probe`), which takes it over.
+_warm: Optional[_Probe] = None
+
+
+def warm_probe() -> bool:
+    """Starts the probe now for the ServingCheck that runs next in this process (LocalDagRunner runs every
+    component in one): its TensorFlow import (about 2 s, one core) then runs beside the caller's work instead
+    of before the check's. False when one is already waiting. `discard_warm_probe` ends one nobody took."""
+    global _warm
+    if _warm is not None and _warm.waiting():
+        return False
+    discard_warm_probe()
+    _warm = _Probe()
+    atexit.unregister(discard_warm_probe)  # registered once however many runs this process makes
+    atexit.register(discard_warm_probe)
+    return True
+
+
+def discard_warm_probe() -> None:
+    """Ends the probe `warm_probe` started if no check took it (the run failed or stopped before)."""
+    global _warm
+    probe, _warm = _warm, None
+    if probe is not None:
+        probe.close()
+
+
+@contextlib.contextmanager
+def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[Dict[str, Any]], Dict[str, Any]]]:
+    """Starts components/serving_probe.py in a fresh, isolated interpreter (or takes over the one `warm_probe`
+    started) and yields a function that hands it a request and returns its result. The probe imports
+    TensorFlow (seconds) while the caller builds the request and works, then waits for the function's go: its
+    load and timings run alone. The process is killed when the block is left without it. While the probe
+    imports, what this process freed goes back to the system (the two processes' memory peaks together once it
+    loads the model); the collection's half second runs beside the probe's import. `timeout` counts from here."""
+    global _warm
+    deadline = time.monotonic() + timeout
+    probe, _warm = _warm, None
+    if probe is None or not probe.waiting():
+        if probe is not None:
+            probe.close()
+        probe = _Probe()
+    try:
+        give_back_free_memory()
+        yield lambda request: probe.result(request, max(0.0, deadline - time.monotonic()))
+    finally:
+        probe.close()
 
 
 def run_probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:

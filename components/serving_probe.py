@@ -183,12 +183,15 @@ def ops_tf_lacks(model_dir, ops=None):
 
 def probe(request_path):
     """Imports TensorFlow, waits for the go, then loads the model and answers the rows of the request (read
-    at the go: the caller starts this process before it has built it); returns the result dict."""
+    at the go: the caller starts this process before it has built it); returns the result dict, or None when
+    the input ends with no go and no request (the caller left without one)."""
     import tensorflow as tf
 
     # What `import tensorflow` brings by itself: only what loading and serving add counts.
     result = {"tensorflow": tf.__version__, "modules_of_tensorflow": _foreign()}
-    sys.stdin.readline()  # the caller's go (components/serving_check.py's started_probe)
+    go = sys.stdin.readline()  # the caller's go (components/serving_check.py's started_probe)
+    if not go and not os.path.exists(request_path):
+        return None  # started ahead of a check that never came (its caller ended): nothing to answer
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
     examples = [base64.urlsafe_b64decode(text) for text in request["examples_b64"]]
@@ -271,6 +274,8 @@ def main(argv):
     mark_absent()
     try:
         result = probe(argv[1])
+        if result is None:
+            return 0
     except Exception as err:  # noqa: BLE001 (every failure is the answer, not a crash)
         result = {"error": f"{type(err).__name__}: {err}".strip(), "traceback": traceback.format_exc()[-4000:]}
     result["foreign_modules"] = sorted(set(_foreign()) - set(result.get("modules_of_tensorflow", ())))

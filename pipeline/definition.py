@@ -157,6 +157,7 @@ def create_pipeline(
     baseline_source: str = "metadata",
     schema_text: str = "",
     user_module: Optional[UserModule] = None,
+    warm_serving_probe: bool = False,
 ) -> Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -191,6 +192,10 @@ def create_pipeline(
     it. The Evaluator, ServingCheck, Pusher and tracking take the model it exports: the task and label come
     from `features`, and a model of a user's run_fn needs only `serving_default` (and, for TFMA's label,
     `transform_features` or a raw-column label).
+
+    `warm_serving_probe`: the Evaluator starts the serving check's probe as it begins (a small evaluation
+    only), for a runner whose components share one process (LocalDagRunner); where each runs in its own
+    (Kubeflow), the probe would be lost with the Evaluator's.
     """
     if baseline_source not in BASELINE_SOURCES:
         raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
@@ -344,6 +349,7 @@ def create_pipeline(
         baseline_model=baseline_model,
         eval_config=model_eval_config,
         max_eval_rows=evaluation.max_rows,
+        warm_serving_probe=warm_serving_probe,
     ).with_id(names.EVALUATOR)
     # A version appears complete or not at all, with its training data's statistics; the newest
     # `keep_versions` are kept (components/pusher.py).

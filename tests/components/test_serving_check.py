@@ -33,6 +33,16 @@ feature { name: "y" type: INT not_in_environment: "SERVING" }
 default_environment: "TRAINING"
 default_environment: "SERVING"
 """
+# A request to a model that does not load (its saved_model.pb is not one), for `model_dir`.
+BROKEN_REQUEST = {
+    "signatures": ["serving_default"],
+    "outputs": ["probabilities"],
+    "examples_b64": [],
+    "instances": [],
+    "latency_calls": 1,
+    "seconds": 0.1,
+    "batch_sizes": [1],
+}
 
 
 def _artifacts(base, model_dir, raw_eval_files):
@@ -211,18 +221,7 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
-    result = serving_check.run_probe(
-        {
-            "model_dir": str(broken),
-            "signatures": ["serving_default"],
-            "outputs": ["probabilities"],
-            "examples_b64": [],
-            "instances": [],
-            "latency_calls": 1,
-            "seconds": 0.1,
-            "batch_sizes": [1],
-        }
-    )
+    result = serving_check.run_probe({**BROKEN_REQUEST, "model_dir": str(broken)})
     assert "error" in result and "load_s" not in result
     (reason,) = serving_check.verdict(result, {"probabilities": np.zeros((0, 1))}, {}, [], 1e-5, 0.0)
     assert reason.startswith("does not serve: ") and result["error"] in reason
@@ -413,3 +412,37 @@ def test_the_probe_process_has_no_keras_and_registers_tf_texts_ops_from_their_li
     # A tokenizer's op (python/ops) and ROUGE-L's (python/metrics), both among TF Serving's text ops.
     assert before == [True, True] and registered == [True, True] and libraries >= 20
     assert failed == "ModuleNotFoundError" and loaded == []
+
+
+def test_a_probe_started_ahead_is_the_one_the_check_takes_over(tmp_path, monkeypatch):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    made = []
+    probe_class = serving_check._Probe
+    monkeypatch.setattr(serving_check, "_Probe", lambda: made.append(probe_class()) or made[-1])
+    try:
+        assert serving_check.warm_probe() is True
+        assert serving_check.warm_probe() is False  # one waits already
+        result = serving_check.run_probe({**BROKEN_REQUEST, "model_dir": str(broken)})
+    finally:
+        serving_check.discard_warm_probe()
+    (warm,) = made  # the check started none of its own
+    assert "error" in result and "load_s" not in result
+    assert warm.process.returncode == 0 and not os.path.exists(warm.folder)
+
+
+def test_a_probe_started_for_a_check_that_never_comes_leaves_by_itself():
+    probe = serving_check._Probe()
+    try:
+        probe.process.stdin.close()  # its caller ended without a go: the input ends
+        assert probe.process.wait(timeout=120) == 0
+        assert not os.path.exists(probe.result_path)
+    finally:
+        probe.close()
+    assert not os.path.exists(probe.folder)
+    assert serving_check.warm_probe() is True
+    folder = serving_check._warm.folder
+    process = serving_check._warm.process
+    serving_check.discard_warm_probe()  # the run failed before its check: ended, and its folder removed
+    assert process.poll() is not None and not os.path.exists(folder) and serving_check._warm is None

@@ -95,6 +95,10 @@ def test_components_and_their_wiring():
     for component in (by_id["Evaluator"], check):
         spec = json_format.Parse(component.exec_properties["eval_config"], tfma.EvalConfig()).model_specs[0]
         assert spec.model_type == "tf_generic"
+    # Only a runner whose components share one process asks the Evaluator to start the check's probe.
+    assert by_id["Evaluator"].exec_properties["warm_serving_probe"] == 0
+    warm = {c.id: c for c in _pipeline(warm_serving_probe=True).components}["Evaluator"]
+    assert warm.exec_properties["warm_serving_probe"] == 1
     push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
     assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
     # The atomic Pusher (components/pusher.py) with the retention setting; Transform skips its own statistics.

@@ -547,3 +547,9 @@ def test_the_trainer_requires_the_gpus_it_requests_and_may_use():
     )
     assert kf.check_kubeflow_config(narrowed).training.hardware.require_gpus == 2
     assert kf.check_kubeflow_config(dataclasses.replace(config, gpus=0)).training.hardware.require_gpus == 0
+
+
+def test_the_evaluator_starts_no_probe_ahead_where_each_step_has_its_own_process(compiled):
+    _, spec, _, _ = compiled
+    parameters = spec["root"]["dag"]["tasks"]["Evaluator"]["inputs"]["parameters"]
+    assert parameters["warm_serving_probe"]["runtimeValue"]["constant"] == 0
