@@ -7,6 +7,8 @@ import re
 import threading
 import time
 
+import pytest
+
 from tfxflow.components.gate import DataGateError
 from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.heartbeat import format_elapsed, tree_rss_bytes
@@ -153,9 +155,15 @@ def test_what_lives_before_the_run_is_kept_out_of_collections_and_later_garbage_
     class Node:
         pass
 
+    assert gc.isenabled()
     try:
-        frozen = runner.keep_imports_out_of_collections()
-        assert frozen == gc.get_freeze_count() and frozen > 1000  # this test process's modules, at least
+        with runner.imports_kept_out_of_collections():
+            assert not gc.isenabled()  # no collection while the libraries are imported
+            kept = [Node() for _ in range(10)]
+        assert gc.isenabled()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000
+        assert not any(o is kept[0] for o in gc.get_objects())  # frozen: in no generation a collection reads
         # A cycle made afterwards (as a component makes them) is found and freed by a full collection.
         a, b = Node(), Node()
         a.other, b.other = b, a
@@ -166,3 +174,19 @@ def test_what_lives_before_the_run_is_kept_out_of_collections_and_later_garbage_
     finally:
         gc.unfreeze()
     assert gc.get_freeze_count() == 0
+
+
+def test_the_collector_resumes_when_the_set_up_fails_and_its_thresholds_come_back_after_the_run():
+    import gc
+
+    try:
+        with pytest.raises(ValueError), runner.imports_kept_out_of_collections():
+            raise ValueError("a bad config")
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), runner.fewer_full_collections(100):
+        assert gc.get_threshold() == (before[0], before[1], 100)
+        raise RuntimeError("a component failed")
+    assert gc.get_threshold() == before
