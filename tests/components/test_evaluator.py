@@ -64,3 +64,9 @@ def test_the_serving_probe_starts_with_the_evaluation_when_asked_and_it_is_small
     )
     assert calls == (["warm", "tfma"] if started else ["tfma"])
     assert evaluator.WARM_PROBE_KEY not in seen and evaluator.MAX_ROWS_KEY not in seen
+
+
+def test_a_run_at_scale_starts_no_probe_beside_its_evaluation():
+    # The default sample of a large eval split is over the bound: the probe would make the tree's peak there.
+    assert evaluator.WARM_PROBE_MAX_ROWS < EvaluationConfig().max_rows
+    assert evaluator.WARM_PROBE_MAX_ROWS > 3_726  # the taxi data's eval split: the 1x run starts it
