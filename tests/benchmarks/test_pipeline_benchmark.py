@@ -7,6 +7,8 @@ import os
 import re
 import sys
 
+import pytest
+
 from benchmarks import readme_tables
 from benchmarks.pipeline_benchmark import (
     PEAK_GOAL_MB,
@@ -188,3 +190,14 @@ def test_the_results_name_the_commit_the_runs_started_from(tmp_path, monkeypatch
     assert pipeline_benchmark.main(args) == 0
     result = json.loads(out.read_text())
     assert result["commit"] == "0123456789ab" and result["runs"]["ours-cold-1"]["cpu_s"] == 50.0
+
+
+@pytest.mark.parametrize(("accuracy", "met"), [(0.8943, True), (0.8915, True), (0.8910, False)])
+def test_without_googles_side_accuracy_is_held_to_the_reference_within_one_standard_error(accuracy, met):
+    summary = _summary([40.0, 41.0, 42.0], [])
+    for name in ("ours-cold-1", "ours-cold-2", "ours-cold-3"):
+        summary["runs"][name]["metrics"]["binary_accuracy"] = accuracy
+    summary["cold"]["google"] = None
+    (goal,) = [g for g in goals(summary) if g["goal"].startswith("1x accuracy")]
+    assert goal["goal"] == "1x accuracy as before (0.8964, less one standard error: 0.8914)"
+    assert goal["met"] is met and goal["figure"] == f"{accuracy:.4f}"
