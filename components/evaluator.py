@@ -20,7 +20,8 @@ regression model, a sample of (label, prediction) pairs of the evaluated rows is
 
 With `warm_serving_probe` (a local run: the ServingCheck runs next in the same process), the serving check's
 probe is started when the evaluation begins, so its TensorFlow import runs beside TFMA on the other core; only
-for an evaluation of at most `WARM_PROBE_MAX_ROWS` rows.
+for an evaluation of at most `WARM_PROBE_MAX_ROWS` rows, and not where the runner saw the model come from its
+cache (`serving_check.allow_warm_probe`: the check will too).
 """
 
 from __future__ import annotations

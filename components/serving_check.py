@@ -235,7 +235,8 @@ class _Probe:
             return json.load(f)
 
     def close(self) -> None:
-        """Kills it if it still runs (without a go it leaves by itself: its input ends) and removes its folder."""
+        """Kills it if it still runs and removes its folder. (A probe whose caller dies without a go leaves by
+        itself: its input ends.)"""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
@@ -245,16 +246,26 @@ class _Probe:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-# A probe started ahead of this process's ServingCheck (`warm_probe`), which takes it over.
+# A probe started ahead of this process's ServingCheck (`warm_probe`), which takes it over; and whether one may
+# be (`allow_warm_probe`).
 _warm: Optional[_Probe] = None
+_warm_allowed = True
+
+
+def allow_warm_probe(allowed: bool) -> None:
+    """Whether `warm_probe` starts a probe: a runner that sees the Trainer's model come from its cache says no
+    (the check, of the same model, data and settings, will come from the cache too)."""
+    global _warm_allowed
+    _warm_allowed = allowed
 
 
 def warm_probe() -> bool:
     """Starts the probe now for the ServingCheck that runs next in this process (LocalDagRunner runs every
     component in one): its TensorFlow import (about 2 s, one core) then runs beside the caller's work instead
-    of before the check's. False when one is already waiting. `discard_warm_probe` ends one nobody took."""
+    of before the check's. False when one is already waiting or none is allowed. `discard_warm_probe` ends one
+    nobody took."""
     global _warm
-    if _warm is not None and _warm.waiting():
+    if not _warm_allowed or (_warm is not None and _warm.waiting()):
         return False
     discard_warm_probe()
     _warm = _Probe()

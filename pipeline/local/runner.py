@@ -43,7 +43,8 @@ class ComponentTiming:
 
 class ComponentProgress(logging.Handler):
     """Prints each component's start, status (ran or cached) and duration as LocalDagRunner logs them, and
-    while one runs, a heartbeat line every `heartbeat_s` seconds (inside `with progress.heartbeat:`)."""
+    while one runs, a heartbeat line every `heartbeat_s` seconds (inside `with progress.heartbeat:`); calls
+    `on_finish(component, status)` as each one ends."""
 
     def __init__(
         self,
@@ -52,9 +53,10 @@ class ComponentProgress(logging.Handler):
         total: int = 0,
         heartbeat_s: float = HEARTBEAT_S,
         memory: Callable[[], Optional[int]] = tree_rss_bytes,
+        on_finish: Optional[Callable[[str, str], None]] = None,
     ):
         super().__init__(level=logging.INFO)
-        self.out, self.clock, self.total = out, clock, total
+        self.out, self.clock, self.total, self.on_finish = out, clock, total, on_finish
         self.timings: List[ComponentTiming] = []
         self.current: Optional[str] = None
         self._started = 0.0
@@ -82,7 +84,9 @@ class ComponentProgress(logging.Handler):
         seconds = self.clock() - self._started
         self.timings.append(ComponentTiming(self.current, status, seconds))
         self._print(f"[{len(self.timings)}/{self.total}] {self.current:<{NAME_WIDTH}} {status:<7} {seconds:7.1f} s")
-        self.current = None
+        finished, self.current = self.current, None
+        if self.on_finish is not None:
+            self.on_finish(finished, status)
 
     def _print(self, line: str) -> None:
         self.heartbeat.print(line)  # whole lines, never interleaved with a heartbeat's
@@ -142,10 +146,22 @@ def stdout_to(log_file: str):
         console.close()
 
 
+def warm_probe_rules(component: str, status: str) -> None:
+    """The serving probe the Evaluator may start ahead (components/serving_check.py): not for a model from the
+    cache (its check comes from the cache too), and ended once the check is over, whoever answered it."""
+    from tfxflow.components import serving_check
+
+    if component == names.TRAINER:
+        serving_check.allow_warm_probe(status == "ran")
+    elif component == names.SERVING_CHECK:
+        serving_check.discard_warm_probe()
+
+
 @contextlib.contextmanager
 def imports_kept_out_of_collections() -> Iterator[None]:
-    """Pauses the cycle collector while the block imports the libraries and builds the pipeline, then moves
-    every object alive into the collector's permanent generation (`gc.freeze`) and resumes it.
+    """Pauses the cycle collector while the block imports the libraries and builds the pipeline (and sends
+    what earlier runs left in the tracking outbox), then moves every object alive into the collector's permanent
+    generation (`gc.freeze`) and resumes it; a block that raises resumes it without freezing.
 
     Their objects (about a million) live as long as the process. Collected while they were made, the imports
     took 5.6 s instead of 4.2 s (each full collection traverses all made so far; 8 of them); kept collectable,
@@ -157,8 +173,8 @@ def imports_kept_out_of_collections() -> Iterator[None]:
     gc.disable()
     try:
         yield
-    finally:
         gc.freeze()
+    finally:
         if enabled:
             gc.enable()
 
@@ -249,7 +265,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
             user_module=config.user_module,
             warm_serving_probe=True,  # every component runs in this process
         )
-        progress = ComponentProgress(out=out, total=len(pipeline.components))
+        progress = ComponentProgress(out=out, total=len(pipeline.components), on_finish=warm_probe_rules)
         logging.getLogger().addHandler(progress)
         started = time.monotonic()
         # Found by the next run if this process dies before the end (run_guard.recover_interrupted).
@@ -277,6 +293,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
         logging.getLogger().removeHandler(progress)
         run_guard.mark_ended(paths.metadata_path)
         serving_check.discard_warm_probe()  # one the Evaluator started for a check that did not run
+        serving_check.allow_warm_probe(True)
     wall = time.monotonic() - started
     result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
     if result is None:

@@ -182,7 +182,7 @@ def test_the_collector_resumes_when_the_set_up_fails_and_its_thresholds_come_bac
     try:
         with pytest.raises(ValueError), runner.imports_kept_out_of_collections():
             raise ValueError("a bad config")
-        assert gc.isenabled()
+        assert gc.isenabled() and gc.get_freeze_count() == 0  # resumed, and nothing frozen
     finally:
         gc.unfreeze()
     before = gc.get_threshold()
@@ -190,3 +190,34 @@ def test_the_collector_resumes_when_the_set_up_fails_and_its_thresholds_come_bac
         assert gc.get_threshold() == (before[0], before[1], 100)
         raise RuntimeError("a component failed")
     assert gc.get_threshold() == before
+
+
+def test_a_probe_is_started_ahead_only_for_a_new_model_and_ended_once_its_check_is_over(monkeypatch):
+    from tfxflow.components import serving_check
+
+    calls = []
+    monkeypatch.setattr(serving_check, "allow_warm_probe", lambda allowed: calls.append(("allow", allowed)))
+    monkeypatch.setattr(serving_check, "discard_warm_probe", lambda: calls.append(("discard",)))
+    tracker = ComponentProgress(out=io.StringIO(), total=4, on_finish=runner.warm_probe_rules)
+    # LocalDagRunner's own log lines: a run whose Trainer and ServingCheck come from the cache (a --force re-run).
+    for name, cached in (("Trainer", True), ("Evaluator", False), ("ServingCheck", True), ("Pusher", False)):
+        tracker.emit(_record("Component %s is running.", name))
+        if cached:
+            tracker.emit(_record("A cached execution %d is used.", 7))
+        tracker.emit(_record("Component %s is finished.", name))
+    assert calls == [("allow", False), ("discard",)]
+    calls.clear()
+    tracker.emit(_record("Component %s is running.", "Trainer"))
+    tracker.emit(_record("Component %s is finished.", "Trainer"))
+    assert calls == [("allow", True)]
+
+
+def test_no_probe_starts_ahead_where_the_runner_disallows_it(monkeypatch):
+    from tfxflow.components import serving_check
+
+    monkeypatch.setattr(serving_check, "_Probe", lambda: pytest.fail("a probe was started"))
+    serving_check.allow_warm_probe(False)
+    try:
+        assert serving_check.warm_probe() is False and serving_check._warm is None
+    finally:
+        serving_check.allow_warm_probe(True)
