@@ -29,7 +29,6 @@ import json
 import math
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -88,10 +87,13 @@ def _tree_memory(process: psutil.Process) -> Tuple[int, int]:
     return rss, pss
 
 
-def _children_cpu_s() -> float:
-    """User + system seconds of this process's children that have been waited for (and of theirs)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _wait_counting_cpu(proc: subprocess.Popen) -> Tuple[int, float]:
+    """Waits for `proc`: its exit status, and the user + system seconds of it and of the children it waited for.
+    os.wait4 counts that one process's tree; the difference of this process's RUSAGE_CHILDREN would also count
+    any earlier child that a new Popen reaps meanwhile (subprocess collects the zombies of Popen objects gone)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def run_measured(
@@ -99,7 +101,7 @@ def run_measured(
 ) -> Measured:
     """Runs `cmd`, sampling its process tree's memory; reads the run's components and metrics from MLMD."""
     peak, peak_pss, done, timeline = [0], [0], threading.Event(), []
-    started, cpu_before = time.monotonic(), _children_cpu_s()
+    started = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         watched = psutil.Process(proc.pid)
@@ -116,10 +118,10 @@ def run_measured(
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        returncode = proc.wait()
+        returncode, cpu = _wait_counting_cpu(proc)
         done.set()
         sampler.join()
-    wall, cpu = time.monotonic() - started, _children_cpu_s() - cpu_before
+    wall = time.monotonic() - started
     run = report_lib.read_run(metadata_path, pipeline_name)
     components = (
         {} if run is None else {c.name: {"state": c.state, "seconds": round(c.seconds, 1)} for c in run.components}

@@ -201,3 +201,16 @@ def test_without_googles_side_accuracy_is_held_to_the_reference_within_one_stand
     (goal,) = [g for g in goals(summary) if g["goal"].startswith("1x accuracy")]
     assert goal["goal"] == "1x accuracy as before (0.8964, less one standard error: 0.8914)"
     assert goal["met"] is met and goal["figure"] == f"{accuracy:.4f}"
+
+
+def test_a_runs_cpu_time_leaves_out_an_earlier_child_reaped_meanwhile(tmp_path):
+    import subprocess
+    import time
+
+    # A busy child whose Popen object is dropped before it ends: subprocess keeps it to reap on the next Popen,
+    # which is the measured run's own start.
+    subprocess.Popen([sys.executable, "-c", BUSY.format(seconds=1.0)])
+    time.sleep(2.5)  # it has ended: a zombie waiting to be reaped
+    log, no_store = str(tmp_path / "quick.log"), str(tmp_path / "no.db")
+    measured = run_measured("quick", [sys.executable, "-c", "pass"], dict(os.environ), log, no_store, "x")
+    assert measured.returncode == 0 and measured.cpu_s < 0.5
