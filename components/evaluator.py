@@ -39,7 +39,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import csv_input, names, sampling
+from tfxflow.components import names, sampling
 from tfxflow.components.errors import UserCodeError
 from tfxflow.components.model import text
 
@@ -190,11 +190,10 @@ class Executor(tfx_evaluator.Executor):
 def evaluated_rows(examples: types.Artifact, splits: Sequence[str], max_rows: int) -> Optional[int]:
     """How many rows of `splits` the Evaluator reads (each split's size as ExampleGen recorded it, bounded by
     `max_rows` when set); None when no size was recorded."""
-    counts = csv_input.read_rows(examples.uri)
-    if counts is None:
+    sizes = sampling.split_sizes(examples, splits)
+    if sizes is None:
         return None
-    sizes = [counts["split_rows"].get(split, 0) for split in splits]
-    return sum(min(size, max_rows) if max_rows else size for size in sizes)
+    return sum(min(size, max_rows) if max_rows else size for size in sizes.values())
 
 
 def _is_regression(eval_config) -> bool:

@@ -35,6 +35,15 @@ def write_sample(files: Sequence[str], every: int, path: str) -> int:
     return writer.records
 
 
+def split_sizes(examples: types.Artifact, splits: Sequence[str]) -> Optional[Dict[str, int]]:
+    """Each of `splits`' rows as ExampleGen recorded them (0 for a split it did not write); None when it recorded
+    none (another ExampleGen)."""
+    counts = csv_input.read_rows(examples.uri)
+    if counts is None:
+        return None
+    return {split: counts["split_rows"].get(split, 0) for split in splits}
+
+
 def sampled_examples(
     examples: types.Artifact, splits: Sequence[str], max_rows: int, folder: str
 ) -> Optional[Dict[str, Dict[str, int]]]:
@@ -42,10 +51,9 @@ def sampled_examples(
     ExampleGen's record) under `folder` as an Examples artifact's splits; a split of `splits` within the bound
     is copied whole, any other is left empty. Returns what was sampled per split ({"rows", "every", "sampled"}),
     or None when no split needs it (or no size was recorded)."""
-    counts = csv_input.read_rows(examples.uri)
-    if not max_rows or counts is None:
+    sizes = split_sizes(examples, splits)
+    if not max_rows or sizes is None:
         return None
-    sizes = {split: counts["split_rows"].get(split, 0) for split in splits}
     if all(rows <= max_rows for rows in sizes.values()):
         return None
     plan = {}
