@@ -382,6 +382,23 @@ class _S3:
     def put_bytes(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
 
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        end = start + length - 1
+        return self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}")["Body"].read()
+
+    def stat(self, key: str) -> Tuple[int, str]:
+        import botocore.exceptions as bce
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+        except bce.ClientError as e:
+            if _client_error_code(e) in _NOT_FOUND_CODES:
+                raise FileNotFoundError(f"No such object: {self.uri}") from e
+            raise
+        return int(head["ContentLength"]), str(head.get("ETag", "")).strip('"')
+
     def create_bytes(self, key: str, data: bytes) -> bool:
         import botocore.exceptions as bce
 
@@ -455,6 +472,17 @@ class _GCS:
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self.bucket.blob(key).upload_from_string(data)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        return self.bucket.blob(key).download_as_bytes(start=start, end=start + length - 1)
+
+    def stat(self, key: str) -> Tuple[int, str]:
+        blob = self.bucket.get_blob(key)
+        if blob is None:
+            raise FileNotFoundError(f"No such object: {self.uri}")
+        return int(blob.size), str(blob.generation)
 
     def create_bytes(self, key: str, data: bytes) -> bool:
         from google.api_core import exceptions as gexc
@@ -680,6 +708,28 @@ def read_bytes(uri: str) -> bytes:
         raise ValueError(f"{uri} names a bucket or folder, not an object")
     with store.errors():
         return store.get_bytes(key)
+
+
+def read_range(uri: str, start: int, length: int) -> bytes:
+    """`length` bytes of the object (or local file) `uri` from byte `start` (fewer at its end)."""
+    if not is_remote(uri):
+        with open(_local(uri), "rb") as f:
+            f.seek(start)
+            return f.read(length)
+    store, key = backend(uri)
+    with store.errors():
+        return store.get_range(key, start, length)
+
+
+def stat(uri: str) -> Tuple[int, str]:
+    """(size in bytes, a tag that changes when the content does: the modification time of a local file, the
+    ETag or generation of an object); FileNotFoundError when it does not exist."""
+    if not is_remote(uri):
+        info = os.stat(_local(uri))
+        return info.st_size, str(info.st_mtime_ns)
+    store, key = backend(uri)
+    with store.errors():
+        return store.stat(key)
 
 
 def write_bytes(uri: str, data: bytes) -> None:

@@ -327,11 +327,13 @@ def verdict(
     if "error" in result:
         return [f"does not serve: {result['error']}"]
     reasons = []
-    unserved = [op for op in result.get("ops_beyond_tensorflow", ()) if op not in text.TF_SERVING_TEXT_OPS]
+    served = text.TF_SERVING_TEXT_OPS | text.TF_SERVING_DECISION_FOREST_OPS
+    unserved = [op for op in result.get("ops_beyond_tensorflow", ()) if op not in served]
     if unserved:
         reasons.append(
-            f"uses ops TF Serving 2.16 does not have: {', '.join(unserved)} (it links TensorFlow's ops and TF Text "
-            "2.12.1's ops_lib; e.g. RoundRobinTrimmer's are newer: truncate by slicing)"
+            f"uses ops TF Serving 2.16 does not have: {', '.join(unserved)} (it links TensorFlow's ops, TF Text "
+            "2.12.1's ops_lib and TF Decision Forests 1.3.0's inference ops; e.g. RoundRobinTrimmer's are newer: "
+            "truncate by slicing)"
         )
     if result.get("foreign_modules"):
         reasons.append(

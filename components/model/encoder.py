@@ -1,13 +1,20 @@
 """Text encoders of the built-in model (tf-keras): a BERT-style Transformer encoder and, for small data on a
-CPU, the mean of word-piece embeddings. Both take Transform's token ids and attention mask."""
+CPU, the mean of word-piece embeddings. Both take Transform's token ids and attention mask.
+
+The Transformer is BERT's layout (Hugging Face's BertModel, google-research/bert's modeling.py): learned positions
+and the embeddings' layer norm, post-layer-norm blocks of multi-head self-attention and a feed-forward layer, then
+a sentence's vector by the pooling of presets.POOLINGS. Its architecture (presets.Encoder) comes from a preset or
+from a pretrained checkpoint's config (components/model/checkpoints.py), whose weights it then takes as they are."""
 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras as keras
 
+from tfxflow.components.model import presets
 from tfxflow.components.model.presets import Encoder
 
 LAYER_NORM_EPSILON = 1e-12  # BERT's
@@ -38,30 +45,54 @@ class PositionEmbedding(keras.layers.Layer):
         return {**super().get_config(), "max_positions": self.max_positions}
 
 
+def activation_fn(name: str):
+    """The feed-forward activation of presets.ACTIVATIONS."""
+    if name == presets.GELU_ERF:
+        return lambda x: tf.nn.gelu(x, approximate=False)
+    if name == presets.RELU:
+        return tf.nn.relu
+    return lambda x: tf.nn.gelu(x, approximate=True)
+
+
 class TransformerBlock(keras.layers.Layer):
     """One post-layer-norm encoder block as BERT's: multi-head self-attention, then a feed-forward layer of
-    BERT's GELU (the tanh approximation), each with dropout, a residual connection and layer normalization.
-    Softmax and layer norms run in float32 under a mixed policy.
+    `activation` (presets.ACTIVATIONS), each with dropout (`attention_dropout` on the attention probabilities,
+    `dropout` on each sublayer's output), a residual connection and layer normalization. Softmax and layer norms
+    run in float32 under a mixed policy.
 
     With `recompute`, training keeps only the block's input: its activations are computed again in the backward
     pass (`tf.recompute_grad`). Dropout is stateless, seeded by a seed drawn once per call outside the recomputed
     function, so the backward pass draws the very masks of the forward one and the gradients are exact."""
 
-    def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float, recompute: bool = False, **kwargs):
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        intermediate: int,
+        dropout: float,
+        recompute: bool = False,
+        activation: str = presets.GELU_TANH,
+        layer_norm_epsilon: float = LAYER_NORM_EPSILON,
+        attention_dropout: Optional[float] = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if hidden % heads:
             raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")
         self.hidden, self.heads, self.intermediate = hidden, heads, intermediate
         self.dropout, self.recompute = float(dropout), bool(recompute)
+        self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
+        self.activation, self.layer_norm_epsilon = activation, float(layer_norm_epsilon)
+        self._activate = activation_fn(activation)
         self.qkv = keras.layers.Dense(3 * hidden, kernel_initializer=_initializer(), name="qkv")
         self.attention_output = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="attention_output")
         self.attention_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_norm"
+            epsilon=self.layer_norm_epsilon, dtype="float32", name="attention_norm"
         )
         self.up = keras.layers.Dense(intermediate, kernel_initializer=_initializer(), name="up")
         self.down = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="down")
         self.output_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_norm"
+            epsilon=self.layer_norm_epsilon, dtype="float32", name="output_norm"
         )
 
     def build(self, input_shape):
@@ -73,10 +104,10 @@ class TransformerBlock(keras.layers.Layer):
                 layer.build(shapes.get(layer, input_shape))
         super().build(input_shape)
 
-    def _drop(self, x, seed, site: int):
-        if not self.dropout:
+    def _drop(self, x, seed, site: int, rate: float):
+        if not rate:
             return x
-        return tf.nn.experimental.stateless_dropout(x, self.dropout, seed + tf.constant([0, site], tf.int32))
+        return tf.nn.experimental.stateless_dropout(x, rate, seed + tf.constant([0, site], tf.int32))
 
     def _forward(self, x, attention_mask, seed, training: bool):
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
@@ -88,23 +119,22 @@ class TransformerBlock(keras.layers.Layer):
         scores += (1.0 - tf.cast(attention_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * -1e9
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
         if training:
-            probs = self._drop(probs, seed, 0)
+            probs = self._drop(probs, seed, 0, self.attention_dropout)
         context = tf.reshape(tf.transpose(tf.einsum("bhqk,bhkd->bhqd", probs, v), [0, 2, 1, 3]), tf.shape(x))
         attended = self.attention_output(context)
         if training:
-            attended = self._drop(attended, seed, 1)
+            attended = self._drop(attended, seed, 1, self.dropout)
         x = tf.cast(self.attention_norm(x + attended), x.dtype)
-        # BERT's GELU, the tanh approximation: pretrained BERT weights give BERT's outputs.
-        y = self.down(tf.nn.gelu(self.up(x), approximate=True))
+        y = self.down(self._activate(self.up(x)))
         if training:
-            y = self._drop(y, seed, 2)
+            y = self._drop(y, seed, 2, self.dropout)
         return tf.cast(self.output_norm(x + y), x.dtype)
 
     def call(self, x, attention_mask, training=None):
         training = bool(training)
         seed = (
             tf.random.uniform([2], 0, 2**31 - 1, dtype=tf.int32)
-            if training and self.dropout
+            if training and (self.dropout or self.attention_dropout)
             else tf.zeros([2], tf.int32)
         )
         if training and self.recompute:
@@ -119,27 +149,75 @@ class TransformerBlock(keras.layers.Layer):
             "intermediate": self.intermediate,
             "dropout": self.dropout,
             "recompute": self.recompute,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "attention_dropout": self.attention_dropout,
         }
 
 
-def transformer_encoder(ids, mask, vocab_size: int, spec: Encoder, dropout: float, name: str, recompute: bool = False):
-    """The pooled output ([batch, hidden]: a tanh layer over the [CLS] position) of a BERT encoder over `ids`
-    and `mask` ([batch, length] int64 Keras tensors); `recompute`: each block's activations recomputed in the
+def encoder_states(
+    ids,
+    mask,
+    vocab_size: int,
+    spec: Encoder,
+    dropout: float,
+    name: str,
+    recompute: bool = False,
+    attention_dropout: Optional[float] = None,
+):
+    """The last hidden states ([batch, length, hidden]) of a BERT encoder of architecture `spec` over `ids` and
+    `mask` ([batch, length] int64 Keras tensors); `recompute`: each block's activations recomputed in the
     backward pass."""
     x = keras.layers.Embedding(vocab_size, spec.hidden, embeddings_initializer=_initializer(), name=f"{name}_tokens")(
         ids
     )
     x = PositionEmbedding(spec.max_positions, name=f"{name}_positions")(x)
-    x = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype="float32", name=f"{name}_embedding_norm")(x)
+    x = keras.layers.LayerNormalization(
+        epsilon=spec.layer_norm_epsilon, dtype="float32", name=f"{name}_embedding_norm"
+    )(x)
     x = keras.layers.Dropout(dropout, name=f"{name}_embedding_dropout")(x)
     for i in range(spec.layers):  # every position attends to the tokens the mask keeps, not to the padding
         x = TransformerBlock(
-            spec.hidden, spec.heads, spec.intermediate, dropout, recompute=recompute, name=f"{name}_block_{i}"
+            spec.hidden,
+            spec.heads,
+            spec.intermediate,
+            dropout,
+            recompute=recompute,
+            activation=spec.activation,
+            layer_norm_epsilon=spec.layer_norm_epsilon,
+            attention_dropout=attention_dropout,
+            name=f"{name}_block_{i}",
         )(x, mask)
-    first = keras.layers.Lambda(lambda t: t[:, 0], name=f"{name}_cls")(x)
+    return x
+
+
+def pool(states, mask, spec: Encoder, pooling: str, name: str):
+    """A sentence's vector ([batch, hidden]) from the last hidden states, by `pooling` (presets.POOLINGS): BERT's
+    pooler (a tanh layer over [CLS]), the mean over the tokens the mask keeps, or [CLS]'s state."""
+    if pooling == presets.MEAN:
+        return MaskedMean(name=f"{name}_mean_pooled")(states, mask)
+    first = keras.layers.Lambda(lambda t: t[:, 0], name=f"{name}_cls")(states)
+    if pooling == presets.CLS:
+        return first
     return keras.layers.Dense(spec.hidden, activation="tanh", kernel_initializer=_initializer(), name=f"{name}_pooled")(
         first
     )
+
+
+def transformer_encoder(
+    ids,
+    mask,
+    vocab_size: int,
+    spec: Encoder,
+    dropout: float,
+    name: str,
+    recompute: bool = False,
+    pooling: str = presets.POOLER,
+    attention_dropout: Optional[float] = None,
+):
+    """The pooled output ([batch, hidden]) of a BERT encoder over `ids` and `mask` (encoder_states, then pool)."""
+    states = encoder_states(ids, mask, vocab_size, spec, dropout, name, recompute, attention_dropout)
+    return pool(states, mask, spec, pooling, name)
 
 
 class MaskedMean(keras.layers.Layer):

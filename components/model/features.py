@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Optional, Tuple
 import yaml
 
 from tfxflow.components.model import tasks
+from tfxflow.components.model import tokenization as tokenization_lib
 
 TRANSFORMED_SUFFIX = "_xf"
 MISSING_TOKEN = "__missing__"
@@ -122,7 +123,12 @@ KNOBS = {
     "text_vocab_size": int,
     "text_vocab_file": str,
     "lower_case": bool,
+    "strip_accents": bool,
+    "tokenizer": str,
+    "max_chars_per_word": int,
 }
+# Knobs whose absence (None, or null in the YAML) means "the pretrained checkpoint's, else the default".
+OPTIONAL_KNOBS = ("lower_case", "strip_accents", "tokenizer", "max_chars_per_word")
 MAX_SEQUENCE_LENGTH = 512  # BERT's positions
 # Label keys that belong to one task only; a key of another task is refused, naming both.
 TASK_LABEL_KEYS = {
@@ -150,11 +156,16 @@ class FeatureConfig:
     vocab_top_k: int = 1000
     num_oov_buckets: int = 10
     # Text columns: word pieces per row, [CLS] and [SEP] included; the size of the vocabulary learned from the
-    # training split, or a pretrained model's vocab.txt instead; lower-casing and accent stripping (uncased).
+    # training split, or a pretrained model's vocab.txt instead; how text is made word pieces (tokenization.py):
+    # lower-casing (uncased), accent stripping, the reference tokenizer's rules and its longest word. None: the
+    # pretrained checkpoint's (--init-checkpoint), else uncased with Hugging Face's rules.
     sequence_length: int = 128
     text_vocab_size: int = 8000
     text_vocab_file: str = ""
-    lower_case: bool = True
+    lower_case: Optional[bool] = None
+    strip_accents: Optional[bool] = None
+    tokenizer: Optional[str] = None
+    max_chars_per_word: Optional[int] = None
     source: str = "<dict>"
     roles_required: bool = dataclasses.field(default=True, compare=False)
 
@@ -207,6 +218,25 @@ class FeatureConfig:
             )
         if self.text_vocab_size < 100:
             raise FeatureConfigError(f"{self.source}: text_vocab_size must be >= 100, got {self.text_vocab_size}")
+        if self.tokenizer is not None and self.tokenizer not in tokenization_lib.TOKENIZER_RULES:
+            raise FeatureConfigError(
+                f"{self.source}: tokenizer must be one of {list(tokenization_lib.TOKENIZER_RULES)} (the reference "
+                f"tokenizer's rules), got {self.tokenizer!r}"
+            )
+        try:
+            _ = self.tokenization  # its own rules (e.g. google's strips accents exactly when it lower-cases)
+        except ValueError as err:
+            raise FeatureConfigError(f"{self.source}: {err}") from err
+
+    @property
+    def tokenization(self) -> tokenization_lib.Tokenization:
+        """How the text columns are made word pieces: the knobs, uncased with Hugging Face's rules where unset."""
+        return tokenization_lib.Tokenization(
+            lower_case=True if self.lower_case is None else self.lower_case,
+            strip_accents=self.strip_accents,
+            rules=self.tokenizer or tokenization_lib.HUGGING_FACE,
+            max_chars_per_word=self.max_chars_per_word,
+        )
 
     @property
     def task(self) -> str:
@@ -304,9 +334,12 @@ class FeatureConfig:
                 raise FeatureConfigError(f"{source}: '{key}' must be a list of column names")
             kwargs[key] = tuple(columns)
         for key, kind in KNOBS.items():
+            if key in OPTIONAL_KNOBS and key in data and data[key] is None:
+                continue
             if key in data:
                 if not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool)):
-                    raise FeatureConfigError(f"{source}: '{key}' must be {_KIND_NAMES[kind]}, got {data[key]!r}")
+                    kind_name = "a string (a path)" if key.endswith("_file") else _KIND_NAMES[kind]
+                    raise FeatureConfigError(f"{source}: '{key}' must be {kind_name}, got {data[key]!r}")
                 kwargs[key] = data[key]
         return cls(**kwargs)
 
@@ -363,7 +396,7 @@ class FeatureConfig:
                 )
 
 
-_KIND_NAMES = {int: "an integer", str: "a string (a path)", bool: "true or false"}
+_KIND_NAMES = {int: "an integer", str: "a string", bool: "true or false"}
 
 
 def _is_integer(text: str) -> bool:

@@ -143,8 +143,8 @@ def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> D
     given = text.read_vocabulary(config.text_vocab_file) if config.text and config.text_vocab_file else None
     for column in config.text:
         values = _densify(inputs[column], "")  # a missing text is an empty one: [CLS] [SEP]
-        path = text.vocabulary(values, column, config.text_vocab_size, config.lower_case, given)
-        ids, mask = text.tokenize(values, path, config.sequence_length, config.lower_case, given)
+        path = text.vocabulary(values, column, config.text_vocab_size, config.tokenization, given)
+        ids, mask = text.tokenize(values, path, config.sequence_length, config.tokenization, given)
         outputs[config.transformed_name(column)] = ids
         outputs[config.mask_name(column)] = mask
     outputs[config.label.name] = make_label(inputs, config.label)

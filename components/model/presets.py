@@ -3,17 +3,60 @@
 import dataclasses
 from typing import Optional, Tuple
 
+# Activations of a Transformer block's feed-forward layer: BERT's GELU, the tanh approximation (google-research/bert's
+# modeling.py, Model Garden's, Hugging Face's gelu_new), or the exact one of the error function (Hugging Face's
+# "gelu").
+GELU_TANH, GELU_ERF, RELU = "gelu_tanh", "gelu", "relu"
+ACTIVATIONS = (GELU_TANH, GELU_ERF, RELU)
+# A sentence's vector from the encoder's last hidden states: BERT's pooler (a tanh layer over [CLS]), the mean of
+# the tokens' states the mask keeps (sentence-transformers' mean pooling), or [CLS]'s state as it is.
+POOLER, MEAN, CLS = "pooler", "mean", "cls"
+POOLINGS = (POOLER, MEAN, CLS)
+
 
 @dataclasses.dataclass(frozen=True)
 class Encoder:
-    """A BERT-style Transformer encoder: `layers` blocks of `hidden` width with `heads` attention heads and a
-    feed-forward layer of `intermediate` units (4 x hidden, as BERT)."""
+    """A BERT-style Transformer encoder: `layers` blocks of `hidden` width with `heads` attention heads (of
+    hidden / heads units each) and a feed-forward layer of `intermediate` units, `activation` one of
+    ACTIVATIONS, layer norms of `layer_norm_epsilon`, learned positions up to `max_positions`."""
 
     layers: int
     hidden: int
     heads: int
     intermediate: int
     max_positions: int = 512
+    activation: str = GELU_TANH
+    layer_norm_epsilon: float = 1e-12
+
+    def __post_init__(self):
+        if min(self.layers, self.hidden, self.heads, self.intermediate, self.max_positions) < 1:
+            raise ValueError(f"an encoder's sizes must be >= 1: {self}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden size {self.hidden} is not a multiple of {self.heads} heads")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden // self.heads
+
+    def describe(self) -> str:
+        """e.g. "6 layers, 384 wide, 12 heads of 32, feed-forward 1,536 (gelu)"."""
+        return (
+            f"{self.layers} layers, {self.hidden} wide, {self.heads} heads of {self.head_size}, feed-forward "
+            f"{self.intermediate:,} ({self.activation})"
+        )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Encoder":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"encoder: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
 
 
 @dataclasses.dataclass(frozen=True)

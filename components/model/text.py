@@ -1,7 +1,18 @@
-"""Text columns in the Transform graph: BERT's WordPiece tokenization with TF Text, so that a served model takes
-raw text. The vocabulary is learned from the training split by TF Text's own WordPiece learner (the algorithm
-of BERT's vocabulary tools) or is a pretrained model's `vocab.txt`; either way it is a Transform asset,
+"""Text columns in the Transform graph: BERT's WordPiece tokenization, so that a served model takes raw text.
+The vocabulary is learned from the training split by TF Text's own WordPiece learner (the algorithm of BERT's
+vocabulary tools) or is a pretrained model's `vocab.txt`; either way it is a Transform asset,
 `<column>_wordpiece`, whose line numbers are the token ids.
+
+Tokenization is BERT's, as the reference tokenizers do it (`Tokenization`): Hugging Face's (`tokenizers`'
+BertNormalizer, BertPreTokenizer and WordPiece, the rules of every checkpoint published as a Hugging Face folder)
+or google-research/bert's `tokenization.py` (the rules of Google's release checkpoints). Text is cleaned (NUL,
+U+FFFD and control characters removed, whitespace made a space), accents stripped (NFD, nonspacing marks
+removed) and lower-cased for an uncased model, split on whitespace, punctuation and CJK characters, and each word
+split into the longest word pieces of the vocabulary; a word longer than `max_chars_per_word` characters, or one
+the vocabulary cannot spell, is [UNK]. Only ops TF Serving 2.16 links are used (TF Text's NormalizeUTF8,
+RegexSplitWithOffsets and WordpieceTokenizeWithOffsets, TensorFlow's string ops): TF Text's BertTokenizer itself
+lower-cases by NFKC case folding instead, which differs from BERT's on ligatures, full-width forms, a final sigma
+and more, and counts a word's length in bytes.
 
 Each text column becomes two [batch, sequence_length] int64 features: the token ids, [CLS] first and [SEP]
 last, truncated by slicing (TF Serving 2.16 links TF Text 2.12's ops, which lack RoundRobinTrimmer's) and
@@ -12,10 +23,13 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import uuid
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
+
+from tfxflow.components.model.tokenization import GOOGLE, HUGGING_FACE, Tokenization
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED = (PAD, UNK, CLS, SEP, MASK)  # the first ids of a learned vocabulary, in this order
@@ -36,6 +50,15 @@ TF_SERVING_TEXT_OPS = frozenset(
         "TFText>NgramsStringJoin", "TFText>OffsetsToBoiseTags", "TFText>PhraseDetokenize",
         "TFText>WhitespaceTokenizeWithOffsetsV2", "TokenizerFromLogits", "UnicodeScriptTokenizeWithOffsets",
         "WhitespaceTokenizeWithOffsets", "WordpieceTokenizeWithOffsets",
+    }
+)  # fmt: skip
+# TensorFlow Decision Forests' inference ops, which TF Serving 2.16.1 links too (model_servers/BUILD:
+# "@org_tensorflow_decision_forests//tensorflow_decision_forests/tensorflow/ops/inference:kernel_and_op";
+# workspace.bzl pins TF-DF 1.3.0, whose ops/inference/op.cc registers these six).
+TF_SERVING_DECISION_FOREST_OPS = frozenset(
+    {
+        "SimpleMLCreateModelResource", "SimpleMLInferenceLeafIndexOpWithHandle", "SimpleMLInferenceOp",
+        "SimpleMLInferenceOpWithHandle", "SimpleMLLoadModelFromPath", "SimpleMLLoadModelFromPathWithHandle",
     }
 )  # fmt: skip
 MAX_LEARNED_WORDS = 100_000  # distinct words the WordPiece learner reads (the most frequent)
@@ -167,21 +190,86 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
     return total
 
 
-def words(text, lower_case: bool):
-    """[batch, words] ragged strings: BERT's basic tokenization (split on spaces and punctuation, lower-cased
-    and accents stripped when `lower_case`), the words the WordPiece learner counts and the tokenizer splits."""
-    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+# BERT's basic tokenizer splits words at whitespace, at punctuation (ASCII's and Unicode's P categories) and around
+# every CJK ideograph, keeping the punctuation and ideographs as words: TF Text's patterns of the same rules.
+_SPLIT = (
+    r"\s+|[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]|[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]"
+    r"|[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
+)
+_KEEP = _SPLIT.split("|", 1)[1]
 
-    return BasicTokenizer(lower_case=lower_case).tokenize(text)
+
+def clean(text):
+    """BERT's _clean_text: NUL, U+FFFD and control and format characters removed, whitespace (and line and
+    paragraph separators) a space."""
+    text = tf.strings.regex_replace(text, r"[\t\n\r\p{Z}]", " ")
+    return tf.strings.regex_replace(text, r"[\x{0}\x{FFFD}\p{C}]", "")
 
 
-def vocabulary(text: tf.Tensor, column: str, vocab_size: int, lower_case: bool, given: Optional[Sequence[str]]):
+def normalize(text, tokenization: Tokenization):
+    """Accents stripped and lower-cased as the rules have it, on cleaned text."""
+    import tensorflow_text as tf_text
+
+    def strip(t):
+        return tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFD"), r"\p{Mn}", "")
+
+    def lower(t):
+        if tokenization.rules == HUGGING_FACE:  # Rust's char::to_lowercase: no final sigma
+            t = tf.strings.regex_replace(t, "Σ", "σ")
+        return tf.strings.lower(t, encoding="utf-8")  # ICU's full lower-casing, as Python's str.lower
+
+    # Hugging Face's BertNormalizer strips accents, then lower-cases; Google's tokenizer the other way round.
+    if tokenization.rules == HUGGING_FACE and tokenization.accents_stripped:
+        text = strip(text)
+    if tokenization.lower_case:
+        text = lower(text)
+    if tokenization.rules == GOOGLE and tokenization.accents_stripped:
+        text = strip(text)
+    return text
+
+
+def _words_of(cleaned, tokenization: Tokenization):
+    """[rows, words]: the basic tokenizer's words of cleaned text, a word over `max_chars` characters made [UNK]."""
+    import tensorflow_text as tf_text
+
+    words = tf_text.regex_split(normalize(cleaned, tokenization), _SPLIT, _KEEP)
+    long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > tokenization.max_chars
+    return words.with_flat_values(tf.where(long, UNK, words.flat_values))
+
+
+def _special_parts(text, tokenization: Tokenization, special: Sequence[str]):
+    """(parts [batch, parts], which parts are special tokens): Hugging Face's tokenizers take a special token
+    written in the text as that token, before any normalization; google-research/bert's does not."""
+    import tensorflow_text as tf_text
+
+    if tokenization.rules != HUGGING_FACE or not special:
+        parts = tf.RaggedTensor.from_tensor(text[:, tf.newaxis])
+        return parts, tf.zeros_like(parts.flat_values, tf.bool)
+    pattern = "|".join(re.escape(token) for token in special)
+    parts = tf_text.regex_split(text, pattern, pattern)
+    flat = parts.flat_values
+    is_special = tf.reduce_any(tf.equal(flat[:, tf.newaxis], tf.constant(list(special))[tf.newaxis]), axis=1)
+    return parts, is_special
+
+
+def words(text, tokenization: Optional[Tokenization] = None):
+    """[batch, words] ragged strings: the words the WordPiece learner counts and the tokenizer splits (the
+    special tokens written in the text left out); `tokenization` None: the default Tokenization."""
+    tokenization = tokenization or Tokenization()
+    parts, is_special = _special_parts(clean(text), tokenization, RESERVED)
+    found = _words_of(tf.where(is_special, "", parts.flat_values), tokenization)
+    return parts.with_flat_values(found).merge_dims(1, 2)
+
+
+def vocabulary(
+    text: tf.Tensor, column: str, vocab_size: int, tokenization: Tokenization, given: Optional[Sequence[str]]
+):
     """The path of the column's vocabulary file (a Transform asset, annotated as `asset_name(column)`):
     learned from the words of `text` ([batch] strings) or the `given` tokens."""
     import tensorflow_transform as tft
 
     (path,) = tft.experimental.ptransform_analyzer(
-        [words(text, lower_case).flat_values],
+        [words(text, tokenization).flat_values],
         _make_analyzer(asset_name(column), vocab_size, given),
         [tf.string],
         [[]],
@@ -192,16 +280,35 @@ def vocabulary(text: tf.Tensor, column: str, vocab_size: int, lower_case: bool, 
     return path
 
 
+def word_pieces(text, table, tokenization: Tokenization, special: Sequence[str] = RESERVED):
+    """[batch, pieces] int64 ids of `text` ([batch] strings) by the vocabulary `table` (token -> id), without
+    [CLS] and [SEP]: what the checkpoint's own tokenizer gives."""
+    import tensorflow_text as tf_text
+
+    parts, is_special = _special_parts(clean(text), tokenization, special)
+    flat = parts.flat_values
+    # A word of max_chars characters may take four bytes each: the character count is what decides.
+    wordpiece = tf_text.WordpieceTokenizer(
+        table, token_out_type=tf.int64, unknown_token=UNK, max_bytes_per_word=4 * tokenization.max_chars + 4
+    )
+    ids = wordpiece.tokenize(_words_of(tf.where(is_special, "", flat), tokenization)).merge_dims(1, 2)
+    # A special token's one id, after the (no) pieces of its emptied part.
+    specials = tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(table.lookup(flat), is_special), tf.cast(is_special, tf.int64)
+    )
+    return parts.with_flat_values(tf.concat([ids, specials], axis=1)).merge_dims(1, 2)
+
+
 def tokenize(
     text: tf.Tensor,
     vocab_path,
     sequence_length: int,
-    lower_case: bool,
+    tokenization: Optional[Tokenization] = None,
     given: Optional[Sequence[str]] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
-    """([batch, sequence_length] token ids, the same shape of 0/1 attention mask) of `text` ([batch] strings)."""
-    import tensorflow_text as tf_text
-
+    """([batch, sequence_length] token ids, the same shape of 0/1 attention mask) of `text` ([batch] strings),
+    by `vocab_path` (the `given` tokens', or a learned vocabulary's) and `tokenization` (None: the default)."""
+    tokenization = tokenization or Tokenization()
     pad, cls, sep = special_ids(given)
     table = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(
@@ -209,8 +316,8 @@ def tokenize(
         ),
         default_value=-1,
     )
-    tokenizer = tf_text.BertTokenizer(table, token_out_type=tf.int64, unknown_token=UNK, lower_case=lower_case)
-    pieces = tokenizer.tokenize(text).merge_dims(-2, -1)  # [batch, words, pieces] -> [batch, tokens]
+    special = [token for token in RESERVED if given is None or token in given]
+    pieces = word_pieces(text, table, tokenization, special)
     pieces = pieces[:, : sequence_length - 2]  # truncation by slicing
     batch = tf.shape(text, out_type=tf.int64)[0]
     ids = tf.concat(

@@ -179,11 +179,9 @@ def test_ops_beyond_tensorflow_are_found_and_only_tf_servings_own_pass(learned, 
     done = subprocess.run([sys.executable, "-c", script, *paths], capture_output=True, text=True, check=True)
     plain, tokenized, trimmed, modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert plain == [] and "tensorflow_text" not in modules
-    assert (
-        {"CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"}
-        <= set(tokenized)
-        <= text.TF_SERVING_TEXT_OPS
-    )
+    # BERT's lower-casing is TensorFlow's own StringLower, not TF Text's NFKC case folding (CaseFoldUTF8).
+    assert set(tokenized) == {"NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"}
+    assert set(tokenized) <= text.TF_SERVING_TEXT_OPS
     assert "TFText>RoundRobinTrim" in trimmed
 
     def reasons(ops):
@@ -192,6 +190,13 @@ def test_ops_beyond_tensorflow_are_found_and_only_tf_servings_own_pass(learned, 
 
     assert reasons(tokenized) == []
     assert reasons(trimmed) == [
-        "uses ops TF Serving 2.16 does not have: TFText>RoundRobinTrim (it links TensorFlow's ops and TF Text 2.12.1's "
-        "ops_lib; e.g. RoundRobinTrimmer's are newer: truncate by slicing)"
+        "uses ops TF Serving 2.16 does not have: TFText>RoundRobinTrim (it links TensorFlow's ops, TF Text 2.12.1's "
+        "ops_lib and TF Decision Forests 1.3.0's inference ops; e.g. RoundRobinTrimmer's are newer: truncate by "
+        "slicing)"
     ]
+    # TF Decision Forests' six inference ops are linked into TF Serving 2.16.1 (model_servers/BUILD's
+    # SUPPORTED_TENSORFLOW_OPS, TF-DF 1.3.0's ops/inference/op.cc); its training ops are not.
+    forest = ["SimpleMLCreateModelResource", "SimpleMLInferenceOpWithHandle", "SimpleMLLoadModelFromPathWithHandle"]
+    assert reasons(forest) == []
+    assert len(text.TF_SERVING_DECISION_FOREST_OPS) == 6
+    assert "does not have: SimpleMLModelTrainer" in reasons(["SimpleMLModelTrainer"])[0]
