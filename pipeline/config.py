@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import names
 from tfxflow.components.model import presets, tasks
@@ -20,6 +20,12 @@ from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.pipeline.user_module import UserModule
 
+
+def _rate(value: Optional[float]) -> Optional[str]:
+    """A `check` of a dropout rate."""
+    return None if value is None or 0 <= value < 1 else "must be in [0, 1)"
+
+
 HOME_ENV = "TFXFLOW_HOME"
 DEFAULT_HOME = "tfxflow_home"
 DEFAULT_DATASET = "taxi"
@@ -31,20 +37,40 @@ class TrainingConfig:
     """Trainer knobs; steps count batches of `batch_size`. Each field with a `key` becomes that entry of the
     Trainer's `custom_config` (components/model/trainer.py and keras_model.py read it strictly).
 
-    The defaults suit the taxi data (11k training rows): 300 steps of 256 are about 7 epochs; longer
-    training overfits (validation loss rises after about 400 steps while training accuracy nears 1).
+    A knob left None takes its default when the run is configured (`resolve_training`): training from scratch's
+    (presets.py), or with --init-checkpoint BERT's fine-tuning recipe (presets.FINE_TUNING) and the checkpoint's
+    own architecture, dropout and pooling. From scratch, the defaults suit the taxi data (11k training rows): 300
+    steps of 256 are about 7 epochs; longer training overfits (validation loss rises after about 400 steps while
+    training accuracy nears 1).
     """
 
-    train_steps: int = setting(300, help="optimizer steps, each of one global batch", check=at_least(1))
+    train_steps: Optional[int] = setting(
+        None,
+        type=int,
+        help=f"optimizer steps, each of one global batch (default: {presets.TRAIN_STEPS}; with --init-checkpoint, "
+        "--train-epochs passes over the training split)",
+        check=at_least(1),
+    )
+    train_epochs: Optional[int] = setting(
+        None,
+        type=int,
+        metavar="N",
+        help="passes over the training split instead of a step count (default with --init-checkpoint: "
+        f"{presets.FINE_TUNING.epochs})",
+        check=at_least(1),
+        key=("training", "train_epochs"),
+    )
     eval_steps: int = setting(
         0,
         help="validation batches after each epoch (0: the eval split, at most 100; a module file's run_fn gets "
         f"{presets.USER_EVAL_STEPS} as fn_args.eval_steps)",
         check=at_least(0),
     )
-    batch_size: int = setting(
-        presets.BATCH_SIZE,
-        help="examples per replica: the global batch is this x replicas x --grad-accum-steps",
+    batch_size: Optional[int] = setting(
+        None,
+        type=int,
+        help=f"examples per replica: the global batch is this x replicas x --grad-accum-steps (default: "
+        f"{presets.BATCH_SIZE}; {presets.FINE_TUNING.batch_size} with --init-checkpoint)",
         check=at_least(1),
         key=("training", "batch_size"),
     )
@@ -54,17 +80,21 @@ class TrainingConfig:
         check=at_least(1),
         key=("training", "eval_every_steps"),
     )
-    learning_rate: float = setting(
-        presets.LEARNING_RATE,
-        help="applied to the global batch as is",
+    learning_rate: Optional[float] = setting(
+        None,
+        type=float,
+        metavar="X",
+        help=f"applied to the global batch as is (default: {presets.LEARNING_RATE:g}; "
+        f"{presets.FINE_TUNING.learning_rate:g} with --init-checkpoint)",
         key=("model", "learning_rate"),
         check=at_least(0),
     )
-    model_preset: str = setting(
-        presets.DEFAULT_PRESET,
+    model_preset: Optional[str] = setting(
+        None,
         choices=sorted(presets.PRESETS),
-        help="model size: 'default' suits the taxi data, 'large' has wide layers for GPU benchmarks; text columns: "
-        "bert-tiny to bert-large (a Transformer encoder), else the mean of word-piece embeddings",
+        help="model size (default: 'default', sized for the taxi data; 'large' has wide layers for GPU "
+        "benchmarks); text columns: bert-tiny to bert-large (a Transformer encoder), else the mean of word-piece "
+        "embeddings. With --init-checkpoint the encoder is the checkpoint's: a preset given must be its size",
         key=("model", "preset"),
     )
     hidden_units: Optional[Sequence[int]] = setting(
@@ -77,20 +107,76 @@ class TrainingConfig:
     optimizer: Optional[str] = setting(
         None,
         choices=("adam", "adamw", "sgd"),
-        help="default: adamw with BERT's warmup and linear decay for the bert-* presets, else adam",
+        help="default: adamw with BERT's warmup and linear decay for a Transformer encoder, else adam",
         key=("model", "optimizer"),
     )
     init_checkpoint: Optional[str] = setting(
         None,
         parse=local_or_remote_path,
         metavar="PATH",
-        help="start the bert-* encoder from pretrained weights: a BERT checkpoint of google-research/bert (with "
-        "its vocab.txt as text_vocab_file) or a SavedModel this pipeline pushed",
+        help="fine-tune a pretrained BERT-family encoder: a Hugging Face model folder (config.json, "
+        "model.safetensors, vocab.txt), a Google BERT release folder or checkpoint prefix, a Model Garden BERT "
+        "encoder checkpoint, or a SavedModel this pipeline pushed; local, gs://, s3:// or minio://. Its "
+        "architecture, vocabulary, casing and pooling are used, with BERT's fine-tuning recipe by default",
         key=("model", "init_checkpoint"),
     )
+    # The checkpoint --init-checkpoint names, as resolve_training found it (checkpoints.Checkpoint.to_dict()).
+    pretrained: Optional[Mapping[str, Any]] = setting(None, cli=False, key=("model", "pretrained"))
     # None: the preset's
     max_embedding_dim: Optional[int] = setting(None, cli=False, key=("model", "max_embedding_dim"))
-    dropout: float = setting(presets.DROPOUT, help="dropout rate after each hidden layer", key=("model", "dropout"))
+    dropout: Optional[float] = setting(
+        None,
+        type=float,
+        metavar="X",
+        help="dropout rate after each hidden layer, and in a Transformer encoder (default: 0; with "
+        "--init-checkpoint its config's hidden_dropout_prob)",
+        key=("model", "dropout"),
+        check=_rate,
+    )
+    # A Transformer's dropout on its attention probabilities; None: --dropout, or the checkpoint's.
+    attention_dropout: Optional[float] = setting(None, cli=False, key=("model", "attention_dropout"), check=_rate)
+    head_dropout: Optional[float] = setting(
+        None,
+        type=float,
+        metavar="X",
+        help="dropout rate before the output layer (default: 0; with --init-checkpoint its classifier_dropout, "
+        "else its hidden_dropout_prob, as BERT's classifier)",
+        key=("model", "head_dropout"),
+        check=_rate,
+    )
+    clip_norm: Optional[float] = setting(
+        None,
+        type=float,
+        metavar="X",
+        help="clip the gradients' global norm to X; 0: no clipping (default: 0; "
+        f"{presets.FINE_TUNING.clip_norm:g} with --init-checkpoint, as BERT)",
+        key=("model", "clip_norm"),
+        check=at_least(0),
+    )
+    adam_epsilon: Optional[float] = setting(
+        None,
+        type=float,
+        metavar="X",
+        help=f"Adam's and AdamW's epsilon (default: Keras' 1e-07; {presets.FINE_TUNING.adam_epsilon:g} with "
+        "--init-checkpoint, as BERT)",
+        key=("model", "adam_epsilon"),
+        check=lambda v: None if v is None or v > 0 else "must be > 0",
+    )
+    warmup_share: float = setting(
+        presets.WARMUP_SHARE,
+        metavar="X",
+        help="adamw's warmup, a share of the training steps; then the rate falls linearly to 0",
+        key=("model", "warmup_share"),
+        check=lambda v: None if 0 <= v < 1 else "must be in [0, 1)",
+    )
+    pooling: Optional[str] = setting(
+        None,
+        choices=presets.POOLINGS,
+        help="a Transformer encoder's sentence vector: BERT's pooler (tanh over [CLS]), the mean of the tokens, "
+        "or [CLS] (default: the checkpoint's: sentence-transformers' 1_Pooling/config.json, else its pooler "
+        "weights; pooler from scratch)",
+        key=("model", "pooling"),
+    )
     grad_accum_steps: int = setting(
         presets.GRAD_ACCUM_STEPS,
         help="accumulate gradients over this many micro-batches of --batch-size per update",
@@ -302,39 +388,82 @@ class PipelineSettings:
     )
 
 
-def check_shared(
+def resolve_shared(
     training: TrainingConfig, evaluation: EvaluationConfig, features: Optional[FeatureConfig] = None
-) -> None:
-    """The checks of the settings a local run and a compiled pipeline share; raises ConfigError naming the flag."""
+) -> Tuple[TrainingConfig, Optional[FeatureConfig]]:
+    """The settings a local run and a compiled pipeline share, checked and with their defaults filled in
+    (`resolve_training`): raises ConfigError naming the flag or file at fault. With --init-checkpoint, the
+    checkpoint is located and checked against the settings before any work (`pretrained_fit`), and the feature
+    config takes its vocabulary and tokenization."""
     settings_lib.check(training)
     settings_lib.check(evaluation)
+    if training.train_steps and training.train_epochs:
+        raise ConfigError(
+            f"--train-steps {training.train_steps} and --train-epochs {training.train_epochs}: give one of them"
+        )
+    checkpoint = None
     if features is not None:
         evaluation.for_task(features.task)
         if training.init_checkpoint:
-            check_init_checkpoint(training, features)
+            checkpoint, features = pretrained_fit(training, features)
+    return resolve_training(training, checkpoint), features
 
 
-def check_init_checkpoint(training: TrainingConfig, features: FeatureConfig) -> None:
-    """Refuses --init-checkpoint before any work when the model cannot take it: no text column, a preset
-    without a Transformer, or a BERT checkpoint of another size or vocabulary (read from its shapes). A
-    SavedModel's fit is checked by the Trainer, variable by variable."""
+def pretrained_fit(training: TrainingConfig, features: FeatureConfig):
+    """(the checkpoint --init-checkpoint names, the feature config with its vocabulary and tokenization): read
+    from where it is (a local folder, or an object store this machine reaches) and checked against the feature
+    config and a --model-preset given; raises ConfigError naming the file and what does not fit."""
+    from tfxflow.components.model import checkpoints, warm_start
+    from tfxflow.components.model.features import OPTIONAL_KNOBS
+
     flag = f"--init-checkpoint {training.init_checkpoint}"
     if not features.text:
         raise ConfigError(f"{flag}: the feature config has no text column; pretrained weights are an encoder's")
-    if presets.PRESETS[training.model_preset].encoder is None:
-        raise ConfigError(f"{flag}: --model-preset {training.model_preset} has no Transformer; pick a bert-* preset")
-    from tfxflow.components import object_store
-
-    if object_store.tf_cannot_read(training.init_checkpoint):
-        return  # the Trainer copies it from the object store, then checks it
-    from tfxflow.components.model import warm_start
-
     try:
-        warm_start.locate_fitting(
-            training.init_checkpoint, training.model_preset, features.text_vocab_file, features.sequence_length
+        checkpoint = checkpoints.locate(training.init_checkpoint)
+        warm_start.check_preset(checkpoint, training.model_preset)
+        warm_start.check_sequence_length(checkpoint, features.sequence_length)
+        warm_start.check_vocabulary_file(checkpoint, features.text_vocab_file, features.source)
+        knobs = warm_start.tokenizer_knobs(
+            checkpoint, {key: getattr(features, key) for key in OPTIONAL_KNOBS}, features.source
         )
-    except warm_start.CheckpointError as err:
+    except (checkpoints.CheckpointError, ValueError) as err:
         raise ConfigError(str(err)) from err
+    return checkpoint, dataclasses.replace(features, text_vocab_file=checkpoint.vocab_file, **knobs)
+
+
+def resolve_training(training: TrainingConfig, checkpoint=None) -> TrainingConfig:
+    """`training` with each knob left None given its default: training from scratch's (presets.py), or with
+    `checkpoint` (checkpoints.Checkpoint) BERT's fine-tuning recipe (presets.FINE_TUNING), the checkpoint's
+    dropout rates and pooling, and the checkpoint itself (`pretrained`). A knob the user set stays."""
+    if checkpoint is None:
+        defaults = {
+            "train_steps": None if training.train_epochs else presets.TRAIN_STEPS,
+            "batch_size": presets.BATCH_SIZE,
+            "learning_rate": presets.LEARNING_RATE,
+            "model_preset": presets.DEFAULT_PRESET,
+            "dropout": presets.DROPOUT,
+            "head_dropout": presets.HEAD_DROPOUT,
+            "clip_norm": presets.CLIP_NORM,
+        }
+    else:
+        recipe = presets.FINE_TUNING
+        defaults = {
+            "train_epochs": None if training.train_steps else recipe.epochs,
+            "batch_size": recipe.batch_size,
+            "learning_rate": recipe.learning_rate,
+            "dropout": checkpoint.hidden_dropout,
+            # --dropout given: the attention's too, as from scratch
+            "attention_dropout": checkpoint.attention_dropout if training.dropout is None else None,
+            "head_dropout": checkpoint.head_dropout,
+            "clip_norm": recipe.clip_norm,
+            "adam_epsilon": recipe.adam_epsilon,
+            "pooling": checkpoint.pooling,
+            "pretrained": checkpoint.to_dict(),
+        }
+    return dataclasses.replace(
+        training, **{key: value for key, value in defaults.items() if getattr(training, key) is None}
+    )
 
 
 def bundled_taxi_data_root() -> str:
@@ -520,7 +649,7 @@ def build_run_config(
         )
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
-    check_shared(training, evaluation, features)
+    training, features = resolve_shared(training, evaluation, features)
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)

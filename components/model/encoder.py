@@ -20,8 +20,9 @@ from tfxflow.components.model.presets import Encoder
 LAYER_NORM_EPSILON = 1e-12  # BERT's
 
 
-def _initializer():
-    return keras.initializers.TruncatedNormal(stddev=0.02)  # BERT's
+def bert_initializer():
+    """BERT's initializer of every weight matrix: a truncated normal of standard deviation 0.02."""
+    return keras.initializers.TruncatedNormal(stddev=0.02)
 
 
 class PositionEmbedding(keras.layers.Layer):
@@ -33,7 +34,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     def build(self, input_shape):
         self.table = self.add_weight(
-            "embeddings", shape=(self.max_positions, input_shape[-1]), initializer=_initializer()
+            "embeddings", shape=(self.max_positions, input_shape[-1]), initializer=bert_initializer()
         )
         super().build(input_shape)
 
@@ -84,13 +85,15 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
         self.activation, self.layer_norm_epsilon = activation, float(layer_norm_epsilon)
         self._activate = activation_fn(activation)
-        self.qkv = keras.layers.Dense(3 * hidden, kernel_initializer=_initializer(), name="qkv")
-        self.attention_output = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="attention_output")
+        self.qkv = keras.layers.Dense(3 * hidden, kernel_initializer=bert_initializer(), name="qkv")
+        self.attention_output = keras.layers.Dense(
+            hidden, kernel_initializer=bert_initializer(), name="attention_output"
+        )
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype="float32", name="attention_norm"
         )
-        self.up = keras.layers.Dense(intermediate, kernel_initializer=_initializer(), name="up")
-        self.down = keras.layers.Dense(hidden, kernel_initializer=_initializer(), name="down")
+        self.up = keras.layers.Dense(intermediate, kernel_initializer=bert_initializer(), name="up")
+        self.down = keras.layers.Dense(hidden, kernel_initializer=bert_initializer(), name="down")
         self.output_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype="float32", name="output_norm"
         )
@@ -168,9 +171,9 @@ def encoder_states(
     """The last hidden states ([batch, length, hidden]) of a BERT encoder of architecture `spec` over `ids` and
     `mask` ([batch, length] int64 Keras tensors); `recompute`: each block's activations recomputed in the
     backward pass."""
-    x = keras.layers.Embedding(vocab_size, spec.hidden, embeddings_initializer=_initializer(), name=f"{name}_tokens")(
-        ids
-    )
+    x = keras.layers.Embedding(
+        vocab_size, spec.hidden, embeddings_initializer=bert_initializer(), name=f"{name}_tokens"
+    )(ids)
     x = PositionEmbedding(spec.max_positions, name=f"{name}_positions")(x)
     x = keras.layers.LayerNormalization(
         epsilon=spec.layer_norm_epsilon, dtype="float32", name=f"{name}_embedding_norm"
@@ -199,9 +202,9 @@ def pool(states, mask, spec: Encoder, pooling: str, name: str):
     first = keras.layers.Lambda(lambda t: t[:, 0], name=f"{name}_cls")(states)
     if pooling == presets.CLS:
         return first
-    return keras.layers.Dense(spec.hidden, activation="tanh", kernel_initializer=_initializer(), name=f"{name}_pooled")(
-        first
-    )
+    return keras.layers.Dense(
+        spec.hidden, activation="tanh", kernel_initializer=bert_initializer(), name=f"{name}_pooled"
+    )(first)
 
 
 def transformer_encoder(

@@ -104,11 +104,16 @@ def task_outputs(config: features_lib.FeatureConfig, output, class_names: Sequen
 
 
 def model_info(
-    config: features_lib.FeatureConfig, class_names: Sequence[str] = (), signatures: Sequence[str] = ()
+    config: features_lib.FeatureConfig,
+    class_names: Sequence[str] = (),
+    signatures: Sequence[str] = (),
+    encoders: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
-    """What the steps after the Trainer need to know of an exported model: task, label, classes, outputs."""
+    """What the steps after the Trainer need to know of an exported model: task, label, classes, outputs; and
+    of its Transformer encoders (`encoders`, by text input: architecture, word embeddings' rows, tokenization,
+    pooling), what a later run needs to start from them (components/model/checkpoints.py)."""
     task = config.task_spec
-    return {
+    info = {
         "task": task.name,
         "label": config.label.to_dict(),
         "classes": list(class_names),
@@ -116,6 +121,9 @@ def model_info(
         "prediction_key": task.prediction_key,
         "signatures": list(signatures),
     }
+    if encoders:
+        info["encoders"] = dict(encoders)
+    return info
 
 
 def write_model_info(export_dir: str, info: Dict[str, Any]) -> None:
@@ -133,13 +141,15 @@ def export_serving_model(
     class_names: Sequence[str] = (),
     raw_signature: bool = True,
     serving_columns: Optional[Sequence[str]] = None,
+    encoders: Optional[Dict[str, Any]] = None,
 ) -> None:
     """Writes `export_dir` with three signatures, float32 in and out whatever the training policy:
     `serving_default` (serialized raw tf.Examples -> the task's outputs), `serving_raw` (one tensor per raw
     feature column, for TF Serving's JSON REST API -> the same outputs; only with `raw_signature`, which needs
     the feature config's columns) and `transform_features` (serialized raw tf.Examples -> transformed
     features and label, used by TFMA). `class_names`: a multi-class model's classes in index order;
-    `serving_columns`: the columns a request holds (`serving_raw_feature_spec`)."""
+    `serving_columns`: the columns a request holds (`serving_raw_feature_spec`); `encoders`: what model_info
+    records of its Transformer encoders."""
     # Create it under the float32 policy: a mixed policy would cast its raw float inputs to 16 bits.
     transform_layer = tf_transform_output.transform_features_layer()
     input_names = list(model.input_names)
@@ -179,7 +189,7 @@ def export_serving_model(
 
         signatures[RAW_SIGNATURE] = serve_raw
     tf.saved_model.save(serving_module(model, transform_layer), export_dir, signatures=signatures)
-    write_model_info(export_dir, model_info(config, class_names, sorted(signatures)))
+    write_model_info(export_dir, model_info(config, class_names, sorted(signatures), encoders))
 
 
 # Where TFT's Keras layer keeps the loaded Transform graph (its tables' initialisers, vocabulary assets) for

@@ -23,37 +23,73 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 @dataclasses.dataclass(frozen=True)
 class ModelParams:
     """Hyperparameters of the model and its optimiser. `hidden_units` and `max_embedding_dim` override the
-    preset's. The learning rate applies to the global (all-replica) batch as is, without rescaling."""
+    preset's. The learning rate applies to the global (all-replica) batch as is, without rescaling.
 
-    preset: str = presets.DEFAULT_PRESET
+    `pretrained`: the checkpoint the text encoder starts from (components/model/checkpoints.py's
+    Checkpoint.to_dict(), resolved where the run is configured), whose architecture the encoder then has; a
+    `preset` with it only says the other columns' layers (None: presets.PRETRAINED's)."""
+
+    preset: Optional[str] = None  # None: presets.DEFAULT_PRESET, or the pretrained encoder's
     hidden_units: Optional[Tuple[int, ...]] = None
     max_embedding_dim: Optional[int] = None
     learning_rate: float = presets.LEARNING_RATE
     dropout: float = presets.DROPOUT
+    attention_dropout: Optional[float] = None  # on a Transformer's attention probabilities; None: `dropout`
+    head_dropout: float = presets.HEAD_DROPOUT
+    clip_norm: float = presets.CLIP_NORM
+    adam_epsilon: Optional[float] = None  # None: Keras' 1e-7
     optimizer: Optional[str] = None  # None: the preset's (adamw for a Transformer, else adam)
     weight_decay: float = presets.WEIGHT_DECAY  # adamw's
     warmup_share: float = presets.WARMUP_SHARE  # adamw's: of the training steps, then a linear decay to 0
+    pooling: Optional[str] = None  # a Transformer's (presets.POOLINGS); None: the checkpoint's, else BERT's pooler
     init_checkpoint: Optional[str] = None  # pretrained encoder weights (components/model/warm_start.py)
+    pretrained: Optional[Mapping[str, Any]] = None
 
     def __post_init__(self):
-        if self.preset not in PRESETS:
+        if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"model preset must be one of {sorted(PRESETS)}, got '{self.preset}'")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got '{self.optimizer}'")
         if not 0 <= self.warmup_share < 1:
             raise ValueError(f"warmup_share must be in [0, 1), got {self.warmup_share}")
+        if self.pooling is not None and self.pooling not in presets.POOLINGS:
+            raise ValueError(f"pooling must be one of {presets.POOLINGS}, got '{self.pooling}'")
+        for name in ("dropout", "head_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.clip_norm < 0:
+            raise ValueError(f"clip_norm must be >= 0 (0: not clipped), got {self.clip_norm}")
+
+    @property
+    def preset_spec(self) -> presets.Preset:
+        if self.preset is not None:
+            return PRESETS[self.preset]
+        return presets.PRETRAINED if self.pretrained else PRESETS[presets.DEFAULT_PRESET]
+
+    @property
+    def encoder(self) -> Optional[presets.Encoder]:
+        """The Transformer's architecture: the pretrained checkpoint's, else the preset's (None: no Transformer)."""
+        if self.pretrained:
+            return presets.Encoder.from_dict(self.pretrained["encoder"])
+        return self.preset_spec.encoder
+
+    @property
+    def encoder_pooling(self) -> str:
+        if self.pooling:
+            return self.pooling
+        return (self.pretrained or {}).get("pooling") or presets.POOLER
 
     @property
     def optimizer_name(self) -> str:
-        return self.optimizer or ("adamw" if PRESETS[self.preset].encoder is not None else "adam")
+        return self.optimizer or ("adamw" if self.encoder is not None else "adam")
 
     @property
     def units(self) -> Tuple[int, ...]:
-        preset = PRESETS[self.preset]
+        preset = self.preset_spec
         return tuple(_round_up(u, preset.multiple_of) for u in (self.hidden_units or preset.hidden_units))
 
     def embedding_dim(self, num_tokens: int) -> int:
-        preset = PRESETS[self.preset]
+        preset = self.preset_spec
         return _round_up(
             embedding_dim(num_tokens, self.max_embedding_dim or preset.max_embedding_dim), preset.multiple_of
         )
@@ -209,15 +245,23 @@ def build_model(
     model_inputs: Dict[str, keras.layers.Input] = {}
     deep, wide = [], []
     pooled = []  # text encodings that join the head directly (a Transformer's pooled output)
-    preset = PRESETS[params.preset]
+    preset, transformer = params.preset_spec, params.encoder
     for spec in inputs if inputs is not None else inputs_of(config, num_tokens):
         if spec.kind == "text":
             ids = model_inputs[spec.name] = keras.layers.Input(shape=(spec.length,), name=spec.name, dtype="int64")
             mask = model_inputs[spec.mask] = keras.layers.Input(shape=(spec.length,), name=spec.mask, dtype="int64")
-            if preset.encoder is not None:
+            if transformer is not None:
                 pooled.append(
                     encoder_lib.transformer_encoder(
-                        ids, mask, spec.tokens, preset.encoder, params.dropout, spec.name, recompute=recompute
+                        ids,
+                        mask,
+                        spec.tokens,
+                        transformer,
+                        params.dropout,
+                        spec.name,
+                        recompute=recompute,
+                        pooling=params.encoder_pooling,
+                        attention_dropout=params.attention_dropout,
                     )
                 )
             else:
@@ -246,7 +290,10 @@ def build_model(
         if params.dropout:
             x = keras.layers.Dropout(params.dropout, name=f"dropout_{i}")(x)
     both = _concat(([x] if x is not None else []) + pooled + wide, "wide_and_deep")
-    output, loss, metrics = _head(head, both)
+    if params.head_dropout:
+        both = keras.layers.Dropout(params.head_dropout, name="head_dropout")(both)
+    # Fine-tuning: the classifier starts as BERT's does (run_classifier.py: a truncated normal of 0.02).
+    output, loss, metrics = _head(head, both, encoder_lib.bert_initializer() if params.pretrained else None)
     if grad_accum_steps > 1:
         model = AccumulatingModel(inputs=model_inputs, outputs=output, accum_steps=grad_accum_steps)
     else:
@@ -295,31 +342,40 @@ def make_optimizer(params: ModelParams, train_steps: int = 0) -> keras.optimizer
     """The optimizer of `params`: adamw with BERT's warmup and linear decay over `train_steps` (a constant rate
     without them), weight decay left off biases and layer norms as in BERT; adam; sgd."""
     name = params.optimizer_name
+    # BERT clips the gradients' global norm (optimization.py: tf.clip_by_global_norm(grads, 1.0)).
+    clip = {"global_clipnorm": params.clip_norm} if params.clip_norm else {}
+    epsilon = {"epsilon": params.adam_epsilon} if params.adam_epsilon is not None else {}
     if name == "adamw":
         optimizer = keras.optimizers.AdamW(
-            learning_rate=learning_rate_schedule(params, train_steps), weight_decay=params.weight_decay
+            learning_rate=learning_rate_schedule(params, train_steps),
+            weight_decay=params.weight_decay,
+            **epsilon,
+            **clip,
         )
         # Biases and layer norms' scales and offsets, by their variables' own names (re.search patterns).
         optimizer.exclude_from_weight_decay(var_names=[r"(^|/)(bias|gamma|beta):\d+$"])
         return optimizer
     if name == "adam":
-        return keras.optimizers.Adam(learning_rate=params.learning_rate)
-    return keras.optimizers.SGD(learning_rate=params.learning_rate)
+        return keras.optimizers.Adam(learning_rate=params.learning_rate, **epsilon, **clip)
+    return keras.optimizers.SGD(learning_rate=params.learning_rate, **clip)
 
 
-def _head(head: Head, features):
+def _head(head: Head, features, initializer=None):
     """(output, loss, metrics) of the task, float32 whatever the compute policy, so that exported signatures
     return float32 and the loss is not computed in 16 bits. The metrics' names are the task's
-    `training_metrics` (tasks.py)."""
+    `training_metrics` (tasks.py). `initializer`: the output layer's kernel's (None: Keras' default)."""
+    init = {"kernel_initializer": initializer} if initializer is not None else {}
     if head.task == tasks.MULTICLASS:
-        output = keras.layers.Dense(head.num_classes, activation="softmax", dtype="float32", name="scores")(features)
+        output = keras.layers.Dense(head.num_classes, activation="softmax", dtype="float32", name="scores", **init)(
+            features
+        )
         return (
             output,
             keras.losses.SparseCategoricalCrossentropy(),
             [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         )
     if head.task == tasks.REGRESSION:
-        unit = keras.layers.Dense(1, dtype="float32", name="standardized_prediction")(features)
+        unit = keras.layers.Dense(1, dtype="float32", name="standardized_prediction", **init)(features)
         # The target's own scale: the dense layer starts near 0 and learns a standardized value.
         output = keras.layers.Rescaling(head.label_std, offset=head.label_mean, dtype="float32", name="prediction")(
             unit
@@ -329,7 +385,7 @@ def _head(head: Head, features):
             keras.losses.MeanSquaredError(),
             [keras.metrics.RootMeanSquaredError(name="rmse"), keras.metrics.MeanAbsoluteError(name="mae")],
         )
-    output = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(features)
+    output = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability", **init)(features)
     return (
         output,
         keras.losses.BinaryCrossentropy(),

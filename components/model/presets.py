@@ -94,13 +94,18 @@ PRESETS = {
 }
 
 DEFAULT_PRESET = "default"
+# The other columns' layers of a model whose encoder comes from a pretrained checkpoint: as the bert-* presets.
+PRETRAINED = Preset(hidden_units=(), max_embedding_dim=16, multiple_of=8)
 
 # The Trainer's defaults, one value each: the settings and flags (pipeline/config.py's TrainingConfig) and the
 # Trainer's own parameters (trainer.TrainParams, keras_model.ModelParams) read them from here.
+TRAIN_STEPS = 300
 BATCH_SIZE = 256  # per replica
 EVAL_EVERY_STEPS = 100
 LEARNING_RATE = 0.001
 DROPOUT = 0.0
+HEAD_DROPOUT = 0.0  # before the output layer
+CLIP_NORM = 0.0  # the gradients' global norm is clipped to this; 0: not clipped
 WEIGHT_DECAY = 0.01  # adamw's (BERT's)
 WARMUP_SHARE = 0.1  # adamw's warmup, a share of the training steps (BERT's)
 GRAD_ACCUM_STEPS = 1
@@ -109,3 +114,25 @@ EARLY_STOPPING_PATIENCE = 3  # epochs without val_loss improvement; 0: off
 # validation_steps of a repeating dataset, which needs a number).
 USER_EVAL_STEPS = 100
 SEED = 42
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuning:
+    """The defaults when the encoder starts from a pretrained checkpoint (--init-checkpoint): BERT's fine-tuning
+    recipe (google-research/bert's run_classifier.py and optimization.py; Hugging Face's Trainer) in place of
+    training from scratch's, whose learning rate and lack of dropout wipe out what the checkpoint knows.
+
+    `learning_rate`: in BERT's range (2e-5 to 5e-5 at batch 32), chosen by `make bench-text`'s sweep on
+    Debian's package descriptions (README, Text benchmark); `epochs` over the training split at `batch_size`;
+    the dropout rates are the checkpoint's own (its config's hidden and attention dropout, and before the head
+    Hugging Face's classifier_dropout or the hidden one); AdamW's epsilon 1e-6; the gradients' global norm
+    clipped at 1.0; warmup over the first 10% of the steps, then a linear decay to 0."""
+
+    learning_rate: float = 5e-5
+    batch_size: int = 32
+    epochs: int = 3
+    adam_epsilon: float = 1e-6
+    clip_norm: float = 1.0
+
+
+FINE_TUNING = FineTuning()

@@ -93,17 +93,25 @@ def asset_name(column: str) -> str:
 
 
 def read_vocabulary(path: str) -> List[str]:
-    """A pretrained model's vocab.txt: one token per line, the line number its id. Raises VocabularyError
-    naming the file when it cannot be read or lacks [PAD], [UNK], [CLS] or [SEP]."""
-    from tfx.dsl.io import fileio
+    """A pretrained model's vocab.txt: one token per line, the line number its id (a local path, gs://, s3:// or
+    minio://). Raises VocabularyError naming the file when it cannot be read or lacks [PAD], [UNK], [CLS] or
+    [SEP]."""
+    from tfxflow.components import object_store
 
-    if not fileio.exists(path):
-        raise VocabularyError(f"{path}: vocabulary file not found")
-    with fileio.open(path, "rb") as stream:
-        try:
-            tokens = stream.read().decode("utf-8").split("\n")
-        except UnicodeDecodeError as err:
-            raise VocabularyError(f"{path}: not UTF-8 text ({err})") from err
+    try:
+        if object_store.tf_cannot_read(path):  # s3://, minio://: TensorFlow 2.16 has no S3 file system
+            raw = object_store.read_bytes(path)
+        else:
+            with tf.io.gfile.GFile(path, "rb") as stream:
+                raw = stream.read()
+    except (FileNotFoundError, tf.errors.NotFoundError) as err:
+        raise VocabularyError(f"{path}: vocabulary file not found") from err
+    except (OSError, tf.errors.OpError, object_store.ObjectStoreError) as err:
+        raise VocabularyError(f"{path}: cannot read it: {err}") from err
+    try:
+        tokens = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        raise VocabularyError(f"{path}: not UTF-8 text ({err})") from err
     if tokens and tokens[-1] == "":
         tokens.pop()
     tokens = [t.rstrip("\r") for t in tokens]

@@ -17,13 +17,14 @@ import tempfile
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
 from tfxflow.components import names, object_store
-from tfxflow.components.model import export, presets, tasks, text, warm_start
+from tfxflow.components.model import checkpoints, export, presets, tasks, text, warm_start
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
@@ -38,6 +39,8 @@ class TrainParams:
     """Input pipeline, schedule and callbacks."""
 
     batch_size: int = presets.BATCH_SIZE  # per replica
+    # Passes over the training split when the Trainer is given no step count (TFX's num_steps 0).
+    train_epochs: Optional[int] = None
     eval_every_steps: int = presets.EVAL_EVERY_STEPS
     shuffle_buffer: int = 10_000
     cache: bool = True  # keep serialized records in memory after the first pass, when they are small:
@@ -52,6 +55,8 @@ class TrainParams:
     def __post_init__(self):
         if self.batch_size < 1 or self.grad_accum_steps < 1 or self.eval_every_steps < 1:
             raise ValueError("batch_size, grad_accum_steps and eval_every_steps must be >= 1")
+        if self.train_epochs is not None and self.train_epochs < 1:
+            raise ValueError(f"train_epochs must be >= 1, got {self.train_epochs}")
         first, last = self.profile_steps
         if (first, last) != (0, 0) and not 1 <= first <= last:
             raise ValueError(f"profile_steps must be two steps, first <= last, from 1; got {self.profile_steps}")
@@ -59,7 +64,7 @@ class TrainParams:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TrainParams":
         """The `training` section of the Trainer's custom_config; raises ValueError naming an unknown key."""
-        values = strict_fields(cls, data, "custom_config['training']")
+        values = {k: v for k, v in strict_fields(cls, data, "custom_config['training']").items() if v is not None}
         if values.get("profile_steps") is not None:
             values["profile_steps"] = tuple(int(s) for s in values["profile_steps"])
         else:
@@ -254,6 +259,19 @@ def make_head(
     return model_lib.Head(tasks.BINARY), names_
 
 
+def steps_for(
+    train_steps: Optional[int], train_epochs: Optional[int], train_rows: Optional[int], effective_batch: int
+) -> Tuple[int, str]:
+    """(optimizer steps, how they were chosen): `train_steps` when given; else `train_epochs` passes over the
+    `train_rows` training rows in batches of `effective_batch`; else presets.TRAIN_STEPS."""
+    if train_steps:
+        return int(train_steps), "given"
+    if train_epochs and train_rows:
+        steps = train_epochs * math.ceil(train_rows / effective_batch)
+        return max(1, steps), f"{train_epochs} epochs of {train_rows:,} training rows in batches of {effective_batch:,}"
+    return presets.TRAIN_STEPS, "the default"
+
+
 def schedule(train_steps: int, eval_every_steps: int) -> Dict[str, int]:
     """Splits `train_steps` into equal Keras epochs of at most `eval_every_steps`, validating after each.
 
@@ -408,49 +426,78 @@ def local_backup(backup_dir: Optional[str], scratch: str) -> Tuple[Optional[str]
     return local, [BackupMirror(local, backup_dir)]
 
 
-def fetch_init_checkpoint(path: str, scratch: str) -> str:
-    """A local copy of pretrained weights on a store TF cannot read (s3://, minio://): a checkpoint prefix's
-    files (`<prefix>.index`, `<prefix>.data-*`), or the SavedModel or checkpoint folder; `path` itself
-    elsewhere."""
-    if not object_store.tf_cannot_read(path):
-        return path
-    local = os.path.join(scratch, "init_checkpoint")
-    folder, base = path.rstrip("/").rsplit("/", 1)
-    if object_store.exists(path + ".index"):
-        for name in object_store.list_names(folder):
-            if name.startswith(base + "."):
-                object_store.download(f"{folder}/{name}", os.path.join(local, name))
-        return os.path.join(local, base)
-    object_store.download(path, local)
+def pretrained_checkpoint(model_params: model_lib.ModelParams, scratch: str) -> checkpoints.Checkpoint:
+    """The checkpoint --init-checkpoint names, as a local copy (from an object store, into `scratch`), located
+    again: its architecture must be what the run was configured with (`model_params.pretrained`)."""
+    given = (
+        checkpoints.Checkpoint.from_dict(model_params.pretrained)
+        if model_params.pretrained
+        else checkpoints.locate(model_params.init_checkpoint)
+    )
+    local = checkpoints.locate(checkpoints.local_copy(given, os.path.join(scratch, "init_checkpoint")))
+    if (local.encoder, local.vocab_size, local.has_pooler) != (given.encoder, given.vocab_size, given.has_pooler):
+        raise checkpoints.CheckpointError(
+            f"--init-checkpoint {given.path}: it changed since the run was configured: it is now "
+            f"{local.encoder.describe()} over {local.vocab_size:,} word pieces, it was {given.encoder.describe()} "
+            f"over {given.vocab_size:,}"
+        )
     return local
 
 
 def warm_start_encoder(
-    model: keras.Model,
-    path: str,
-    config: features_lib.FeatureConfig,
-    tf_transform_output: tft.TFTransformOutput,
-    inputs: Sequence[model_lib.ModelInput],
-    preset: str,
+    model: keras.Model, checkpoint: checkpoints.Checkpoint, inputs: Sequence[model_lib.ModelInput]
 ) -> Dict[str, Any]:
-    """Initialises each text input's encoder from the pretrained weights at `path` (warm_start) after checking
-    they fit: a BERT checkpoint's size and vocabulary, a SavedModel's vocabulary asset (of the column its
-    encoder was trained on) against this run's; what it loaded."""
-    pretrained = warm_start.locate_fitting(path, preset, config.text_vocab_file, config.sequence_length)
-    text_inputs = [i.name for i in inputs if i.kind == "text"]
-    found = warm_start.encoders(pretrained)
-    if pretrained.kind == warm_start.SAVED_MODEL:
-        suffix = len(features_lib.TRANSFORMED_SUFFIX)
-        for column in config.text:
-            source = warm_start.source_of(pretrained, found, config.transformed_name(column))
-            warm_start.check_vocabulary(
-                pretrained,
-                text.asset_name(source[:-suffix]),
-                tf_transform_output.vocabulary_file_by_name(text.asset_name(column)),
-            )
-    loaded = warm_start.initialise(model, pretrained, text_inputs, found)
-    logging.info("Trainer: encoder weights from %s: %s", pretrained.describe(), loaded)
-    return {"init_checkpoint_kind": pretrained.kind, "init_checkpoint_values": sum(loaded.values())}
+    """Initialises each text input's encoder from the checkpoint's weights; what it loaded."""
+    started = time.perf_counter()
+    weights = checkpoints.weights(checkpoint)
+    loaded = warm_start.initialise(model, checkpoint, weights, [i.name for i in inputs if i.kind == "text"])
+    logging.info("Trainer: encoder weights from %s: %s", checkpoint.describe(), loaded)
+    return {"init_checkpoint_values": sum(loaded.values()), "init_checkpoint_load_s": time.perf_counter() - started}
+
+
+def encoder_records(
+    model_params: model_lib.ModelParams,
+    config: features_lib.FeatureConfig,
+    checkpoint: Optional[checkpoints.Checkpoint],
+    info: Mapping[str, Any],
+) -> Dict[str, Any]:
+    """{text input: what a later run needs to start an encoder from this model's} (export.model_info)."""
+    encoder = model_params.encoder
+    if encoder is None or not config.text:
+        return {}
+    vocabulary = info.get("text_vocabulary") or {}
+    return {
+        config.transformed_name(column): {
+            "encoder": encoder.to_dict(),
+            "vocab_size": int(vocabulary.get(config.transformed_name(column), 0)),
+            "tokenization": dataclasses.asdict(config.tokenization),
+            "pooling": model_params.encoder_pooling,
+            "dropout": model_params.dropout,
+            "checkpoint": checkpoint.name if checkpoint is not None else "",
+        }
+        for column in config.text
+    }
+
+
+def fine_tuning_record(model_params: model_lib.ModelParams, checkpoint: checkpoints.Checkpoint) -> Dict[str, Any]:
+    """What training_info.json (and so MLflow's params and the run page) says of the checkpoint and the recipe:
+    flat values."""
+    encoder = checkpoint.encoder
+    tokenization = checkpoint.tokenization
+    return {
+        "init_checkpoint_kind": checkpoint.kind,
+        "init_checkpoint_name": checkpoint.name,
+        "init_checkpoint_parameters": checkpoint.parameters,
+        "encoder_layers": encoder.layers,
+        "encoder_hidden": encoder.hidden,
+        "encoder_heads": encoder.heads,
+        "encoder_intermediate": encoder.intermediate,
+        "encoder_activation": encoder.activation,
+        "encoder_positions": encoder.max_positions,
+        "pooling": model_params.encoder_pooling,
+        "lower_case": tokenization.lower_case,
+        "tokenizer": tokenization.describe(),
+    }
 
 
 def build(
@@ -487,7 +534,7 @@ def train(
     tf_transform_output: tft.TFTransformOutput,
     train_files: Iterable[str],
     eval_files: Iterable[str],
-    train_steps: int,
+    train_steps: Optional[int],
     eval_steps: int,
     model_params: model_lib.ModelParams,
     train_params: TrainParams,
@@ -498,14 +545,18 @@ def train(
     extra_callbacks: Sequence[keras.callbacks.Callback] = (),
     raw_examples: bool = False,
     eval_rows: Optional[int] = None,
+    checkpoint: Optional[checkpoints.Checkpoint] = None,
+    train_rows: Optional[int] = None,
 ):
     """Builds and fits the model, in the current dtype policy; returns (model, history, info).
 
     The files hold Transform's output, or with `raw_examples` ExampleGen's examples, transformed as they are
     read: then only the rows training reads are transformed, not every row of every split. `eval_rows`, the
-    eval split's recorded size, spares a counting pass over it. `info["class_names"]` holds a multi-class
+    eval split's recorded size, spares a counting pass over it; `train_rows`, the training split's, sets the
+    steps of `train_params.train_epochs` when `train_steps` is None. `info["class_names"]` holds a multi-class
     model's classes in index order. Without roles in the feature config, the inputs are the transformed
-    features of a user's preprocessing_fn (`transformed_inputs`)."""
+    features of a user's preprocessing_fn (`transformed_inputs`). `checkpoint` (a local one): the text
+    encoders start from its weights, and take its architecture and word embeddings' rows."""
     strategy = strategy or hardware_lib.make_strategy()
     train_files = list(train_files)
     head, names_ = make_head(config, tf_transform_output, train_files, raw_examples)
@@ -514,6 +565,15 @@ def train(
         if config.feature_columns
         else transformed_inputs(tf_transform_output, config.label.name)
     )
+    if checkpoint is not None:
+        # The word embeddings keep every row of the checkpoint's (a vocab.txt may list fewer word pieces).
+        inputs = [dataclasses.replace(i, tokens=checkpoint.vocab_size) if i.kind == "text" else i for i in inputs]
+        if not model_params.pretrained:
+            model_params = dataclasses.replace(model_params, pretrained=checkpoint.to_dict())
+    batch = train_params.effective_batch(strategy.num_replicas_in_sync)
+    if train_steps is None and train_params.train_epochs and train_rows is None:
+        train_rows = count_rows(train_files)
+    train_steps, steps_from = steps_for(train_steps, train_params.train_epochs, train_rows, batch)
     plan = schedule(train_steps, train_params.eval_every_steps)
     model = build(
         strategy,
@@ -527,11 +587,8 @@ def train(
         train_steps=plan["epochs"] * plan["steps_per_epoch"],
     )
     warm = {}
-    if model_params.init_checkpoint:
-        warm = warm_start_encoder(
-            model, model_params.init_checkpoint, config, tf_transform_output, inputs, model_params.preset
-        )
-    batch = train_params.effective_batch(strategy.num_replicas_in_sync)
+    if checkpoint is not None:
+        warm = {**fine_tuning_record(model_params, checkpoint), **warm_start_encoder(model, checkpoint, inputs)}
     transform = None
     if raw_examples:
         spec = tf_transform_output.raw_feature_spec()
@@ -575,9 +632,23 @@ def train(
     info.update(
         task=config.task,
         inputs=len(inputs),
-        preset=model_params.preset,
+        preset=model_params.preset or ("" if checkpoint is not None else presets.DEFAULT_PRESET),
         parameters=int(model.count_params()),
         optimizer=model_params.optimizer_name,
+        learning_rate=model_params.learning_rate,
+        dropout=model_params.dropout,
+        **(
+            {
+                "attention_dropout": model_params.dropout
+                if model_params.attention_dropout is None
+                else model_params.attention_dropout
+            }
+            if model_params.encoder is not None
+            else {}
+        ),
+        head_dropout=model_params.head_dropout,
+        clip_norm=model_params.clip_norm,
+        **({"adam_epsilon": model_params.adam_epsilon} if model_params.adam_epsilon is not None else {}),
         **(
             {"weight_decay": model_params.weight_decay, "warmup_share": model_params.warmup_share}
             if model_params.optimizer_name == "adamw"
@@ -603,6 +674,7 @@ def train(
         global_batch=train_params.global_batch(replicas),
         effective_batch=batch,
         train_steps=plan["epochs"] * plan["steps_per_epoch"],
+        train_steps_from=steps_from,
         **plan,
         backup_dir=backup_dir,
         **warm,
@@ -634,6 +706,12 @@ def train(
     if info["resumed_from_epoch"]:
         logging.info("Trainer resumed from its backup at epoch %d of %d", info["resumed_from_epoch"], plan["epochs"])
     return model, history, info
+
+
+def count_rows(file_patterns: Iterable[str]) -> int:
+    """The records of gzipped TFRecord files (a pass over them: where ExampleGen's recorded count is unknown)."""
+    dataset = tf.data.TFRecordDataset(list_files(file_patterns), compression_type="GZIP")
+    return int(dataset.reduce(np.int64(0), lambda count, _: count + 1))
 
 
 def recorded_rows(file_patterns: Iterable[str], split: str) -> Optional[int]:
@@ -689,10 +767,7 @@ def run_fn(fn_args) -> None:
     scratch = tempfile.mkdtemp(prefix="tfxflow-trainer-")
     try:
         fit_backup_dir, mirror = local_backup(backup_dir, scratch)
-        if model_params.init_checkpoint:
-            model_params = dataclasses.replace(
-                model_params, init_checkpoint=fetch_init_checkpoint(model_params.init_checkpoint, scratch)
-            )
+        checkpoint = pretrained_checkpoint(model_params, scratch) if model_params.init_checkpoint else None
         # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
         with hardware_lib.precision_policy(policy):
             model, history, info = train(
@@ -711,6 +786,8 @@ def run_fn(fn_args) -> None:
                 extra_callbacks=mirror,
                 raw_examples=bool(custom.get("raw_examples")),
                 eval_rows=recorded_rows(fn_args.eval_files, "eval"),
+                checkpoint=checkpoint,
+                train_rows=recorded_rows(fn_args.train_files, "train"),
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -724,6 +801,7 @@ def run_fn(fn_args) -> None:
         class_names=info.get("class_names", ()),
         raw_signature=raw_signature,
         serving_columns=serving_columns(fn_args.schema_path),
+        encoders=encoder_records(model_params, config, checkpoint, info),
     )
     if custom.get("raw_examples"):  # real rows for TF Serving's warmup (transformed ones are not requests)
         rows, complete = export.sample_rows(fn_args.eval_files, config.feature_columns)
@@ -736,7 +814,7 @@ def run_fn(fn_args) -> None:
     elif backup_dir and tf.io.gfile.exists(backup_dir):
         tf.io.gfile.rmtree(backup_dir)
     if model_params.init_checkpoint:
-        info["init_checkpoint"] = custom["model"]["init_checkpoint"]  # as given, not the local copy
+        info["init_checkpoint"] = model_params.init_checkpoint  # as given, not the local copy
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, names.TRAINING_INFO_FILE), "w") as f:

@@ -37,7 +37,7 @@ from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
     ConfigError,
     SharedConfig,
-    check_shared,
+    resolve_shared,
     split_beam_runner,
 )
 from tfxflow.pipeline.settings import setting
@@ -182,7 +182,13 @@ class KubeflowConfig(SharedConfig):
         """Whether any location is on an S3-compatible store, which the steps reach with boto3."""
         return any(
             _scheme(uri) in ("s3", "minio")
-            for uri in (self.pipeline_root, self.data_root, self.serving_dir, self.serving_data_root)
+            for uri in (
+                self.pipeline_root,
+                self.data_root,
+                self.serving_dir,
+                self.serving_data_root,
+                self.training.init_checkpoint or "",
+            )
         )
 
     @property
@@ -197,6 +203,7 @@ class KubeflowConfig(SharedConfig):
                 _scheme(self.data_root),
                 _scheme(self.serving_dir),
                 _scheme(self.serving_data_root),
+                _scheme(self.training.init_checkpoint or ""),
             }
             else ""
         )
@@ -205,7 +212,8 @@ class KubeflowConfig(SharedConfig):
         """The pipeline parameters a run or a schedule may set, with their compiled defaults."""
         return {
             "data_root": self.data_root,
-            "train_args": json.dumps({"num_steps": self.training.train_steps}),
+            # 0: the Trainer's own count (--train-epochs passes over the training split)
+            "train_args": json.dumps({"num_steps": self.training.train_steps or 0}),
             "serving_data_root": self.serving_data_root,
             "allowed_anomaly_types": ",".join(self.allowed_anomaly_types),
         }
@@ -359,7 +367,18 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             raise ConfigError(f"--namespace '{config.namespace}' is not a valid Kubernetes namespace name")
         if profile_paths_apply(config.kfp_version):
             _check_profile_paths(config)
-    check_shared(config.training, config.evaluation, config.features)
+    # The steps read the checkpoint and a vocabulary themselves: from an object store, or the data's volume.
+    _location("--init-checkpoint", config.training.init_checkpoint, config.data_pvc, config.data_mount, "--data-pvc")
+    training, features = resolve_shared(config.training, config.evaluation, config.features)
+    if features is not None and features.text and features.text_vocab_file:
+        _location(
+            f"{features.source}: text_vocab_file",
+            features.text_vocab_file,
+            config.data_pvc,
+            config.data_mount,
+            "--data-pvc",
+        )
+    config = dataclasses.replace(config, training=training, features=features)
     beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
         _remote_worker_locations(config, beam)

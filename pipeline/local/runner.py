@@ -508,7 +508,21 @@ def training_lines(info: Optional[dict]) -> List[str]:
         count = info["parameters"]
         model += f" ({count / 1e6:.1f}M parameters)" if count >= 1e6 else f" ({count:,} parameters)"
     steps = f", {info['train_steps']:,} steps of {info['effective_batch']:,}" if "train_steps" in info else ""
-    lines = [f"  training:       {model}{steps} on {devices}, {info.get('precision_policy', 'float32')}"]
+    lines = []
+    if info.get("init_checkpoint_name"):
+        lines.append(
+            f"  fine-tuned:     {info['init_checkpoint_name']} ({info['encoder_layers']} layers, "
+            f"{info['encoder_hidden']} wide, {info['init_checkpoint_parameters'] / 1e6:.1f}M parameters) from "
+            f"{info.get('init_checkpoint', '?')}"
+        )
+        model = f"the fine-tuned encoder and a {info['task']} head ({info['parameters'] / 1e6:.1f}M parameters)"
+        recipe = (
+            f"learning rate {info['learning_rate']:g}, dropout {info['dropout']:g} (head {info['head_dropout']:g})"
+            + (f", clipped at {info['clip_norm']:g}" if info.get("clip_norm") else "")
+            + (f", {info['train_steps_from']}" if info.get("train_steps_from") not in (None, "given") else "")
+        )
+        lines.append(f"                  {recipe}")
+    lines.insert(0, f"  training:       {model}{steps} on {devices}, {info.get('precision_policy', 'float32')}")
     speed = last("examples_per_s")
     if speed is not None:
         figures = [f"{speed:,.0f} examples/s"]

@@ -66,12 +66,12 @@ def run_settings(config) -> Dict[str, Any]:
 
 def default_settings() -> Dict[str, Any]:
     """`run_settings` of a run with every default."""
-    from tfxflow.pipeline.config import EvaluationConfig, RunConfig, SplitConfig, TrainingConfig
+    from tfxflow.pipeline.config import EvaluationConfig, RunConfig, SplitConfig, TrainingConfig, resolve_training
 
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
     return _as_json(
         {
-            "training": dataclasses.asdict(TrainingConfig()),
+            "training": dataclasses.asdict(resolve_training(TrainingConfig())),
             "evaluation": dataclasses.asdict(EvaluationConfig()),
             "split": dataclasses.asdict(SplitConfig()),
             "run": {name: defaults[name] for name in _RUN_KNOBS},

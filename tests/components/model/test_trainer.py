@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from tfxflow.components.model import export, hardware, trainer
+from tfxflow.components.model import checkpoints, export, hardware, trainer
 from tfxflow.components.model import keras_model as model_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -345,36 +345,28 @@ def test_two_workers_train_together_with_tf_config(tiny_transform, tmp_path):
     np.testing.assert_allclose(results[0]["losses"], results[1]["losses"], rtol=1e-4)
 
 
-def test_pretrained_weights_on_an_object_store_are_copied_to_the_trainer(s3_server, monkeypatch, tmp_path):
-    """A BERT checkpoint prefix brings only its own files (not the other checkpoints of its folder) and reads
-    as a BERT checkpoint; a SavedModel folder comes whole."""
-    from tests.components.model.test_warm_start import bert_checkpoint_values, write_name_based_checkpoint
-    from tfxflow.components import object_store
-    from tfxflow.components.model import warm_start
+def test_steps_come_from_the_step_count_or_from_epochs_of_the_training_split():
+    assert trainer.steps_for(120, 3, 1000, 32) == (120, "given")
+    assert trainer.steps_for(None, 3, 1000, 32) == (96, "3 epochs of 1,000 training rows in batches of 32")
+    assert trainer.steps_for(None, 1, 10, 32) == (1, "1 epochs of 10 training rows in batches of 32")
+    assert trainer.steps_for(None, None, 1000, 32) == (300, "the default")
 
-    for key, value in s3_server.env.items():
-        monkeypatch.setenv(key, value)
-    object_store.clear_client_cache()
-    bucket = s3_server.create_bucket("pretrained")
-    local = tmp_path / "bert"
-    write_name_based_checkpoint(str(local / "bert_model.ckpt"), bert_checkpoint_values(2, 128, 20))
-    (local / "bert_model.ckpt-old.index").write_bytes(b"another checkpoint")
-    object_store.upload(str(local), f"s3://{bucket}/uncased_L-2_H-128")
-    copied = trainer.fetch_init_checkpoint(f"s3://{bucket}/uncased_L-2_H-128/bert_model.ckpt", str(tmp_path / "a"))
-    assert copied == str(tmp_path / "a" / "init_checkpoint" / "bert_model.ckpt")
-    assert sorted(os.listdir(os.path.dirname(copied))) == [
-        "bert_model.ckpt.data-00000-of-00001",
-        "bert_model.ckpt.index",
-    ]
-    assert warm_start.locate(copied).layers == 2
-    (tmp_path / "saved" / "variables").mkdir(parents=True)
-    (tmp_path / "saved" / "saved_model.pb").write_bytes(b"graph")
-    (tmp_path / "saved" / "variables" / "variables.index").write_bytes(b"index")
-    object_store.upload(str(tmp_path / "saved"), f"minio://{bucket}/pushed/7")
-    folder = trainer.fetch_init_checkpoint(f"minio://{bucket}/pushed/7", str(tmp_path / "b"))
-    assert sorted(object_store.list_files(folder)) == ["saved_model.pb", "variables/variables.index"]
-    assert trainer.fetch_init_checkpoint(str(local), str(tmp_path / "c")) == str(local)  # read in place
-    object_store.clear_client_cache()
+
+def test_a_checkpoint_that_changed_since_the_run_was_configured_is_refused(tmp_path):
+    from tests.components.model.test_warm_start import bert_checkpoint_values, write_name_based_checkpoint
+
+    folder = tmp_path / "uncased_L-2_H-128_A-2"
+    folder.mkdir()
+    prefix = write_name_based_checkpoint(str(folder / "bert_model.ckpt"), bert_checkpoint_values(2, 128, 20))
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(16)]))
+    configured = checkpoints.locate(prefix)
+    params = model_lib.ModelParams(init_checkpoint=prefix, pretrained=configured.to_dict())
+    assert trainer.pretrained_checkpoint(params, str(tmp_path / "scratch")) == configured  # read in place
+    write_name_based_checkpoint(prefix, bert_checkpoint_values(4, 128, 20))  # replaced by a larger one
+    with pytest.raises(
+        checkpoints.CheckpointError, match=r"it changed since the run was configured: it is now 4 layers"
+    ):
+        trainer.pretrained_checkpoint(params, str(tmp_path / "scratch"))
 
 
 def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server, monkeypatch, tmp_path):
@@ -563,8 +555,9 @@ def test_a_text_encoder_warm_starts_from_a_pushed_model_of_the_same_vocabulary(t
     export.export_serving_model(first, tiny["output"], tiny["config"], pushed)
     # A learning rate of 0: the weights training starts from are the weights it ends with.
     frozen = model_lib.ModelParams(preset="bert-tiny", learning_rate=0.0, init_checkpoint=pushed)
-    second, _, info = _train(tiny, tmp_path / "second", steps=2, model_params=frozen)
-    assert info["init_checkpoint_kind"] == "saved_model"
+    found = checkpoints.locate(pushed)
+    second, _, info = _train(tiny, tmp_path / "second", steps=2, model_params=frozen, checkpoint=found)
+    assert info["init_checkpoint_kind"] == "saved_model" and info["encoder_layers"] == 2
     expected = _encoder_weights(first)
     assert info["init_checkpoint_values"] == sum(w.size for w in expected.values()) > 100_000
     got = _encoder_weights(second)

@@ -1,8 +1,7 @@
-"""Warm start from pretrained encoders: a checkpoint in Google's BERT names gives BERT's own outputs (a NumPy
-BERT written from google-research/bert's modeling.py is the reference), a pushed SavedModel's encoder carries
-over, and what does not fit is refused naming what differs."""
+"""Warm start from a pretrained checkpoint: a checkpoint in Google's BERT names gives BERT's own pooled output
+(a NumPy BERT of google-research/bert's modeling.py, with its tanh GELU, is the reference here; Hugging Face's
+BertModel is in test_checkpoints.py), and what does not fit the run's settings is refused naming both sides."""
 
-import dataclasses
 import math
 import os
 
@@ -11,7 +10,8 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from tfxflow.components.model import encoder, presets, warm_start
+from tfxflow.components.model import checkpoints, encoder, presets, warm_start
+from tfxflow.components.model.checkpoints import CheckpointError
 
 LENGTH = 8
 
@@ -112,17 +112,21 @@ def encoder_model(preset, vocab, name="text_xf"):
 @pytest.fixture(scope="module")
 def bert_tiny(tmp_path_factory):
     values = bert_checkpoint_values(layers=2, hidden=128, vocab=50)
-    prefix = write_name_based_checkpoint(str(tmp_path_factory.mktemp("bert") / "bert_model.ckpt"), values)
+    folder = tmp_path_factory.mktemp("bert") / "uncased_L-2_H-128_A-2"
+    folder.mkdir()
+    prefix = write_name_based_checkpoint(str(folder / "bert_model.ckpt"), values)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     return prefix, values
 
 
 def test_a_google_bert_checkpoint_gives_berts_own_pooled_output(bert_tiny):
     prefix, values = bert_tiny
-    pretrained = warm_start.locate(prefix)
-    assert (pretrained.kind, pretrained.layers, pretrained.hidden, pretrained.vocab_size) == ("bert", 2, 128, 50)
-    assert (pretrained.intermediate, pretrained.max_positions) == (512, 512)
+    found = checkpoints.locate(prefix)
+    # No bert_config.json beside it: its sizes from its shapes, heads of 64 units, BERT's tanh GELU.
+    assert (found.kind, found.encoder, found.vocab_size) == ("bert", presets.PRESETS["bert-tiny"].encoder, 50)
     model = encoder_model("bert-tiny", 50)
-    loaded = warm_start.initialise(model, pretrained, ["text_xf"])
+    loaded = warm_start.initialise(model, found, checkpoints.weights(found), ["text_xf"])
     assert loaded == {"text_xf": model.count_params()}  # every variable of the encoder
     ids = np.array([[2, 17, 30, 41, 3, 0, 0, 0], [2, 5, 6, 7, 8, 9, 10, 3]])
     mask = (ids != 0).astype(np.int64)
@@ -134,87 +138,70 @@ def test_a_checkpoint_folder_reads_its_latest_checkpoint(bert_tiny, tmp_path):
     prefix, values = bert_tiny
     folder = tmp_path / "run"
     folder.mkdir()
+    write_name_based_checkpoint(str(folder / "model.ckpt-10"), values)
     write_name_based_checkpoint(str(folder / "model.ckpt-20"), values)
+    (folder / "vocab.txt").write_text(open(os.path.join(os.path.dirname(prefix), "vocab.txt")).read())
+    with pytest.raises(CheckpointError, match=r"several TF checkpoints \(model.ckpt-10, model.ckpt-20\) and no"):
+        checkpoints.locate(str(folder))
     (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-20"\n')
-    assert warm_start.locate(str(folder)).prefix == str(folder / "model.ckpt-20")
+    assert checkpoints.locate(str(folder)).weights == str(folder / "model.ckpt-20")
 
 
-def test_a_checkpoint_of_another_size_or_vocabulary_is_refused_naming_the_fit(bert_tiny):
-    pretrained = warm_start.locate(bert_tiny[0])
+def test_a_preset_given_with_a_checkpoint_must_be_its_architecture(bert_tiny):
+    found = checkpoints.locate(bert_tiny[0])
+    warm_start.check_preset(found, None)
+    warm_start.check_preset(found, "bert-tiny")
+    assert warm_start.preset_of(found.encoder) == "bert-tiny"
     with pytest.raises(
-        warm_start.CheckpointError,
-        match=r"holds 2 layers, 128 wide .* bert-mini is 4 layers, "
-        r"256 wide .*: use --model-preset bert-tiny",
+        CheckpointError,
+        match=r"the checkpoint is 2 layers, 128 wide, 2 heads of 64, feed-forward 512 \(gelu_tanh\); --model-preset "
+        r"bert-mini is 4 layers, 256 wide, 4 heads of 64, feed-forward 1,024 \(gelu_tanh\): leave --model-preset out",
     ):
-        warm_start.check(pretrained, "bert-mini", 50, 128)
-    with pytest.raises(warm_start.CheckpointError, match="set text_vocab_file"):
-        warm_start.check(pretrained, "bert-tiny", None, 128)
-    with pytest.raises(warm_start.CheckpointError, match="hold 50 word pieces, text_vocab_file has 30,522"):
-        warm_start.check(pretrained, "bert-tiny", 30522, 128)
-    with pytest.raises(warm_start.CheckpointError, match="sequence_length 513 is over the 512 positions"):
-        warm_start.check(pretrained, "bert-tiny", 50, 513)
-    short = dataclasses.replace(pretrained, max_positions=128)
-    with pytest.raises(warm_start.CheckpointError, match="has 128 positions, the bert-tiny encoder 512"):
-        warm_start.check(short, "bert-tiny", 50, 64)
-    with pytest.raises(warm_start.CheckpointError, match="no Transformer encoder"):
-        warm_start.check(pretrained, "default", 50, 128)
-    warm_start.check(pretrained, "bert-tiny", 50, 128)
+        warm_start.check_preset(found, "bert-mini")
+    with pytest.raises(CheckpointError, match="--model-preset default has no Transformer; leave --model-preset out"):
+        warm_start.check_preset(found, "default")
+    warm_start.check_sequence_length(found, 512)
+    with pytest.raises(CheckpointError, match="sequence_length 513 is over the checkpoint's 512 positions"):
+        warm_start.check_sequence_length(found, 513)
+
+
+def test_the_feature_configs_tokenization_must_be_the_checkpoints(bert_tiny, tmp_path):
+    found = checkpoints.locate(bert_tiny[0])  # uncased by its release name, google-research/bert's rules
+    unset = {"lower_case": None, "strip_accents": None, "tokenizer": None, "max_chars_per_word": None}
+    resolved = warm_start.tokenizer_knobs(found, unset, "features.yaml")
+    assert resolved == {"lower_case": True, "strip_accents": None, "tokenizer": "google", "max_chars_per_word": None}
+    assert warm_start.tokenizer_knobs(found, {**unset, "lower_case": True}, "features.yaml") == resolved
     with pytest.raises(
-        warm_start.CheckpointError, match=r"'tokens/embeddings' is \[50, 128\], the model's \[60, 128\]"
+        CheckpointError,
+        match=r"features.yaml: lower_case: False, and the checkpoint .* is tokenized with lower_case: True \(from the "
+        r"release name uncased_L-2_H-128_A-2\): leave lower_case out of the feature config",
     ):
-        warm_start.initialise(encoder_model("bert-tiny", 60), pretrained, ["text_xf"])
+        warm_start.tokenizer_knobs(found, {**unset, "lower_case": False}, "features.yaml")
+    with pytest.raises(CheckpointError, match="tokenizer: 'huggingface', and the checkpoint .* tokenizer: 'google'"):
+        warm_start.tokenizer_knobs(found, {**unset, "tokenizer": "huggingface"}, "features.yaml")
+    with pytest.raises(CheckpointError, match="max_chars_per_word: 100, .* with max_chars_per_word: 200"):
+        warm_start.tokenizer_knobs(found, {**unset, "max_chars_per_word": 100}, "features.yaml")
+    # A vocabulary file must be the checkpoint's own, line for line.
+    warm_start.check_vocabulary_file(found, found.vocab_file, "features.yaml")
+    same = tmp_path / "same.txt"
+    same.write_text(open(found.vocab_file).read())
+    warm_start.check_vocabulary_file(found, str(same), "features.yaml")
+    other = tmp_path / "other.txt"
+    other.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw0\nw2\n")
+    with pytest.raises(CheckpointError, match=r"is not the checkpoint's .* \(50; they differ from line 7\)"):
+        warm_start.check_vocabulary_file(found, str(other), "features.yaml")
 
 
-def test_what_is_not_a_bert_checkpoint_is_refused_naming_the_path(tmp_path):
-    with pytest.raises(warm_start.CheckpointError, match="neither a SavedModel folder"):
-        warm_start.locate(str(tmp_path))
-    keras_checkpoint = tf.train.Checkpoint(model=encoder_model("bert-tiny", 20)).write(str(tmp_path / "keras"))
-    with pytest.raises(warm_start.CheckpointError, match="not a BERT checkpoint in Google's names"):
-        warm_start.locate(keras_checkpoint)
-
-
-def test_a_pushed_saved_models_encoder_carries_over_to_another_column(tmp_path):
-    keras.utils.set_random_seed(3)
-    trained = encoder_model("bert-tiny", 40, name="review_xf")
-    # Trained with AdamW, as the Trainer's models are: its slots ("AdamW/m/review_xf_block_0/...") are saved too.
-    trained.compile(optimizer=keras.optimizers.AdamW(1e-3), loss="mse")
-    ids = np.array([[2, 9, 12, 3, 0, 0, 0, 0]] * 4)
-    mask = (ids != 0).astype(np.int64)
-    trained.fit([ids, mask], np.zeros((4, 128)), epochs=1, verbose=0)
-    module = tf.Module()
-    module.model = trained
-    module.vocabulary = tf.saved_model.Asset(str(_write(tmp_path / "review_wordpiece", "[PAD]\n[UNK]\nword\n")))
-    tf.saved_model.save(module, str(tmp_path / "pushed"))
-    pretrained = warm_start.locate(str(tmp_path / "pushed"))
-    assert pretrained.kind == "saved_model"
-    found = warm_start.encoders(pretrained)
-    assert sorted(found) == ["review_xf"] and len(found["review_xf"]) == len(trained.variables)
-    assert warm_start.source_of(pretrained, found, "body_xf") == "review_xf"  # its only encoder
-
-    fresh = encoder_model("bert-tiny", 40, name="body_xf")
-    warm_start.initialise(fresh, pretrained, ["body_xf"], found)
-    np.testing.assert_allclose(fresh([ids, mask]).numpy(), trained([ids, mask]).numpy(), atol=1e-6)
-
-    warm_start.check_vocabulary(pretrained, "review_wordpiece", str(tmp_path / "review_wordpiece"))
-    other = _write(tmp_path / "other", "[PAD]\n[UNK]\nother\n")
-    with pytest.raises(warm_start.CheckpointError, match="its vocabulary differs .* set text_vocab_file"):
-        warm_start.check_vocabulary(pretrained, "review_wordpiece", str(other))
-    with pytest.raises(warm_start.CheckpointError, match="no vocabulary asset 'body_wordpiece'"):
-        warm_start.check_vocabulary(pretrained, "body_wordpiece", str(other))
-    two = {"review_xf": found["review_xf"], "title_xf": found["review_xf"]}
-    with pytest.raises(warm_start.CheckpointError, match=r"has encoders of \['review_xf', 'title_xf'\], none of"):
-        warm_start.source_of(pretrained, two, "body_xf")
-
-
-def _write(path, text):
-    path.write_text(text)
-    return path
-
-
-def test_a_saved_model_without_an_encoder_is_refused(tmp_path):
-    module = tf.Module()
-    module.v = tf.Variable(1.0, name="deep_0/kernel")
-    tf.saved_model.save(module, str(tmp_path / "tabular"))
-    with pytest.raises(warm_start.CheckpointError, match="has no Transformer encoder"):
-        warm_start.initialise(encoder_model("bert-tiny", 20), warm_start.locate(str(tmp_path / "tabular")), ["x"])
-    assert os.path.isdir(tmp_path / "tabular")
+def test_weights_that_do_not_fit_the_model_are_refused_before_any_is_assigned(bert_tiny):
+    found = checkpoints.locate(bert_tiny[0])
+    weights = checkpoints.weights(found)
+    model = encoder_model("bert-tiny", 60)
+    before = [v.numpy().copy() for v in model.variables]
+    with pytest.raises(CheckpointError, match=r"'tokens/embeddings' is \[50, 128\], the model's \[60, 128\]"):
+        warm_start.initialise(model, found, weights, ["text_xf"])
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables, strict=True))
+    with pytest.raises(CheckpointError, match="the model has no Transformer encoder for 'title_xf'"):
+        warm_start.initialise(model, found, weights, ["title_xf"])
+    partial = {k: v for k, v in weights.items() if k != "block_1/up/bias"}
+    with pytest.raises(CheckpointError, match="'block_1/up/bias' is missing"):
+        warm_start.initialise(encoder_model("bert-tiny", 50), found, partial, ["text_xf"])
