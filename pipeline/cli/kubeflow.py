@@ -363,7 +363,8 @@ def _compile(args: argparse.Namespace) -> int:
             else ""
         )
         + f"  task:       {config.features.task} (label {config.features.label.name})\n"
-        f"  serving:    {config.serving_dir}"
+        + (f"  fine-tunes: {result.pretrained}\n" if result.pretrained else "")
+        + f"  serving:    {config.serving_dir}"
         + (f" on claim {config.serving_pvc}" if config.serving_pvc else "")
         + "\n  baselines:  the newest version under the serving directory"
         + ("" if config.drift_check else " (no drift check)")

