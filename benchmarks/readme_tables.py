@@ -1,13 +1,15 @@
-"""The README's pipeline benchmark tables, rendered from a results JSON of `make bench`
-(benchmarks/pipeline_benchmark.py). The README holds them between
+"""The README's benchmark blocks, rendered from results JSON files: the pipeline benchmark's tables (`make
+bench`, benchmarks/pipeline_benchmark.py) and the fine-tuning figures of `make bench-text`
+(benchmarks/text_benchmark.py). The README holds each between
 
-    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->
+    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->    (or <!-- fine-tuning: ... -->)
     ...
-    <!-- /pipeline-benchmark -->
+    <!-- /pipeline-benchmark -->                                   (or <!-- /fine-tuning -->)
 
 and tests/benchmarks/test_readme_tables.py checks that they are what this renders from that file:
 
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/pipeline-<date>.json
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/text-<date>.json
 """
 
 from __future__ import annotations
@@ -146,9 +148,53 @@ def render(result: Dict[str, Any]) -> str:
     return "\n\n".join("\n".join(part) for part in parts if part)
 
 
+def fine_tuning(result: Dict[str, Any]) -> str:
+    """The README's fine-tuning block of a text benchmark's results: the learning-rate sweep (held-out accuracy
+    after each epoch, speed, MFU), then the recipe's run against bert-mini from scratch at equal steps and time."""
+    tuned = result["fine_tuning"]
+    sweep = [r for r in tuned["sweep"] if "error" not in r]
+    epochs = max(len(r["accuracy_by_epoch"]) for r in sweep)
+    name = sweep[0]["name"]
+    lines = [
+        f"Measured at commit `{result['commit']}`: {result['machine']['cpus']} CPU cores, no GPU; `make bench-text` "
+        f"(`benchmarks/text_benchmark.py`): {name} fine-tuned on Debian's package descriptions "
+        f"({sweep[0]['train_rows']:,} training rows, {sweep[0]['held_out_rows']:,} held out; sequences of "
+        f"{result['sequence_length']}, batches of 32), the recipe's settings but the learning rate:",
+        "",
+        "| learning rate | " + " | ".join(f"epoch {e + 1}" for e in range(epochs)) + " | examples/s | MFU |",
+        "| ---: |" + " ---: |" * (epochs + 2),
+    ]
+    for r in sweep:
+        accuracies = [f"{a:.3f}" for a in r["accuracy_by_epoch"]] + ["-"] * (epochs - len(r["accuracy_by_epoch"]))
+        lines.append(
+            f"| {r['learning_rate']:g} | "
+            + " | ".join(accuracies)
+            + f" | {r['examples_per_s']:,.1f} | {r['mfu']:.1%} |"
+        )
+    scratch = tuned.get("from_scratch") or []
+    if scratch:
+        default = next(r for r in sweep if r["learning_rate"] == scratch[0]["against"]["learning_rate"])
+        used = scratch[0]["against"]["epochs"]
+        lines += [
+            "",
+            "| model | steps of 32 | training | held-out accuracy |",
+            "| --- | ---: | ---: | ---: |",
+            f"| {name} fine-tuned at {default['learning_rate']:g}, {used} epochs | "
+            f"{default['steps_per_epoch'] * used:,} | {sum(default['epoch_s'][:used]):.0f} s | "
+            f"{default['accuracy_by_epoch'][used - 1]:.3f} |",
+        ]
+        for r in scratch:
+            lines.append(
+                f"| bert-mini from scratch, {r['compared']} | {r['steps']:,} | {r['train_s']:.0f} s | "
+                f"{r['accuracy']:.3f} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: List[str]) -> int:
     with open(argv[1], encoding="utf-8") as f:
-        print(render(json.load(f)))
+        result = json.load(f)
+    print(fine_tuning(result) if "fine_tuning" in result else render(result))
     return 0
 
 

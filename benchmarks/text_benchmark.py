@@ -388,13 +388,14 @@ def fine_tuning(path: str, rates: List[float], epochs: int, peaks: Dict[str, flo
     if default is not None:
         used = min(recipe.epochs, epochs)
         steps = default["steps_per_epoch"] * used
+        against = {"learning_rate": default["learning_rate"], "epochs": used}
         equal_steps = accuracy("bert-mini", steps)
-        equal_steps["compared"] = "equal steps"
+        equal_steps.update(compared="equal steps", against=against)
         scratch.append(equal_steps)
         seconds = sum(default["epoch_s"][:used])
         timed = max(1, round(seconds / equal_steps["step_s"]))
         equal_time = accuracy("bert-mini", timed)
-        equal_time["compared"] = "equal training time"
+        equal_time.update(compared="equal training time", against=against)
         scratch.append(equal_time)
         for r in scratch:
             print(

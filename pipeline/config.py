@@ -409,6 +409,23 @@ def resolve_shared(
     return resolve_training(training, checkpoint), features
 
 
+def check_user_trainer(training: TrainingConfig, user_module: Optional[UserModule]) -> None:
+    """A module file's run_fn trains its own model for TFX's step count: --init-checkpoint (the built-in model's
+    encoder) and --train-epochs (the built-in Trainer's count) do not reach it."""
+    if user_module is None or not user_module.run_fn:
+        return
+    if training.init_checkpoint:
+        raise ConfigError(
+            f"--init-checkpoint {training.init_checkpoint}: starts the built-in model's text encoder, and "
+            f"--module-file {user_module.path} brings its own run_fn: load the checkpoint there"
+        )
+    if training.train_epochs:
+        raise ConfigError(
+            f"--train-epochs {training.train_epochs}: the built-in Trainer counts epochs; the run_fn of --module-file "
+            f"{user_module.path} gets TFX's fn_args.train_steps: give --train-steps"
+        )
+
+
 def pretrained_fit(training: TrainingConfig, features: FeatureConfig):
     """(the checkpoint --init-checkpoint names, the feature config with its vocabulary and tokenization): read
     from where it is (a local folder, or an object store this machine reaches) and checked against the feature
@@ -422,6 +439,7 @@ def pretrained_fit(training: TrainingConfig, features: FeatureConfig):
     try:
         checkpoint = checkpoints.locate(training.init_checkpoint)
         warm_start.check_preset(checkpoint, training.model_preset)
+        warm_start.check_pooling(checkpoint, training.pooling)
         warm_start.check_sequence_length(checkpoint, features.sequence_length)
         warm_start.check_vocabulary_file(checkpoint, features.text_vocab_file, features.source)
         knobs = warm_start.tokenizer_knobs(
@@ -649,6 +667,7 @@ def build_run_config(
         )
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
+    check_user_trainer(training, user_module)
     training, features = resolve_shared(training, evaluation, features)
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")

@@ -201,6 +201,8 @@ def test_the_readmes_fine_tuning_recipe_is_the_codes():
     assert rows["dropout before the head"][1] == f"{scratch.head_dropout}"
     assert rows["gradient clipping (global norm)"][1:] == [f"{scratch.clip_norm} (none)", f"{tuned.clip_norm}"]
     assert rows["AdamW's epsilon"][2] == f"{tuned.adam_epsilon:.0e}" == "1e-06"
+    assert rows["warmup"][1:] == [f"{scratch.warmup_share:g} of the steps", f"{tuned.warmup_share:g} of the steps"]
+    assert scratch.pooling is None and tuned.pooling == "mean"  # BERT's pooler from scratch; the checkpoint's
     from tfxflow.pipeline.cli.main import build_parser
 
     run = build_parser()._subparsers._group_actions[0].choices["run"]

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfxflow.components.model import presets, text
+from tfxflow.components.model import presets
 from tfxflow.components.model import tokenization as tokenization_lib
 from tfxflow.components.model.presets import Encoder
 
@@ -72,13 +72,13 @@ HF_ACTIVATIONS = {
 }
 # google-research/bert's modeling.py and Model Garden's tf_utils.get_activation: "gelu" is the tanh approximation.
 GOOGLE_ACTIVATIONS = {"gelu": presets.GELU_TANH, "relu": presets.RELU}
-LAYER_NORM_EPSILON = 1e-12  # google-research/bert's and Model Garden's, which bert_config.json does not state
 # google-research/bert's tokenization.py `validate_case_matches_checkpoint`, and the release names since (the
 # miniatures `uncased_L-4_H-256_A-4`, whole-word masking `wwm_cased_L-24_H-1024_A-16`).
 _UNCASED_RELEASE = re.compile(r"^(?:wwm_)?uncased_L-|^multilingual_L-|^chinese_L-")
 _CASED_RELEASE = re.compile(r"^(?:wwm_|multi_)?cased_L-")
-# Words per encoder input of a SavedModel this pipeline exported: "<input>_block_0/qkv/kernel:0" and so on.
-_ENCODER_VARIABLE = re.compile(
+# The encoder's variables, as encoder.py names them: "<input>_block_0/qkv/kernel:0" and so on. An input's name holds
+# no "/": an optimizer's slot of the same variable ("AdamW/m/<input>_block_0/...") is not one.
+ENCODER_VARIABLE = re.compile(
     r"^(?P<input>[^/]+?)_(?P<part>tokens|positions|embedding_norm|block_\d+|pooled)/(?P<rest>.+):0$"
 )
 
@@ -119,7 +119,7 @@ class Checkpoint:
         """e.g. "all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters)"."""
         return (
             f"{self.name} ({self.encoder.layers} layers, {self.encoder.hidden} wide, "
-            f"{self.parameters / 1e6:.1f}M parameters)"
+            f"{parameters_text(self.parameters)} parameters)"
         )
 
     def to_dict(self) -> Dict[str, Any]:
@@ -136,6 +136,11 @@ class Checkpoint:
         values["tokenization"] = tokenization_lib.Tokenization(**values["tokenization"])
         values["files"] = tuple(values.get("files") or ())
         return cls(**values)
+
+
+def parameters_text(count: int) -> str:
+    """22.7M, or 53,248 below a million."""
+    return f"{count / 1e6:.1f}M" if count >= 1e6 else f"{count:,}"
 
 
 def _where(path: str) -> str:
@@ -166,6 +171,81 @@ def _json(path: str, uri: str) -> Dict[str, Any]:
     if not isinstance(data, dict):
         raise CheckpointError(f"{_where(path)}: {uri} holds {type(data).__name__}, not a JSON object")
     return data
+
+
+def _json_list(path: str, uri: str) -> List[Any]:
+    raw = _read(path, uri, "the file")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CheckpointError(f"{_where(path)}: {uri} is not JSON: {err}") from err
+    if not isinstance(data, list):
+        raise CheckpointError(f"{_where(path)}: {uri} holds {type(data).__name__}, not a JSON list")
+    return data
+
+
+_REQUIRED = object()
+
+
+class _Values:
+    """A JSON object's values, each read with its type checked: a wrong one raises CheckpointError naming the
+    checkpoint, the file and the key."""
+
+    def __init__(self, path: str, where: str, data: Mapping[str, Any]):
+        self.path, self.where, self.data = path, where, data
+
+    def _get(self, key: str, default: Any) -> Any:
+        if key not in self.data or self.data[key] is None:
+            if default is _REQUIRED:
+                raise CheckpointError(f"{_where(self.path)}: {self.where} lacks {key}")
+            return default
+        return self.data[key]
+
+    def _wrong(self, key: str, kind: str) -> CheckpointError:
+        return CheckpointError(f"{_where(self.path)}: {self.where}'s {key} is {self.data[key]!r}, not {kind}")
+
+    def int(self, key: str, default: Any = _REQUIRED, minimum: int = 1) -> Any:
+        value = self._get(key, default)
+        if value is default and self.data.get(key) is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._wrong(key, f"an integer >= {minimum}")
+        return value
+
+    def number(self, key: str, default: Any = _REQUIRED, low: float = 0.0, high: float = float("inf")) -> float:
+        value = self._get(key, default)
+        if value is default and self.data.get(key) is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < high:
+            raise self._wrong(key, f"a number in [{low:g}, {high:g})")
+        return float(value)
+
+    def rate(self, key: str, default: float) -> float:
+        """A dropout rate, in [0, 1)."""
+        return self.number(key, default, 0.0, 1.0)
+
+    def flag(self, key: str, default: Any = None) -> Any:
+        """true, false, or the default where absent or null (a JSON string "false" is refused, not read as true)."""
+        value = self._get(key, default)
+        if value is default and self.data.get(key) is None:
+            return value
+        if not isinstance(value, bool):
+            raise self._wrong(key, "true or false")
+        return value
+
+    def text(self, key: str, default: Any = _REQUIRED) -> Any:
+        value = self._get(key, default)
+        if value is default and self.data.get(key) is None:
+            return value
+        if not isinstance(value, str):
+            raise self._wrong(key, "a string")
+        return value
+
+    def mapping(self, key: str) -> "_Values":
+        value = self._get(key, {})
+        if not isinstance(value, dict):
+            raise self._wrong(key, "a JSON object")
+        return _Values(self.path, f"{self.where}'s {key}", value)
 
 
 def _names(path: str, folder: str) -> List[str]:
@@ -271,9 +351,10 @@ def _prefix_in_folder(path: str, names: set) -> Optional[str]:
         match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', state, re.M)
         if match:
             latest = match.group(1)
-            if not (latest.startswith("/") or "://" in latest):
-                latest = _join(path, latest)
-            if posixpath.basename(latest) + ".index" in names or _exists(latest + ".index"):
+            # TF's CheckpointManager writes an absolute path, stale once the folder moved: its name in this folder.
+            if posixpath.basename(latest) + ".index" in names:
+                return _join(path, posixpath.basename(latest))
+            if (latest.startswith("/") or "://" in latest) and _exists(latest + ".index"):
                 return latest
     if "bert_model.ckpt.index" in names:
         return _join(path, "bert_model.ckpt")
@@ -301,6 +382,8 @@ def _exists(uri: str) -> bool:
 
 
 def _vocabulary(path: str, uri: str) -> List[str]:
+    from tfxflow.components.model import text  # TensorFlow: only when a checkpoint is read
+
     try:
         return text.read_vocabulary(uri)
     except text.VocabularyError as err:
@@ -339,10 +422,14 @@ def _sentence_transformers_pooling(path: str, names: set) -> Optional[Tuple[str,
     (`1_Pooling/config.json`), if the folder has one."""
     folder = None
     if "modules.json" in names:
-        modules = json.loads(_read(path, _join(path, "modules.json"), "modules.json").decode("utf-8"))
-        for module in modules if isinstance(modules, list) else ():
-            if str(module.get("type", "")).endswith(".Pooling"):
-                folder = module.get("path") or ""
+        for module in _json_list(path, _join(path, "modules.json")):
+            entry = _Values(path, "modules.json", module if isinstance(module, dict) else {})
+            if entry.text("type", "").endswith(".Pooling"):
+                folder = entry.text("path", "")
+                if not re.fullmatch(r"[\w.-]+", folder) or folder in (".", ".."):
+                    raise CheckpointError(
+                        f"{_where(path)}: modules.json's Pooling module has the path {folder!r}, not a folder of it"
+                    )
                 break
     if folder is None and "1_Pooling" in names:
         folder = "1_Pooling"
@@ -489,7 +576,9 @@ def _google_layout(get: Getter, has: Callable[[str], bool], layers: int, pooler:
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def _model_garden_layout(get: Getter, names: Sequence[str], layers: int, pooler: bool) -> Dict[str, np.ndarray]:
+def _model_garden_layout(
+    get: Getter, names: Sequence[str], layers: int, pooler: bool, path: str = ""
+) -> Dict[str, np.ndarray]:
     """Model Garden's BertEncoder, saved object by object: `<root>/layer_with_weights-K/...`, K in the order the
     encoder makes its layers (word, position and type embeddings, the embeddings' layer norm, the blocks, the
     pooler). Its attention kernels are per head ([hidden, heads, size]; the output's [heads, size, hidden])."""
@@ -509,8 +598,8 @@ def _model_garden_layout(get: Getter, names: Sequence[str], layers: int, pooler:
     embedding = [k for k in indexes if not blocks or k < blocks[0]]
     if len(embedding) not in (3, 4):
         raise CheckpointError(
-            f"Model Garden encoder: {len(embedding)} layers before the first block, expected the word, position "
-            "and token-type embeddings and a layer norm"
+            f"{_where(path)}: the Model Garden encoder has {len(embedding)} layers before its first block, not the "
+            "word, position and token-type embeddings and a layer norm"
         )
     word, position, norm = embedding[0], embedding[1], embedding[-1]
     positions = var(position, "embeddings")
@@ -612,13 +701,20 @@ _SAFETENSORS_DTYPES = {
 _MAX_HEADER = 100 * 2**20
 
 
+def _read_range(path: str, uri: str, start: int, length: int) -> bytes:
+    from tfxflow.components import object_store
+
+    try:
+        return object_store.read_range(uri, start, length)
+    except (OSError, object_store.ObjectStoreError) as err:
+        raise CheckpointError(f"{_where(path)}: cannot read {uri}: {err}") from err
+
+
 def safetensors_header(path: str, uri: str) -> Tuple[int, Dict[str, Dict[str, Any]]]:
     """(where the data starts, {tensor: {dtype, shape, data_offsets}}) of a safetensors file, checked against the
     file's size: a truncated or malformed file raises CheckpointError naming it."""
-    from tfxflow.components import object_store
-
     size, _ = _stat(path, uri)
-    start = object_store.read_range(uri, 0, 8)
+    start = _read_range(path, uri, 0, 8)
     if len(start) < 8:
         raise CheckpointError(f"{_where(path)}: {uri} is truncated ({size} bytes): not a safetensors file")
     (length,) = struct.unpack("<Q", start)
@@ -628,18 +724,32 @@ def safetensors_header(path: str, uri: str) -> Tuple[int, Dict[str, Dict[str, An
             f"of {size:,})"
         )
     try:
-        header = json.loads(object_store.read_range(uri, 8, length).decode("utf-8"))
+        header = json.loads(_read_range(path, uri, 8, length).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise CheckpointError(f"{_where(path)}: {uri}: the safetensors header does not read: {err}") from err
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{_where(path)}: {uri}: the safetensors header is not a JSON object")
     header.pop("__metadata__", None)
     data = size - 8 - length
     for name, entry in header.items():
+        malformed = CheckpointError(f"{_where(path)}: {uri}: tensor '{name}' has a malformed header entry")
+        if not isinstance(entry, dict):
+            raise malformed
         dtype = _SAFETENSORS_DTYPES.get(entry.get("dtype"))
-        begin, end = entry.get("data_offsets", (0, -1))
-        count = int(np.prod(entry.get("shape", [])))
+        shape, offsets = entry.get("shape"), entry.get("data_offsets")
         if dtype is None:
-            raise CheckpointError(f"{_where(path)}: {uri}: tensor '{name}' is of dtype {entry.get('dtype')}")
-        if end - begin != count * np.dtype(dtype).itemsize:
+            raise CheckpointError(f"{_where(path)}: {uri}: tensor '{name}' is of dtype {entry.get('dtype')!r}")
+        if not (
+            isinstance(shape, list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+            and isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]
+        ):
+            raise malformed
+        begin, end = offsets
+        if end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
             raise CheckpointError(f"{_where(path)}: {uri}: tensor '{name}' does not hold its shape's bytes")
         if end > data:
             raise CheckpointError(
@@ -672,10 +782,15 @@ def _hf_files(path: str, names: set) -> List[str]:
     if "model.safetensors" in names:
         return [_join(path, "model.safetensors")]
     if "model.safetensors.index.json" in names:
-        index = _json(path, _join(path, "model.safetensors.index.json"))
-        shards = sorted(set((index.get("weight_map") or {}).values()))
+        index = _Values(path, "model.safetensors.index.json", _json(path, _join(path, "model.safetensors.index.json")))
+        shards = sorted({str(v) for v in index.mapping("weight_map").data.values()})
         if not shards:
             raise CheckpointError(f"{_where(path)}: model.safetensors.index.json lists no weight files")
+        for shard in shards:  # files of this folder, by name
+            if shard not in names or "/" in shard or shard in (".", ".."):
+                raise CheckpointError(
+                    f"{_where(path)}: model.safetensors.index.json names {shard!r}, which is no file of the folder"
+                )
         return [_join(path, shard) for shard in shards]
     if "pytorch_model.bin" in names or "pytorch_model.bin.index.json" in names:
         raise CheckpointError(
@@ -699,22 +814,23 @@ def _hf_names(header: Mapping[str, Any]) -> Tuple[Dict[str, str], str]:
 
 
 def _hugging_face(path: str, names: set) -> Checkpoint:
-    config = _json(path, _join(path, "config.json"))
-    model_type = config.get("model_type")
+    config = _Values(path, "config.json", _json(path, _join(path, "config.json")))
+    model_type = config.data.get("model_type")
     if model_type != "bert":
         raise CheckpointError(
             f"{_where(path)}: config.json's model_type is {model_type!r}; this encoder is BERT's layout "
             "(model_type 'bert': BERT, its miniatures, MiniLM and other BertModel checkpoints)"
         )
-    if config.get("position_embedding_type", "absolute") != "absolute":
+    positions = config.text("position_embedding_type", "absolute")
+    if positions != "absolute":
         raise CheckpointError(
-            f"{_where(path)}: config.json's position_embedding_type is {config['position_embedding_type']!r}; "
-            "only learned absolute positions are built here"
+            f"{_where(path)}: config.json's position_embedding_type is {positions!r}; only learned absolute "
+            "positions are built here"
         )
-    act = config.get("hidden_act", "gelu")
+    act = config.text("hidden_act", "gelu")
     if act not in HF_ACTIVATIONS:
         raise CheckpointError(f"{_where(path)}: config.json's hidden_act {act!r} is none of {sorted(HF_ACTIVATIONS)}")
-    encoder = _encoder(path, "config.json", config, HF_ACTIVATIONS[act], config.get("layer_norm_eps"))
+    encoder = _encoder(config, HF_ACTIVATIONS[act], "layer_norm_eps")
     files = _hf_files(path, names)
     header: Dict[str, Any] = {}
     for uri in files:
@@ -723,7 +839,7 @@ def _hugging_face(path: str, names: set) -> Checkpoint:
     shapes = {ours: header[theirs]["shape"] for ours, theirs in mapping.items()}
     pooler = "pooler.dense.weight" in shapes
     get, has = _shaped(shapes, path, posixpath.basename(files[0]))
-    vocab_size = int(config.get("vocab_size", 0)) or int(shapes.get("embeddings.word_embeddings.weight", [0])[0])
+    vocab_size = config.int("vocab_size", None) or int(shapes.get("embeddings.word_embeddings.weight", [0])[0])
     mapped = _hf_layout(get, has, encoder.layers, pooler)
     _check_shapes(path, mapped, encoder_shapes(encoder, vocab_size, pooler), posixpath.basename(files[0]))
     extra_layers = [n for n in shapes if n.startswith(f"encoder.layer.{encoder.layers}.")]
@@ -740,36 +856,18 @@ def _hugging_face(path: str, names: set) -> Checkpoint:
     vocab_file = _join(path, "vocab.txt")
     tokens = _vocabulary(path, vocab_file)
     _check_vocabulary_rows(path, len(tokens), vocab_size)
-    tokenizer_config = _json(path, _join(path, "tokenizer_config.json")) if "tokenizer_config.json" in names else {}
-    said = tokenizer_config.get("do_lower_case")
-    source = "tokenizer_config.json (do_lower_case)"
-    if said is None and "tokenizer.json" in names:
-        normalizer = _json(path, _join(path, "tokenizer.json")).get("normalizer") or {}
-        if normalizer.get("type") == "BertNormalizer":
-            said, source = normalizer.get("lowercase"), "tokenizer.json (BertNormalizer lowercase)"
-    lower_case, casing_from = _casing(path, tokens, None if said is None else bool(said), source)
-    strip = tokenizer_config.get("strip_accents")
-    max_chars = _hf_max_chars(path, names)
-    tokenization = tokenization_lib.Tokenization(
-        lower_case=lower_case,
-        strip_accents=None if strip is None else bool(strip),
-        rules=tokenization_lib.HUGGING_FACE,
-        max_chars_per_word=max_chars,
-    )
+    tokenization, casing_from = _hf_tokenization(path, names, tokens)
     pooling = _sentence_transformers_pooling(path, names)
     if pooling is None:
-        pooling = (
-            (presets.POOLER, "its pooler weights", "") if pooler else (presets.CLS, "no pooler weights: [CLS]", "")
-        )
+        pooling = (presets.POOLER, "its pooler weights", "") if pooler else (presets.CLS, "no pooler: [CLS]", "")
     described = [_join(path, n) for n in HF_DESCRIPTION_FILES if n in names] + [p for p in pooling[2:] if p]
     if "model.safetensors.index.json" in names and len(files) > 1:
         described.append(_join(path, "model.safetensors.index.json"))
-    hidden_dropout = float(config.get("hidden_dropout_prob", 0.1))
-    classifier = config.get("classifier_dropout")
+    hidden_dropout = config.rate("hidden_dropout_prob", 0.1)
     return Checkpoint(
         path=path,
         kind=HUGGING_FACE,
-        name=_hf_name(path, names, config),
+        name=_hf_name(path, names, config.data),
         encoder=encoder,
         vocab_size=vocab_size,
         vocab_file=vocab_file,
@@ -779,8 +877,8 @@ def _hugging_face(path: str, names: set) -> Checkpoint:
         pooling_from=pooling[1],
         has_pooler=pooler,
         hidden_dropout=hidden_dropout,
-        attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
-        head_dropout=hidden_dropout if classifier is None else float(classifier),
+        attention_dropout=config.rate("attention_probs_dropout_prob", 0.1),
+        head_dropout=config.rate("classifier_dropout", hidden_dropout),
         weights=files[0] if len(files) == 1 else _join(path, "model.safetensors.index.json"),
         parameters=_parameters(mapped),
         fingerprint=_fingerprint(path, files + described),
@@ -788,13 +886,63 @@ def _hugging_face(path: str, names: set) -> Checkpoint:
     )
 
 
-def _hf_max_chars(path: str, names: set) -> Optional[int]:
-    """The WordPiece model's max_input_chars_per_word in tokenizer.json (Hugging Face's default, 100, without)."""
-    if "tokenizer.json" not in names:
-        return None
-    model = _json(path, _join(path, "tokenizer.json")).get("model") or {}
-    value = model.get("max_input_chars_per_word")
-    return int(value) if isinstance(value, int) and value > 0 else None
+# The Hugging Face tokenizers the rules reproduce (tokenization.py), by tokenizer_config.json's tokenizer_class.
+HF_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast")
+
+
+def _hf_tokenization(path: str, names: set, tokens: Sequence[str]) -> Tuple[tokenization_lib.Tokenization, str]:
+    """(how the folder's own tokenizer makes word pieces, where its casing was read): tokenizer_config.json
+    (`do_lower_case`, `strip_accents`), else tokenizer.json's BertNormalizer, else the vocabulary. A tokenizer
+    these rules do not reproduce (another class, no basic tokenization, CJK characters not split, words never
+    split, another normalizer or model) is refused, naming the file and setting."""
+    said, strip, source = None, None, ""
+    if "tokenizer_config.json" in names:
+        config = _Values(path, "tokenizer_config.json", _json(path, _join(path, "tokenizer_config.json")))
+        kind = config.text("tokenizer_class", "BertTokenizer")
+        if kind not in HF_TOKENIZER_CLASSES:
+            raise CheckpointError(
+                f"{_where(path)}: tokenizer_config.json's tokenizer_class is {kind!r}; BERT's WordPiece tokenizer "
+                f"({' or '.join(HF_TOKENIZER_CLASSES)}) is what the Transform graph reproduces"
+            )
+        for key, needed in (("do_basic_tokenize", True), ("tokenize_chinese_chars", True)):
+            if config.flag(key, needed) is not needed:
+                raise CheckpointError(
+                    f"{_where(path)}: tokenizer_config.json's {key} is false; the Transform graph tokenizes as "
+                    f"BERT's basic tokenizer does, with {key} true"
+                )
+        if config.data.get("never_split"):
+            raise CheckpointError(
+                f"{_where(path)}: tokenizer_config.json's never_split lists words the Transform graph would split"
+            )
+        said, strip, source = config.flag("do_lower_case"), config.flag("strip_accents"), "tokenizer_config.json"
+    max_chars = None
+    if "tokenizer.json" in names:
+        tokenizer = _Values(path, "tokenizer.json", _json(path, _join(path, "tokenizer.json")))
+        normalizer, model = tokenizer.mapping("normalizer"), tokenizer.mapping("model")
+        pre = tokenizer.mapping("pre_tokenizer")
+        kinds = (normalizer.data.get("type"), pre.data.get("type"), model.data.get("type"))
+        if kinds != ("BertNormalizer", "BertPreTokenizer", "WordPiece"):
+            raise CheckpointError(
+                f"{_where(path)}: tokenizer.json's normalizer, pre-tokenizer and model are {kinds}; BERT's "
+                "('BertNormalizer', 'BertPreTokenizer', 'WordPiece') are what the Transform graph reproduces"
+            )
+        for key in ("clean_text", "handle_chinese_chars"):
+            if normalizer.flag(key, True) is not True:
+                raise CheckpointError(f"{_where(path)}: tokenizer.json's normalizer has {key} false")
+        if said is None:
+            said, source = normalizer.flag("lowercase"), "tokenizer.json (BertNormalizer)"
+            strip = normalizer.flag("strip_accents")
+        max_chars = model.int("max_input_chars_per_word", None)
+    lower_case, casing_from = _casing(path, tokens, said, f"{source} (do_lower_case)" if source else "")
+    return (
+        tokenization_lib.Tokenization(
+            lower_case=lower_case,
+            strip_accents=strip,
+            rules=tokenization_lib.HUGGING_FACE,
+            max_chars_per_word=max_chars,
+        ),
+        casing_from,
+    )
 
 
 def _hf_name(path: str, names: set, config: Mapping[str, Any]) -> str:
@@ -815,31 +963,29 @@ def _parameters(mapped: Mapping[str, np.ndarray]) -> int:
     return int(sum(int(np.prod(value.shape)) for value in mapped.values()))
 
 
-def _encoder(path: str, where: str, config: Mapping[str, Any], activation: str, epsilon) -> Encoder:
-    missing = [
-        key
-        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-        if not isinstance(config.get(key), int)
-    ]
-    if missing:
-        raise CheckpointError(f"{_where(path)}: {where} lacks {', '.join(missing)}")
-    if config.get("embedding_size") not in (None, config["hidden_size"]):
+def _encoder(config: _Values, activation: str, epsilon_key: str) -> Encoder:
+    """The architecture a config file states (BERT's names); its layer norms' epsilon from `epsilon_key`, else
+    BERT's."""
+    hidden = config.int("hidden_size")
+    if config.data.get("embedding_size") not in (None, hidden):
         raise CheckpointError(
-            f"{_where(path)}: {where}'s embedding_size {config['embedding_size']} differs from hidden_size "
-            f"{config['hidden_size']} (ALBERT's factorized embeddings): not BERT's layout"
+            f"{_where(config.path)}: {config.where}'s embedding_size {config.data['embedding_size']} differs from "
+            f"hidden_size {hidden} (ALBERT's factorized embeddings): not BERT's layout"
         )
     try:
         return Encoder(
-            layers=config["num_hidden_layers"],
-            hidden=config["hidden_size"],
-            heads=config["num_attention_heads"],
-            intermediate=config["intermediate_size"],
-            max_positions=int(config.get("max_position_embeddings", 512)),
+            layers=config.int("num_hidden_layers"),
+            hidden=hidden,
+            heads=config.int("num_attention_heads"),
+            intermediate=config.int("intermediate_size"),
+            max_positions=config.int("max_position_embeddings", 512),
             activation=activation,
-            layer_norm_epsilon=float(epsilon if epsilon is not None else LAYER_NORM_EPSILON),
+            layer_norm_epsilon=config.number(epsilon_key, presets.LAYER_NORM_EPSILON, 0.0, 1.0),
         )
     except ValueError as err:
-        raise CheckpointError(f"{_where(path)}: {where}: {err}") from err
+        if isinstance(err, CheckpointError):
+            raise
+        raise CheckpointError(f"{_where(config.path)}: {config.where}: {err}") from err
 
 
 def _check_vocabulary_rows(path: str, tokens: int, rows: int) -> None:
@@ -913,26 +1059,23 @@ def _tf_checkpoint(path: str, prefix: str) -> Checkpoint:
             f"nor Model Garden's BertEncoder; it holds {some}, ..."
         )
     kind = MODEL_GARDEN if model_garden else GOOGLE_BERT
-    config_name = (
-        "bert_config.json" if "bert_config.json" in names else ("config.json" if "config.json" in names else "")
-    )
+    config_name = next((n for n in ("bert_config.json", "config.json") if n in names), "")
     if config_name:
-        config = _json(path, _join(folder, config_name))
-        activation = GOOGLE_ACTIVATIONS.get(config.get("hidden_act", "gelu"))
-        if activation is None:
+        config = _Values(path, config_name, _json(path, _join(folder, config_name)))
+        act = config.text("hidden_act", "gelu")
+        if act not in GOOGLE_ACTIVATIONS:
             raise CheckpointError(
-                f"{_where(path)}: {config_name}'s hidden_act {config.get('hidden_act')!r} is none of "
-                f"{sorted(GOOGLE_ACTIVATIONS)}"
+                f"{_where(path)}: {config_name}'s hidden_act {act!r} is none of {sorted(GOOGLE_ACTIVATIONS)}"
             )
-        encoder = _encoder(path, config_name, config, activation, config.get("layer_norm_eps"))
+        encoder = _encoder(config, GOOGLE_ACTIVATIONS[act], "layer_norm_eps")
     elif kind == GOOGLE_BERT:
-        encoder, config = _encoder_from_google_shapes(path, shapes), {}
+        encoder, config = _encoder_from_google_shapes(path, shapes), _Values(path, "", {})
     else:
         raise CheckpointError(f"{_where(path)}: a Model Garden checkpoint needs its bert_config.json beside it")
     get, has = _shaped(shapes, path, f"{base}.index")
     if kind == MODEL_GARDEN:
         pooler = _model_garden_has_pooler(list(shapes))
-        mapped = _model_garden_layout(get, list(shapes), encoder.layers, pooler)
+        mapped = _model_garden_layout(get, list(shapes), encoder.layers, pooler, path)
         blocks = sum(1 for n in shapes if n.endswith("_attention_layer/_query_dense/kernel" + _VALUE))
     else:
         pooler = "bert/pooler/dense/kernel" in shapes
@@ -943,10 +1086,10 @@ def _tf_checkpoint(path: str, prefix: str) -> Checkpoint:
             f"{_where(path)}: the checkpoint holds {blocks} layers, {config_name or 'its config'} says {encoder.layers}"
         )
     vocab_size = int(mapped["tokens/embeddings"].shape[0])
-    if config.get("vocab_size") not in (None, vocab_size):
+    stated = config.int("vocab_size", None)
+    if stated not in (None, vocab_size):
         raise CheckpointError(
-            f"{_where(path)}: {config_name} says vocab_size {config['vocab_size']:,}, the word embeddings hold "
-            f"{vocab_size:,} rows"
+            f"{_where(path)}: {config_name} says vocab_size {stated:,}, the word embeddings hold {vocab_size:,} rows"
         )
     _check_shapes(path, mapped, encoder_shapes(encoder, vocab_size, pooler), f"{base}.index")
     if "vocab.txt" not in names:
@@ -959,7 +1102,7 @@ def _tf_checkpoint(path: str, prefix: str) -> Checkpoint:
     release = posixpath.basename(folder.rstrip("/")) if "://" in folder else os.path.basename(os.path.abspath(folder))
     said = _release_casing(release)
     lower_case, casing_from = _casing(path, tokens, said, f"the release name {release}")
-    dropout = float(config.get("hidden_dropout_prob", 0.1))
+    dropout = config.rate("hidden_dropout_prob", 0.1)
     made_of = data_files + [prefix + ".index", vocab_file] + ([_join(folder, config_name)] if config_name else [])
     return Checkpoint(
         path=path,
@@ -971,15 +1114,14 @@ def _tf_checkpoint(path: str, prefix: str) -> Checkpoint:
         tokenization=tokenization_lib.Tokenization(
             lower_case=lower_case,
             rules=tokenization_lib.GOOGLE,
-            # Model Garden's tokenization.py allows words of 400 characters, google-research/bert's 200.
-            max_chars_per_word=400 if kind == MODEL_GARDEN else None,
+            max_chars_per_word=tokenization_lib.MODEL_GARDEN_MAX_CHARS_PER_WORD if kind == MODEL_GARDEN else None,
         ),
         casing_from=casing_from,
         pooling=presets.POOLER if pooler else presets.CLS,
-        pooling_from="its pooler weights" if pooler else "no pooler weights: [CLS]",
+        pooling_from="its pooler weights" if pooler else "no pooler: [CLS]",
         has_pooler=pooler,
         hidden_dropout=dropout,
-        attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
+        attention_dropout=config.rate("attention_probs_dropout_prob", 0.1),
         head_dropout=dropout,
         weights=prefix,
         parameters=_parameters(mapped),
@@ -992,10 +1134,10 @@ def _encoder_from_google_shapes(path: str, shapes: Mapping[str, Sequence[int]]) 
     """A Google checkpoint without its bert_config.json: the sizes from its shapes, heads of 64 (BERT's)."""
     layers = len({m.group(1) for k in shapes if (m := re.match(r"bert/encoder/layer_(\d+)/", k))})
     _, hidden = shapes["bert/embeddings/word_embeddings"]
-    if hidden % 64:
+    if hidden % 64 or not layers:
         raise CheckpointError(
-            f"{_where(path)}: no bert_config.json beside it, and {hidden} wide does not tell its heads: put the "
-            "release's bert_config.json next to the checkpoint"
+            f"{_where(path)}: no bert_config.json beside it, and its shapes ({layers} layers, {hidden} wide) do not "
+            "tell its architecture: put the release's bert_config.json next to the checkpoint"
         )
     return Encoder(
         layers=layers,
@@ -1014,13 +1156,15 @@ def _encoder_from_google_shapes(path: str, shapes: Mapping[str, Sequence[int]]) 
 
 def _saved_model(path: str) -> Checkpoint:
     """A pushed text model: its encoders' record (assets.extra/tfxflow_model.json, `encoders`), else, for a
-    model exported before the record held them, the architecture of the bert-* preset of its sizes."""
+    model exported before the record held them, the architecture of the bert-* preset of its sizes (read by
+    loading it: from a local path only)."""
     from tfxflow.components import names as names_lib
+    from tfxflow.components import object_store
+    from tfxflow.components.model import text
 
-    record = {}
-    if _exists(_join(path, names_lib.MODEL_INFO_FILE)):
-        record = _json(path, _join(path, names_lib.MODEL_INFO_FILE))
-    encoders = record.get("encoders") or {}
+    info = names_lib.MODEL_INFO_FILE
+    record = _Values(path, info, _json(path, _join(path, info)) if _exists(_join(path, info)) else {})
+    encoders = record.mapping("encoders").data
     if len(encoders) > 1:
         listed = ", ".join(sorted(encoders))
         raise CheckpointError(
@@ -1028,18 +1172,27 @@ def _saved_model(path: str) -> Checkpoint:
             "encoder from it"
         )
     if encoders:
-        ((name, entry),) = encoders.items()
-        encoder = Encoder.from_dict(entry["encoder"])
-        tokenization = tokenization_lib.Tokenization(**entry["tokenization"])
-        vocab_size = int(entry["vocab_size"])
-        pooling, has_pooler = (
-            entry.get("pooling", presets.POOLER),
-            entry.get("pooling", presets.POOLER) == presets.POOLER,
-        )
-        dropout = float(entry.get("dropout", 0.1))
+        ((name, data),) = encoders.items()
+        entry = record.mapping("encoders").mapping(name)
+        try:
+            encoder = Encoder.from_dict(entry.mapping("encoder").data)
+            tokenization = tokenization_lib.Tokenization(**entry.mapping("tokenization").data)
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"{_where(path)}: {info}'s encoder of {name} does not read: {err}") from err
+        vocab_size = entry.int("vocab_size")
+        pooling = entry.text("pooling", presets.POOLER)
+        if pooling not in presets.POOLINGS:
+            raise CheckpointError(f"{_where(path)}: {info}'s pooling {pooling!r} is none of {presets.POOLINGS}")
+        dropout = entry.rate("dropout", 0.1)
+        casing_from = f"the pushed model's record ({info})"
     else:
+        if object_store.is_remote(path):
+            raise CheckpointError(
+                f"{_where(path)}: a SavedModel without an encoder record in {info} (pushed by an earlier version) "
+                "is read from a local copy only: copy its folder here and give that path"
+            )
         name, encoder, vocab_size = _saved_model_shapes(path)
-        tokenization, pooling, has_pooler, dropout = tokenization_lib.Tokenization(), presets.POOLER, True, 0.1
+        pooling, dropout, casing_from = presets.POOLER, 0.1, ""
     column = name[: -len("_xf")] if name.endswith("_xf") else name
     vocab_file = _join(_join(path, "assets"), text.asset_name(column))
     if not _exists(vocab_file):
@@ -1048,6 +1201,10 @@ def _saved_model(path: str) -> Checkpoint:
         )
     tokens = _vocabulary(path, vocab_file)
     _check_vocabulary_rows(path, len(tokens), vocab_size)
+    if not encoders:  # its casing from its vocabulary
+        lower_case, casing_from = _casing(path, tokens, None, "")
+        tokenization = tokenization_lib.Tokenization(lower_case=lower_case)
+    has_pooler = pooling == presets.POOLER
     return Checkpoint(
         path=path,
         kind=SAVED_MODEL,
@@ -1056,7 +1213,7 @@ def _saved_model(path: str) -> Checkpoint:
         vocab_size=vocab_size,
         vocab_file=vocab_file,
         tokenization=tokenization,
-        casing_from=f"the pushed model's record ({names_lib.MODEL_INFO_FILE})" if encoders else "the default",
+        casing_from=casing_from,
         pooling=pooling,
         pooling_from="the pushed model's pooling",
         has_pooler=has_pooler,
@@ -1079,16 +1236,21 @@ def _saved_model_shapes(path: str) -> Tuple[str, Encoder, int]:
             f"{_where(path)}: the SavedModel has encoders of {sorted(found)}; a run starts one encoder from it"
         )
     ((name, variables),) = found.items()
+    needed = ("tokens/embeddings", "positions/embeddings", "block_0/up/kernel")
+    if any(key not in variables for key in needed):
+        raise CheckpointError(f"{_where(path)}: the SavedModel's encoder of {name} lacks some of {list(needed)}")
     vocab_size, hidden = variables["tokens/embeddings"].shape
     layers = len({k.split("/")[0] for k in variables if k.startswith("block_")})
-    intermediate = variables["block_0/up/kernel"].shape[1]
-    encoder = Encoder(
-        layers=layers,
-        hidden=int(hidden),
-        heads=max(1, int(hidden) // 64),
-        intermediate=int(intermediate),
-        max_positions=int(variables["positions/embeddings"].shape[0]),
-    )
+    try:
+        encoder = Encoder(
+            layers=layers,
+            hidden=int(hidden),
+            heads=max(1, int(hidden) // 64),
+            intermediate=int(variables["block_0/up/kernel"].shape[1]),
+            max_positions=int(variables["positions/embeddings"].shape[0]),
+        )
+    except ValueError as err:
+        raise CheckpointError(f"{_where(path)}: the SavedModel's encoder of {name}: {err}") from err
     return name, encoder, int(vocab_size)
 
 
@@ -1097,12 +1259,15 @@ def _saved_model_variables(path: str) -> Dict[str, Dict[str, np.ndarray]]:
 
     from tfxflow.components.model import text as text_lib
 
-    text_lib.load_ops_for(path)
-    loaded = tf.saved_model.load(path)
+    try:
+        text_lib.load_ops_for(path)
+        loaded = tf.saved_model.load(path)
+    except (OSError, tf.errors.OpError, ValueError) as err:
+        raise CheckpointError(f"{_where(path)}: the SavedModel does not load: {err}") from err
     found: Dict[str, Dict[str, np.ndarray]] = {}
     for item in tf.train.TrackableView(loaded).descendants():
         if isinstance(item, tf.Variable):
-            match = _ENCODER_VARIABLE.match(item.name)
+            match = ENCODER_VARIABLE.match(item.name)
             if match:
                 found.setdefault(match["input"], {})[f"{match['part']}/{match['rest']}"] = item.numpy()
     if not found:
@@ -1152,7 +1317,7 @@ def weights(checkpoint: Checkpoint) -> Dict[str, np.ndarray]:
         values = _LazyTensors(reader, names)
         getter = _getter(values, checkpoint.path, "the checkpoint")
         if kind == MODEL_GARDEN:
-            mapped = _model_garden_layout(getter, names, encoder.layers, checkpoint.has_pooler)
+            mapped = _model_garden_layout(getter, names, encoder.layers, checkpoint.has_pooler, checkpoint.path)
         else:
             mapped = _google_layout(getter, lambda n: n in values, encoder.layers, checkpoint.has_pooler)
     _check_shapes(
@@ -1186,6 +1351,12 @@ def _getter(values: Mapping[str, np.ndarray], path: str, where: str) -> Getter:
         return values[name]
 
     return get
+
+
+def unchanged(checkpoint: Checkpoint) -> bool:
+    """Whether the files of `checkpoint` are still those it was located with (their sizes and modification times,
+    or ETags)."""
+    return _fingerprint(checkpoint.path, checkpoint.files) == checkpoint.fingerprint if checkpoint.files else True
 
 
 def local_copy(checkpoint: Checkpoint, scratch: str) -> str:

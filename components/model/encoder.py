@@ -17,7 +17,7 @@ import tf_keras as keras
 from tfxflow.components.model import presets
 from tfxflow.components.model.presets import Encoder
 
-LAYER_NORM_EPSILON = 1e-12  # BERT's
+LAYER_NORM_EPSILON = presets.LAYER_NORM_EPSILON
 
 
 def bert_initializer():

@@ -12,6 +12,9 @@ ACTIVATIONS = (GELU_TANH, GELU_ERF, RELU)
 # the tokens' states the mask keeps (sentence-transformers' mean pooling), or [CLS]'s state as it is.
 POOLER, MEAN, CLS = "pooler", "mean", "cls"
 POOLINGS = (POOLER, MEAN, CLS)
+# BERT's layer norms' epsilon (google-research/bert's modeling.py, Model Garden's, Hugging Face's default), which
+# a Google release's bert_config.json does not state.
+LAYER_NORM_EPSILON = 1e-12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +29,7 @@ class Encoder:
     intermediate: int
     max_positions: int = 512
     activation: str = GELU_TANH
-    layer_norm_epsilon: float = 1e-12
+    layer_norm_epsilon: float = LAYER_NORM_EPSILON
 
     def __post_init__(self):
         if min(self.layers, self.hidden, self.heads, self.intermediate, self.max_positions) < 1:

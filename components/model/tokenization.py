@@ -11,6 +11,8 @@ TOKENIZER_RULES = (HUGGING_FACE, GOOGLE)
 # A longer word is [UNK]: Hugging Face's WordPiece model (`max_input_chars_per_word`), google-research/bert's
 # WordpieceTokenizer (`max_input_chars_per_word`).
 MAX_CHARS_PER_WORD = {HUGGING_FACE: 100, GOOGLE: 200}
+# Model Garden's copy of Google's tokenization.py (official/nlp/tools/tokenization.py) allows 400.
+MODEL_GARDEN_MAX_CHARS_PER_WORD = 400
 
 
 @dataclasses.dataclass(frozen=True)

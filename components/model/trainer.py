@@ -434,6 +434,11 @@ def pretrained_checkpoint(model_params: model_lib.ModelParams, scratch: str) -> 
         if model_params.pretrained
         else checkpoints.locate(model_params.init_checkpoint)
     )
+    if not checkpoints.unchanged(given):  # Transform's vocabulary was read from the files as they were
+        raise checkpoints.CheckpointError(
+            f"--init-checkpoint {given.path}: its files changed since the run was configured (or the pipeline "
+            "compiled): run (or compile) again"
+        )
     local = checkpoints.locate(checkpoints.local_copy(given, os.path.join(scratch, "init_checkpoint")))
     if (local.encoder, local.vocab_size, local.has_pooler) != (given.encoder, given.vocab_size, given.has_pooler):
         raise checkpoints.CheckpointError(

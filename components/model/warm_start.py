@@ -8,19 +8,12 @@ qkv/kernel:0`): those parts are what a checkpoint's weights are matched by."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
 from tfxflow.components.model import presets
-from tfxflow.components.model.checkpoints import Checkpoint, CheckpointError
-
-# <input>_<part>/<variable>:0, the names encoder.py gives. An input's name holds no "/": an optimizer's slot of the
-# same variable ("AdamW/m/<input>_block_0/...") is not one.
-_ENCODER_VARIABLE = re.compile(
-    r"^(?P<input>[^/]+?)_(?P<part>tokens|positions|embedding_norm|block_\d+|pooled)/(?P<rest>.+):0$"
-)
+from tfxflow.components.model.checkpoints import ENCODER_VARIABLE, Checkpoint, CheckpointError
 
 
 def preset_of(encoder: presets.Encoder) -> Optional[str]:
@@ -55,6 +48,15 @@ def check_preset(checkpoint: Checkpoint, preset: Optional[str]) -> None:
         raise CheckpointError(
             f"{where}: the checkpoint is {theirs.describe()}; --model-preset {preset} is {spec.describe()}: leave "
             "--model-preset out to take the checkpoint's architecture"
+        )
+
+
+def check_pooling(checkpoint: Checkpoint, pooling: Optional[str]) -> None:
+    """BERT's pooler needs the checkpoint's pooler weights: refused naming the poolings it has otherwise."""
+    if pooling == presets.POOLER and not checkpoint.has_pooler:
+        raise CheckpointError(
+            f"--init-checkpoint {checkpoint.path}: --pooling pooler, and the checkpoint has no pooler weights: use "
+            f"--pooling mean or cls (its own: {checkpoint.pooling})"
         )
 
 
@@ -123,7 +125,7 @@ def encoder_variables(model, name: str) -> Dict[str, Any]:
     return {
         v.name[len(prefix) : -len(":0")]: v
         for v in model.variables
-        if v.name.startswith(prefix) and _ENCODER_VARIABLE.match(v.name)
+        if v.name.startswith(prefix) and ENCODER_VARIABLE.match(v.name)
     }
 
 

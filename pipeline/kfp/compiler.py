@@ -38,6 +38,7 @@ from tfxflow.pipeline.config import (
     ConfigError,
     SharedConfig,
     TrainingConfig,
+    check_user_trainer,
     resolve_shared,
     split_beam_runner,
 )
@@ -368,8 +369,14 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             raise ConfigError(f"--namespace '{config.namespace}' is not a valid Kubernetes namespace name")
         if profile_paths_apply(config.kfp_version):
             _check_profile_paths(config)
-    # The steps read the checkpoint and a vocabulary themselves: from an object store, or the data's volume.
-    _location("--init-checkpoint", config.training.init_checkpoint, config.data_pvc, config.data_mount, "--data-pvc")
+    # The compile reads the checkpoint's description where the steps read its files: an object store both reach.
+    checkpoint = config.training.init_checkpoint
+    if checkpoint and _scheme(checkpoint) not in PIPELINE_ROOT_SCHEMES:
+        raise ConfigError(
+            f"--init-checkpoint {checkpoint}: the Trainer and Transform pods read it, and the compile checks it: "
+            "give its gs://, s3:// or minio:// URI"
+        )
+    check_user_trainer(config.training, config.user_module)
     training, features = resolve_shared(config.training, config.evaluation, config.features)
     if features is not None and features.text and features.text_vocab_file:
         _location(

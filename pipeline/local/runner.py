@@ -510,12 +510,14 @@ def training_lines(info: Optional[dict]) -> List[str]:
     steps = f", {info['train_steps']:,} steps of {info['effective_batch']:,}" if "train_steps" in info else ""
     lines = []
     if info.get("init_checkpoint_name"):
+        from tfxflow.components.model.checkpoints import parameters_text
+
         lines.append(
             f"  fine-tuned:     {info['init_checkpoint_name']} ({info['encoder_layers']} layers, "
-            f"{info['encoder_hidden']} wide, {info['init_checkpoint_parameters'] / 1e6:.1f}M parameters) from "
+            f"{info['encoder_hidden']} wide, {parameters_text(info['init_checkpoint_parameters'])} parameters) from "
             f"{info.get('init_checkpoint', '?')}"
         )
-        model = f"the fine-tuned encoder and a {info['task']} head ({info['parameters'] / 1e6:.1f}M parameters)"
+        model = f"the fine-tuned encoder and a {info['task']} head ({parameters_text(info['parameters'])} parameters)"
         recipe = (
             f"learning rate {info['learning_rate']:g}, dropout {info['dropout']:g} (head {info['head_dropout']:g})"
             + (f", clipped at {info['clip_norm']:g}" if info.get("clip_norm") else "")

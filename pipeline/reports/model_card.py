@@ -97,10 +97,12 @@ def _purpose(page: RunPage) -> List[Block]:
         blocks.append(Table(("feature option", "value"), tuple(options)))
     info = page.training_info or {}
     if info.get("init_checkpoint_name"):
+        from tfxflow.components.model.checkpoints import parameters_text
+
         blocks.append(
             Paragraph(
                 f"The text encoder was fine-tuned from `{info['init_checkpoint_name']}` ({info['encoder_layers']} "
-                f"layers, {info['encoder_hidden']} wide, {info['init_checkpoint_parameters'] / 1e6:.1f}M "
+                f"layers, {info['encoder_hidden']} wide, {parameters_text(info['init_checkpoint_parameters'])} "
                 f"parameters; `{info.get('init_checkpoint', '?')}`), with its vocabulary and its tokenizer's "
                 f"rules ({info.get('tokenizer', '?')}), {info.get('pooling', '?')} pooling."
             )

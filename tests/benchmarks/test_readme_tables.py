@@ -102,3 +102,34 @@ def test_the_text_table_is_its_results_file():
     ]
     header = "| preset | params | precision | recompute | examples/s | tokens/s | MFU | peak memory |"
     assert _readme_table(header) == expected
+
+
+FINE_TUNING = re.compile(r"<!-- fine-tuning: (\S+) -->\n(.*?)\n<!-- /fine-tuning -->", re.S)
+
+
+def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chose_the_recipe():
+    """The fine-tuning figures are what benchmarks/readme_tables.py renders from the text benchmark's results, and
+    the recipe's learning rate (presets.FINE_TUNING) is, at the recipe's epochs, within one standard error of the
+    held-out accuracy of the best rate of its sweep."""
+    from tfxflow.components.model import presets
+
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        blocks = FINE_TUNING.findall(f.read())
+    assert len(blocks) == 1, "README.md needs exactly one <!-- fine-tuning: FILE --> block"
+    ((path, shown),) = blocks
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        result = json.load(f)
+    assert shown.strip() == readme_tables.fine_tuning(result).strip(), (
+        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
+    )
+    recipe = presets.FINE_TUNING
+    sweep = {r["learning_rate"]: r for r in result["fine_tuning"]["sweep"] if "error" not in r}
+    assert recipe.learning_rate in sweep
+    at_epochs = {rate: r["accuracy_by_epoch"][recipe.epochs - 1] for rate, r in sweep.items()}
+    held_out = sweep[recipe.learning_rate]["held_out_rows"]
+    best = max(at_epochs.values())
+    error = (best * (1 - best) / held_out) ** 0.5
+    assert at_epochs[recipe.learning_rate] >= best - error, (at_epochs, error)
+    # What the pretrained weights bring: above bert-mini from scratch at equal steps and at equal time.
+    for scratch in result["fine_tuning"]["from_scratch"]:
+        assert at_epochs[recipe.learning_rate] > scratch["accuracy"], scratch["compared"]

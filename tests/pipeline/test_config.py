@@ -297,6 +297,19 @@ def test_a_checkpoint_that_does_not_fit_the_settings_is_refused_before_any_work(
         resolve(_text_features(), train_steps=10, train_epochs=2)
 
 
+def test_a_module_files_run_fn_gets_neither_a_checkpoint_nor_epochs():
+    from tfxflow.pipeline.user_module import UserModule
+
+    module = UserModule(path="/m/trainer.py", preprocessing_fn=False, run_fn=True)
+    with pytest.raises(config_lib.ConfigError, match="--module-file /m/trainer.py brings its own run_fn: load the"):
+        config_lib.check_user_trainer(config_lib.TrainingConfig(init_checkpoint="/ckpt"), module)
+    with pytest.raises(config_lib.ConfigError, match="fn_args.train_steps: give --train-steps"):
+        config_lib.check_user_trainer(config_lib.TrainingConfig(train_epochs=2), module)
+    transform_only = UserModule(path="/m/transform.py", preprocessing_fn=True, run_fn=False)
+    config_lib.check_user_trainer(config_lib.TrainingConfig(train_epochs=2, init_checkpoint="/c"), transform_only)
+    config_lib.check_user_trainer(config_lib.TrainingConfig(train_steps=20), module)
+
+
 def test_the_init_checkpoint_flag_makes_a_local_path_absolute_and_keeps_a_uri():
     from tfxflow.pipeline.settings import local_or_remote_path
 

@@ -298,13 +298,43 @@ def _truncated():
             {"vocab.txt": "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(30522)])},
             "vocab.txt has 30,526 word pieces and the word embeddings 30,522 rows",
         ),
+        ({"config.json": _config(vocab_size="abc")}, r"config.json's vocab_size is 'abc', not an integer >= 1"),
+        ({"config.json": _config(layer_norm_eps=[1e-12])}, r"config.json's layer_norm_eps is \[1e-12\], not a number"),
+        ({"config.json": _config(classifier_dropout=1.5)}, r"config.json's classifier_dropout is 1.5, not a number in"),
+        ({"config.json": _config(num_hidden_layers=True)}, "config.json's num_hidden_layers is True, not an integer"),
+        (
+            {"tokenizer_config.json": json.dumps({"do_lower_case": "false"})},
+            "tokenizer_config.json's do_lower_case is 'false', not true or false",
+        ),
+        (
+            {"tokenizer_config.json": json.dumps({"tokenizer_class": "BertJapaneseTokenizer"})},
+            "tokenizer_config.json's tokenizer_class is 'BertJapaneseTokenizer'; BERT's WordPiece tokenizer",
+        ),
+        (
+            {"tokenizer_config.json": json.dumps({"do_lower_case": True, "tokenize_chinese_chars": False})},
+            "tokenizer_config.json's tokenize_chinese_chars is false",
+        ),
+        (
+            {"tokenizer_config.json": json.dumps({"do_lower_case": True, "never_split": ["[X]"]})},
+            "tokenizer_config.json's never_split lists words",
+        ),
+        (
+            {"tokenizer.json": json.dumps({"normalizer": {"type": "Sequence"}, "model": {"type": "WordPiece"}})},
+            r"tokenizer.json's normalizer, pre-tokenizer and model are \('Sequence', None, 'WordPiece'\)",
+        ),
+        (
+            {"modules.json": json.dumps([{"type": "sentence_transformers.models.Pooling", "path": ""}])},
+            "modules.json's Pooling module has the path '', not a folder of it",
+        ),
+        ({"modules.json": json.dumps({"not": "a list"})}, r"modules.json holds dict, not a JSON list"),
         (
             {
-                "tokenizer_config.json": json.dumps({"do_lower_case": False}),
-                "vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\nThe\n",
+                "model.safetensors": None,
+                "model.safetensors.index.json": json.dumps({"weight_map": {"a": "../outside.safetensors"}}),
             },
-            None,
+            "model.safetensors.index.json names '../outside.safetensors', which is no file of the folder",
         ),
+        ({"model.safetensors": b"\x02\x00\x00\x00\x00\x00\x00\x00[]"}, "the safetensors header is not a JSON object"),
         (
             {"1_Pooling__config.json": json.dumps({"pooling_mode_max_tokens": True})},
             r"asks for \['pooling_mode_max_tokens'\]",
@@ -313,19 +343,29 @@ def _truncated():
 )
 def test_a_checkpoint_that_cannot_serve_is_refused_naming_the_file(tmp_path, changes, message):
     folder = _hugging_face_copy(str(tmp_path / "model"), **changes)
-    if message is None:  # a cased tokenizer over a vocabulary with upper-case word pieces: it reads
-        assert not checkpoints.locate(folder).tokenization.lower_case
-        return
     with pytest.raises(CheckpointError, match=message) as caught:
         checkpoints.locate(folder)
     assert str(caught.value).startswith(f"--init-checkpoint {folder}: ") and "\n" not in str(caught.value)
 
 
-def test_casing_that_contradicts_the_vocabulary_is_refused(tmp_path):
+def test_the_casing_is_the_tokenizers_and_must_be_its_vocabularys(tmp_path):
     upper = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nThe\n"
     folder = _hugging_face_copy(str(tmp_path / "m"), **{"vocab.txt": upper})  # do_lower_case: true
     with pytest.raises(CheckpointError, match="tokenizer_config.json .* says uncased, and its vocabulary holds upper"):
         checkpoints.locate(folder)
+    cased = _hugging_face_copy(
+        str(tmp_path / "cased"), **{"vocab.txt": upper, "tokenizer_config.json": json.dumps({"do_lower_case": False})}
+    )
+    found = checkpoints.locate(cased)
+    assert not found.tokenization.lower_case and not found.tokenization.accents_stripped
+    # Without tokenizer_config.json: tokenizer.json's BertNormalizer; without either, the vocabulary.
+    normalizer = _hugging_face_copy(str(tmp_path / "normalizer"), **{"tokenizer_config.json": None})
+    found = checkpoints.locate(normalizer)
+    assert found.tokenization.lower_case and found.casing_from == "tokenizer.json (BertNormalizer) (do_lower_case)"
+    bare = _hugging_face_copy(str(tmp_path / "bare"), **{"tokenizer_config.json": None, "tokenizer.json": None})
+    found = checkpoints.locate(bare)
+    assert found.tokenization.lower_case and found.casing_from == "its vocabulary (no upper-case word pieces)"
+    assert found.tokenization.max_chars == 100  # Hugging Face's default without tokenizer.json
 
 
 def test_what_is_no_checkpoint_is_refused_naming_what_is_there(tmp_path, release):
@@ -348,6 +388,14 @@ def test_what_is_no_checkpoint_is_refused_naming_what_is_there(tmp_path, release
     data.unlink()
     with pytest.raises(CheckpointError, match=r"bert_model.ckpt.data-\* files are missing"):
         checkpoints.locate(str(broken))
+
+
+def test_a_moved_folder_of_checkpoints_reads_the_latest_by_its_name(tmp_path):
+    """TF's CheckpointManager writes the absolute path of the latest checkpoint, stale once the folder moved."""
+    moved = tmp_path / "moved" / "uncased_L-2_H-32_A-4"
+    shutil.copytree(os.path.join(GARDEN, "uncased_L-2_H-32_A-4"), moved)
+    (moved / "checkpoint").write_text('model_checkpoint_path: "/gone/elsewhere/bert_model.ckpt-1"\n')
+    assert checkpoints.locate(str(moved)).weights == str(moved / "bert_model.ckpt-1")
 
 
 def test_a_checkpoint_on_an_object_store_is_read_there_and_copied_whole(s3_server, monkeypatch, tmp_path, release):

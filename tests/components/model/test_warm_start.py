@@ -205,3 +205,15 @@ def test_weights_that_do_not_fit_the_model_are_refused_before_any_is_assigned(be
     partial = {k: v for k, v in weights.items() if k != "block_1/up/bias"}
     with pytest.raises(CheckpointError, match="'block_1/up/bias' is missing"):
         warm_start.initialise(encoder_model("bert-tiny", 50), found, partial, ["text_xf"])
+
+
+def test_berts_pooler_needs_the_checkpoints_pooler_weights(bert_tiny, tmp_path):
+    import dataclasses
+
+    found = checkpoints.locate(bert_tiny[0])
+    warm_start.check_pooling(found, "pooler")  # Google's checkpoints hold it
+    warm_start.check_pooling(found, "mean")
+    without = dataclasses.replace(found, has_pooler=False, pooling="cls")
+    with pytest.raises(CheckpointError, match="--pooling pooler, and the checkpoint has no pooler weights: use"):
+        warm_start.check_pooling(without, "pooler")
+    warm_start.check_pooling(without, None)  # its own pooling

@@ -14,7 +14,7 @@ from tfx.utils import import_utils
 
 from tests.pipeline.conftest import IMAGE, kubeflow_config
 from tfxflow.pipeline.beam_runners import BeamRunner
-from tfxflow.pipeline.config import ConfigError
+from tfxflow.pipeline.config import ConfigError, TrainingConfig
 from tfxflow.pipeline.kfp import compiler as kf
 
 # Each step after the ones it must follow; the spec's dependencies must imply this order.
@@ -319,6 +319,11 @@ def test_untracked_compile_has_no_tracking_steps(tmp_path):
         ({"mlflow_secret_keys": ("MLFLOW_TRACKING_TOKEN",)}, "get no \\$MLFLOW_TRACKING_URI"),
         ({"step_memory": "lots"}, "--step-memory"),
         ({"step_cpu": "two"}, "--step-cpu"),
+        (
+            {"training": TrainingConfig(init_checkpoint="/data/models/minilm"), "data_pvc": "taxi-data"},
+            "--init-checkpoint /data/models/minilm: the Trainer and Transform pods read it, and the compile checks "
+            "it: give its gs://, s3:// or minio:// URI",
+        ),
     ],
 )
 def test_config_errors_name_the_flag(overrides, message):
