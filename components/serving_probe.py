@@ -82,6 +82,40 @@ def load_text_ops():
     return libraries
 
 
+# TF Decision Forests' inference ops (components/model/text.py's TF_SERVING_DECISION_FOREST_OPS, whose names all
+# start so): TF Serving 2.16.1 links them, and here they are registered from TF-DF's own op library.
+DECISION_FOREST_OPS_PREFIX = "SimpleML"
+
+
+def load_decision_forest_ops():
+    """Registers TF Decision Forests' inference ops as a model server links them: the op library of the installed
+    tensorflow_decision_forests package (its tensorflow/ops/inference/), without its Python API. Returns the
+    libraries loaded."""
+    import tensorflow as tf
+
+    spec = importlib.util.find_spec("tensorflow_decision_forests")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the model uses TF Decision Forests' ops, and tensorflow_decision_forests is not installed")
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "tensorflow", "ops", "inference")
+    libraries = sorted(glob.glob(os.path.join(folder, "*.so")))
+    for path in libraries:
+        tf.load_op_library(path)
+    return libraries
+
+
+def load_op_libraries(ops):
+    """Registers the op libraries a model server links for `ops` (the ops TensorFlow lacks): TF Decision
+    Forests' for its inference ops, TF Text's for the others. Returns the packages loaded."""
+    loaded = []
+    if any(not op.startswith(DECISION_FOREST_OPS_PREFIX) for op in ops):
+        load_text_ops()
+        loaded.append("tensorflow_text")
+    if any(op.startswith(DECISION_FOREST_OPS_PREFIX) for op in ops):
+        load_decision_forest_ops()
+        loaded.append("tensorflow_decision_forests")
+    return loaded
+
+
 def _percentile(values, share):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
@@ -197,11 +231,11 @@ def probe(request_path):
     examples = [base64.urlsafe_b64decode(text) for text in request["examples_b64"]]
     instances = request["instances"]
     started = time.perf_counter()
-    # TF Serving links TF Text's ops in; here they are registered when the model uses ops TensorFlow lacks.
+    # TF Serving links TF Text's and TF-DF's ops in; here they are registered when the model uses ops TensorFlow
+    # lacks.
     result["ops_beyond_tensorflow"] = ops_tf_lacks(request["model_dir"])
     if result["ops_beyond_tensorflow"]:
-        load_text_ops()
-        result["op_libraries"] = ["tensorflow_text"]
+        result["op_libraries"] = load_op_libraries(result["ops_beyond_tensorflow"])
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph)
     with graph.as_default():

@@ -474,7 +474,9 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     if "load_s" in check:
         gaps = check.get("max_abs_difference", {})
         agree = ", ".join(f"{name} {gap:.1g}" for name, gap in sorted(gaps.items()))
-        company = "with TF Text's ops" if check.get("op_libraries") else "alone"
+        named = {"tensorflow_text": "TF Text's ops", "tensorflow_decision_forests": "TF Decision Forests' ops"}
+        libraries = [named.get(name, name) for name in check.get("op_libraries") or ()]
+        company = f"with {' and '.join(libraries)}" if libraries else "alone"
         lines.append(
             f"                  loaded in TensorFlow {check.get('tensorflow', '?')} {company} in "
             f"{check['load_s']:.1f} s; {check['golden_rows']} golden rows vs. the Evaluator's model: "

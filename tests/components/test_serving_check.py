@@ -446,3 +446,65 @@ def test_a_probe_started_for_a_check_that_never_comes_leaves_by_itself():
     process = serving_check._warm.process
     serving_check.discard_warm_probe()  # the run failed before its check: ended, and its folder removed
     assert process.poll() is not None and not os.path.exists(folder) and serving_check._warm is None
+
+
+# Trains a small TF Decision Forests model in a process of its own (TF-DF imports Keras and registers its ops where
+# it is imported) and saves it: argv: the folder. Prints the model's own answers for XS.
+FOREST = """
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, pandas as pd, tensorflow as tf
+import tensorflow_decision_forests as tfdf
+rng = np.random.default_rng(0)
+x = rng.normal(size=400).astype("float32")
+frame = pd.DataFrame({"x": x, "y": (x + rng.normal(scale=0.3, size=400) > 0).astype("int64")})
+model = tfdf.keras.GradientBoostedTreesModel(num_trees=10, verbose=0)
+model.fit(tfdf.keras.pd_dataframe_to_tf_dataset(frame, label="y"), verbose=0)
+model.save(sys.argv[1])
+xs = np.array(json.loads(sys.argv[2]), dtype="float32")
+print(json.dumps(model.predict({"x": xs}, verbose=0).tolist()))
+"""
+
+
+@pytest.mark.integration
+def test_a_tf_decision_forests_model_serves_with_the_inference_ops_tf_serving_links(tmp_path):
+    """TF Serving 2.16.1 links TF-DF 1.3.0's six inference ops: a TF-DF model (as a module file's run_fn trains)
+    loads in the probe with TF-DF's own op library, without its Python package, and is not refused."""
+    import json
+    import subprocess
+    import sys
+
+    from tfxflow.components.model import text
+
+    xs = [-2.0, -0.5, 0.0, 0.4, 1.5, 3.0]
+    folder = str(tmp_path / "forest")
+    done = subprocess.run(
+        [sys.executable, "-c", FOREST, folder, json.dumps(xs)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+    request = {
+        "model_dir": folder,
+        "examples_b64": [],
+        "instances": [{"x": x} for x in xs],
+        "instance_rows": list(range(len(xs))),
+        "outputs": [],
+        "signatures": ["serving_default"],
+        "latency_calls": 5,
+        "seconds": 0.05,
+        "batch_sizes": [1],
+    }
+    result = serving_check.run_probe(request)
+    assert "error" not in result, result.get("traceback", result)
+    assert result["op_libraries"] == ["tensorflow_decision_forests"]
+    assert set(result["ops_beyond_tensorflow"]) <= text.TF_SERVING_DECISION_FOREST_OPS
+    assert {"SimpleMLCreateModelResource", "SimpleMLInferenceOpWithHandle"} <= set(result["ops_beyond_tensorflow"])
+    assert result["foreign_modules"] == []  # its op library, not its Python package (which imports Keras)
+    (output,) = result["predictions"]["serving_default"]
+    answered = np.array(result["predictions"]["serving_default"][output])
+    np.testing.assert_allclose(answered, expected, atol=1e-6)
+    assert answered.min() < 0.2 and answered.max() > 0.8  # the trees' own answers, not a constant
+    reasons = serving_check.verdict(
+        result, {output: expected}, {"x": "float32"}, ["x", "y"], 1e-5, 0.0, required=("serving_default",)
+    )
+    assert reasons == []
