@@ -125,8 +125,9 @@ class FineTuning:
     recipe (google-research/bert's run_classifier.py and optimization.py; Hugging Face's Trainer) in place of
     training from scratch's, whose learning rate and lack of dropout wipe out what the checkpoint knows.
 
-    `learning_rate`: in BERT's range (2e-5 to 5e-5 at batch 32), chosen by `make bench-text`'s sweep on
-    Debian's package descriptions (README, Text benchmark); `epochs` over the training split at `batch_size`;
+    `learning_rate`: the best of BERT's range (BERT_LEARNING_RATES, at batch 32) in `make bench-text`'s sweep
+    on Debian's package descriptions (README, Fine-tuning a pretrained encoder); `epochs` over the training split
+    at `batch_size`;
     the dropout rates are the checkpoint's own (its config's hidden and attention dropout, and before the head
     Hugging Face's classifier_dropout or the hidden one); AdamW's epsilon 1e-6; the gradients' global norm
     clipped at 1.0; warmup over the first 10% of the steps, then a linear decay to 0."""
@@ -139,3 +140,6 @@ class FineTuning:
 
 
 FINE_TUNING = FineTuning()
+# The learning rates BERT's paper fine-tunes with (Devlin et al. 2019, appendix A.3): the range the recipe's is
+# chosen in.
+BERT_LEARNING_RATES = (2e-5, 3e-5, 4e-5, 5e-5)

@@ -86,7 +86,7 @@ def test_the_trainer_table_is_its_results_file():
 
 
 def test_the_text_table_is_its_results_file():
-    found = _results("text-20261201.json")
+    found = _results("text-20261205.json")
     expected = [
         [
             run["preset"],
@@ -110,7 +110,7 @@ FINE_TUNING = re.compile(r"<!-- fine-tuning: (\S+) -->\n(.*?)\n<!-- /fine-tuning
 def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chose_the_recipe():
     """The fine-tuning figures are what benchmarks/readme_tables.py renders from the text benchmark's results, and
     the recipe's learning rate (presets.FINE_TUNING) is, at the recipe's epochs, within one standard error of the
-    held-out accuracy of the best rate of its sweep."""
+    held-out accuracy of the best rate of its sweep within BERT's range."""
     from tfxflow.components.model import presets
 
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
@@ -124,12 +124,16 @@ def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chos
     )
     recipe = presets.FINE_TUNING
     sweep = {r["learning_rate"]: r for r in result["fine_tuning"]["sweep"] if "error" not in r}
-    assert recipe.learning_rate in sweep
-    at_epochs = {rate: r["accuracy_by_epoch"][recipe.epochs - 1] for rate, r in sweep.items()}
+    assert recipe.learning_rate in presets.BERT_LEARNING_RATES and recipe.learning_rate in sweep
+    in_range = {
+        rate: r["accuracy_by_epoch"][recipe.epochs - 1]
+        for rate, r in sweep.items()
+        if min(presets.BERT_LEARNING_RATES) <= rate <= max(presets.BERT_LEARNING_RATES)
+    }
     held_out = sweep[recipe.learning_rate]["held_out_rows"]
-    best = max(at_epochs.values())
+    best = max(in_range.values())
     error = (best * (1 - best) / held_out) ** 0.5
-    assert at_epochs[recipe.learning_rate] >= best - error, (at_epochs, error)
+    assert len(in_range) >= 3 and in_range[recipe.learning_rate] >= best - error, (in_range, error)
     # What the pretrained weights bring: above bert-mini from scratch at equal steps and at equal time.
     for scratch in result["fine_tuning"]["from_scratch"]:
-        assert at_epochs[recipe.learning_rate] > scratch["accuracy"], scratch["compared"]
+        assert in_range[recipe.learning_rate] > scratch["accuracy"], scratch["compared"]
