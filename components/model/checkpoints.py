@@ -162,25 +162,16 @@ def _read(path: str, uri: str, what: str) -> bytes:
         raise CheckpointError(f"{_where(path)}: cannot read {uri}: {err}") from err
 
 
-def _json(path: str, uri: str) -> Dict[str, Any]:
+def _json(path: str, uri: str, kind: type = dict) -> Any:
+    """The JSON file `uri` of the checkpoint at `path`, which must hold a `kind` (an object, or a list)."""
     raw = _read(path, uri, "the file")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise CheckpointError(f"{_where(path)}: {uri} is not JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{_where(path)}: {uri} holds {type(data).__name__}, not a JSON object")
-    return data
-
-
-def _json_list(path: str, uri: str) -> List[Any]:
-    raw = _read(path, uri, "the file")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise CheckpointError(f"{_where(path)}: {uri} is not JSON: {err}") from err
-    if not isinstance(data, list):
-        raise CheckpointError(f"{_where(path)}: {uri} holds {type(data).__name__}, not a JSON list")
+    if not isinstance(data, kind):
+        expected = "a JSON object" if kind is dict else "a JSON list"
+        raise CheckpointError(f"{_where(path)}: {uri} holds {type(data).__name__}, not {expected}")
     return data
 
 
@@ -422,7 +413,7 @@ def _sentence_transformers_pooling(path: str, names: set) -> Optional[Tuple[str,
     (`1_Pooling/config.json`), if the folder has one."""
     folder = None
     if "modules.json" in names:
-        for module in _json_list(path, _join(path, "modules.json")):
+        for module in _json(path, _join(path, "modules.json"), list):
             entry = _Values(path, "modules.json", module if isinstance(module, dict) else {})
             if entry.text("type", "").endswith(".Pooling"):
                 folder = entry.text("path", "")

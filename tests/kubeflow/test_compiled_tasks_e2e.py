@@ -81,16 +81,11 @@ def _compile_module(base, s3, serving_mount):
     (base / "taxi.yaml").write_text(
         "task: binary\nlabel: {name: tips_xf, column: tips, ratio_of: fare, greater_than: 0.2}\n"
     )
-    spec = str(base / "taxi-module.yaml")
-    result = helpers.run_cli(
-        "kubeflow",
-        "compile",
-        "--image",
-        IMAGE,
-        "--pipeline-root",
-        _root("taxi"),
-        "--data-root",
-        f"minio://{BUCKET}/data/taxi",
+    return _compile_cli(
+        base,
+        s3,
+        serving_mount,
+        "taxi",
         "--schema",
         os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"),
         "--feature-config",
@@ -101,6 +96,26 @@ def _compile_module(base, s3, serving_mount):
         "tfxflow-google-taxi",
         "--model-name",
         "google-taxi",
+        "--train-steps",
+        "200",
+        output="taxi-module.yaml",
+    )
+
+
+def _compile_cli(base, s3, serving_mount, dataset, *flags, output):
+    """`tfxflow kubeflow compile` as a user runs it, the store's endpoint and keys in its environment (what it
+    stages or reads there), for data under minio://mlpipeline/data/<dataset>, without GPUs or tracking; returns
+    (the spec's path, the command's output)."""
+    spec = str(base / output)
+    result = helpers.run_cli(
+        "kubeflow",
+        "compile",
+        "--image",
+        IMAGE,
+        "--pipeline-root",
+        _root(dataset),
+        "--data-root",
+        f"minio://{BUCKET}/data/{dataset}",
         "--serving-pvc",
         "tf-serving-models",
         "--serving-mount",
@@ -113,8 +128,7 @@ def _compile_module(base, s3, serving_mount):
         "off",
         "--beam-mode",
         "in_memory",
-        "--train-steps",
-        "200",
+        *flags,
         "--output",
         spec,
         env=s3.env,
@@ -184,16 +198,11 @@ def _compile_fine_tuning(base, s3, serving_mount):
     draft = str(base / "debian-draft")
     drafted = helpers.run_cli("infer-schema", "--data-root", str(data), "--out", draft, "--label", "section")
     assert drafted.returncode == 0, drafted.stderr[-3000:]
-    spec = str(base / "debian.yaml")
-    result = helpers.run_cli(
-        "kubeflow",
-        "compile",
-        "--image",
-        IMAGE,
-        "--pipeline-root",
-        _root("debian"),
-        "--data-root",
-        f"minio://{BUCKET}/data/debian",
+    return _compile_cli(
+        base,
+        s3,
+        serving_mount,
+        "debian",
         "--schema",
         os.path.join(draft, "schema.pbtxt"),
         "--feature-config",
@@ -204,18 +213,6 @@ def _compile_fine_tuning(base, s3, serving_mount):
         "tfxflow-debian",
         "--model-name",
         "debian",
-        "--serving-pvc",
-        "tf-serving-models",
-        "--serving-mount",
-        serving_mount,
-        "--s3-endpoint",
-        s3.endpoint,
-        "--gpus",
-        "0",
-        "--tracking",
-        "off",
-        "--beam-mode",
-        "in_memory",
         # A few steps: that the pods read and fine-tune the checkpoint, not how well (the CLI's run shows that);
         # any accuracy is blessed, so that the model is pushed.
         "--train-steps",
@@ -224,12 +221,8 @@ def _compile_fine_tuning(base, s3, serving_mount):
         "16",
         "--blessing-threshold",
         "0",
-        "--output",
-        spec,
-        env=s3.env,
+        output="debian.yaml",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return spec, result.stdout
 
 
 @pytest.fixture(scope="module")

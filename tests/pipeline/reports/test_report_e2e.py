@@ -10,7 +10,7 @@ import pytest
 from mlflow import MlflowClient
 
 from tests import browser, helpers
-from tfxflow.pipeline.config import TrainingConfig
+from tfxflow.components.model import presets
 from tfxflow.pipeline.reports import html, model_card, publish, run_record
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +60,7 @@ def test_the_pushed_runs_page_shows_each_part_of_the_run(runs):
     page, document = runs["pages"]["pushed"]["page"], runs["pages"]["pushed"]["document"]
     assert page.status == "succeeded" and page.pushed and page.verdict.startswith("blessed and pushed as version")
     assert os.path.isdir(page.pushed_destination)
-    assert page.settings["training.train_steps"] == ("60", str(TrainingConfig().train_steps))
+    assert page.settings["training.train_steps"] == ("60", str(presets.TRAIN_STEPS))  # the default from scratch
     # Only what differs from the defaults.
     assert set(page.settings) == {
         "training.train_steps",
