@@ -21,6 +21,7 @@ import collections
 import concurrent.futures
 import csv
 import dataclasses
+import functools
 import gzip
 import io
 import itertools
@@ -278,9 +279,21 @@ def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator
             yield raw.decode("utf-8", errors="replace")
 
 
-# What Arrow's CSV reader (the ingestion) accepts: ASCII digits, no "+", no "_", int64's range.
+# What Arrow's CSV reader (the ingestion) accepts: ASCII digits, no "+", no "_", int64's range; a number may start
+# with "+" where the installed Arrow reads it (pyarrow 18 of TFX 1.21 does, 10 of TFX 1.16 does not).
 _INTEGER = re.compile(r"\s*-?[0-9]+\s*")
-_NUMBER = re.compile(r"\s*-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)\s*", re.IGNORECASE)
+_NUMBER_BODY = r"(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)\s*"
+
+
+@functools.lru_cache(maxsize=None)
+def _number() -> "re.Pattern[str]":
+    """The FLOAT values Arrow's reader accepts, its sign rule asked of Arrow itself once."""
+    try:
+        pa_csv.read_csv(io.BytesIO(b"x\n+1\n"), convert_options=pa_csv.ConvertOptions(column_types={"x": pa.float32()}))
+        sign = "[-+]?"
+    except pa.ArrowInvalid:
+        sign = "-?"
+    return re.compile(r"\s*" + sign + _NUMBER_BODY, re.IGNORECASE)
 
 
 def _check_value(summary: CsvSummary, name: str, line: int, column: str, value: str, rule: ColumnRule) -> None:
@@ -289,7 +302,7 @@ def _check_value(summary: CsvSummary, name: str, line: int, column: str, value: 
             summary.add(name, line, "not an integer", column, f"{value!r} (schema type INT)")
         return
     if rule.type == "FLOAT":
-        if not _NUMBER.fullmatch(value):
+        if not _number().fullmatch(value):
             summary.add(name, line, "not a number", column, f"{value!r} (schema type FLOAT)")
             return
         number = float(value)

@@ -192,7 +192,8 @@ class _RegressionCombiner(beam.CombineFn):
             output_name=self._key.output_name,
             example_weighted=self._example_weighted,
         ):
-            y, p = float(label), float(prediction)
+            # One value each, as a 1-element array (NumPy 2, of TFX 1.21's lane, refuses float() of those).
+            y, p = float(np.asarray(label).item()), float(np.asarray(prediction).item())
             if math.isnan(y) or math.isnan(p):
                 continue
             w = float(metric_util.safe_to_scalar(weight))

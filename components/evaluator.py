@@ -148,14 +148,14 @@ class Executor(tfx_evaluator.Executor):
             logging.info("No baseline model (nothing served yet): the candidate is judged on its own thresholds.")
             input_dict = {k: v for k, v in input_dict.items() if k != key}
         exec_properties = dict(exec_properties)
-        import tensorflow_model_analysis as tfma
         from google.protobuf import json_format
+        from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
         candidate = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
         model_dir = path_utils.serving_model_path(candidate.uri)
         text.load_ops_for(model_dir)  # before TFMA loads it (and the baseline, of the same task)
         config_key = standard_component_specs.EVAL_CONFIG_KEY
-        eval_config = json_format.Parse(exec_properties[config_key], tfma.EvalConfig())
+        eval_config = json_format.Parse(exec_properties[config_key], tfma_config.EvalConfig())
         checked = check_model_contract(model_dir, eval_config)
         if checked is not eval_config:
             logging.info(

@@ -153,9 +153,10 @@ def evaluator_predictions(model_dir: str, eval_config_json: str, examples: Seque
     import tensorflow as tf
     import tensorflow_model_analysis as tfma
     from google.protobuf import json_format
+    from tensorflow_model_analysis.proto import config_pb2 as tfma_config
     from tensorflow_model_analysis.utils import model_util
 
-    eval_config = json_format.Parse(eval_config_json, tfma.EvalConfig())
+    eval_config = json_format.Parse(eval_config_json, tfma_config.EvalConfig())
     shared = tfma.default_eval_shared_model(eval_saved_model_path=model_dir, eval_config=eval_config)
     model = shared.model_loader.construct_fn()
     predict = model_util.get_callable(model, evaluated_signature(eval_config_json))

@@ -6,6 +6,7 @@ import json
 from typing import List, Optional, Sequence, Union
 
 import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
 # Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
 # (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
@@ -80,7 +81,7 @@ def eval_config(
     features: features_lib.FeatureConfig,
     prediction_key: Optional[str] = None,
     model_type: str = tfma.TF_GENERIC,
-) -> tfma.EvalConfig:
+) -> tfma_config.EvalConfig:
     """TFMA config of the task: raw examples go through the model's `transform_features` signature to get the
     label, `serving_default` gives the prediction (`prediction_key`: the task's output; "" for a model of a
     user's own run_fn, whose one output TFMA takes). The blessing: the metric's bound, and no change for the
@@ -93,32 +94,36 @@ def eval_config(
     evaluation = evaluation.for_task(task.name)
     higher = task.metric(evaluation.metric).higher_is_better
     bound = {"lower_bound" if higher else "upper_bound": {"value": evaluation.threshold}}
-    threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(**bound),
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER if higher else tfma.MetricDirection.LOWER_IS_BETTER,
+    threshold = tfma_config.MetricThreshold(
+        value_threshold=tfma_config.GenericValueThreshold(**bound),
+        change_threshold=tfma_config.GenericChangeThreshold(
+            direction=tfma_config.MetricDirection.HIGHER_IS_BETTER
+            if higher
+            else tfma_config.MetricDirection.LOWER_IS_BETTER,
             absolute={"value": -abs(evaluation.max_regression) if higher else abs(evaluation.max_regression)},
         ),
     )
     # The blessing judges the overall slice only: a MetricConfig's plain `threshold` would apply to every
     # slice, and one small slice (--slice-by) would veto the model.
-    overall_only = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)]
-    metrics = [tfma.MetricConfig(class_name="ExampleCount")]
+    overall_only = [tfma_config.PerSliceMetricThreshold(slicing_specs=[tfma_config.SlicingSpec()], threshold=threshold)]
+    metrics = [tfma_config.MetricConfig(class_name="ExampleCount")]
     for class_name, module, config in EVAL_METRICS[task.name]:
         judged = tasks.METRIC_CLASSES.get(class_name) == evaluation.metric
         metrics.append(
-            tfma.MetricConfig(
+            tfma_config.MetricConfig(
                 class_name=class_name,
                 module=module or None,
                 config=config or None,
                 per_slice_thresholds=overall_only if judged else None,
             )
         )
-    slicing = [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns]
+    slicing = [tfma_config.SlicingSpec()] + [
+        tfma_config.SlicingSpec(feature_keys=[c]) for c in evaluation.slice_columns
+    ]
     key = task.prediction_key if prediction_key is None else prediction_key
-    return tfma.EvalConfig(
+    return tfma_config.EvalConfig(
         model_specs=[
-            tfma.ModelSpec(
+            tfma_config.ModelSpec(
                 model_type=model_type,
                 signature_name=names.SERVING_SIGNATURE,
                 label_key=features.label.name,
@@ -127,7 +132,7 @@ def eval_config(
             )
         ],
         slicing_specs=slicing,
-        metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
+        metrics_specs=[tfma_config.MetricsSpec(metrics=metrics)],
     )
 
 

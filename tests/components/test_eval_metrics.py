@@ -103,10 +103,12 @@ def _predict(task_model):
 
 @pytest.mark.integration
 def test_tfma_gives_scikit_learns_multiclass_metrics_for_a_real_model(task_models, tmp_path):
-    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
     model = task_models["multiclass"]
-    keras_accuracy = tfma.MetricConfig(class_name="SparseCategoricalAccuracy")  # TFMA's Keras wrapper, as a check
+    keras_accuracy = tfma_config.MetricConfig(
+        class_name="SparseCategoricalAccuracy"
+    )  # TFMA's Keras wrapper, as a check
     found, validation = _evaluate(model, tmp_path, [keras_accuracy])
     labels, outputs = _predict(model)
     predicted = outputs["scores"].numpy().argmax(axis=1)
@@ -129,10 +131,13 @@ def test_tfma_gives_scikit_learns_multiclass_metrics_for_a_real_model(task_model
 
 @pytest.mark.integration
 def test_tfma_gives_scikit_learns_regression_metrics_for_a_real_model(task_models, tmp_path):
-    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
     model = task_models["regression"]
-    references = [tfma.MetricConfig(class_name="MeanSquaredError"), tfma.MetricConfig(class_name="MeanAbsoluteError")]
+    references = [
+        tfma_config.MetricConfig(class_name="MeanSquaredError"),
+        tfma_config.MetricConfig(class_name="MeanAbsoluteError"),
+    ]
     found, validation = _evaluate(model, tmp_path, references)
     labels, outputs = _predict(model)
     predictions = outputs["predictions"].numpy().reshape(-1)

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format, text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 from tfx.types import standard_artifacts
 
 from tfxflow.components import model_info, serving_check
@@ -374,9 +375,9 @@ def test_the_probe_is_asked_for_the_outputs_of_the_signature_the_evaluator_calls
     (tmp_path / "saved_model.pb").write_bytes(b"not a SavedModel")
     assert model_info.signature_outputs(str(tmp_path), "serving_default") == []
     assert model_info.signature_outputs(str(tmp_path / "missing"), "serving_default") == []
-    config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(signature_name="serving_raw", label_key="y")])
+    config = tfma_config.EvalConfig(model_specs=[tfma_config.ModelSpec(signature_name="serving_raw", label_key="y")])
     assert serving_check.evaluated_signature(json_format.MessageToJson(config)) == "serving_raw"
-    assert serving_check.evaluated_signature(json_format.MessageToJson(tfma.EvalConfig())) == "serving_default"
+    assert serving_check.evaluated_signature(json_format.MessageToJson(tfma_config.EvalConfig())) == "serving_default"
     as_fields = json_format.MessageToJson(config, preserving_proto_field_name=True)
     assert serving_check.evaluated_signature(as_fields) == "serving_raw"
 
@@ -387,7 +388,7 @@ def test_the_eval_config_names_the_model_type_tfma_finds_for_the_built_in_export
     from tensorflow_model_analysis.utils import model_util
 
     spec = eval_config(EvaluationConfig(), tiny_transform["config"]).model_specs[0]
-    found = model_util.get_model_type(tfma.ModelSpec(signature_name=spec.signature_name), trained["export_dir"])
+    found = model_util.get_model_type(tfma_config.ModelSpec(signature_name=spec.signature_name), trained["export_dir"])
     assert spec.model_type == found == tfma.TF_GENERIC
 
 

@@ -473,7 +473,9 @@ def test_the_pinned_beam_makes_a_new_options_view_each_time_a_transform_is_appli
     from apache_beam.options.pipeline_options import PipelineOptions
 
     assert "view = cls(self._flags)" in inspect.getsource(PipelineOptions.view_as)
-    assert "self._options.view_as(TypeOptions)" in inspect.getsource(beam.Pipeline.apply)
+    # Beam 2.7x moved the body of `apply` into `_apply_internal` (run under the options' scope).
+    applying = getattr(beam.Pipeline, "_apply_internal", beam.Pipeline.apply)
+    assert "self._options.view_as(TypeOptions)" in inspect.getsource(applying)
     assert "self._options.view_as(TypeOptions)" in inspect.getsource(beam.Pipeline._infer_result_type)
 
 

@@ -5,8 +5,8 @@ import os
 import re
 
 import pytest
-import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
+from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
@@ -93,7 +93,7 @@ def test_components_and_their_wiring():
     assert json.loads(check.exec_properties["eval_config"])["modelSpecs"][0]["signatureName"] == "serving_default"
     # TFMA is told the built-in model's type (it would load the model as Keras first to find out).
     for component in (by_id["Evaluator"], check):
-        spec = json_format.Parse(component.exec_properties["eval_config"], tfma.EvalConfig()).model_specs[0]
+        spec = json_format.Parse(component.exec_properties["eval_config"], tfma_config.EvalConfig()).model_specs[0]
         assert spec.model_type == "tf_generic"
     # Only a runner whose components share one process asks the Evaluator to start the check's probe.
     assert by_id["Evaluator"].exec_properties["warm_serving_probe"] == 0
@@ -185,7 +185,6 @@ def test_eval_config_of_a_multiclass_task_judges_accuracy_and_scores_every_class
 
 
 def test_eval_config_of_a_regression_bounds_rmse_from_above_and_its_change_upwards():
-    import tensorflow_model_analysis as tfma
 
     features = _task_features("regression")
     default = eval_config(EvaluationConfig(), features)
@@ -200,7 +199,7 @@ def test_eval_config_of_a_regression_bounds_rmse_from_above_and_its_change_upwar
     threshold = judged.per_slice_thresholds[0].threshold
     assert judged.class_name == "RootMeanSquaredError"
     assert threshold.value_threshold.upper_bound.value == 2.5 and not threshold.value_threshold.HasField("lower_bound")
-    assert threshold.change_threshold.direction == tfma.MetricDirection.LOWER_IS_BETTER
+    assert threshold.change_threshold.direction == tfma_config.MetricDirection.LOWER_IS_BETTER
     assert threshold.change_threshold.absolute.value == 0.1
 
 
@@ -287,5 +286,5 @@ def test_a_module_files_model_type_is_left_to_tfma():
 
     module = UserModule(path="/nonexistent/module.py", preprocessing_fn=False, run_fn=True)
     by_id = {c.id: c for c in _pipeline(user_module=module).components}
-    spec = json_format.Parse(by_id["Evaluator"].exec_properties["eval_config"], tfma.EvalConfig()).model_specs[0]
+    spec = json_format.Parse(by_id["Evaluator"].exec_properties["eval_config"], tfma_config.EvalConfig()).model_specs[0]
     assert spec.model_type == "" and spec.signature_name == "serving_default"
