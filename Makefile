@@ -1,14 +1,32 @@
-# `make run` and `make test` do all the set-up: they create or reuse .venv from python3.10 and the lock file.
-# The venv is rebuilt only when requirements.lock or setup.py change (the stamp file records that).
+# `make run` and `make test` do all the set-up: they create or reuse the lane's venv from its Python and lock file.
+# The venv is rebuilt only when the lock or setup.py change (the stamp file records that).
+# Two lanes (lanes/pick chooses by the host and says why in one line; LANE=current|compat overrides):
+#   current  TFX 1.21 / TF 2.21 on the system's Python 3.13 or 3.12, .venv-current, requirements-current.lock
+#   compat   TFX 1.16 / TF 2.16 on Python 3.10 (hosts below glibc 2.38), .venv, requirements-compat.lock
 
+ifneq ($(filter-out help clean,$(or $(MAKECMDGOALS),help)),)
+LANE_PICKED := $(shell lanes/pick $(LANE))
+ifeq ($(LANE_PICKED),)
+$(error LANE=$(LANE) cannot run on this host (the line above says why))
+endif
+endif
+override LANE := $(word 1,$(LANE_PICKED))
+ifeq ($(LANE),current)
+PYTHON ?= $(word 2,$(LANE_PICKED))
+PY_VERSIONS := 3.12 3.13
+VENV ?= .venv-current
+else
 PYTHON ?= python3.10
+PY_VERSIONS := 3.10
 VENV ?= .venv
+endif
+LOCK := requirements-$(or $(LANE),compat).lock
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-all test-fast lint bench bench-trainer bench-text bench-drift bench-serving bench-transform-sample lock clean help
+.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane lint bench bench-trainer bench-text bench-drift bench-serving bench-transform-sample lock lock-compat lock-current clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -23,7 +41,8 @@ help:
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
 	@echo "make bench-transform-sample  model quality with Transform's analysis on every training row vs. on a sample\n                     (--transform-max-rows), 3 seeds each on 20x data (about 8 min)"
-	@echo "make lock       re-resolve requirements.in into requirements.lock"
+	@echo "make test-current  the current lane (TFX 1.21) in a Debian 13 root where this host cannot run it (root)"
+	@echo "make lock       re-resolve requirements.in into both lanes' locks (requirements-compat.lock, -current.lock)"
 
 install: $(STAMP)
 
@@ -56,12 +75,12 @@ endef
 # setup.py lists the packages; a new package folder needs a re-install of the editable project.
 # --compile-bytecode: every process that imports TensorFlow, TFX and Beam would otherwise compile their sources
 # again (about 7 s each) where PYTHONDONTWRITEBYTECODE is set or site-packages is read-only.
-$(STAMP): requirements.lock setup.py
-	@test -x $(BIN)/python || $(MAKE_VENV)
-	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 10), "need Python 3.10, got " + sys.version' \
-	  || { echo "$(VENV) is not Python 3.10: remove it and install python3.10 (pyenv: see .python-version)"; exit 1; }
+$(STAMP): $(LOCK) setup.py
+	@test -x $(BIN)/python || $(if $(filter current,$(LANE)),$(PYTHON) -m venv $(VENV),$(MAKE_VENV))
+	@$(BIN)/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v in "$(PY_VERSIONS)".split(), v' \
+	  || { echo "$(VENV) is not Python $(PY_VERSIONS) (the $(LANE) lane): remove it and run make again"; exit 1; }
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python $(LOCK)
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps --reinstall-package tfxflow -e .
 	@touch $(STAMP)
 
@@ -122,9 +141,27 @@ bench-serving: $(STAMP)
 bench-transform-sample: $(STAMP)
 	$(BIN)/python -m benchmarks.transform_sample $(ARGS)
 
-lock:
+# Both lanes' locks from one requirements.in (its markers choose per lane): compat for Python 3.10 on glibc 2.36,
+# current for Python 3.12 and 3.13 on Linux (one lock for both: where they differ, a marker says so).
+lock: lock-compat lock-current
+
+lock-compat:
 	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \
-	  --override requirements-overrides.txt requirements.in | grep -v '^-e ' > requirements.lock
+	  --override requirements-overrides.txt requirements.in | grep -v '^-e ' > requirements-compat.lock
+
+lock-current:
+	$(BIN)/uv pip compile --universal --python-version 3.12 --no-header --no-annotate \
+	  --override requirements-overrides.txt requirements.in | grep -v '^-e ' > requirements-current.lock
+
+# The current lane where this host cannot run it (glibc < 2.38): in a Debian 13 root made with debootstrap from
+# Debian's archive, kept under ~/.cache/tfxflow/lanes (about 5 minutes the first time), entered with chroot as
+# root. It runs the unit tier and the tests marked current_lane (pytest.ini) with LANE=current.
+test-current:
+	lanes/debian13 make LANE=current VENV=/opt/tfxflow/venv-current test-lane PYTEST_ARGS="$(PYTEST_ARGS)"
+
+# The current lane's share of the suite, run where the lane runs (a Debian 13 host, or make test-current's root).
+test-lane: $(STAMP)
+	$(BIN)/python -m pytest -m "(not integration and not e2e and not image) or current_lane" $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) tfxflow_home .pytest_cache
+	rm -rf .venv .venv-current tfxflow_home .pytest_cache

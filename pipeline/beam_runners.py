@@ -40,6 +40,7 @@ import json
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from tfxflow.components import lane
 from tfxflow.pipeline.settings import ConfigError
 
 BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")  # the DirectRunner's
@@ -54,6 +55,10 @@ RUNNER_CLASSES = {
     "spark": "SparkRunner",
     "dataflow": "DataflowRunner",
 }
+
+# Beam's in-process runner, which its DirectRunner runs these pipelines on; by its path, which Beam 2.59 (whose
+# short names lack it) and 2.7x both resolve.
+FN_API_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 
 _HOST_PORT = r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}"
 # Google Cloud's rules for project ids, region names and machine types.
@@ -314,11 +319,14 @@ def _preset_args(runner: BeamRunner) -> List[str]:
     if name == "direct":
         mode = runner.direct_mode or "in_memory"
         workers = 1 if runner.direct_workers is None else runner.direct_workers
+        # Where Beam's DirectRunner would first fetch Prism from GitHub (Beam 2.7x), its in-process runner is
+        # named: the one the DirectRunner of Beam 2.59 picks for these pipelines, and no download.
+        named = [f"--runner={FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
         if (mode, workers) == ("in_memory", 1):
             # Beam's own default. With any argument, TFX builds an sdist of itself for every Beam component
             # (1 s each) in case the runner is remote; the DirectRunner never uses it.
-            return []
-        return [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
+            return named
+        return named + [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
     args = [f"--runner={RUNNER_CLASSES[name]}"]
     if name == "portable":
         return args + [f"--job_endpoint={runner.job_endpoint}"] + _environment_args(runner)
@@ -350,7 +358,14 @@ def workers_are_remote_in(args: Sequence[str]) -> bool:
         if sep and name in ("--runner", "--environment_type"):
             values[name] = value
     runner = values.get("--runner", "DirectRunner")
-    if runner in ("DirectRunner", "Direct", "BundleBasedDirectRunner", "SwitchingDirectRunner"):
+    if runner in (
+        "DirectRunner",
+        "Direct",
+        "BundleBasedDirectRunner",
+        "SwitchingDirectRunner",
+        FN_API_RUNNER,
+        "FnApiRunner",
+    ):
         return False
     if runner in ("PortableRunner", "Portable"):
         return values.get("--environment_type", "DOCKER") != "LOOPBACK"

@@ -120,10 +120,11 @@ def _options(parser) -> set:
     return found
 
 
-# Other programs' flags the READMEs name: Beam's pipeline options, TF Serving's, MLflow's, pip's, Chromium's.
+# Other programs' flags the READMEs name: Beam's pipeline options, TF Serving's, MLflow's, pip's, Chromium's, docker's.
 OTHER_PROGRAMS = {
     "--app-name",
     "--beam_plugins",
+    "--build-arg",
     "--direct_num_workers",
     "--direct_running_mode",
     "--environment_config",

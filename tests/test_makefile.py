@@ -11,15 +11,19 @@ import pytest
 from tests import helpers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOLS = ("make", "sh", "bash", "env", "mktemp", "rm", "tail", "head", "grep", "sed", "cat", "test", "dirname")
+TOOLS = (
+    *("make", "sh", "bash", "env", "mktemp", "rm", "tail", "head", "grep", "sed", "cat", "test", "dirname"),
+    *("getconf", "awk", "sort", "ldconfig", "printf"),  # lanes/pick
+)
 
 
 def _machine(tmp_path, uv_on_path: bool):
     """A folder holding the Makefile and the lock, and a PATH with the usual tools and a python3 that is not 3.10."""
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("Makefile", "requirements.lock", "setup.py", ".python-version"):
+    for name in ("Makefile", "requirements-compat.lock", "requirements-current.lock", "setup.py", ".python-version"):
         shutil.copy(os.path.join(REPO, name), project / name)
+    shutil.copytree(os.path.join(REPO, "lanes"), project / "lanes")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in TOOLS:

@@ -32,7 +32,7 @@ from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline.config import TrainingConfig, bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 
 BUCKET = "mlpipeline"
 DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")

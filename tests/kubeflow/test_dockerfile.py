@@ -4,6 +4,8 @@ import importlib.metadata
 import os
 import re
 
+from tfxflow.components import lane
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -13,12 +15,18 @@ def _read(*parts: str) -> str:
 
 
 def _lock_pins() -> dict:
+    """The pins of this lane's lock (a marker of the current lane's is read for this interpreter)."""
+    from packaging.markers import Marker
+
     pins = {}
-    for line in _read("requirements.lock").splitlines():
+    for line in _read(f"requirements-{lane.name()}.lock").splitlines():
         line = line.split("#")[0].strip()
         if line:
-            name, version = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^;\s]+).*", line).groups()
-            pins[name.lower()] = version
+            name, version, marker = re.fullmatch(
+                r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^;\s]+)\s*(?:;(.*))?", line
+            ).groups()
+            if marker is None or Marker(marker.strip()).evaluate():
+                pins[name.lower()] = version
     return pins
 
 
@@ -26,21 +34,30 @@ def test_image_installs_the_lock_the_makefile_installs():
     dockerfile, makefile = _read("kubeflow", "Dockerfile"), _read("Makefile")
     assert re.search(r"^ARG BASE_IMAGE=tensorflow/tfx:1\.16\.0$", dockerfile, re.M)
     assert re.search(r"^FROM \$\{BASE_IMAGE\}$", dockerfile, re.M)
-    assert "COPY requirements.lock ./" in dockerfile
-    assert re.search(r"uv pip install [^\n]*--no-deps -r requirements\.lock", dockerfile)
-    assert re.search(r"uv pip sync [^\n]*requirements\.lock", makefile)
+    # One Dockerfile for both lanes: the build argument names the lock, as the Makefile's lane does.
+    assert re.search(r"^ARG LANE=compat$", dockerfile, re.M)
+    assert "COPY requirements-${LANE}.lock ./" in dockerfile
+    assert re.search(r"uv pip install [^\n]*--no-deps -r requirements-\$\{LANE\}\.lock", dockerfile)
+    assert re.search(r"^LOCK := requirements-\$\(or \$\(LANE\),compat\)\.lock$", makefile, re.M)
+    assert re.search(r"uv pip sync [^\n]*\$\(LOCK\)", makefile)
+    for name in (lane.COMPAT, lane.CURRENT):
+        assert os.path.exists(os.path.join(REPO, f"requirements-{name}.lock"))
     uv_image = re.search(r"^ARG UV_VERSION=(\S+)$", dockerfile, re.M).group(1)
     uv_make = re.search(r"^UV_VERSION := (\S+)$", makefile, re.M).group(1)
     assert uv_image == uv_make
     for source in re.findall(r"^COPY (\S+) \./", dockerfile, re.M) + ["setup.py", "README.md"]:
-        assert os.path.exists(os.path.join(REPO, source)), source
+        for name in (lane.COMPAT, lane.CURRENT):  # what each lane's build copies
+            assert os.path.exists(os.path.join(REPO, source.replace("${LANE}", name))), source
     for package in ("pipeline", "components", "schemas"):
         assert f"COPY {package} ./{package}" in dockerfile
 
 
 def test_the_tests_run_on_exactly_the_locked_versions():
     pins = _lock_pins()
-    assert pins["tfx"] == "1.16.0" and pins["apache-beam"].startswith("2.59.")
+    if lane.name() == lane.COMPAT:
+        assert pins["tfx"] == "1.16.0" and pins["apache-beam"].startswith("2.59.")
+    else:
+        assert pins["tfx"] == "1.21.0" and pins["tensorflow"].startswith("2.21.")
     mismatched = {}
     for name, version in pins.items():
         try:

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tfxflow.components import lane
 from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline.beam_runners import BeamRunner, beam_pipeline_args
 from tfxflow.pipeline.config import ConfigError
@@ -10,16 +11,33 @@ IMAGE = "registry.example.com/ml/tfxflow:0.1.0"
 
 
 def test_direct_keeps_todays_arguments():
-    assert beam_pipeline_args(BeamRunner()) == []  # Beam's default: TFX builds no sdist
-    assert beam_pipeline_args(BeamRunner(direct_mode="in_memory", direct_workers=1)) == []
-    assert beam_pipeline_args(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == [
+    # Where the DirectRunner would first fetch Prism (Beam 2.7x), its in-process runner is named instead.
+    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    assert beam_pipeline_args(BeamRunner()) == named  # Beam's default: TFX builds no sdist
+    assert beam_pipeline_args(BeamRunner(direct_mode="in_memory", direct_workers=1)) == named
+    assert beam_pipeline_args(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == named + [
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=0",
     ]
-    assert beam_pipeline_args(BeamRunner(direct_workers=4)) == [
+    assert beam_pipeline_args(BeamRunner(direct_workers=4)) == named + [
         "--direct_running_mode=in_memory",
         "--direct_num_workers=4",
     ]
+    assert not beam_runners.workers_are_remote_in(beam_pipeline_args(BeamRunner(direct_workers=4)))
+
+
+def test_the_prism_check_reads_what_beams_direct_runner_does():
+    import inspect
+
+    from apache_beam.runners.direct import direct_runner
+    from apache_beam.runners.runner import create_runner
+
+    source = inspect.getsource(direct_runner.SwitchingDirectRunner.run_pipeline)
+    assert lane.direct_runner_tries_prism() == ("PrismRunner()" in source)
+    # The name resolves to Beam's FnApiRunner in the installed Beam, through Beam's own lookup.
+    assert type(create_runner(beam_runners.FN_API_RUNNER)).__name__ == "FnApiRunner"
+    # Beam 2.59 (compat) runs these pipelines on the FnApiRunner without Prism; Beam 2.7x (current) tries Prism.
+    assert lane.direct_runner_tries_prism() == (lane.name() == lane.CURRENT)
 
 
 def test_portable_defaults_to_the_embedded_job_service_and_loopback_workers():

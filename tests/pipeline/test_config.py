@@ -4,7 +4,9 @@ import os
 
 import pytest
 
+from tfxflow.components import lane
 from tfxflow.components.model.features import FeatureConfigError
+from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.beam_runners import BeamRunner
 
@@ -74,13 +76,15 @@ def test_other_dataset_names_need_a_data_root(tmp_path):
 
 def test_beam_runner_default_is_the_in_memory_direct_runner(tmp_path):
     config = config_lib.build_run_config(environ={}, home=str(tmp_path))
-    assert config.beam is None and config.beam_pipeline_args == []
+    # Named only where Beam's DirectRunner would first fetch Prism (Beam 2.7x, the current lane).
+    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    assert config.beam is None and config.beam_pipeline_args == named
     direct = config_lib.build_run_config(
         environ={}, home=str(tmp_path), beam=BeamRunner(direct_mode="multi_processing", direct_workers=0)
     )
     # One source for each setting: a direct runner's mode and workers are the config's.
     assert (direct.beam, direct.beam_mode, direct.beam_workers) == (None, "multi_processing", 0)
-    assert direct.beam_pipeline_args == ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+    assert direct.beam_pipeline_args == named + ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
 
 
 def test_portable_runner_is_resolved_and_changes_the_run_fingerprint(tmp_path):

@@ -38,7 +38,7 @@ from tests.pipeline.test_tasks_e2e import (
     _training_info,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 
 DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")
 

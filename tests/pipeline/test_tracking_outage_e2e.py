@@ -14,7 +14,7 @@ import pytest
 
 from tests import helpers
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 
 EXPERIMENT = "tfxflow-outage"
 MODEL = "taxi_outage"

@@ -47,10 +47,13 @@ def _beam(*argv: str, kubeflow: bool = False):
 
 
 def test_beam_flags_make_the_runner_of_run():
+    from tfxflow.components import lane
+    from tfxflow.pipeline import beam_runners
     from tfxflow.pipeline.beam_runners import BeamRunner, beam_pipeline_args
 
     runner, mode, workers = _beam()
-    assert (runner.runner, mode, workers) == ("direct", "in_memory", 1) and beam_pipeline_args(runner) == []
+    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    assert (runner.runner, mode, workers) == ("direct", "in_memory", 1) and beam_pipeline_args(runner) == named
     assert _beam("--beam-mode", "multi_processing", "--beam-workers", "0")[1:] == ("multi_processing", 0)
     runner, _, _ = _beam("--beam-runner", "portable")
     assert runner == BeamRunner(runner="portable")

@@ -13,6 +13,8 @@ from tfx.proto import trainer_pb2
 from tfx.utils import import_utils
 
 from tests.pipeline.conftest import IMAGE, kubeflow_config
+from tfxflow.components import lane
+from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import ConfigError, TrainingConfig
 from tfxflow.pipeline.kfp import compiler as kf
@@ -411,7 +413,8 @@ def test_flink_and_dataflow_arguments_reach_every_step(tmp_path):
 
 def test_default_stays_the_direct_runner_sized_to_the_pod():
     config = kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts"))
-    assert config.beam is None and config.beam_pipeline_args == [
+    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    assert config.beam is None and config.beam_pipeline_args == named + [
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=0",
     ]

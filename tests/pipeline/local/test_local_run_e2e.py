@@ -13,7 +13,7 @@ from tfxflow.pipeline.config import bundled_dataset_dir
 from tfxflow.pipeline.local.runner import NAME_WIDTH
 from tfxflow.pipeline.reports import run_record as report
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 
 TRANSFORM_MAX_ROWS = 500  # of about 1,500 training rows: Transform analyzes every 3rd
 TRAIN_FLAGS = [
