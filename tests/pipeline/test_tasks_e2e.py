@@ -24,11 +24,13 @@ from sklearn import metrics as sk
 from tests import helpers
 from tfxflow.pipeline.config import bundled_dataset_dir
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 
 EXAMPLES = os.path.join(os.path.dirname(tfx.__file__), "examples")
 TAXI_MODULE = os.path.join(EXAMPLES, "chicago_taxi_pipeline", "taxi_utils_native_keras.py")
 IMDB_MODULE = os.path.join(EXAMPLES, "imdb", "imdb_utils_native_keras.py")
+# A user's module whose model is Keras 3 (`import keras`) on Google's taxi preprocessing_fn.
+KERAS3_MODULE = os.path.join(os.path.dirname(__file__), "..", "data", "keras3_taxi_module.py")
 TAXI_LABEL = "task: binary\nlabel: {name: tips_xf, column: tips, ratio_of: fare, greater_than: 0.2}\n"
 
 
@@ -156,6 +158,7 @@ def jobs(base):
         "regression": lambda: _drafted_task(base, "fare", "fare", 3000, seed=22),
         "taxi_module": lambda: _taxi_module(base, "google", TAXI_MODULE, TAXI_LABEL, "--train-steps", "300"),
         "imdb_module": lambda: _imdb(base),
+        "keras3_module": lambda: _taxi_module(base, "keras3", KERAS3_MODULE, TAXI_LABEL, "--train-steps", "300"),
         "bad_run_fn": lambda: _taxi_module(
             base, "bad", str(base / "bad_run_fn.py"), TAXI_LABEL.replace("tips_xf", "big_tipper") + "numeric: [fare]\n"
         ),
@@ -332,6 +335,21 @@ def test_googles_taxi_module_file_runs_unchanged_and_its_model_is_pushed(runs):
     assert outputs.shape == (16, 1) and ((outputs >= 0) & (outputs <= 1)).all() and outputs.std() > 0
     wheels = os.listdir(os.path.join(run["home"], "pipeline_root", "_wheels"))
     assert {w.split("-0.0+")[0] for w in wheels} == {"tfx_user_code_transform", "tfx_user_code_trainer"}
+
+
+def test_a_module_files_keras_3_model_is_trained_evaluated_checked_and_pushed(runs):
+    import keras
+
+    run = runs["keras3_module"]
+    assert keras.__version__.startswith("3.")  # what the module's `import keras` gets (it refuses any other)
+    _ok(run["result"])
+    out = run["result"].stdout
+    assert "blessed:        yes (binary_accuracy >= 0.6" in out
+    assert "serving check:  passed" in out and "max difference serving_default 0 " in out
+    loaded, answer = _answer_taxi_rows(run, "keras3", 16)
+    assert set(loaded.signatures) == {"serving_default", "transform_features"}
+    outputs = answer["outputs"].numpy()
+    assert outputs.shape == (16, 1) and ((outputs >= 0) & (outputs <= 1)).all() and outputs.std() > 0
 
 
 def test_googles_imdb_module_file_runs_on_its_own_reviews(runs):
