@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import importlib.metadata
 import json
 import math
 import os
@@ -40,7 +41,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import psutil
 
 from benchmarks import provenance
-from tfxflow.components import names
+from tfxflow.components import lane, names
 from tfxflow.pipeline.config import bundled_taxi_data_root
 from tfxflow.pipeline.reports import run_record as report_lib
 
@@ -235,6 +236,9 @@ def machine() -> Dict[str, object]:
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "processor": model or platform.processor() or platform.machine(),
         "python": platform.python_version(),
+        # Which stack the figures are of (README: Environment): the compat lane's goals apply to both.
+        "lane": lane.name(),
+        "tfx": importlib.metadata.version("tfx"),
         "date": datetime.date.today().isoformat(),
     }
 

@@ -16,11 +16,24 @@ from benchmarks.pipeline_benchmark import (
     Measured,
     cold_summary,
     goals,
+    machine,
     run_measured,
     spread,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_the_results_name_the_lane_and_its_tfx():
+    import importlib.metadata
+
+    import tensorflow as tf
+
+    found = machine()
+    assert found["tfx"] == importlib.metadata.version("tfx")
+    # The lane is the installed stack's: TFX 1.16 with TF 2.16, or TFX 1.21 with TF 2.21.
+    expected = {"compat": ("1.16.", "2.16."), "current": ("1.21.", "2.21.")}[found["lane"]]
+    assert found["tfx"].startswith(expected[0]) and tf.__version__.startswith(expected[1])
 
 
 def _run(name, wall, metrics, pss=1400.0, returncode=0, components=None, cpu=0.0):
