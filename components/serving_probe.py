@@ -263,7 +263,7 @@ def probe(request_path):
             started = time.perf_counter()
             values = session.run(outputs, feed_dict=feeds)
         except (KeyError, ValueError, tf.errors.OpError) as err:  # one signature's failure; the others still run
-            predictions[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"}
+            predictions[name] = {"error": f"{type(err).__name__}: {_cause(err)[:500]}"}
             continue
         if "first_request_ms" not in result:
             result["first_request_ms"] = round((time.perf_counter() - started) * 1e3, 3)
@@ -303,6 +303,17 @@ def probe(request_path):
     result["throughput"] = throughput
     session.close()
     return result
+
+
+# What TensorFlow puts around an op's error in graph mode: a header, where the node was defined, its stack.
+_ERROR_FRAMING = ("Graph execution error:", "Detected at node", "<stack traces unavailable>", "[[", "File ")
+
+
+def _cause(err: BaseException) -> str:
+    """The line of `err` that says what failed ("Could not find variable dense/kernel ..."), not TensorFlow's
+    "Graph execution error:" header nor its node and stack lines; the first line where there is no other."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return next((line for line in lines if not line.startswith(_ERROR_FRAMING)), lines[0] if lines else "")
 
 
 def main(argv):

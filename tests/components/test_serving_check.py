@@ -513,3 +513,81 @@ def test_a_tf_decision_forests_model_serves_with_the_inference_ops_tf_serving_li
         result, {output: expected}, {"x": "float32"}, ["x", "y"], 1e-5, 0.0, required=("serving_default",)
     )
     assert reasons == []
+
+
+# A Keras 3 model (`import keras`, as a user's module file may bring) saved as an attribute of a tf.Module, as
+# Google's modules save a tf-keras model; with TRACK, its tf.Variables are tracked beside it. argv: the folder,
+# TRACK or not, the inputs. Prints the model's own answers.
+KERAS3 = """
+import json, sys
+import keras, numpy as np, tensorflow as tf
+assert keras.__version__.startswith("3."), keras.__version__
+keras.utils.set_random_seed(0)
+inputs = keras.Input(shape=(1,), name="x")
+hidden = keras.layers.Dense(4, activation="tanh")(inputs)
+model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(hidden))
+
+class Served(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = model
+        if sys.argv[2] == "TRACK":
+            self.model_variables = [variable.value for variable in model.variables]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    def serve(self, x):
+        return {"outputs": self.model(tf.reshape(x, [-1, 1]))}
+
+served = Served()
+tf.saved_model.save(served, sys.argv[1], signatures={"serving_default": served.serve})
+xs = np.array(json.loads(sys.argv[3]), dtype="float32").reshape(-1, 1)
+print(json.dumps(model.predict(xs, verbose=0).tolist()))
+"""
+
+
+@pytest.mark.integration
+def test_a_keras_3_model_tf_servings_loader_cannot_restore_is_refused_and_its_fix_is_served(tmp_path):
+    """TF Serving loads a SavedModel with TensorFlow's session loader, as the probe does: a Keras 3 model saved as a
+    tf.Module's attribute loads in TensorFlow 2 but its variables are not found there (the SavedModel holds Keras 3's
+    wrappers); tracking its tf.Variables beside it (tests/data/keras3_taxi_module.py) is served."""
+    import json
+    import subprocess
+    import sys
+
+    xs = [-2.0, -0.5, 0.0, 0.4, 1.5, 3.0]
+    results = {}
+    for how in ("ATTRIBUTE", "TRACK"):
+        folder = str(tmp_path / how)
+        done = subprocess.run(
+            [sys.executable, "-c", KERAS3, folder, how, json.dumps(xs)], capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        expected = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+        request = {
+            "model_dir": folder,
+            "examples_b64": [],
+            "instances": [{"x": x} for x in xs],
+            "instance_rows": list(range(len(xs))),
+            "outputs": [],
+            "signatures": ["serving_default"],
+            "latency_calls": 3,
+            "seconds": 0.05,
+            "batch_sizes": [1],
+        }
+        results[how] = (serving_check.run_probe(request), expected)
+    refused, _ = results["ATTRIBUTE"]
+    # The cause, not TensorFlow's "Graph execution error:" header.
+    assert refused["predictions"]["serving_default"]["error"].startswith(
+        "FailedPreconditionError: Could not find variable dense"
+    )
+    assert serving_check.verdict(refused, {}, {"x": "float32"}, ["x"], 1e-5, 0.0, required=("serving_default",))
+    served, expected = results["TRACK"]
+    answered = np.array(served["predictions"]["serving_default"]["outputs"])
+    np.testing.assert_allclose(answered, expected, atol=1e-6)
+    assert answered.std() > 0
+    assert (
+        serving_check.verdict(
+            served, {"outputs": expected}, {"x": "float32"}, ["x"], 1e-5, 0.0, required=("serving_default",)
+        )
+        == []
+    )
