@@ -467,24 +467,15 @@ print(json.dumps(model.predict({"x": xs}, verbose=0).tolist()))
 """
 
 
-@pytest.mark.integration
-@pytest.mark.skipif(
-    lane.name() == lane.CURRENT,
-    reason="the current lane has no TF-DF: no release is built against TF 2.21 (README: Environment, what differs)",
-)
-def test_a_tf_decision_forests_model_serves_with_the_inference_ops_tf_serving_links(tmp_path):
-    """TF Serving 2.16.1 links TF-DF 1.3.0's six inference ops: a TF-DF model (as a module file's run_fn trains)
-    loads in the probe with TF-DF's own op library, without its Python package, and is not refused."""
+def _probe_saved_by(script, folder, xs, *args):
+    """The probe's result on the model `script` saves to `folder` in a process of its own (argv: the folder, `args`,
+    then `xs` as JSON; it prints its model's own answers for them), given each x as an instance; and those answers."""
     import json
     import subprocess
     import sys
 
-    from tfxflow.components.model import text
-
-    xs = [-2.0, -0.5, 0.0, 0.4, 1.5, 3.0]
-    folder = str(tmp_path / "forest")
     done = subprocess.run(
-        [sys.executable, "-c", FOREST, folder, json.dumps(xs)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", script, folder, *args, json.dumps(xs)], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
     expected = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -499,7 +490,21 @@ def test_a_tf_decision_forests_model_serves_with_the_inference_ops_tf_serving_li
         "seconds": 0.05,
         "batch_sizes": [1],
     }
-    result = serving_check.run_probe(request)
+    return serving_check.run_probe(request), expected
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(
+    lane.name() == lane.CURRENT,
+    reason="the current lane has no TF-DF: no release is built against TF 2.21 (README: Environment, what differs)",
+)
+def test_a_tf_decision_forests_model_serves_with_the_inference_ops_tf_serving_links(tmp_path):
+    """TF Serving 2.16.1 links TF-DF 1.3.0's six inference ops: a TF-DF model (as a module file's run_fn trains)
+    loads in the probe with TF-DF's own op library, without its Python package, and is not refused."""
+    from tfxflow.components.model import text
+
+    xs = [-2.0, -0.5, 0.0, 0.4, 1.5, 3.0]
+    result, expected = _probe_saved_by(FOREST, str(tmp_path / "forest"), xs)
     assert "error" not in result, result.get("traceback", result)
     assert result["op_libraries"] == ["tensorflow_decision_forests"]
     assert set(result["ops_beyond_tensorflow"]) <= text.TF_SERVING_DECISION_FOREST_OPS
@@ -550,31 +555,9 @@ def test_a_keras_3_model_tf_servings_loader_cannot_restore_is_refused_and_its_fi
     """TF Serving loads a SavedModel with TensorFlow's session loader, as the probe does: a Keras 3 model saved as a
     tf.Module's attribute loads in TensorFlow 2 but its variables are not found there (the SavedModel holds Keras 3's
     wrappers); tracking its tf.Variables beside it (tests/data/keras3_taxi_module.py) is served."""
-    import json
-    import subprocess
-    import sys
 
     xs = [-2.0, -0.5, 0.0, 0.4, 1.5, 3.0]
-    results = {}
-    for how in ("ATTRIBUTE", "TRACK"):
-        folder = str(tmp_path / how)
-        done = subprocess.run(
-            [sys.executable, "-c", KERAS3, folder, how, json.dumps(xs)], capture_output=True, text=True, timeout=600
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        expected = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
-        request = {
-            "model_dir": folder,
-            "examples_b64": [],
-            "instances": [{"x": x} for x in xs],
-            "instance_rows": list(range(len(xs))),
-            "outputs": [],
-            "signatures": ["serving_default"],
-            "latency_calls": 3,
-            "seconds": 0.05,
-            "batch_sizes": [1],
-        }
-        results[how] = (serving_check.run_probe(request), expected)
+    results = {how: _probe_saved_by(KERAS3, str(tmp_path / how), xs, how) for how in ("ATTRIBUTE", "TRACK")}
     refused, _ = results["ATTRIBUTE"]
     # The cause, not TensorFlow's "Graph execution error:" header.
     assert refused["predictions"]["serving_default"]["error"].startswith(
