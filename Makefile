@@ -1,5 +1,6 @@
 # `make run` and `make test` do all the set-up: they create or reuse the lane's venv from its Python and lock file.
-# The venv is rebuilt only when the lock or setup.py change (the stamp file records that).
+# The venv is rebuilt only when the lock or setup.py change (the stamp file records that); a venv outside the
+# checkout (make test-current's, in its root) gets this checkout's editable install when it is used from another.
 # Two lanes (lanes/pick chooses by the host and says why in one line; LANE=current|compat overrides):
 #   current  TFX 1.21 / TF 2.21 on the system's Python 3.13 or 3.12, .venv-current, requirements-current.lock
 #   compat   TFX 1.16 / TF 2.16 on Python 3.10 (hosts below glibc 2.38), .venv, requirements-compat.lock
@@ -22,7 +23,7 @@ VENV ?= .venv
 endif
 LOCK := requirements-$(or $(LANE),compat).lock
 UV_VERSION := 0.13.9
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-$(word 1,$(shell printf '%s' '$(CURDIR)' | cksum))
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 

@@ -28,6 +28,14 @@ def name() -> str:
     return CURRENT if _version("tfx") >= (1, 21) else COMPAT
 
 
+def tfx_version() -> str:
+    """The installed TFX's version, e.g. "1.21.0" ("" without TFX)."""
+    try:
+        return importlib.metadata.version("tfx")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
 @functools.lru_cache(maxsize=None)
 def direct_runner_tries_prism() -> bool:
     """Whether Beam's DirectRunner first runs a pipeline on the Prism runner, which it downloads from GitHub

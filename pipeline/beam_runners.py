@@ -30,7 +30,8 @@ sdist, and as a non-root user could not install one. So every preset whose worke
 names that image with `--sdk_container_image` (Dataflow starts it; portable runners start the image of
 `--environment_config` and ignore the option), and TFX stages nothing. The image's entry point hands Beam's
 worker flags on to Beam's boot (pipeline/kfp/entrypoint.py). With `direct` options or LOOPBACK workers, the
-workers are this process: TFX still builds and stages its sdist, and nothing installs it.
+workers are this process or its children, which need no sdist: this project's runners keep TFX from building one
+(pipeline/beam_speedups.py, 7).
 """
 
 from __future__ import annotations
@@ -323,8 +324,7 @@ def _preset_args(runner: BeamRunner) -> List[str]:
         # named: the one the DirectRunner of Beam 2.59 picks for these pipelines, and no download.
         named = [f"--runner={FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
         if (mode, workers) == ("in_memory", 1):
-            # Beam's own default. With any argument, TFX builds an sdist of itself for every Beam component
-            # (1 s each) in case the runner is remote; the DirectRunner never uses it.
+            # Beam's own default.
             return named
         return named + [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
     args = [f"--runner={RUNNER_CLASSES[name]}"]

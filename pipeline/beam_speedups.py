@@ -1,4 +1,4 @@
-"""Costs of Beam 2.59 that are not the pipeline's work, removed where this project runs Beam.
+"""Costs of Beam (2.59 and 2.7x) and TFX that are not the pipeline's work, removed where this project runs Beam.
 
 1. Beam's pickler turns dill's tracing off after every pickle and unpickle (`apache_beam/internal/dill_pickler.py`:
 `dill.dill._trace(False)`), which sets the level of dill's logger; every Logger.setLevel clears the cache of
@@ -41,6 +41,14 @@ transforms' building. Here a view is made once per options object and class and 
 and the shared values are the same objects with the same contents; a view holds nothing of its own (its
 values live in the options' shared dict), so what a view reads and sets is what a new one would.
 
+7. TFX's Beam executors (`tfx/dsl/components/base/base_beam_executor.py`) call
+`dependency_utils.make_beam_dependency_flags` whenever the Beam arguments are not empty: unless a dependency
+option is set, it runs `setup.py sdist` of the installed TFX in a subprocess (1.4 to 1.6 s a component on 2
+cores) and adds `--extra_package=<sdist>` for remote workers to install. Workers of Beam's DirectRunner and its
+in-process runner (named where Beam 2.7x would first fetch Prism, pipeline/beam_runners.py) and LOOPBACK workers
+are this process or its children, with TFX already imported: there nothing would install the sdist, so the
+arguments are left as given. Any other runner gets TFX's flags as before.
+
 `apply()` is called by this project's runners (the local runner and the Kubeflow step's entry point) before
 they run TFX; tests/pipeline/test_beam_speedups.py checks the pinned Beam still does this and that pipelines
 give the same results.
@@ -71,13 +79,14 @@ TFRECORD_BLOCK = 1 << 20  # bytes of a TFRecord file read at a time
 
 
 def apply() -> None:
-    """Applies the six; idempotent."""
+    """Applies the seven; idempotent."""
     _set_dill_level_on_change()
     _weigh_without_collecting_module_globals_per_call()
     _read_each_functions_signature_once()
     _read_each_dofns_specs_once()
     _read_tfrecords_in_blocks()
     _make_each_options_view_once()
+    _stage_no_sdist_for_local_workers()
 
 
 def _set_dill_level_on_change() -> None:
@@ -322,3 +331,30 @@ def views_memo(view_as: Callable[[Any, type], Any]) -> Callable[[Any, type], Any
         return made
 
     return remembered
+
+
+def _stage_no_sdist_for_local_workers() -> None:
+    from tfx.utils import dependency_utils
+
+    original = dependency_utils.make_beam_dependency_flags
+    if getattr(original, MARK, False):
+        return
+    kept = local_workers_keep_args(original)
+    setattr(kept, MARK, True)
+    dependency_utils.make_beam_dependency_flags = kept
+
+
+def local_workers_keep_args(make_flags: Callable[[list], list]) -> Callable[[list], list]:
+    """`make_flags` (TFX's), except that arguments whose workers are this process or its children come back as
+    given, with no sdist built."""
+    import functools
+
+    from tfxflow.pipeline.beam_runners import workers_are_remote_in
+
+    @functools.wraps(make_flags)
+    def kept(beam_pipeline_args: list) -> list:
+        if not workers_are_remote_in(beam_pipeline_args):
+            return beam_pipeline_args
+        return make_flags(beam_pipeline_args)
+
+    return kept

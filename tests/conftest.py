@@ -217,10 +217,14 @@ def _long_runs_from_the_start(request):
     groups = [group for group, module in LongRuns.GROUPS.items() if module in selected]
     if groups:
         request.getfixturevalue("long_runs").start(*groups)
-    # The step image's build, when its tests are selected and it can be built (else its fixture says why).
-    if any(item.get_closest_marker("image") for item in request.session.items):
+    # Each lane's step image build, when its tests are selected and it can be built (else its fixture says why).
+    lanes = {"test_image_e2e": "compat", "test_image_current_e2e": "current"}
+    wanted = {lanes[_module_name(item)] for item in request.session.items if _module_name(item) in lanes}
+    if wanted:
         from tests import image
         from tests.kubeflow.test_image_e2e import image_build_log
 
         if not image.missing_tools():
-            image.project_image_in_background(image_build_log(request.getfixturevalue("tmp_path_factory")))
+            factory = request.getfixturevalue("tmp_path_factory")
+            for lane in sorted(wanted):  # compat first
+                image.project_image_in_background(image_build_log(factory, lane), lane)

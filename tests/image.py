@@ -1,14 +1,21 @@
 """The Kubeflow step image, built here without a daemon, and commands run inside it.
 
-`tensorflow/tfx:1.16.0` cannot be pulled on this machine, so `base_image()` builds a stand-in for it: a Debian 12
-rootfs from Debian's archive (debootstrap) with the machine's pyenv CPython 3.10 at `/opt/conda` (where the real
-base, Google's Deep Learning VM image `tf2-gpu.2-16.py310`, has its conda Python), `WORKDIR /tfx/src` and root
-as the user, as in TFX's own Dockerfile (tfx/tools/docker/Dockerfile at v1.16.0). What differs from the real
-base: no CUDA, cuDNN or NVIDIA driver libraries, no conda, no TFX preinstalled (the project's Dockerfile installs
-the whole lock over whatever the base has, so the same packages end up in both), no Beam worker boot binary, and
-`SSL_CERT_FILE` naming the machine's CA bundle (this machine reaches PyPI through a TLS-terminating proxy).
+The bases cannot be pulled on this machine, so `base_image(log, lane)` builds a stand-in for each lane's:
 
-`project_image()` then builds `kubeflow/Dockerfile` as it is, with `--build-arg BASE_IMAGE`, and
+- compat, for `tensorflow/tfx:1.16.0`: a Debian 12 rootfs from Debian's archive (debootstrap) with the machine's
+  pyenv CPython 3.10 at `/opt/conda` (where the real base, Google's Deep Learning VM image `tf2-gpu.2-16.py310`,
+  has its conda Python), `WORKDIR /tfx/src` and root as the user, as in TFX's own Dockerfile
+  (tfx/tools/docker/Dockerfile at v1.16.0). What differs from the real base: no CUDA, cuDNN or NVIDIA driver
+  libraries, no conda, no TFX preinstalled (the project's Dockerfile installs the whole lock over whatever the base
+  has, so the same packages end up in both), no Beam worker boot binary.
+- current, for a glibc 2.38+ base such as `nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04`: a Debian 13 rootfs
+  (glibc 2.41) with no Python, as that image has none, and uid 1000 taken by a user `ubuntu`, as in Ubuntu 24.04's
+  images; the Dockerfile installs Python 3.13 with apt from Debian's archive. What differs: no CUDA or cuDNN, and
+  Debian's packages instead of Ubuntu's.
+
+Both set `SSL_CERT_FILE` to the machine's CA bundle (this machine reaches PyPI through a TLS-terminating proxy).
+
+`project_image()` then builds `kubeflow/Dockerfile` as it is, with `--build-arg BASE_IMAGE` (and `LANE`), and
 `ImageCommand` runs a step in a container of it the way a pod runs it: the image's user, working directory and
 environment, the step's own command (a pod's `command` replaces the image's ENTRYPOINT), the given folders
 mounted, the host's network (the S3 server on 127.0.0.1).
@@ -21,6 +28,7 @@ is kept under `cache_dir()` so that an unchanged Dockerfile and context reuse ev
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import hashlib
 import json
@@ -32,28 +40,54 @@ import tempfile
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+COMPAT, CURRENT = "compat", "current"  # components/lane.py's names
+
+
+@dataclasses.dataclass(frozen=True)
+class StandIn:
+    """How one lane's stand-in base is made (see the module's docstring)."""
+
+    suite: str
+    packages: Tuple[str, ...]
+    python: bool  # this machine's CPython at BASE_PYTHON, as conda's in TFX's image
+    workdir: str
+    users: Tuple[Tuple[int, str], ...] = ()  # (uid, name) the real base already has
+    version: int = 1  # changes the tag when the recipe changes in a way the fields do not show
+
+
 # What pyenv's CPython and TensorFlow's wheels load from the system (the rest is in the wheels), and the C/C++
 # compiler the lock's source-only packages (pyfarmhash, crcmod, ...) build with, which the real base has too.
-DEBIAN_PACKAGES = (
-    "g++",
-    "make",
-    "ca-certificates",
-    "libssl3",
-    "libsqlite3-0",
-    "libffi8",
-    "libbz2-1.0",
-    "liblzma5",
-    "zlib1g",
-    "libreadline8",
-    "libncursesw6",
-    "libuuid1",
-    "libgdbm6",
-)
+STAND_INS = {
+    COMPAT: StandIn(
+        suite="bookworm",
+        packages=(
+            "g++",
+            "make",
+            "ca-certificates",
+            "libssl3",
+            "libsqlite3-0",
+            "libffi8",
+            "libbz2-1.0",
+            "liblzma5",
+            "zlib1g",
+            "libreadline8",
+            "libncursesw6",
+            "libuuid1",
+            "libgdbm6",
+        ),
+        python=True,
+        workdir="/tfx/src",  # TFX's Dockerfile
+        version=2,
+    ),
+    # Ubuntu 24.04's base: no Python, no compiler; CA certificates (nvidia/cuda's images have them).
+    CURRENT: StandIn(
+        suite="trixie", packages=("ca-certificates",), python=False, workdir="/", users=((1000, "ubuntu"),)
+    ),
+}
 BASE_PYTHON = "/opt/conda"  # the Deep Learning VM image's Python prefix
-BASE_WORKDIR = "/tfx/src"  # TFX's Dockerfile
-PROJECT_TAG = "localhost/tfxflow-step:test"
+PROJECT_TAGS = {COMPAT: "localhost/tfxflow-step:test", CURRENT: "localhost/tfxflow-step:test-current"}
+PROJECT_TAG = PROJECT_TAGS[COMPAT]
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
@@ -140,21 +174,26 @@ def _python_prefix() -> str:
     return prefix
 
 
-def base_tag() -> str:
-    python = _python_prefix()
-    version = ".".join(map(str, sys.version_info[:3]))
-    recipe = json.dumps([DEBIAN_SUITE, DEBIAN_PACKAGES, BASE_PYTHON, BASE_WORKDIR, python, version, 2])
-    return f"localhost/tfxflow-standin-base:py{version}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
+def base_tag(lane: str = COMPAT) -> str:
+    stand_in = STAND_INS[lane]
+    recipe = [dataclasses.astuple(stand_in), BASE_PYTHON]
+    name = f"localhost/tfxflow-standin-base:{lane}"
+    if stand_in.python:
+        version = ".".join(map(str, sys.version_info[:3]))
+        recipe += [_python_prefix(), version]
+        name += f"-py{version}"
+    return f"{name}-{hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:10]}"
 
 
-def base_image(log: str) -> str:
-    """The stand-in for tensorflow/tfx:1.16.0 (see the module's docstring); built once, then reused."""
-    tag = base_tag()
+def base_image(log: str, lane: str = COMPAT) -> str:
+    """The stand-in for `lane`'s base (see the module's docstring); built once, then reused."""
+    stand_in = STAND_INS[lane]
+    tag = base_tag(lane)
     if image_exists(tag):
         return tag
     work = os.path.join(cache_dir(), "base")
-    packages = hashlib.sha256(",".join(DEBIAN_PACKAGES).encode()).hexdigest()[:10]
-    rootfs = os.path.join(work, f"rootfs-{DEBIAN_SUITE}-{packages}")
+    packages = hashlib.sha256(",".join(stand_in.packages).encode()).hexdigest()[:10]
+    rootfs = os.path.join(work, f"rootfs-{stand_in.suite}-{packages}")
     done = rootfs + ".done"
     if not os.path.exists(done):
         shutil.rmtree(rootfs, ignore_errors=True)
@@ -163,8 +202,8 @@ def base_image(log: str) -> str:
             [
                 "debootstrap",
                 "--variant=minbase",
-                "--include=" + ",".join(DEBIAN_PACKAGES),
-                DEBIAN_SUITE,
+                "--include=" + ",".join(stand_in.packages),
+                stand_in.suite,
                 rootfs,
                 DEBIAN_MIRROR,
             ],
@@ -175,31 +214,35 @@ def base_image(log: str) -> str:
         layer = os.path.join(context, "rootfs")
         # The rootfs as debootstrap left it, plus Python; copied so the cached rootfs stays pristine.
         _run(["cp", "-a", rootfs, layer], log=log)
-        prefix = os.path.join(layer, BASE_PYTHON.lstrip("/"))
-        shutil.copytree(
-            _python_prefix(),
-            prefix,
-            symlinks=True,
-            # This machine's site hook that adds its proxy's CA to certifi: not part of a Python.
-            ignore=shutil.ignore_patterns("_sandboxing_*", "__pycache__"),
-        )
-        _relocate_scripts(os.path.join(prefix, "bin"), _python_prefix(), BASE_PYTHON)
-        # pyenv's build links libpython by an absolute RUNPATH under /root/.pyenv; the loader's cache finds it here.
-        with open(os.path.join(layer, "etc", "ld.so.conf.d", "python.conf"), "w") as f:
-            f.write(f"{BASE_PYTHON}/lib\n")
-        _run(["chroot", layer, "/sbin/ldconfig"], log=log)
+        if stand_in.python:
+            prefix = os.path.join(layer, BASE_PYTHON.lstrip("/"))
+            shutil.copytree(
+                _python_prefix(),
+                prefix,
+                symlinks=True,
+                # This machine's site hook that adds its proxy's CA to certifi: not part of a Python.
+                ignore=shutil.ignore_patterns("_sandboxing_*", "__pycache__"),
+            )
+            _relocate_scripts(os.path.join(prefix, "bin"), _python_prefix(), BASE_PYTHON)
+            # pyenv's build links libpython by an absolute RUNPATH under /root/.pyenv; the loader's cache finds it.
+            with open(os.path.join(layer, "etc", "ld.so.conf.d", "python.conf"), "w") as f:
+                f.write(f"{BASE_PYTHON}/lib\n")
+            _run(["chroot", layer, "/sbin/ldconfig"], log=log)
+        for uid, user in stand_in.users:
+            _run(["chroot", layer, "useradd", "--uid", str(uid), "--user-group", "--create-home", user], log=log)
         shutil.copy(CA_BUNDLE, os.path.join(layer, CA_BUNDLE.lstrip("/")))
         _run(["tar", "-C", layer, "-cf", os.path.join(context, "rootfs.tar"), "."], log=log)
         shutil.rmtree(layer)
+        path = (f"{BASE_PYTHON}/bin:" if stand_in.python else "") + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
         with open(os.path.join(context, "Containerfile"), "w") as f:
             f.write(
                 "FROM scratch\n"
                 "ADD rootfs.tar /\n"
-                f"ENV PATH={BASE_PYTHON}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+                f"ENV PATH={path}:/sbin:/bin\n"
                 f"ENV SSL_CERT_FILE={CA_BUNDLE}\n"
                 "ENV LANG=C.UTF-8\n"
-                f"WORKDIR {BASE_WORKDIR}\n"
-                'CMD ["python"]\n'
+                f"WORKDIR {stand_in.workdir}\n"
+                f'CMD ["{"python" if stand_in.python else "bash"}"]\n'
             )
         _buildah(
             "bud", "--isolation", "chroot", "-t", tag, "-f", os.path.join(context, "Containerfile"), context, log=log
@@ -222,22 +265,24 @@ def _relocate_scripts(bin_dir: str, old: str, new: str) -> None:
             f.write(b"#!" + text.replace(old.encode(), new.encode()))
 
 
-_BUILDS: Dict[str, "concurrent.futures.Future[str]"] = {}
+_BUILDS: Dict[Tuple[str, str], "concurrent.futures.Future[str]"] = {}
 
 
-def project_image_in_background(log: str) -> "concurrent.futures.Future[str]":
-    """`project_image(log)` on a thread of its own, started once per log: a session starts it with its first
-    test, so that the build's downloads and disk writes overlap the tests that keep the cores busy."""
-    if log not in _BUILDS:
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-build")
-        _BUILDS[log] = pool.submit(project_image, log)
+def project_image_in_background(log: str, lane: str = COMPAT) -> "concurrent.futures.Future[str]":
+    """`project_image(log, lane)` on a thread of its own, started once per log and lane: a session starts it with
+    its first test, so that the build's downloads and disk writes overlap the tests that keep the cores busy."""
+    if (log, lane) not in _BUILDS:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"image-build-{lane}")
+        _BUILDS[log, lane] = pool.submit(project_image, log, lane)
         pool.shutdown(wait=False)
-    return _BUILDS[log]
+    return _BUILDS[log, lane]
 
 
-def project_image(log: str, tag: str = PROJECT_TAG, base: Optional[str] = None) -> str:
-    """`kubeflow/Dockerfile` built as it is on the stand-in base; layers are reused while their inputs match."""
-    base = base or base_image(log)
+def project_image(log: str, lane: str = COMPAT, base: Optional[str] = None) -> str:
+    """`kubeflow/Dockerfile` built as it is for `lane` on its stand-in base; layers are reused while their inputs
+    match. Returns the tag."""
+    base = base or base_image(log, lane)
+    tag = PROJECT_TAGS[lane]
     _buildah(
         "bud",
         "--isolation",
@@ -245,6 +290,8 @@ def project_image(log: str, tag: str = PROJECT_TAG, base: Optional[str] = None) 
         "--layers",
         "--build-arg",
         f"BASE_IMAGE={base}",
+        "--build-arg",
+        f"LANE={lane}",
         "-t",
         tag,
         "-f",

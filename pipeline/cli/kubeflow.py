@@ -345,7 +345,8 @@ def _compile(args: argparse.Namespace) -> int:
     gpu = f"{config.gpus} x {config.gpu_resource}" if config.gpus else "none"
     print(
         f"tfxflow: compiled {pipeline_name} ({len(result.steps)} steps) in {result.seconds:.1f} s\n"
-        f"  spec:       {result.path}\n  image:      {config.image}\n  root:       {config.pipeline_root}\n"
+        f"  spec:       {result.path}\n  image:      {config.image}\n  lane:       {kf.lane_line()}\n"
+        f"  root:       {config.pipeline_root}\n"
         f"  store:      KFP {config.kfp_version}"
         + (f", {config.endpoint}" if config.endpoint else "")
         + (f", namespace {config.namespace}" if config.namespace else "")

@@ -31,7 +31,7 @@ import os
 import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components import mlflow_auth, names, object_store
+from tfxflow.components import lane, mlflow_auth, names, object_store
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
@@ -42,6 +42,7 @@ from tfxflow.pipeline.config import (
     resolve_shared,
     split_beam_runner,
 )
+from tfxflow.pipeline.kfp import entrypoint
 from tfxflow.pipeline.settings import setting
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
@@ -501,12 +502,10 @@ def _gigabytes(text: str, flag: str = "--trainer-memory") -> float:
 
 def _titles(component: Mapping) -> Dict[str, str]:
     """{artifact key: TFX type title} of a compiled component's inputs and outputs."""
-    from tfxflow.pipeline.kfp.entrypoint import artifact_title
-
     titles = {}
     for side in ("inputDefinitions", "outputDefinitions"):
         for key, spec in (component.get(side, {}).get("artifacts") or {}).items():
-            title = artifact_title(spec.get("artifactType", {}))
+            title = entrypoint.artifact_title(spec.get("artifactType", {}))
             if title:
                 titles[key] = title
     return titles
@@ -544,7 +543,8 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         container.pop("lifecycle", None)
         titles = _titles(component)
         if titles:
-            container["args"] = ["--tfxflow_artifact_types", json.dumps(titles, sort_keys=True)] + container["args"]
+            container["args"] = [entrypoint.TYPES_FLAG, json.dumps(titles, sort_keys=True)] + container["args"]
+        container["args"] = [entrypoint.LANE_FLAG, entrypoint.compiled_lane()] + container["args"]
         env, secrets = [], []
         # Not the tracking steps: AWS_ENDPOINT_URL would send MLflow's own S3 artifact uploads to this store.
         if config.uses_s3 and name not in TRACKING_STEPS:
@@ -717,7 +717,7 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
         raise ConfigError(kfp_check.format_problems(output_path, problems))
     header = (
         f"# {config.pipeline_name}: compiled by `tfxflow kubeflow compile` from create_pipeline\n"
-        f"# image: {config.image}\n# parameters: {', '.join(sorted(runtime_values))}\n"
+        f"# image: {config.image}\n# lane: {lane_line()}\n# parameters: {', '.join(sorted(runtime_values))}\n"
     )
     with open(output_path, "w", encoding="utf-8") as f:
         f.write(header)
@@ -738,6 +738,14 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
         staged=staged,
         launcher_config=launcher_path,
         pretrained=describe_pretrained(config.training),
+    )
+
+
+def lane_line() -> str:
+    """The lane that compiles, and the image it needs, in words (the compiled file's header, the summary)."""
+    return (
+        f"{lane.name()} (TFX {lane.tfx_version()}): its steps run in an image built with "
+        f"--build-arg LANE={lane.name()} (kubeflow/Dockerfile)"
     )
 
 

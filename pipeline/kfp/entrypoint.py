@@ -29,6 +29,10 @@ KFP's launcher (backend/src/v2/component/launcher_v2.go) gives a step and expect
    `--worker_pool` sidecar). Those start it with Beam's boot flags, which are handed on to Beam's boot
    (`/opt/apache/beam/boot`, from tensorflow/tfx:1.16.0, whose own entry point it is).
 
+8. The lane (components/lane.py): the compiler adds `--tfxflow_lane current:1.21.0`, the lane and TFX that compiled
+   the spec; a step in an image of the other lane stops before its executor starts, naming the build argument
+   that makes the right image (TFX reads the IR its own version writes, and the lanes' locks differ).
+
 `TFXFLOW_KFP_LOCAL_ROOT` moves the launcher's local folders from `/` elsewhere, for running steps outside a
 pod (the tests' KFP emulation).
 """
@@ -41,14 +45,16 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
-from tfxflow.components import object_store
+from tfxflow.components import lane, object_store
 from tfxflow.components.model import hardware
 
 TYPES_FLAG = "--tfxflow_artifact_types"
+LANE_FLAG = "--tfxflow_lane"
+EXIT_WRONG_IMAGE = 3
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 EXECUTOR_FLAG = "--executor_class_path"
 BEAM_BOOT = "/opt/apache/beam/boot"
@@ -113,6 +119,46 @@ def rewrite_argv(argv: Sequence[str]) -> List[str]:
         if restore_artifact_types(executor_input, titles) + drop_launcher_outputs(executor_input, titles):
             args[i] = json.dumps(executor_input)
     return args
+
+
+def _beam_version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("apache-beam")
+    except importlib.metadata.PackageNotFoundError:
+        return "<version>"
+
+
+def compiled_lane() -> str:
+    """The value of the lane flag this installation's compiler writes, e.g. "current:1.21.0"."""
+    return f"{lane.name()}:{lane.tfx_version()}"
+
+
+def pop_lane(argv: Sequence[str]) -> Tuple[List[str], str]:
+    """`argv` without the lane flag, and its value ("" for a spec compiled before the flag existed)."""
+    args = list(argv)
+    if LANE_FLAG not in args:
+        return args, ""
+    i = args.index(LANE_FLAG)
+    value = args[i + 1]
+    del args[i : i + 2]
+    return args, value
+
+
+def lane_mismatch(compiled: str) -> str:
+    """Why a step of a spec compiled as `compiled` cannot run here; "" when it can."""
+    if not compiled:
+        return ""
+    spec_lane, _, spec_tfx = compiled.partition(":")
+    if spec_lane == lane.name():
+        return ""
+    return (
+        f"the spec was compiled by the {spec_lane} lane (TFX {spec_tfx or '?'}) and this image is of the "
+        f"{lane.name()} lane (TFX {lane.tfx_version()}): a step runs in an image of the lane that compiled it. "
+        f"Build the image with `--build-arg LANE={spec_lane}` (kubeflow/Dockerfile), or compile the pipeline "
+        f"with the {lane.name()} lane, and submit again"
+    )
 
 
 def localize_artifacts(executor_input: dict, root: str = "/") -> Dict[str, str]:
@@ -332,12 +378,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     Beam SDK worker container, runs Beam's boot instead. `--check-image` only checks the image's imports."""
     argv = list(sys.argv if argv is None else argv)
     if is_beam_worker(argv):
+        if not os.access(BEAM_BOOT, os.X_OK):  # the current lane's image: its base has no Beam SDK container
+            print(
+                f"tfxflow: started as a Beam SDK worker, and this image has no {BEAM_BOOT}: copy it from Beam's "
+                f"SDK image of this Python and Beam (apache/beam_python{sys.version_info[0]}.{sys.version_info[1]}"
+                f"_sdk:{_beam_version()}) into the image, or run the Beam steps with LOOPBACK or PROCESS workers",
+                file=sys.stderr,
+            )
+            sys.exit(EXIT_WRONG_IMAGE)
         os.execv(BEAM_BOOT, [BEAM_BOOT, *argv[1:]])
     if argv[1:] == [CHECK_IMAGE_FLAG]:
         hardware.use_keras_2()
         for path in check_image():
             print(f"tfxflow image check: imports {path}")
         return
+    argv, compiled = pop_lane(argv)
+    problem = lane_mismatch(compiled)
+    if problem:
+        print(f"tfxflow: {step_label(argv)}: {problem}", file=sys.stderr)
+        sys.exit(EXIT_WRONG_IMAGE)
     hardware.use_keras_2()
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint

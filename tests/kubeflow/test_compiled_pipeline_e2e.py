@@ -54,7 +54,7 @@ def _baseline_model_names(evaluation_dir: str) -> set:
     return names
 
 
-def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", "day2", "day3")):
+def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", "day2", "day3"), compile_spec=None):
     """Writes and uploads the three days of data, starts the runs' MLflow server and compiles the spec (the
     store's variables are this process's while it does), and returns {"runs": a function that makes the three
     runs one after another} and what the tests read besides (tests/conftest.py's `long_runs`).
@@ -62,7 +62,8 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", 
     `image`: a tests/image.py ImageCommand: every step then runs in a container of the step image, and the
     spec is compiled for `kfp_version` without an endpoint, so the steps reach the store by the name that
     version's launcher uses (the container's hosts file points it at `s3_server`). `days`: the runs to make, in
-    order (a prefix of the three)."""
+    order (a prefix of the three). `compile_spec(config, path)`: compiles the spec to `path` another way than
+    this process's compiler (in the image, with its lane's TFX)."""
     # Its own MLflow server: the runs register versions of the model "taxi", which other tests count.
     mlflow_server = helpers.MlflowServer(str(base / "mlflow")).start()
     env = s3_server.env
@@ -102,7 +103,8 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", 
         allowed_anomaly_types=(),
         training=TrainingConfig(train_steps=40, batch_size=64, eval_every_steps=20),
     )
-    spec = kf.compile_pipeline(config, str(base / "taxi.yaml")).path
+    spec_path = str(base / "taxi.yaml")
+    spec = compile_spec(config, spec_path) if compile_spec else kf.compile_pipeline(config, spec_path).path
     kfp = LocalKfp(
         str(base / "kfp"),
         s3_env=env,
@@ -113,9 +115,10 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", 
     )
     root = kf.load_spec(spec)[0]["defaultPipelineRoot"]  # what `tfxflow kubeflow submit` passes to a run
 
-    # The same pipeline compiled for a GPU Trainer asking for one GPU more than this machine has (it has none).
-    gpus = len(tf.config.list_physical_devices("GPU")) + 1
-    gpu_spec = kf.compile_pipeline(dataclasses.replace(config, gpus=gpus), str(base / "taxi-gpu.yaml")).path
+    if image is None:
+        # The same pipeline compiled for a GPU Trainer asking for one GPU more than this machine has (it has none).
+        gpus = len(tf.config.list_physical_devices("GPU")) + 1
+        gpu_spec = kf.compile_pipeline(dataclasses.replace(config, gpus=gpus), str(base / "taxi-gpu.yaml")).path
 
     def three_runs():
         runs, versions = [], []

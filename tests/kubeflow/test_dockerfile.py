@@ -37,7 +37,8 @@ def test_image_installs_the_lock_the_makefile_installs():
     # One Dockerfile for both lanes: the build argument names the lock, as the Makefile's lane does.
     assert re.search(r"^ARG LANE=compat$", dockerfile, re.M)
     assert "COPY requirements-${LANE}.lock ./" in dockerfile
-    assert re.search(r"uv pip install [^\n]*--no-deps -r requirements-\$\{LANE\}\.lock", dockerfile)
+    commands = re.sub(r"\s*\\\n\s*", " ", dockerfile)  # continued lines joined
+    assert re.search(r"uv pip install [^\n]*--no-deps -r requirements-\$\{LANE\}\.lock", commands)
     assert re.search(r"^LOCK := requirements-\$\(or \$\(LANE\),compat\)\.lock$", makefile, re.M)
     assert re.search(r"uv pip sync [^\n]*\$\(LOCK\)", makefile)
     for name in (lane.COMPAT, lane.CURRENT):

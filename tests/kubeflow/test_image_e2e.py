@@ -36,8 +36,11 @@ def step_image(tmp_path_factory):
     return image.project_image_in_background(image_build_log(tmp_path_factory)).result()
 
 
-def image_build_log(tmp_path_factory) -> str:
-    return str(tmp_path_factory.getbasetemp() / "image-build.log")
+def image_build_log(tmp_path_factory, lane: str = image.COMPAT) -> str:
+    """The build log of `lane`'s image in the session's temporary folder: image-build.log (compat),
+    image-build-current.log."""
+    suffix = "" if lane == image.COMPAT else f"-{lane}"
+    return str(tmp_path_factory.getbasetemp() / f"image-build{suffix}.log")
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from tfxflow.pipeline import beam_runners, beam_speedups
+
 
 def test_the_pinned_beam_still_sets_dills_level_after_every_pickle():
     from apache_beam.internal import dill_pickler
@@ -595,3 +597,74 @@ def test_pipelines_make_each_options_view_once_and_still_check_types():
     assert out["parsers_for_100_maps"] < 20
     assert out["checked"] == "TypeCheckError"  # Beam's type check still reads the option from a remembered view
     assert out["unchecked"] == "built"
+
+
+def test_the_pinned_tfx_builds_an_sdist_of_itself_for_any_beam_arguments():
+    """What speedup 7 removes for local workers: TFX's Beam executors call make_beam_dependency_flags for any
+    non-empty arguments, and it builds an sdist unless a dependency option is set."""
+    from tfx.dsl.components.base import base_beam_executor
+    from tfx.utils import dependency_utils
+
+    executor = inspect.getsource(base_beam_executor.BaseBeamExecutor.__init__)
+    assert "if self._beam_pipeline_args:" in executor
+    assert "dependency_utils.make_beam_dependency_flags(" in executor
+    flags = inspect.getsource(dependency_utils.make_beam_dependency_flags)
+    assert "sdist_file = build_ephemeral_package()" in flags
+
+
+@pytest.mark.parametrize(
+    "args, remote",
+    [
+        ([f"--runner={beam_runners.FN_API_RUNNER}"], False),
+        (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], False),
+        (["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"], False),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=DOCKER"], True),
+        (["--runner=FlinkRunner", "--flink_master=flink:8081"], True),
+    ],
+    ids=["in-process", "multi-processing", "loopback", "docker", "flink"],
+)
+def test_local_workers_keep_their_arguments_and_remote_ones_get_tfxs_flags(args, remote):
+    calls = []
+
+    def tfx_flags(given):
+        calls.append(given)
+        return given + ["--extra_package=/tmp/tfx.tar.gz"]
+
+    out = beam_speedups.local_workers_keep_args(tfx_flags)(list(args))
+    assert out == (args + ["--extra_package=/tmp/tfx.tar.gz"] if remote else args)
+    assert calls == ([args] if remote else [])
+
+
+SDIST_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfxflow.pipeline import beam_speedups
+
+    class Executor(BaseBeamExecutor):
+        def Do(self, input_dict, output_dict, exec_properties):
+            pass
+
+    def args():
+        started = time.monotonic()
+        made = Executor(BaseBeamExecutor.Context(beam_pipeline_args=[sys.argv[1]]))._beam_pipeline_args
+        seconds = time.monotonic() - started
+        return made[: made.index("--labels")] if "--labels" in made else made, seconds  # TFX's telemetry labels follow
+
+    before = args()
+    beam_speedups.apply()
+    print(json.dumps({"before": before, "after": args()}))
+    """
+)
+
+
+@pytest.mark.integration
+def test_tfxs_beam_executor_builds_no_sdist_for_the_in_process_runner_once_applied():
+    runner = f"--runner={beam_runners.FN_API_RUNNER}"
+    done = subprocess.run([sys.executable, "-c", SDIST_SCRIPT, runner], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    (given, package), _ = found["before"]
+    assert given == runner and package.startswith("--extra_package=") and package.endswith(".tar.gz")
+    after, seconds = found["after"]
+    assert after == [runner] and seconds < 0.5

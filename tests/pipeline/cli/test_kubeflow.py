@@ -6,6 +6,7 @@ import yaml
 
 from tests import helpers
 from tests.pipeline.cli.test_run import _beam
+from tfxflow.components import lane
 
 
 @pytest.mark.integration
@@ -39,6 +40,10 @@ def test_kubeflow_compile_from_the_command_line(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # TensorFlow's start-up chatter goes to a log, kept only on failure
     assert f"spec:       {spec}" in result.stdout
+    # The lane that compiled it, and the image build argument its steps need (kubeflow/Dockerfile's LANE).
+    needs = f"{lane.name()} (TFX {lane.tfx_version()}): its steps run in an image built with --build-arg LANE="
+    needs += f"{lane.name()} (kubeflow/Dockerfile)"
+    assert f"lane:       {needs}\n" in result.stdout and f"# lane: {needs}\n" in spec.read_text()
     assert "root:       minio://mlpipeline/private-artifacts/kubeflow-user-example-com/v2/artifacts\n" in result.stdout
     pipeline_spec = next(d for d in yaml.safe_load_all(spec.read_text()) if d)
     trainer = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]

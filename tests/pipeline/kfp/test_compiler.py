@@ -89,7 +89,8 @@ def test_every_step_runs_the_project_image_through_its_entrypoint(compiled):
         assert container["image"] == IMAGE, label
         assert container["command"] == list(kf.ENTRYPOINT), label
         args = container["args"]
-        assert args[0] == "--tfxflow_artifact_types" and json.loads(args[1]), label
+        assert args[:2] == ["--tfxflow_lane", f"{lane.name()}:{lane.tfx_version()}"], label
+        assert args[2] == "--tfxflow_artifact_types" and json.loads(args[3]), label
         assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=0" in args
 
 

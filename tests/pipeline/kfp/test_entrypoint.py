@@ -1,5 +1,6 @@
 """The Kubeflow container entry point runs a compiled step from the executor input open-source KFP passes."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -9,8 +10,12 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfxflow.components import lane
 from tfxflow.pipeline.kfp.entrypoint import (
+    EXIT_WRONG_IMAGE,
+    lane_mismatch,
     localize_artifacts,
+    pop_lane,
     restore_artifact_types,
     restore_output_uris,
     rewrite_argv,
@@ -60,8 +65,8 @@ def test_step_runs_where_tfx_entrypoint_fails(compiled, tmp_path, launcher_type)
 
     # TFX's own entry point fails on the same input (tensorflow/tfx#7768): what the wrapper is for.
     _, args = _import_schema_step(spec, str(tmp_path / "tfx"), launcher_type)
-    assert args[0] == "--tfxflow_artifact_types"
-    plain = args[2:]  # the same arguments without the types flag
+    assert args[0] == "--tfxflow_lane" and args[2] == "--tfxflow_artifact_types"
+    plain = args[4:]  # the same arguments without the project's flags
     failed = subprocess.run([sys.executable, "-m", TFX_ENTRYPOINT, *plain], capture_output=True, text=True, timeout=300)
     assert failed.returncode != 0
     assert "Could not import system.Artifact" in failed.stderr or "UnboundLocalError" in failed.stderr, failed.stderr[
@@ -91,6 +96,38 @@ def test_restore_keeps_known_types_and_fixes_missing_ones():
     )
     anomalies = executor_input["outputs"]["artifacts"]["anomalies"]["artifacts"][0]["type"]
     assert anomalies["instanceSchema"].startswith("title: tfx.ExampleAnomalies")
+
+
+OTHER_LANE = {lane.COMPAT: "current:1.21.0", lane.CURRENT: "compat:1.16.0"}
+
+
+@pytest.mark.e2e
+def test_a_step_of_a_spec_the_other_lane_compiled_stops_before_its_executor_naming_the_build_argument(
+    compiled, tmp_path
+):
+    _, spec, _, _ = compiled
+    command, args = _import_schema_step(spec, str(tmp_path), {})
+    assert args[:2] == ["--tfxflow_lane", f"{lane.name()}:{lane.tfx_version()}"]
+    other = OTHER_LANE[lane.name()]
+    done = subprocess.run(
+        [sys.executable, "-m", command[2], args[0], other, *args[2:]], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == EXIT_WRONG_IMAGE, done.stderr[-3000:]
+    spec_lane = other.split(":")[0]
+    assert (
+        f"tfxflow: EmbeddedSchema: the spec was compiled by the {spec_lane} lane (TFX {other.split(':')[1]}) "
+        f"and this image is of the {lane.name()} lane (TFX {lane.tfx_version()})"
+    ) in done.stderr
+    assert f"--build-arg LANE={spec_lane}" in done.stderr
+    assert "Traceback" not in done.stderr and not os.path.exists(tmp_path / "schema")
+
+
+def test_the_lane_flag_is_taken_off_and_a_spec_without_it_runs_anywhere():
+    argv = ["prog", "--tfxflow_lane", OTHER_LANE[lane.name()], "--executor_class_path", "m.E"]
+    assert pop_lane(argv) == (["prog", "--executor_class_path", "m.E"], OTHER_LANE[lane.name()])
+    assert pop_lane(["prog", "--executor_class_path", "m.E"]) == (["prog", "--executor_class_path", "m.E"], "")
+    assert lane_mismatch("") == "" and lane_mismatch(f"{lane.name()}:0.0.0") == ""
+    assert lane_mismatch(OTHER_LANE[lane.name()]).startswith("the spec was compiled by the")
 
 
 def test_rewrite_argv_drops_the_flag_and_leaves_beam_args():
@@ -245,6 +282,7 @@ def test_beam_worker_containers_are_handed_to_beams_boot(monkeypatch):
         raise Replaced
 
     monkeypatch.setattr(kfp_entrypoint.os, "execv", execv)
+    monkeypatch.setattr(kfp_entrypoint.os, "access", lambda path, mode: path == kfp_entrypoint.BEAM_BOOT)
     docker = [
         "pipeline/kfp/entrypoint.py",
         "--id=1-1",
@@ -261,6 +299,20 @@ def test_beam_worker_containers_are_handed_to_beams_boot(monkeypatch):
         ("/opt/apache/beam/boot", ["/opt/apache/beam/boot", "--worker_pool"]),
     ]
     assert not kfp_entrypoint.is_beam_worker(["prog", "--executor_class_path", "x", INVOCATION, "{}"])
+
+
+def test_a_beam_worker_start_in_an_image_without_beams_boot_says_where_to_get_it(monkeypatch, tmp_path, capsys):
+    from tfxflow.pipeline.kfp import entrypoint as kfp_entrypoint
+
+    monkeypatch.setattr(kfp_entrypoint, "BEAM_BOOT", str(tmp_path / "boot"))  # absent, as in the current lane's image
+    with pytest.raises(SystemExit) as exited:
+        kfp_entrypoint.main(["pipeline/kfp/entrypoint.py", "--worker_pool"])
+    assert exited.value.code == EXIT_WRONG_IMAGE
+    beam = importlib.metadata.version("apache-beam")
+    python = "%d.%d" % sys.version_info[:2]
+    err = capsys.readouterr().err
+    assert f"this image has no {tmp_path / 'boot'}: copy it from Beam's SDK image" in err
+    assert f"(apache/beam_python{python}_sdk:{beam})" in err and "LOOPBACK or PROCESS" in err
 
 
 INVOCATION = "--json_serialized_invocation_args"
