@@ -132,6 +132,7 @@ OTHER_PROGRAMS = {
     "--extra_package",
     "--extra_packages",
     "--file_system_poll_wait_seconds",
+    "--from",
     "--max_num_load_retries",
     "--monitoring_config_file",
     "--no-deps",

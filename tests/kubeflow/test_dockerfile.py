@@ -123,3 +123,16 @@ def test_the_environment_holds_compiled_bytecode_for_the_heavy_imports():
         source = importlib.util.find_spec(name).origin
         cached = importlib.util.cache_from_source(source)
         assert os.path.exists(cached), f"{cached} missing: reinstall with `rm .venv/.installed && make install`"
+
+
+def test_every_build_argument_the_docs_give_is_one_the_dockerfile_declares():
+    dockerfile = _read("kubeflow", "Dockerfile")
+    declared = set(re.findall(r"^ARG (\w+)", dockerfile, re.M))
+    given = [
+        found
+        for doc in (("README.md",), ("kubeflow", "README.md"), ("kubeflow", "Dockerfile"))
+        for found in re.findall(r"--build-arg[ =](\w+)=([\w:/@<>.-]*[\w>])", _read(*doc))
+    ]
+    assert {"LANE", "BASE_IMAGE"} <= {name for name, _ in given}
+    assert not sorted({name for name, _ in given} - declared)
+    assert {value for name, value in given if name == "LANE"} <= {lane.COMPAT, lane.CURRENT}

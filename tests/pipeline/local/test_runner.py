@@ -221,3 +221,52 @@ def test_no_probe_starts_ahead_where_the_runner_disallows_it(monkeypatch):
         assert serving_check.warm_probe() is False and serving_check._warm is None
     finally:
         serving_check.allow_warm_probe(True)
+
+
+ADDON_SCRIPT = """
+import json, sys, types
+from tfxflow.pipeline.local.runner import ADDON_OP_PACKAGES, addon_ops_as_needed
+
+def config(text=(), user_module=None):
+    return types.SimpleNamespace(user_module=user_module, features=types.SimpleNamespace(text=text))
+
+def loaded():
+    return sorted(n for n, m in sys.modules.items() if m is not None and n.split(".")[0] in ADDON_OP_PACKAGES)
+
+found = {}
+with addon_ops_as_needed(config(user_module="my_module.py")) as absent:
+    found["module_file"] = absent
+with addon_ops_as_needed(config()) as absent:
+    found["tabular"] = absent
+    import tensorflow_model_analysis  # its model_util imports every installed op package it knows
+    from tensorflow_transform.saved import saved_transform_io
+    saved_transform_io._maybe_register_addon_ops()  # what each transform graph load calls
+    found["loaded_by_tfma_and_tft"] = loaded()
+    try:
+        import tensorflow_text  # noqa: F401
+        found["import_in_block"] = "imported"
+    except ImportError as e:
+        found["import_in_block"] = type(e).__name__
+found["markers_left"] = sorted(n for n in ADDON_OP_PACKAGES if n in sys.modules and sys.modules[n] is None)
+with addon_ops_as_needed(config(text=("description",))) as absent:
+    found["text"] = [absent, "tensorflow_text" in loaded()]
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.integration
+def test_a_tabular_run_loads_no_op_packages_a_text_run_loads_tf_text_and_a_module_file_decides():
+    """TFMA and tf.Transform import TF Text (and TF-DF, struct2tensor) whenever installed: 118 MB resident for TF
+    Text 2.21. A run without text features or a module file keeps them out; a text run has TF Text's ops."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ADDON_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["module_file"] == []
+    assert "tensorflow_text" in found["tabular"] and found["loaded_by_tfma_and_tft"] == []
+    assert found["import_in_block"] == "ModuleNotFoundError"
+    assert found["markers_left"] == []  # after the run, the packages import again
+    assert found["text"] == [[], True]
