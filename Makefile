@@ -27,7 +27,7 @@ STAMP := $(VENV)/.installed-$(word 1,$(shell printf '%s' '$(CURDIR)' | cksum))
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane lint bench bench-trainer bench-text bench-drift bench-serving bench-transform-sample lock lock-compat lock-current clean help
+.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint bench bench-trainer bench-text bench-drift bench-serving bench-transform-sample lock lock-compat lock-current clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -43,6 +43,7 @@ help:
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
 	@echo "make bench-transform-sample  model quality with Transform's analysis on every training row vs. on a sample\n                     (--transform-max-rows), 3 seeds each on 20x data (about 8 min)"
 	@echo "make test-current  the current lane (TFX 1.21) in a Debian 13 root where this host cannot run it (root)"
+	@echo "make test-lanes    the same runs in both lanes, what they decide and make compared (LANE=compat)"
 	@echo "make lock       re-resolve requirements.in into both lanes' locks (requirements-compat.lock, -current.lock)"
 
 install: $(STAMP)
@@ -157,6 +158,11 @@ lock-current:
 # The current lane where this host cannot run it (glibc < 2.38): in a Debian 13 root made with debootstrap from
 # Debian's archive, kept under ~/.cache/tfxflow/lanes (about 5 minutes the first time), entered with chroot as
 # root. It runs the unit tier and the tests marked current_lane (pytest.ini) with LANE=current.
+# The lanes side by side (the compat lane's session; the current lane natively or in make test-current's root):
+# the same three runs in each (tests/lane_record.py), what they decide and make compared (tests/test_lanes_agree.py).
+test-lanes: $(STAMP)
+	$(BIN)/python -m pytest -m lanes $(PYTEST_ARGS)
+
 test-current:
 	lanes/debian13 make LANE=current VENV=/opt/tfxflow/venv-current test-lane PYTEST_ARGS="$(PYTEST_ARGS)"
 

@@ -50,3 +50,20 @@ def direct_runner_tries_prism() -> bool:
             return "prism_runner.PrismRunner()" in f.read()
     except OSError:
         return False
+
+
+@functools.lru_cache(maxsize=None)
+def tfx_tuner_import_is_optional() -> bool:
+    """Whether `tfx.components` imports its Tuner inside `try: ... except ImportError` (TFX 1.21), so that a
+    process without keras_tuner still gets every other component; TFX 1.16 imports it unguarded. Read from the
+    package's source without importing TFX."""
+    spec = importlib.util.find_spec("tfx")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    path = os.path.join(list(spec.submodule_search_locations)[0], "components", "__init__.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return False
+    return "except ImportError:\n  Tuner = None" in source

@@ -24,12 +24,14 @@ INTEGRATION_FIXTURES = frozenset(
 
 
 def pytest_collection_modifyitems(config, items):
-    # The step image's tests (root, buildah, minutes of build) run only when asked for: `make test-image`.
-    if "image" not in (config.getoption("markexpr") or ""):
-        image = [item for item in items if item.get_closest_marker("image")]
-        if image:
-            config.hook.pytest_deselected(items=image)
-            items[:] = [item for item in items if not item.get_closest_marker("image")]
+    # The step images' tests (root, buildah, minutes of build) and the lanes' comparison (root where the host
+    # cannot run the current lane) run only when asked for: `make test-image`, `make test-lanes`.
+    for marker in ("image", "lanes"):
+        if marker not in (config.getoption("markexpr") or ""):
+            marked = [item for item in items if item.get_closest_marker(marker)]
+            if marked:
+                config.hook.pytest_deselected(items=marked)
+                items[:] = [item for item in items if not item.get_closest_marker(marker)]
     for item in items:
         if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.integration)

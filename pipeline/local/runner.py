@@ -179,29 +179,38 @@ def imports_kept_out_of_collections() -> Iterator[None]:
             gc.enable()
 
 
-# Packages of TensorFlow ops that TFMA and tf.Transform import whenever they are installed
-# (tensorflow_model_analysis/utils/model_util.py at import, tensorflow_transform/saved/saved_transform_io.py at
-# each graph load), so that a model or graph using their ops loads. TF Text 2.21's 22 op libraries are statically
-# linked (174 MB on disk): importing it costs 118 MB resident (2.16's: 10 MB); TF-DF 1.9.1's, 36 MB.
+# Packages that TFMA and tf.Transform import whenever they are installed, for models or graphs that use their
+# ops (tensorflow_model_analysis/utils/model_util.py at import, tensorflow_transform/saved/saved_transform_io.py
+# at each graph load). TF Text 2.21's 22 op libraries are statically linked (174 MB on disk): importing it costs
+# 118 MB resident (2.16's: 10 MB); TF-DF 1.9.1's, 36 MB.
 ADDON_OP_PACKAGES = ("tensorflow_text", "tensorflow_decision_forests", "struct2tensor")
+# keras_tuner, which `tfx.components` imports for its Tuner (with Keras 3 and Matplotlib: 39 MB), where TFX
+# imports it inside `except ImportError` (components/lane.py); no run of this pipeline uses the Tuner.
+TUNER_PACKAGES = ("keras_tuner",)
+
+
+def unused_packages(config: RunConfig) -> List[str]:
+    """What a run of `config` never imports itself and may keep out of its process: none with a user's module
+    file (it may load anything), TF Text's companions but not TF Text for a text run, all of them otherwise."""
+    from tfxflow.components import lane
+
+    if config.user_module:
+        return []
+    tuner = list(TUNER_PACKAGES) if lane.tfx_tuner_import_is_optional() else []
+    if config.features.text:
+        return [name for name in ADDON_OP_PACKAGES if name != "tensorflow_text"] + tuner
+    return list(ADDON_OP_PACKAGES) + tuner
 
 
 @contextlib.contextmanager
-def addon_ops_as_needed(config: RunConfig) -> Iterator[List[str]]:
-    """For a run with neither text features nor a user's module file, whose graphs use none of those ops, makes
-    the packages absent while the block runs (their imports raise ImportError, which TFMA and tf.Transform take
-    as "not installed"; the serving check's probe process registers what a model needs itself), and gives
-    their names. A text run imports TF Text first: its graphs need the ops whatever imported TFMA before. A
-    user's module may load anything: nothing changes."""
-    if config.user_module:
-        yield []
-        return
-    if config.features.text:
+def unused_packages_absent(config: RunConfig) -> Iterator[List[str]]:
+    """Makes `unused_packages(config)` absent while the block runs (their imports raise ImportError, which TFMA,
+    tf.Transform and TFX take as "not installed"; the serving check's probe process registers the ops a model
+    needs itself) and gives their names. A text run imports TF Text first: its graphs need its ops whatever
+    imported TFMA before."""
+    if config.features.text and not config.user_module:
         import tensorflow_text  # noqa: F401  (registers TF Text's ops)
-
-        yield []
-        return
-    absent = [name for name in ADDON_OP_PACKAGES if name not in sys.modules]
+    absent = [name for name in unused_packages(config) if name not in sys.modules]
     for name in absent:
         sys.modules[name] = None
     try:
@@ -236,7 +245,7 @@ def run_local(config: RunConfig, out: TextIO = sys.stdout, fingerprint: Optional
 
     A run that finishes records `fingerprint` (staging.run_fingerprint), so an identical next run can be
     answered without starting TFX."""
-    with addon_ops_as_needed(config):
+    with unused_packages_absent(config):
         return _run_local(config, out, fingerprint)
 
 

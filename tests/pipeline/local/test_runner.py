@@ -223,50 +223,59 @@ def test_no_probe_starts_ahead_where_the_runner_disallows_it(monkeypatch):
         serving_check.allow_warm_probe(True)
 
 
-ADDON_SCRIPT = """
+ABSENT_SCRIPT = """
 import json, sys, types
-from tfxflow.pipeline.local.runner import ADDON_OP_PACKAGES, addon_ops_as_needed
+from tfxflow.components import lane
+from tfxflow.pipeline.local.runner import ADDON_OP_PACKAGES, TUNER_PACKAGES, unused_packages_absent
+
+KEPT_OUT = ADDON_OP_PACKAGES + TUNER_PACKAGES
 
 def config(text=(), user_module=None):
     return types.SimpleNamespace(user_module=user_module, features=types.SimpleNamespace(text=text))
 
 def loaded():
-    return sorted(n for n, m in sys.modules.items() if m is not None and n.split(".")[0] in ADDON_OP_PACKAGES)
+    return sorted(n for n, m in sys.modules.items() if m is not None and n.split(".")[0] in KEPT_OUT)
 
-found = {}
-with addon_ops_as_needed(config(user_module="my_module.py")) as absent:
+found = {"tuner_optional": lane.tfx_tuner_import_is_optional()}
+with unused_packages_absent(config(user_module="my_module.py")) as absent:
     found["module_file"] = absent
-with addon_ops_as_needed(config()) as absent:
+with unused_packages_absent(config()) as absent:
     found["tabular"] = absent
     import tensorflow_model_analysis  # its model_util imports every installed op package it knows
     from tensorflow_transform.saved import saved_transform_io
     saved_transform_io._maybe_register_addon_ops()  # what each transform graph load calls
-    found["loaded_by_tfma_and_tft"] = loaded()
+    from tfx.components import StatisticsGen, Trainer  # noqa: F401  (the package imports every component)
+    found["loaded"] = loaded()
     try:
         import tensorflow_text  # noqa: F401
         found["import_in_block"] = "imported"
     except ImportError as e:
         found["import_in_block"] = type(e).__name__
-found["markers_left"] = sorted(n for n in ADDON_OP_PACKAGES if n in sys.modules and sys.modules[n] is None)
-with addon_ops_as_needed(config(text=("description",))) as absent:
+found["markers_left"] = sorted(n for n in KEPT_OUT if n in sys.modules and sys.modules[n] is None)
+with unused_packages_absent(config(text=("description",))) as absent:
     found["text"] = [absent, "tensorflow_text" in loaded()]
 print(json.dumps(found))
 """
 
 
 @pytest.mark.integration
-def test_a_tabular_run_loads_no_op_packages_a_text_run_loads_tf_text_and_a_module_file_decides():
+def test_a_tabular_run_keeps_unused_packages_out_a_text_run_loads_tf_text_and_a_module_file_decides():
     """TFMA and tf.Transform import TF Text (and TF-DF, struct2tensor) whenever installed: 118 MB resident for TF
-    Text 2.21. A run without text features or a module file keeps them out; a text run has TF Text's ops."""
+    Text 2.21; TFX 1.21 imports keras_tuner for its Tuner (39 MB). A run without text features or a module file
+    keeps them out; a text run has TF Text's ops; a module file's run imports what it imports."""
     import json
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", ADDON_SCRIPT], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", ABSENT_SCRIPT], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["module_file"] == []
-    assert "tensorflow_text" in found["tabular"] and found["loaded_by_tfma_and_tft"] == []
+    tuner = ["keras_tuner"] if found["tuner_optional"] else []
+    kept_out = ["tensorflow_text", "tensorflow_decision_forests", "struct2tensor"]
+    assert sorted(found["tabular"]) == sorted(kept_out + tuner)
+    # None of them loaded; where TFX 1.16 imports keras_tuner unguarded, only that.
+    assert {name.split(".")[0] for name in found["loaded"]} == (set() if tuner else {"keras_tuner"})
     assert found["import_in_block"] == "ModuleNotFoundError"
     assert found["markers_left"] == []  # after the run, the packages import again
-    assert found["text"] == [[], True]
+    assert found["text"][1] is True and "tensorflow_text" not in found["text"][0]
