@@ -129,14 +129,24 @@ def task_table(result: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _bench_args(result: Dict[str, Any]) -> str:
+    """How the invocation narrowed the default scales, where it did."""
+    if [entry["scale"] for entry in result.get("scale_series", [])] == [1]:
+        return " and `--scales 1`"
+    return ""
+
+
 def render(result: Dict[str, Any]) -> str:
     """The README's block: the machine and commit, the comparison, the spread, the goals, scales and tasks."""
     machine = result["machine"]
     parts = [
         [
             f"Measured {machine['date']} at commit `{result['commit']}`: {machine['cpus']} CPU cores "
-            f"({machine['processor']}), {machine['memory_gb']:g} GiB, no GPU; `make bench` with "
+            f"({machine['processor']}), {machine['memory_gb']:g} GiB, no GPU; "
+            + (f"the {machine['lane']} lane (TFX {machine['tfx']}, Python {machine['python']}); " if "lane" in machine else "")
+            + "`make bench` with "
             + (f"`--run-args '{' '.join(result['run_args'])}'`" if result["run_args"] else "the defaults")
+            + _bench_args(result)
             + "."
         ],
         comparison(result),

@@ -39,6 +39,18 @@ def use_keras_2() -> None:
     os.environ.setdefault(KERAS_ENV, "1")
 
 
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+def use_arrow_jemalloc() -> None:
+    """Makes jemalloc Arrow's default memory pool, as pyarrow 10 (the compat lane's) has it. pyarrow 13 and later
+    default to mimalloc, which keeps what CsvExampleGen's and StatisticsGen's record batches freed: a run on 100x
+    the taxi rows (1.5 M) peaked at 1,644 MB (proportional, the serving check's process included) with it and at
+    1,301 MB with jemalloc, and took 130 s instead of 112 s. Only before Arrow allocates: the process's entry points
+    call it first; a pool the user chose (the variable set) stays."""
+    os.environ.setdefault(ARROW_POOL_ENV, "jemalloc")
+
+
 @dataclasses.dataclass(frozen=True)
 class HardwareConfig:
     """How the Trainer uses the machine: the `hardware` section of its `custom_config`, and the CLI's flags."""

@@ -84,6 +84,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Quiets TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     hardware.use_keras_2()
+    hardware.use_arrow_jemalloc()
     args = build_parser().parse_args(argv)
     return _COMMANDS[args.command](args)
 

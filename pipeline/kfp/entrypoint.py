@@ -398,6 +398,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print(f"tfxflow: {step_label(argv)}: {problem}", file=sys.stderr)
         sys.exit(EXIT_WRONG_IMAGE)
     hardware.use_keras_2()
+    hardware.use_arrow_jemalloc()
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
