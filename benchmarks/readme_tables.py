@@ -129,6 +129,13 @@ def task_table(result: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _lane(machine: Dict[str, Any]) -> str:
+    """The lane the figures are of, where the results name it (files from before the lanes do not)."""
+    if "lane" not in machine:
+        return ""
+    return f"the {machine['lane']} lane (TFX {machine['tfx']}, Python {machine['python']}); "
+
+
 def _bench_args(result: Dict[str, Any]) -> str:
     """How the invocation narrowed the default scales, where it did."""
     if [entry["scale"] for entry in result.get("scale_series", [])] == [1]:
@@ -143,7 +150,7 @@ def render(result: Dict[str, Any]) -> str:
         [
             f"Measured {machine['date']} at commit `{result['commit']}`: {machine['cpus']} CPU cores "
             f"({machine['processor']}), {machine['memory_gb']:g} GiB, no GPU; "
-            + (f"the {machine['lane']} lane (TFX {machine['tfx']}, Python {machine['python']}); " if "lane" in machine else "")
+            + _lane(machine)
             + "`make bench` with "
             + (f"`--run-args '{' '.join(result['run_args'])}'`" if result["run_args"] else "the defaults")
             + _bench_args(result)
