@@ -14,12 +14,28 @@ from typing import Tuple
 COMPAT, CURRENT = "compat", "current"
 
 
-def _version(package: str) -> Tuple[int, ...]:
+def installed_version(package: str) -> str:
+    """The installed distribution's version, e.g. "1.21.0" ("" where it is not installed)."""
     try:
-        text = importlib.metadata.version(package)
+        return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
-        return ()
-    return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+        return ""
+
+
+def _version(package: str) -> Tuple[int, ...]:
+    return tuple(int(part) for part in installed_version(package).split(".")[:2] if part.isdigit())
+
+
+def _source_says(package: str, path: str, text: str) -> bool:
+    """Whether `path` (inside the installed `package`) holds `text`; read without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    try:
+        with open(os.path.join(list(spec.submodule_search_locations)[0], path), encoding="utf-8") as f:
+            return text in f.read()
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,10 +46,7 @@ def name() -> str:
 
 def tfx_version() -> str:
     """The installed TFX's version, e.g. "1.21.0" ("" without TFX)."""
-    try:
-        return importlib.metadata.version("tfx")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+    return installed_version("tfx")
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,15 +54,9 @@ def direct_runner_tries_prism() -> bool:
     """Whether Beam's DirectRunner first runs a pipeline on the Prism runner, which it downloads from GitHub
     at run time (Beam 2.7x: where the download hangs, so does the run; where it fails, it falls back). Read from
     the DirectRunner's source without importing Beam (seconds)."""
-    spec = importlib.util.find_spec("apache_beam")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    path = os.path.join(list(spec.submodule_search_locations)[0], "runners", "direct", "direct_runner.py")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return "prism_runner.PrismRunner()" in f.read()
-    except OSError:
-        return False
+    return _source_says(
+        "apache_beam", os.path.join("runners", "direct", "direct_runner.py"), "prism_runner.PrismRunner()"
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,13 +64,4 @@ def tfx_tuner_import_is_optional() -> bool:
     """Whether `tfx.components` imports its Tuner inside `try: ... except ImportError` (TFX 1.21), so that a
     process without keras_tuner still gets every other component; TFX 1.16 imports it unguarded. Read from the
     package's source without importing TFX."""
-    spec = importlib.util.find_spec("tfx")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    path = os.path.join(list(spec.submodule_search_locations)[0], "components", "__init__.py")
-    try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-    except OSError:
-        return False
-    return "except ImportError:\n  Tuner = None" in source
+    return _source_says("tfx", os.path.join("components", "__init__.py"), "except ImportError:\n  Tuner = None")

@@ -60,9 +60,12 @@ def _foreign():
 
 
 def mark_absent(names=ABSENT):
-    """Makes `import name` raise ImportError in this process for each of `names` not imported yet."""
-    for name in names:
-        sys.modules.setdefault(name, None)
+    """Makes `import name` raise ImportError in this process for each of `names` not imported yet; returns those
+    it marked."""
+    marked = [name for name in names if name not in sys.modules]
+    for name in marked:
+        sys.modules[name] = None
+    return marked
 
 
 def load_text_ops():

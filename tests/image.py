@@ -343,3 +343,22 @@ class ImageCommand:
             return result.returncode
         finally:
             _buildah("rm", container, check=False)
+
+
+def output_of(tag: str, argv: Sequence[str], folder: str, mounts: Sequence[Tuple[str, str]] = ()) -> str:
+    """What `argv` prints (stdout and stderr) in a container of `tag`, run as a pod runs a step; asserts it exits 0."""
+    with open(os.path.join(folder, "output.txt"), "w+b") as f:
+        code = ImageCommand(tag).run(argv, {}, mounts=mounts, stdout=f)
+        f.seek(0)
+        text = f.read().decode()
+    assert code == 0, text[-4000:]
+    return text
+
+
+def assert_starts_steps_as_a_pod_needs(tag: str) -> None:
+    """The image's user (numeric, non-root), its writable home as the working folder, the steps' command."""
+    from tfxflow.pipeline.kfp import compiler
+
+    config = image_config(tag)
+    assert config["User"] == "1000:1000" and config["WorkingDir"] == "/home/tfxflow"
+    assert config["Entrypoint"] == list(compiler.ENTRYPOINT)

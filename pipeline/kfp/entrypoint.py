@@ -121,15 +121,6 @@ def rewrite_argv(argv: Sequence[str]) -> List[str]:
     return args
 
 
-def _beam_version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("apache-beam")
-    except importlib.metadata.PackageNotFoundError:
-        return "<version>"
-
-
 def compiled_lane() -> str:
     """The value of the lane flag this installation's compiler writes, e.g. "current:1.21.0"."""
     return f"{lane.name()}:{lane.tfx_version()}"
@@ -382,7 +373,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             print(
                 f"tfxflow: started as a Beam SDK worker, and this image has no {BEAM_BOOT}: copy it from Beam's "
                 f"SDK image of this Python and Beam (apache/beam_python{sys.version_info[0]}.{sys.version_info[1]}"
-                f"_sdk:{_beam_version()}) into the image, or run the Beam steps with LOOPBACK or PROCESS workers",
+                f"_sdk:{lane.installed_version('apache-beam') or '<version>'}) into the image, or run the Beam "
+                "steps with LOOPBACK or PROCESS workers",
                 file=sys.stderr,
             )
             sys.exit(EXIT_WRONG_IMAGE)

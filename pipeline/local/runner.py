@@ -210,9 +210,9 @@ def unused_packages_absent(config: RunConfig) -> Iterator[List[str]]:
     imported TFMA before."""
     if config.features.text and not config.user_module:
         import tensorflow_text  # noqa: F401  (registers TF Text's ops)
-    absent = [name for name in unused_packages(config) if name not in sys.modules]
-    for name in absent:
-        sys.modules[name] = None
+    from tfxflow.components.serving_probe import mark_absent
+
+    absent = mark_absent(unused_packages(config))
     try:
         yield absent
     finally:

@@ -33,28 +33,15 @@ def current_image(tmp_path_factory):
     return image.project_image_in_background(image_build_log(tmp_path_factory, image.CURRENT), image.CURRENT).result()
 
 
-def _run_in(tag: str, argv, folder, mounts=()) -> str:
-    """`argv` in a container of `tag`; its output (stdout and stderr), asserting it exits 0."""
-    out = os.path.join(folder, "out.txt")
-    with open(out, "w+b") as f:
-        code = image.ImageCommand(tag).run(argv, {}, mounts=mounts, stdout=f)
-        f.seek(0)
-        text = f.read().decode()
-    assert code == 0, text[-4000:]
-    return text
-
-
 def test_the_current_image_has_the_lanes_stack_in_a_venv_of_the_bases_python(current_image, tmp_path):
-    config = image.image_config(current_image)
-    assert config["User"] == "1000:1000" and config["WorkingDir"] == "/home/tfxflow"
-    assert config["Entrypoint"] == list(kf.ENTRYPOINT)
+    image.assert_starts_steps_as_a_pod_needs(current_image)
     probe = (
         "import importlib.metadata as m, os, pwd, shutil, sys, tempfile, tensorflow_text; "
         "import tfxflow.pipeline.kfp.entrypoint as e; tempfile.NamedTemporaryFile(dir=os.getcwd()); "
         "print(os.getuid(), pwd.getpwuid(1000).pw_name, os.getcwd(), sys.executable, '%d.%d' % sys.version_info[:2], "
         "m.version('tfx'), m.version('tensorflow'), m.version('tensorflow-text'), e.__file__, shutil.which('g++'))"
     )
-    fields = _run_in(current_image, ["python", "-c", probe], tmp_path).split()[-10:]
+    fields = image.output_of(current_image, ["python", "-c", probe], str(tmp_path)).split()[-10:]
     uid, user, cwd, python, version, tfx, tf, text, module, compiler = fields
     # The base's uid 1000 (`ubuntu`, as in Ubuntu 24.04's images) made way for the step user.
     assert (uid, user, cwd) == ("1000", "tfxflow", "/home/tfxflow")
@@ -129,7 +116,7 @@ def _compile_in(tag: str):
             "--output",
             path,
         ]
-        printed = _run_in(tag, argv, folder, mounts=[(folder, folder)])
+        printed = image.output_of(tag, argv, folder, mounts=[(folder, folder)])
         assert (
             f"lane:       current (TFX {_locked('tfx')}): its steps run in an image built with --build-arg " in printed
         )

@@ -18,7 +18,6 @@ import pytest
 
 from tests import helpers, image
 from tests.kubeflow import test_compiled_pipeline_e2e as e2e
-from tfxflow.pipeline.kfp import compiler as kf
 
 pytestmark = [pytest.mark.e2e, pytest.mark.image]
 
@@ -74,20 +73,13 @@ def installs(step_image, tmp_path_factory):
 
 
 def test_the_image_runs_steps_as_its_user_in_a_writable_folder_with_its_own_python(step_image, tmp_path):
-    config = image.image_config(step_image)
-    assert config["User"] == "1000:1000" and config["WorkingDir"] == "/home/tfxflow"
-    assert config["Entrypoint"] == list(kf.ENTRYPOINT)
+    image.assert_starts_steps_as_a_pod_needs(step_image)
     probe = (
         "import os, sys, tempfile, tensorflow_text, tfxflow.pipeline.kfp.entrypoint as e; "
         "tempfile.NamedTemporaryFile(dir=os.getcwd()); "
         "print(os.getuid(), os.getcwd(), sys.executable, e.__file__)"
     )
-    with open(tmp_path / "probe.txt", "w+b") as f:
-        code = image.ImageCommand(step_image).run(["python", "-c", probe], {}, stdout=f)
-        f.seek(0)
-        text = f.read().decode()
-    assert code == 0, text
-    uid, cwd, python, module = text.split()[-4:]
+    uid, cwd, python, module = image.output_of(step_image, ["python", "-c", probe], str(tmp_path)).split()[-4:]
     assert (uid, cwd, python) == ("1000", "/home/tfxflow", "/opt/conda/bin/python")
     # The project as installed in the image, not this checkout.
     assert module.startswith("/opt/conda/lib/python3.10/site-packages/tfxflow/"), module
