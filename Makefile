@@ -84,7 +84,7 @@ $(STAMP): $(LOCK) setup.py
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
 	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python $(LOCK)
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps --reinstall-package tfxflow -e .
-	@touch $(STAMP)
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)  # the editable install is this checkout's alone now
 
 run: $(STAMP)
 	$(BIN)/tfxflow run $(ARGS)

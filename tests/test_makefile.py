@@ -80,3 +80,47 @@ def test_without_python_310_or_uv_the_pinned_uv_comes_from_pypi(tmp_path):
     project, env = _machine(tmp_path, uv_on_path=False)
     result = subprocess.run(["make", "install"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
     _assert_refused_cleanly(tmp_path, project, result)
+
+
+@pytest.mark.integration
+def test_a_venv_two_checkouts_share_is_reinstalled_for_the_one_that_uses_it(tmp_path):
+    """make test-current's venv lives in the Debian 13 root, shared by every checkout that runs it: the editable
+    install belongs to the checkout that made it last, so an earlier checkout's stamp must not say it is current."""
+    lock = tmp_path / "tiny.lock"
+    lock.write_text("six==1.17.0\n")
+    venv = tmp_path / "venv"
+    checkouts = []
+    for name in ("a", "b"):
+        project = tmp_path / name
+        project.mkdir()
+        for file in ("Makefile", "setup.py", "README.md"):
+            shutil.copy(os.path.join(REPO, file), project / file)
+        shutil.copytree(os.path.join(REPO, "lanes"), project / "lanes")
+        for folder in ("pipeline", "components", "schemas"):
+            (project / folder).mkdir()
+            (project / folder / "__init__.py").write_text("")
+        checkouts.append(project)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "MAKE"))}
+    python = os.path.join(REPO, ".venv", "bin", "python")
+
+    def install(project):
+        args = ["make", "install", "LANE=compat", f"PYTHON={python}", f"VENV={venv}", f"LOCK={lock}"]
+        result = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import tfxflow.pipeline as p; print(p.__file__)"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout, os.path.dirname(os.path.dirname(found.stdout.strip()))
+
+    (first,) = [install(checkouts[0])[1]]
+    assert first == str(checkouts[0])
+    assert install(checkouts[1])[1] == str(checkouts[1])
+    out, again = install(checkouts[0])
+    assert "uv pip install" in out and again == str(checkouts[0])
+    # Used again with nothing changed, it is not reinstalled.
+    out, again = install(checkouts[0])
+    assert "uv pip" not in out and again == str(checkouts[0])
