@@ -47,6 +47,7 @@ setup(
         'mlflow>=3.17,<4; python_version >= "3.12"',
         "boto3>=1.34,<2",
         "psutil>=5.9,<8",
+        "optuna>=4.5,<6",  # the tuning step
         'pyarrow>=10,<11; python_version < "3.11"',
         'pyarrow>=14; python_version >= "3.12"',
         "google-crc32c>=1.5,<2",

@@ -10,6 +10,7 @@ and tests/benchmarks/test_readme_tables.py checks that they are what this render
 
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/pipeline-<date>.json
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/text-<date>.json
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/tuning-<date>.json   (<!-- tuning: ... -->)
 """
 
 from __future__ import annotations
@@ -216,10 +217,41 @@ def fine_tuning(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def tuning(result: Dict[str, Any]) -> str:
+    """The README's tuning block of benchmarks/tuning_benchmark.py's results: per case, the eval split's metric
+    untuned and tuned, the trials by state, and the Tuner's time against the Trainer's."""
+    metric = result["metric"]
+    lines = [
+        f"Measured at commit `{result['commit']}`: {result['machine']['cpus']} CPU cores, no GPU, "
+        f"{_lane(result['machine'])}; `make bench-tuning` (`benchmarks/tuning_benchmark.py`), the bundled taxi data, "
+        f"{result['trials']} trials per tuned run:",
+        "",
+        f"| case | searched | eval {metric} untuned | tuned | gain | trials (complete/pruned/failed) | Tuner | "
+        "Trainer | best trial |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, case in result["cases"].items():
+        flags = " ".join(case["flags"]) or "the defaults"
+        searched = ", ".join(d["name"] for d in case["space"])
+        before, after = case["untuned"][metric], case["tuned"][metric]
+        trials = case["trials"]
+        best = case["best"] or {"values": {}}
+        shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["values"].items())
+        lines.append(
+            f"| {name}: `{flags}` | {searched} | {before:.4f} | {after:.4f} | {after - before:+.4f} | "
+            f"{trials['complete']}/{trials['pruned']}/{trials['failed']} | {case['tuner_s']:.1f} s | "
+            f"{case['trainer_s']:.1f} s | {shown} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: List[str]) -> int:
     with open(argv[1], encoding="utf-8") as f:
         result = json.load(f)
-    print(fine_tuning(result) if "fine_tuning" in result else render(result))
+    if "cases" in result:
+        print(tuning(result))
+    else:
+        print(fine_tuning(result) if "fine_tuning" in result else render(result))
     return 0
 
 

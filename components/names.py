@@ -17,10 +17,14 @@ STATISTICS_GEN = "StatisticsGen"
 SERVED_BASELINE = "ServedBaseline"
 DATA_GATE = "DataGate"
 TRANSFORM = "Transform"
+TUNER = "Tuner"
 TRAINER = "Trainer"
 EVALUATOR = "Evaluator"
 SERVING_CHECK = "ServingCheck"
 PUSHER = "Pusher"
+
+# MLflow's tag of a nested run (its UI shows it under the parent): a tuning trial under its pipeline run.
+PARENT_RUN_TAG = "mlflow.parentRunId"
 
 # The files of a data folder: CSV, and CSV compressed with gzip (read as it is). ExampleGen's input pattern matches
 # both (its driver fingerprints what the pattern matches); the readers keep only these endings.

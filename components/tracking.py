@@ -187,7 +187,7 @@ class Tracker:
     """Sends one pipeline run's MLflow operations in order; where the server does not answer within `wait_s`,
     keeps them (and every later one of the run) in the outbox and, with mode "required", stops the run with
     TrackingUnavailable. An operation is a dict: start, log_batch, set_tags, log_artifact, log_model,
-    describe_version, terminate (see `_apply`)."""
+    describe_version, log_trial, terminate (see `_apply`)."""
 
     uri: str
     experiment: str
@@ -305,6 +305,8 @@ class Tracker:
             mlflow_client.log_artifact(self.run_id, op["path"], op.get("artifact_path"))
         elif kind == "log_model":
             _register_push(mlflow_client, self.uri, self.run_id, op)
+        elif kind == "log_trial":
+            _log_trial(mlflow_client, self.run_id, op)
         elif kind == "describe_version":
             version = served_version(mlflow_client, op["registered_name"], op["pushed_version"])
             if version is not None:
@@ -516,6 +518,98 @@ def blessing_failures(evaluation_uri: str, overall=None) -> List[str]:
     return reasons
 
 
+# A trial's state as an MLflow run status; the tag says pruned apart from killed.
+TRIAL_STATUS = {"complete": "FINISHED", "pruned": "KILLED", "failed": "FAILED"}
+TRIAL_TAG = "tfxflow.trial"
+OBJECTIVE_PREFIX = "objective."  # a trial's metric: objective.<the validation metric that judged it>
+PARENT_TAG = names.PARENT_RUN_TAG
+
+
+def tuning_records(results_uri: str):
+    """What the pipeline run records of its Tuner (metrics, params and tags of its own) and a `log_trial`
+    operation per trial: a run nested under it with the trial's values, per-epoch metrics, state and time."""
+    from tfxflow.components import tuner as tuner_lib
+
+    results = tuner_lib.read_results(results_uri) or {"trials": []}
+    now = _now_ms()
+    counts = {state: sum(t["state"] == state for t in results["trials"]) for state in TRIAL_STATUS}
+    metrics = [(f"tuning.trials.{state}", float(n), now, 0) for state, n in counts.items()]
+    metrics.append(("tuning.seconds", float(results.get("seconds", 0.0)), now, 0))
+    best = results.get("best")
+    params = [("tuning.objective", f"val_{results.get('objective', '')}"), ("tuning.study", results.get("study", ""))]
+    if best:
+        metrics.append(("tuning.best_value", float(best["value"]), now, 0))
+        params += [(f"tuning.best.{k}", str(v)) for k, v in sorted(best["values"].items())]
+        params.append(("tuning.best_trial", str(best["number"])))
+    tags = {
+        "tfxflow.tuning_uri": results_uri,
+        "tfxflow.tuning": tuner_lib.summary(results) if results["trials"] else "",
+    }
+    trial_ops = []
+    for trial in results["trials"]:
+        trial_metrics = [
+            (f"val.{k[4:]}" if k.startswith("val_") else f"train.{k}", float(v), trial.get("end_time_ms") or now, epoch)
+            for k, values in sorted(trial.get("history", {}).items())
+            for epoch, v in enumerate(values, start=1)
+        ]
+        if trial.get("value") is not None:
+            trial_metrics.append(
+                (f"{OBJECTIVE_PREFIX}{results['objective']}", float(trial["value"]), trial.get("end_time_ms") or now, 0)
+            )
+        if trial.get("seconds") is not None:
+            trial_metrics.append(("seconds", float(trial["seconds"]), trial.get("end_time_ms") or now, 0))
+        trial_ops.append(
+            {
+                "op": "log_trial",
+                "number": trial["number"],
+                "status": TRIAL_STATUS[trial["state"]],
+                "tags": {
+                    "tfxflow.trial_state": trial["state"],
+                    "tfxflow.tuning_uri": results_uri,
+                    **({ERROR_TAG: trial["error"][:5000]} if trial.get("error") else {}),
+                    **(
+                        {"tfxflow.pruned_at_epoch": str(trial["pruned_at_epoch"])} if "pruned_at_epoch" in trial else {}
+                    ),
+                },
+                "params": [(k, str(v)) for k, v in sorted(trial["values"].items())],
+                "metrics": trial_metrics,
+                "start_time": trial.get("start_time_ms"),
+                "end_time": trial.get("end_time_ms"),
+            }
+        )
+    return metrics, params, tags, trial_ops
+
+
+def _log_trial(mlflow_client, parent_run_id: str, op: Dict[str, Any]) -> None:
+    """One trial as a run nested under the pipeline run, made once: a retry (the outbox) finds it by its number."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    parent = mlflow_client.get_run(parent_run_id)
+    found = mlflow_client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}' and tags.`{TRIAL_TAG}` = '{op['number']}'",
+        max_results=1,
+    )
+    if found:
+        run_id = found[0].info.run_id
+    else:
+        run_id = mlflow_client.create_run(
+            parent.info.experiment_id,
+            start_time=op.get("start_time"),
+            run_name=f"{parent.info.run_name}-trial-{op['number']}",
+            tags={PARENT_TAG: parent_run_id, TRIAL_TAG: str(op["number"])},
+        ).info.run_id
+    metrics = [Metric(*m) for m in op.get("metrics", ())]
+    for i in range(0, max(1, len(metrics)), 500):
+        mlflow_client.log_batch(
+            run_id,
+            metrics=metrics[i : i + 500],
+            params=[Param(*p) for p in op.get("params", ())] if i == 0 else [],
+            tags=[RunTag(k, v) for k, v in op.get("tags", {}).items()] if i == 0 else [],
+        )
+    mlflow_client.set_terminated(run_id, status=op["status"], end_time=op.get("end_time"))
+
+
 class RecordResult(TypedDict):
     blessed: int
 
@@ -533,6 +627,7 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     blessing: InputArtifact[standard_artifacts.ModelBlessing],
     serving_check: InputArtifact[standard_artifacts.InfraBlessing],
     tracking_uri: Parameter[str],
+    tuning: InputArtifact[standard_artifacts.TunerResults] = None,
     experiment: Parameter[str] = "",
     run_key: Parameter[str] = "",
     tracking_mode: Parameter[str] = "required",
@@ -613,6 +708,12 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     tags["tfxflow.serving_check"] = "passed" if served.get("blessed") else "failed"
     if served.get("reasons"):
         tags["tfxflow.serving_check_failed_because"] = "; ".join(served["reasons"])[:5000]
+    if tuning is not None:
+        tuned_metrics, tuned_params, tuned_tags, trial_ops = tuning_records(tuning.uri)
+        ops[0]["params"] = list(ops[0]["params"]) + tuned_params
+        ops[0]["metrics"] = list(ops[0]["metrics"]) + tuned_metrics
+        tags.update(tuned_tags)
+        ops += trial_ops
     ops.append({"op": "set_tags", "tags": tags})
     with tempfile.TemporaryDirectory() as folder:
         for name, content in (

@@ -8,7 +8,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import names
-from tfxflow.components.model import presets, tasks
+from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
@@ -219,6 +219,52 @@ class TrainingConfig:
         return custom
 
 
+def _tune_space_problem(text: str) -> Optional[str]:
+    try:
+        search_space.parse(text)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningConfig:
+    """The tuning step (components/tuner.py): off unless `tune`; a budget of trials and/or minutes."""
+
+    tune: bool = setting(
+        False,
+        help="search the Trainer's settings with Optuna before training the model that is pushed (a step between "
+        "Transform and the Trainer; each trial an MLflow run nested under the pipeline run)",
+    )
+    tune_trials: int = setting(20, metavar="N", help="trials at most", check=at_least(1))
+    tune_minutes: float = setting(
+        0.0,
+        metavar="X",
+        help="stop starting trials after this many minutes (0: the trial count alone)",
+        check=at_least(0),
+    )
+    tune_space: str = setting(
+        "",
+        metavar="SPEC",
+        help="replace, add or drop dimensions of the model's default search space: e.g. "
+        "'learning_rate=1e-4:1e-2:log,dropout=0:0.3,batch_size=64|128,width=off' (settings: "
+        + ", ".join(sorted(search_space.KNOBS))
+        + "; defaults: "
+        + ", ".join(d.describe() for d in search_space.SCRATCH)
+        + "; with a Transformer encoder: "
+        + ", ".join(d.describe() for d in search_space.ENCODER)
+        + ")",
+        check=_tune_space_problem,
+    )
+    tune_seed: Optional[int] = setting(None, type=int, metavar="N", help="the search's seed (default: --seed)")
+
+    def space(self, training: TrainingConfig) -> Tuple["search_space.Dimension", ...]:
+        """The dimensions searched for the model `training` describes."""
+        preset = presets.PRESETS.get(training.model_preset or presets.DEFAULT_PRESET)
+        encoder = bool(training.init_checkpoint) or (preset is not None and preset.encoder is not None)
+        return search_space.resolve(encoder, self.tune_space)
+
+
 def _blessing_metric_help() -> str:
     per_task = "; ".join(f"{task}: {', '.join(names)}" for task, names in tasks.blessing_choices().items())
     return f"the metric the blessing judges ({per_task}; default: the first of the task's)"
@@ -409,6 +455,16 @@ def resolve_shared(
     return resolve_training(training, checkpoint), features
 
 
+def check_tuning(tuning: TuningConfig, user_module: Optional[UserModule]) -> None:
+    """The tuning's settings; --tune searches the built-in Trainer's, which a module file's run_fn replaces."""
+    settings_lib.check(tuning)
+    if tuning.tune and user_module is not None and user_module.run_fn:
+        raise ConfigError(
+            f"--tune searches the built-in Trainer's settings, and --module-file {user_module.path} brings its own "
+            "run_fn: tune it with a tuner_fn in the module file (TFX's Tuner)"
+        )
+
+
 def check_user_trainer(training: TrainingConfig, user_module: Optional[UserModule]) -> None:
     """A module file's run_fn trains its own model for TFX's step count: --init-checkpoint (the built-in model's
     encoder) and --train-epochs (the built-in Trainer's count) do not reach it."""
@@ -528,6 +584,11 @@ class Paths:
         )
 
     @property
+    def tuning_dir(self) -> str:
+        """The tuning's Optuna studies (components/tuner.py): a killed tuning resumes from here."""
+        return os.path.join(self.home, "tuning")
+
+    @property
     def tracking_outbox(self) -> str:
         """What a run could not log to MLflow while its server did not answer (components/tracking_outbox.py):
         beside the metadata store, whose run lock guards both."""
@@ -548,6 +609,7 @@ class SharedConfig:
     training: TrainingConfig = TrainingConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     split: SplitConfig = SplitConfig()
+    tuning: TuningConfig = TuningConfig()
     beam_mode: str = "in_memory"  # the DirectRunner's, when `beam` is None
     beam_workers: int = 1
     beam: Optional[BeamRunner] = None  # another Beam runner (pipeline/beam_runners.py); None: the DirectRunner
@@ -631,6 +693,7 @@ def build_run_config(
     training: TrainingConfig = TrainingConfig(),
     evaluation: EvaluationConfig = EvaluationConfig(),
     split: SplitConfig = SplitConfig(),
+    tuning: TuningConfig = TuningConfig(),
     beam_mode: str = "in_memory",
     beam_workers: int = 1,
     beam: Optional[BeamRunner] = None,
@@ -668,6 +731,7 @@ def build_run_config(
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
     check_user_trainer(training, user_module)
+    check_tuning(tuning, user_module)
     training, features = resolve_shared(training, evaluation, features)
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
@@ -687,6 +751,7 @@ def build_run_config(
         training=training,
         evaluation=evaluation,
         split=split,
+        tuning=tuning,
         beam_mode=beam_mode,
         beam_workers=beam_workers,
         beam=beam,

@@ -27,13 +27,14 @@ from tfxflow.components import pusher as pusher_lib
 from tfxflow.components import serving_check as serving_check_lib
 from tfxflow.components import tracking as tracking_lib
 from tfxflow.components import transform as transform_lib
+from tfxflow.components import tuner as tuner_lib
 from tfxflow.components import user_trainer as user_trainer_lib
 from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from tfxflow.components.gate import DataGate
 from tfxflow.components.model import features as features_lib
-from tfxflow.components.model import presets, tasks
+from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.schema import EmbeddedSchema
-from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig
+from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig, TuningConfig
 from tfxflow.pipeline.user_module import UserModule
 
 PREPROCESSING_FN = "tfxflow.components.model.preprocessing.preprocessing_fn"
@@ -163,6 +164,8 @@ def create_pipeline(
     schema_text: str = "",
     user_module: Optional[UserModule] = None,
     warm_serving_probe: bool = False,
+    tuning: Optional[TuningConfig] = None,
+    tuning_dir: str = "",
 ) -> Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
     -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
@@ -201,6 +204,10 @@ def create_pipeline(
     `warm_serving_probe`: the Evaluator starts the serving check's probe as it begins (a small evaluation
     only), for a runner whose components share one process (LocalDagRunner); where each runs in its own
     (Kubeflow), the probe would be lost with the Evaluator's.
+
+    `tuning` (with `tune` set): a Tuner between Transform and the Trainer searches the built-in Trainer's
+    settings (components/tuner.py); the Trainer trains with its best trial's values. `tuning_dir` keeps its
+    Optuna study across runs (a killed tuning resumes); "" keeps it in the step's output.
     """
     if baseline_source not in BASELINE_SOURCES:
         raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
@@ -305,6 +312,34 @@ def create_pipeline(
     ).with_id(names.TRANSFORM)
     # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
     transform.add_upstream_node(data_gate)
+    trainer_custom = {
+        "features": feature_dict,
+        **({} if user_trainer else {"raw_examples": True}),
+        **training.custom_config(backup_root=trainer_backup_dir),
+    }
+    tuner = None
+    if tuning is not None and tuning.tune:
+        if user_trainer:
+            raise ValueError(
+                f"--tune searches the built-in Trainer's settings; {user_module.path} brings its own run_fn"
+            )
+        task = features.task_spec
+        objective = search_space.objective_metric(evaluation.for_task(task.name).metric, task.training_metrics)
+        tuner = tuner_lib.Tuner(
+            examples=example_gen.outputs["examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema_gen.outputs["schema"],
+            custom_config=trainer_custom,
+            space=tuning.space(training),
+            objective=objective,
+            maximize=not tasks.lower_is_better(objective),
+            trials=tuning.tune_trials,
+            time_budget_s=60.0 * tuning.tune_minutes,
+            seed=training.seed if tuning.tune_seed is None else tuning.tune_seed,
+            train_steps=training.train_steps or 0,
+            eval_steps=training.eval_steps,
+            study_dir=tuning_dir,
+        ).with_id(names.TUNER)
     trainer = Trainer(
         **(
             # TFX's executor, and the built-in Trainer's record of the run (components/user_trainer.py).
@@ -323,11 +358,8 @@ def create_pipeline(
         eval_args=trainer_pb2.EvalArgs(
             num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0)
         ),
-        custom_config={
-            "features": feature_dict,
-            **({} if user_trainer else {"raw_examples": True}),
-            **training.custom_config(backup_root=trainer_backup_dir),
-        },
+        custom_config=trainer_custom,
+        **({"hyperparameters": tuner.outputs["best_hyperparameters"]} if tuner is not None else {}),
     ).with_id(names.TRAINER)
     # A model of the user's run_fn: TFMA takes its only output; it needs no signature but serving_default.
     model_eval_config = eval_config(
@@ -419,6 +451,7 @@ def create_pipeline(
             evaluation=evaluator.outputs["evaluation"],
             blessing=evaluator.outputs["blessing"],
             serving_check=serving_check.outputs["blessing"],
+            **({"tuning": tuner.outputs["tuner_results"]} if tuner is not None else {}),
             tracking_uri=tracking.uri,
             experiment=tracking.experiment,
             run_key=tracking.run_key,
@@ -448,6 +481,7 @@ def create_pipeline(
             *baseline_nodes,
             data_gate,
             transform,
+            *([tuner] if tuner is not None else []),
             trainer,
             *model_resolvers,
             evaluator,

@@ -110,6 +110,18 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
         "transform_max_rows": config.training.transform_max_rows,
         "evaluation": dataclasses.asdict(config.evaluation),
         "split": dataclasses.asdict(config.split),
+        **(
+            {
+                "tuning": {
+                    "space": ", ".join(d.describe() for d in config.tuning.space(config.training)),
+                    "trials": config.tuning.tune_trials,
+                    "minutes": config.tuning.tune_minutes,
+                    "seed": config.training.seed if config.tuning.tune_seed is None else config.tuning.tune_seed,
+                }
+            }
+            if config.tuning.tune
+            else {}
+        ),
         "pipeline": {
             "name": config.pipeline_name,
             "model_name": config.model_name,

@@ -24,7 +24,7 @@ import tf_keras as keras
 from absl import logging
 
 from tfxflow.components import names, object_store
-from tfxflow.components.model import checkpoints, export, presets, tasks, text, warm_start
+from tfxflow.components.model import checkpoints, export, presets, search_space, tasks, text, warm_start
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
@@ -749,6 +749,10 @@ def run_fn(fn_args) -> None:
     unknown = sorted(set(custom) - set(CUSTOM_CONFIG_KEYS))
     if unknown:  # a setting spelled differently here and where the pipeline is built would be lost silently
         raise ValueError(f"Trainer custom_config: unknown key(s) {unknown}; known: {sorted(CUSTOM_CONFIG_KEYS)}")
+    tuned = dict((fn_args.hyperparameters or {}).get("values") or {})
+    if tuned:  # the Tuner's best trial (components/tuner.py) in place of the settings it searched
+        base = model_lib.ModelParams.from_dict(custom.get("model", {}))
+        custom = search_space.apply(tuned, custom, base.hidden_units or base.preset_spec.hidden_units)
     # No roles: the features are those of a user's own preprocessing_fn (a module file).
     config = features_lib.as_config(custom["features"], roles_required=False)
     hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
@@ -821,6 +825,8 @@ def run_fn(fn_args) -> None:
         tf.io.gfile.rmtree(backup_dir)
     if model_params.init_checkpoint:
         info["init_checkpoint"] = model_params.init_checkpoint  # as given, not the local copy
+    if tuned:
+        info["tuned"] = tuned
     info["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, names.TRAINING_INFO_FILE), "w") as f:

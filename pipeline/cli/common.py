@@ -16,6 +16,7 @@ from tfxflow.pipeline.config import (
     EvaluationConfig,
     PipelineSettings,
     TrainingConfig,
+    TuningConfig,
 )
 
 HOME_HELP = f"(default: ${HOME_ENV}, else ./tfxflow_home)"
@@ -106,6 +107,11 @@ def add_training_args(parser: argparse.ArgumentParser) -> None:
     """The Trainer's and the hardware's flags, shared by `run` and `kubeflow compile`."""
     settings.add_arguments(parser.add_argument_group("training"), TrainingConfig)
     settings.add_arguments(parser.add_argument_group("hardware"), HardwareConfig)
+    settings.add_arguments(parser.add_argument_group("tuning"), TuningConfig)
+
+
+def tuning_config(args: argparse.Namespace) -> TuningConfig:
+    return settings.from_args(TuningConfig, args)
 
 
 def training_config(args: argparse.Namespace) -> TrainingConfig:

@@ -24,6 +24,12 @@ def add_parser(sub) -> None:
     )
     cmp.add_argument("--runs", metavar="ID,ID,...", help="comma-separated MLflow run ids instead of --last")
     cmp.add_argument(
+        "--trials",
+        metavar="RUN_ID",
+        help="the tuning trials of this pipeline run (run with --tune) instead: the values each tried, its "
+        "objective and time; --plot draws the objective per trial and their validation curves",
+    )
+    cmp.add_argument(
         "--metric",
         metavar="NAME",
         help="marks the best run; the metric plotted (default: the runs' task's blessing metric: "
@@ -52,11 +58,19 @@ def main(args: argparse.Namespace) -> int:
 
         run_ids = [r.strip() for r in (args.runs or "").split(",") if r.strip()]
         mlflow_client = MlflowClient(uri)
-        loaded = compare_lib.load_runs(mlflow_client, args.experiment, args.last, run_ids, include_all=args.all)
-        if not loaded.runs:
-            what = "runs" if args.all else f"runs that trained a model ({loaded.skipped} others; --all lists them)"
-            raise ValueError(f"--experiment {args.experiment}: no {what} yet in {uri}")
-        comparison = compare_lib.compare(loaded.runs, args.metric)
+        if args.trials:
+            loaded, objective = compare_lib.load_trials(mlflow_client, args.trials)
+            if not loaded.runs:
+                raise ValueError(f"--trials {args.trials}: no trial of it reached {uri}")
+            comparison = compare_lib.compare(
+                loaded.runs, args.metric or objective, (objective, *compare_lib.TRIAL_METRICS)
+            )
+        else:
+            loaded = compare_lib.load_runs(mlflow_client, args.experiment, args.last, run_ids, include_all=args.all)
+            if not loaded.runs:
+                what = "runs" if args.all else f"runs that trained a model ({loaded.skipped} others; --all lists them)"
+                raise ValueError(f"--experiment {args.experiment}: no {what} yet in {uri}")
+            comparison = compare_lib.compare(loaded.runs, args.metric)
         metric = comparison.best_metric
         print(compare_lib.as_text(comparison))
         if loaded.skipped:

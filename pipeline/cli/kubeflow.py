@@ -291,6 +291,7 @@ def _compile(args: argparse.Namespace) -> int:
         features=features,
         training=common.training_config(args),
         evaluation=common.evaluation_config(args),
+        tuning=common.tuning_config(args),
         allowed_anomaly_types=shared.allowed_anomaly_types,
         serving_data_root=shared.serving_data_root or "",
         gpus=args.gpus,

@@ -89,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
             serving_dir=args.serving_dir,
             training=training,
             evaluation=common.evaluation_config(args),
+            tuning=common.tuning_config(args),
             beam_mode=beam_mode,
             beam_workers=beam_workers,
             beam=beam,

@@ -38,6 +38,7 @@ from tfxflow.pipeline.config import (
     ConfigError,
     SharedConfig,
     TrainingConfig,
+    check_tuning,
     check_user_trainer,
     resolve_shared,
     split_beam_runner,
@@ -378,6 +379,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             "give its gs://, s3:// or minio:// URI"
         )
     check_user_trainer(config.training, config.user_module)
+    check_tuning(config.tuning, config.user_module)
     training, features = resolve_shared(config.training, config.evaluation, config.features)
     if features is not None and features.text and features.text_vocab_file:
         _location(
@@ -480,6 +482,7 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
         tracking=tracking,
         train_args=parameter("train_args"),
         user_module=config.user_module,
+        tuning=config.tuning,
     )
     resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
     if config.gpus:
@@ -487,8 +490,9 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
         resources.accelerator.type = config.gpu_resource
         resources.accelerator.count = config.gpus
     if resources.ByteSize():
-        trainer = next(node for node in pipeline.components if node.id == names.TRAINER)
-        trainer.with_platform_config(resources)
+        for node in pipeline.components:
+            if node.id in (names.TUNER, names.TRAINER):  # a trial trains as the Trainer does
+                node.with_platform_config(resources)
     return pipeline
 
 
@@ -572,7 +576,7 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         if secrets:
             platform.setdefault(label, {})["secretAsEnv"] = secrets
         resources = container.setdefault("resources", {})
-        if name == names.TRAINER:
+        if name in (names.TUNER, names.TRAINER):
             resources.update(_resources(config.trainer_cpu, config.trainer_memory))
             if config.node_selector:
                 platform.setdefault(label, {})["nodeSelector"] = {"labels": dict(config.node_selector)}

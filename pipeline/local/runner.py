@@ -311,6 +311,8 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
             keep_versions=config.keep_versions,
             user_module=config.user_module,
             warm_serving_probe=True,  # every component runs in this process
+            tuning=config.tuning,
+            tuning_dir=paths.tuning_dir,
         )
         progress = ComponentProgress(out=out, total=len(pipeline.components), on_finish=warm_probe_rules)
         logging.getLogger().addHandler(progress)
@@ -537,6 +539,25 @@ def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[st
     return lines
 
 
+def tuning_lines(results: Optional[dict], timings: List[ComponentTiming]) -> List[str]:
+    """The summary's tuning lines: trials by state, the best trial, and the tuning's time against the Trainer's."""
+    if not results:
+        return []
+    from tfxflow.components import tuner as tuner_lib
+
+    seconds = {t.name: t.seconds for t in timings}
+    lines = [f"  tuning:         {tuner_lib.summary(results)}"]
+    if any(t.name == names.TUNER and t.status == "cached" for t in timings):
+        lines.append("                  from TFX's cache: an earlier run tuned on the same data and settings")
+    elif seconds.get(names.TUNER) and seconds.get(names.TRAINER):
+        tuner, trainer = seconds[names.TUNER], seconds[names.TRAINER]
+        lines.append(
+            f"                  Tuner {tuner:.1f} s = {tuner / trainer:.1f}x the Trainer's {trainer:.1f} s;"
+            " the Trainer trained with the best trial's values"
+        )
+    return lines
+
+
 def training_lines(info: Optional[dict]) -> List[str]:
     """The summary's training lines from training_info.json: model, steps and devices, the last epoch's speed
     (and GPU memory and utilization), and whether the input pipeline held training back."""
@@ -624,6 +645,7 @@ def print_summary(
                 lines.append(f"                  {check}")
     if result.analyze_sample:
         lines.append(f"  transform:      analyzed {result.analyze_sample_text()} (--transform-max-rows)")
+    lines += tuning_lines(result.tuning, timings)
     lines += training_lines(result.training)
     task = config.features.task
     if result.metrics:

@@ -11,8 +11,9 @@ import csv
 import dataclasses
 import io
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from tfxflow.components import names
 from tfxflow.components.model import tasks
 
 # Each task's summary metrics (a run shows those it has), then what every run records.
@@ -107,6 +108,8 @@ def load_runs(
             page_token=page_token,
         )
         for run in page:
+            if names.PARENT_RUN_TAG in run.data.tags:  # a tuning trial: part of its pipeline run, not a run of its own
+                continue
             row = _row(run)
             if include_all or row.trained:
                 kept.append(row)
@@ -118,6 +121,23 @@ def load_runs(
         if not page_token:
             break
     return LoadedRuns(kept[::-1], skipped)
+
+
+def load_trials(mlflow_client, run_id: str) -> Tuple[LoadedRuns, str]:
+    """The tuning trials of pipeline run `run_id` (its nested runs) in trial order, and the metric that judged
+    them (`objective.<metric>`)."""
+    parent = mlflow_client.get_run(run_id)
+    objective = parent.data.params.get("tuning.objective")
+    if not objective:
+        raise ValueError(f"--trials {run_id}: this run did not tune (no tuning.objective param); run with --tune")
+    found = mlflow_client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.`{names.PARENT_RUN_TAG}` = '{run_id}'", max_results=1000
+    )
+    rows = sorted((_row(run) for run in found), key=lambda row: int(row.tags.get("tfxflow.trial", "0")))
+    return LoadedRuns(rows), "objective." + objective.removeprefix("val_")
+
+
+TRIAL_METRICS = ("seconds", "val.loss")
 
 
 def _row(run) -> RunRow:

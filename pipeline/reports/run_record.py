@@ -74,6 +74,7 @@ class RunReport:
     blessing_revoked: Optional[str] = None
     # The Trainer's training_info.json (components/model/trainer.py), when it ran.
     training: Optional[dict] = None
+    tuning: Optional[dict] = None  # the Tuner's trials.json (components/tuner.py)
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
@@ -180,6 +181,11 @@ def _fill_results(report: RunReport) -> None:
         if fileio.exists(path) and not fileio.isdir(path):  # wherever the Trainer wrote it (gs:// too)
             with fileio.open(path, "r") as f:
                 report.training = json.load(f)
+    tuned = first_output(report.component(names.TUNER), "tuner_results")
+    if tuned is not None:
+        from tfxflow.components import tuner as tuner_lib  # imports TFX: only for a run that tuned
+
+        report.tuning = tuner_lib.read_results(tuned.uri)
     checks = first_output(report.component(names.DATA_GATE), "checks")
     if checks is not None and os.path.isfile(checks.uri):
         with open(checks.uri, encoding="utf-8") as f:

@@ -139,3 +139,25 @@ def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chos
     # What the pretrained weights bring: above bert-mini from scratch at equal steps and at equal time.
     for scratch in result["fine_tuning"]["from_scratch"]:
         assert in_range[recipe.learning_rate] > scratch["accuracy"], scratch["compared"]
+
+
+TUNING = re.compile(r"<!-- tuning: (\S+) -->\n(.*?)\n<!-- /tuning -->", re.S)
+
+
+def test_the_readme_tuning_block_is_rendered_from_its_results_file_and_tuning_paid_where_the_settings_were_poor():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        blocks = TUNING.findall(f.read())
+    assert len(blocks) == 1, "README.md needs exactly one <!-- tuning: FILE --> block"
+    ((path, shown),) = blocks
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        result = json.load(f)
+    assert shown.strip() == readme_tables.tuning(result).strip(), (
+        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
+    )
+    assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", result["commit"])
+    poor = result["cases"]["poor"]
+    metric = result["metric"]
+    assert poor["tuned"][metric] >= poor["untuned"][metric] + 0.05
+    for case in result["cases"].values():
+        assert sum(case["trials"].values()) == result["trials"]
+        assert case["untuned"]["returncode"] == case["tuned"]["returncode"] == 0

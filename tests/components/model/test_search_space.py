@@ -1,0 +1,80 @@
+"""The tuning's search space: `--tune-space` parsed, checked against what the Trainer accepts, and applied to the
+Trainer's custom_config; the best values written in keras-tuner's own HyperParameters format (read back by
+keras-tuner itself, as a module file's run_fn would)."""
+
+import json
+
+import pytest
+
+from tfxflow.components.model import search_space as ss
+from tfxflow.components.model import tasks
+
+
+def test_flags_replace_add_and_drop_dimensions_of_the_default_space():
+    space = ss.resolve(False, "learning_rate=1e-4:1e-2:log, head_dropout=0:0.2, width=off")
+    assert [d.describe() for d in space] == [
+        "learning_rate=0.0001:0.01:log",
+        "dropout=0:0.5",
+        "batch_size=64|128|256|512",
+        "head_dropout=0:0.2",
+    ]
+    assert [d.name for d in ss.resolve(True)] == ["learning_rate", "warmup_share", "dropout", "batch_size"]
+    assert ss.resolve(True)[0].high == 1e-4  # fine-tuning rates, not training from scratch's
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("lr=1e-4:1e-2", "'lr=1e-4:1e-2': lr: not a setting the tuning can change; known: batch_size, dropout"),
+        ("dropout=0:1.5", "'dropout=0:1.5': dropout=1.5: must be >= 0 and < 1"),
+        ("learning_rate=0:1e-2:log", "learning_rate: a log scale needs low > 0, got 0"),
+        ("learning_rate=1e-2:1e-4", "learning_rate: a range needs low < high, got 0.01:0.0001"),
+        ("batch_size=64|64", "batch_size: give at least two different choices"),
+        ("batch_size=32|48.5", "batch_size=48.5: must be a whole number"),
+        ("dropout", "'dropout': write name=low:high[:log], name=a|b|c or name=off"),
+        ("dropout=0:0.1:0.2", "'dropout=0:0.1:0.2': write low:high or low:high:log"),
+    ],
+)
+def test_a_wrong_space_is_refused_naming_the_part(text, says):
+    with pytest.raises(ValueError) as err:
+        ss.resolve(False, text)
+    assert says in str(err.value)
+
+
+def test_turning_every_dimension_off_is_refused():
+    with pytest.raises(ValueError, match="the search space is empty"):
+        ss.resolve(False, "learning_rate=off,width=off,dropout=off,batch_size=off")
+
+
+def test_a_trials_values_replace_the_trainers_settings_and_width_keeps_the_layers_ratios():
+    custom = {"features": {"x": 1}, "raw_examples": True, "model": {"learning_rate": 0.001}, "training": {}}
+    tuned = ss.apply({"learning_rate": 0.02, "width": 64, "batch_size": 128, "dropout": 0.25}, custom, (128, 64))
+    assert tuned["model"] == {"learning_rate": 0.02, "hidden_units": [64, 32], "dropout": 0.25}
+    assert tuned["training"] == {"batch_size": 128} and tuned["raw_examples"] is True
+    assert custom["model"] == {"learning_rate": 0.001}  # the settings given are not changed in place
+    assert ss.apply({"width": 48}, custom, ())["model"]["hidden_units"] == [48]
+
+
+def test_a_trial_is_judged_by_the_blessing_metric_where_training_reports_it():
+    binary, multi, regression = (tasks.TASK_SPECS[t].training_metrics for t in tasks.TASKS)
+    assert ss.objective_metric("binary_accuracy", binary) == "binary_accuracy"
+    assert ss.objective_metric("auc", binary) == "auc"
+    assert ss.objective_metric("precision", binary) == "loss"
+    assert ss.objective_metric("accuracy", multi) == "accuracy"
+    assert ss.objective_metric("macro_f1", multi) == "loss"
+    assert ss.objective_metric("r2", regression) == "rmse"
+    assert ss.objective_metric("mae", regression) == "mae"
+    assert tasks.lower_is_better("rmse") and tasks.lower_is_better("loss") and not tasks.lower_is_better("auc")
+
+
+def test_the_best_values_read_back_with_keras_tuner_as_tfxs_tuner_writes_them():
+    import keras_tuner
+
+    from tfxflow.components import tuner
+
+    space = ss.resolve(False)
+    written = json.loads(json.dumps(tuner.keras_tuner_config(space, {"learning_rate": 0.003, "width": 64})))
+    hp = keras_tuner.HyperParameters.from_config(written)
+    assert hp.get("learning_rate") == 0.003 and hp.get("width") == 64
+    assert [p.name for p in hp.space] == ["learning_rate", "width", "dropout", "batch_size"]
+    assert hp.space[0].sampling == "log" and list(hp.space[1].values) == [32, 64, 128, 256]
