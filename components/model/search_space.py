@@ -75,7 +75,9 @@ class Dimension:
         return f"{self.name}={self.low:g}:{self.high:g}" + (":log" if self.log else "")
 
     def to_dict(self) -> Dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False, ())}
+        values = dataclasses.asdict(self)
+        # What a dimension does not use is left out (never a bound of 0, which equals False).
+        return {k: v for k, v in values.items() if not (v is None or v == () or (k == "log" and v is False))}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Dimension":

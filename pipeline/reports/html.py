@@ -6,6 +6,7 @@ not inline (images only as data: URIs), so the page stays readable offline and l
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
@@ -21,6 +22,7 @@ SECTIONS = (  # (anchor, heading): the page's order and its table of contents
     ("data", "Data"),
     ("gate", "Data gate"),
     ("drift", "Drift and skew"),
+    ("tuning", "Tuning"),
     ("training", "Training"),
     ("evaluation", "Evaluation"),
     ("serving", "Serving check"),
@@ -304,6 +306,52 @@ def _training(page: RunPage) -> str:
     return body
 
 
+def _tuning(page: RunPage) -> str:
+    """The tuning's trials: the objective per trial and against each searched setting (a log axis for a setting
+    searched on one), and a row per trial, the best marked."""
+    tuned = page.tuning
+    if not tuned:
+        return _note(page.notes.get("tuning") or "no tuning in this run (tfxflow run --tune)")
+    objective = f"val_{tuned['objective']}"
+    done = [t for t in tuned["trials"] if t.get("value") is not None]
+    cards = [
+        charts.scatter(
+            [(t["number"], t["value"]) for t in done],
+            title=f"{objective} per trial",
+            x_label="trial",
+            y_label=objective,
+        )
+    ]
+    for dimension in tuned["space"]:
+        name, log = dimension["name"], dimension.get("log", False)
+        points = [
+            (math.log10(v) if log else float(v), t["value"])
+            for t in done
+            if (v := t["values"].get(name)) is not None and (v > 0 or not log)
+        ]
+        label = f"log10 {name}" if log else name
+        cards.append(charts.scatter(points, title=f"{objective} by {name}", x_label=label, y_label=objective))
+    body = _note(tuned.get("summary")) + '<div class="grid">'
+    body += "".join(f'<div class="card">{chart}</div>' for chart in cards) + "</div>"
+    names_ = [d["name"] for d in tuned["space"]]
+    best = (tuned.get("best") or {}).get("number")
+    rows = []
+    for t in tuned["trials"]:
+        note = t.get("error") or (f"pruned after epoch {t['pruned_at_epoch']}" if "pruned_at_epoch" in t else "")
+        state = _badge("best", "yes") if t["number"] == best else t["state"]
+        rows.append(
+            [
+                t["number"],
+                state,
+                *(_value(t["values"].get(n)) for n in names_),
+                _value(t.get("value")),
+                _value(t.get("seconds")),
+                note,
+            ]
+        )
+    return body + _table(("trial", "state", *names_, objective, "seconds", ""), rows, numeric=range(2, 4 + len(names_)))
+
+
 def _evaluation(page: RunPage) -> str:
     ev = page.evaluation
     if ev is None:
@@ -436,6 +484,7 @@ RENDERERS = {
     "data": _data,
     "gate": _gate,
     "drift": _drift,
+    "tuning": _tuning,
     "training": _training,
     "evaluation": _evaluation,
     "serving": _serving,

@@ -154,6 +154,7 @@ class RunPage:
     distances: List[DistanceCheck] = dataclasses.field(default_factory=list)
     training: Dict[str, Dict[str, List[float]]] = dataclasses.field(default_factory=dict)  # metric -> side -> epochs
     training_info: Dict[str, Any] = dataclasses.field(default_factory=dict)  # devices, batch, steps (no history)
+    tuning: Optional[dict] = None  # the Tuner's trials.json, with its one-line `summary`
     evaluation: Optional[EvalSection] = None
     serving_check: Optional[dict] = None
     features: Optional[dict] = None  # the feature config the Trainer used (components/model/features.py)
@@ -680,6 +681,10 @@ def collect(
         config = _prop(executions[trainer.execution_id], "custom_config")
         if config:
             page.features = json.loads(config).get("features")
+    if report.tuning:
+        from tfxflow.components import tuner as tuner_lib
+
+        page.tuning = {**report.tuning, "summary": tuner_lib.summary(report.tuning)}
     _training(page, report)
     _evaluation(page, report, executions)
     page.serving_check = report.serving_check

@@ -5,6 +5,7 @@ its pipeline run on a real `mlflow server`; a tuning killed mid-way resumes at i
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -100,6 +101,10 @@ def test_tuning_beats_a_poor_learning_rate_and_every_trial_is_a_run_nested_under
     assert f"best by objective.binary_accuracy: {best_child.info.run_id[:8]}" in trials.stdout
     assert all(child.info.run_id[:8] in trials.stdout for child in children) and "learning_rate" in trials.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The run page charts and lists the trials.
+    with open(re.search(r"report:\s+(\S+\.html)", tuned.stdout).group(1), encoding="utf-8") as f:
+        page = f.read()
+    assert "val_binary_accuracy per trial" in page and '<span class="badge yes">best</span>' in page
     # The run's summary says what the tuning found and what it cost.
     assert "  tuning:         4 trials (" in tuned.stdout and "x the Trainer's" in tuned.stdout
 

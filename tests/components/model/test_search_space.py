@@ -41,6 +41,12 @@ def test_a_wrong_space_is_refused_naming_the_part(text, says):
     assert says in str(err.value)
 
 
+def test_a_dimension_survives_its_journey_through_the_pipelines_json_with_a_bound_of_zero():
+    for dimension in (*ss.SCRATCH, *ss.ENCODER, ss.Dimension("head_dropout", 0.0, 0.3)):
+        assert ss.Dimension.from_dict(json.loads(json.dumps(dimension.to_dict()))) == dimension
+    assert ss.Dimension("dropout", 0.0, 0.5).to_dict() == {"name": "dropout", "low": 0.0, "high": 0.5}
+
+
 def test_turning_every_dimension_off_is_refused():
     with pytest.raises(ValueError, match="the search space is empty"):
         ss.resolve(False, "learning_rate=off,width=off,dropout=off,batch_size=off")

@@ -562,3 +562,52 @@ def test_the_evaluator_starts_no_probe_ahead_where_each_step_has_its_own_process
     _, spec, _, _ = compiled
     parameters = spec["root"]["dag"]["tasks"]["Evaluator"]["inputs"]["parameters"]
     assert parameters["warm_serving_probe"]["runtimeValue"]["constant"] == 0
+
+
+def test_a_tuned_pipeline_has_a_tuning_step_on_the_trainers_resources_feeding_its_hyperparameters(tmp_path):
+    from tfxflow.pipeline.config import TuningConfig
+
+    config = kubeflow_config(
+        "minio://mlpipeline/v2/artifacts", tuning=TuningConfig(tune=True, tune_trials=6, tune_space="width=off")
+    )
+    result = kf.compile_pipeline(config, str(tmp_path / "tuned.yaml"))
+    spec, platform = kf.load_spec(result.path)
+    tasks = spec["root"]["dag"]["tasks"]
+    assert "Transform" in _ancestors(tasks, "Tuner") and "Tuner" in _ancestors(tasks, "Trainer")
+    assert tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"] == {
+        "producerTask": "Tuner",
+        "outputArtifactKey": "best_hyperparameters",
+    }
+    assert tasks["MlflowRecord"]["inputs"]["artifacts"]["tuning"]["taskOutputArtifact"] == {
+        "producerTask": "Tuner",
+        "outputArtifactKey": "tuner_results",
+    }
+    parameters = {k: v["runtimeValue"]["constant"] for k, v in tasks["Tuner"]["inputs"]["parameters"].items()}
+    assert parameters["trials"] == 6 and parameters["objective"] == "binary_accuracy"
+    assert [d["name"] for d in json.loads(parameters["space"])] == ["learning_rate", "dropout", "batch_size"]
+    # No home in a pod: the study goes into the step's output.
+    assert parameters.get("study_dir", "") == ""
+    # A trial trains as the Trainer does: the same GPUs, CPU, memory and nodes.
+    tuner_resources = _executor(spec, "Tuner")["container"]["resources"]
+    assert tuner_resources == _executor(spec, "Trainer")["container"]["resources"]
+    assert tuner_resources["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    tuner_platform = executors[spec["components"]["Tuner"]["executorLabel"]]
+    assert tuner_platform["nodeSelector"] == executors[spec["components"]["Trainer"]["executorLabel"]]["nodeSelector"]
+    args = _executor(spec, "Tuner")["container"]["args"]
+    assert args[args.index("--executor_class_path") + 1] == "tfxflow.components.tuner.Executor"
+
+
+def test_tuning_a_module_files_run_fn_is_refused_naming_both_flags(tmp_path):
+    from tfxflow.pipeline.config import TuningConfig
+    from tfxflow.pipeline.user_module import inspect
+
+    module = tmp_path / "module.py"
+    module.write_text("def run_fn(fn_args):\n    pass\n")
+    config = kubeflow_config("minio://b/root", tuning=TuningConfig(tune=True), user_module=inspect(str(module)))
+    with pytest.raises(
+        ConfigError,
+        match=r"--tune searches the built-in Trainer's settings, and --module-file .*"
+        r"module.py brings its own run_fn: tune it with a tuner_fn",
+    ):
+        kf.check_kubeflow_config(config)

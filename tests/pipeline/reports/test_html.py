@@ -232,3 +232,50 @@ def test_rendering_is_deterministic_across_processes():
         "sys.stdout.write(html.render(sample_page()))"
     )
     assert first == second and first.startswith("<!DOCTYPE html>")
+
+
+def test_the_tuning_section_charts_the_objective_per_trial_and_per_setting_and_lists_every_trial():
+    tuning = {
+        "objective": "binary_accuracy",
+        "summary": "3 trials (1 complete, 1 pruned, 1 failed) in 20.1 s; best trial 0: ...",
+        "space": [
+            {"name": "learning_rate", "low": 1e-4, "high": 3e-2, "log": True},
+            {"name": "width", "choices": [32, 64]},
+        ],
+        "best": {"number": 0, "value": 0.8921, "values": {"learning_rate": 0.0065, "width": 64}},
+        "trials": [
+            {
+                "number": 0,
+                "state": "complete",
+                "values": {"learning_rate": 0.0065, "width": 64},
+                "value": 0.8921,
+                "seconds": 6.8,
+            },
+            {
+                "number": 1,
+                "state": "pruned",
+                "values": {"learning_rate": 0.0002, "width": 32},
+                "value": None,
+                "seconds": 2.1,
+                "pruned_at_epoch": 2,
+            },
+            {
+                "number": 2,
+                "state": "failed",
+                "values": {"learning_rate": 0.02, "width": 32},
+                "value": None,
+                "seconds": 0.4,
+                "error": "ValueError: <no model>",
+            },
+        ],
+    }
+    section = html.sections_of(sample_page(tuning=tuning))["tuning"]
+    charts_ = svgs(section)
+    assert len(charts_) == 3  # per trial, by learning_rate, by width
+    for chart in charts_:
+        ET.fromstring(chart)
+    assert "log10 learning_rate" in section and "val_binary_accuracy by width" in section
+    assert '<span class="badge yes">best</span>' in section
+    assert "pruned after epoch 2" in section and "ValueError: &lt;no model&gt;" in section
+    assert "3 trials (1 complete, 1 pruned, 1 failed)" in section
+    assert "no tuning in this run" in html.sections_of(sample_page())["tuning"]
