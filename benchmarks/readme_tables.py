@@ -16,6 +16,7 @@ and tests/benchmarks/test_readme_tables.py checks that they are what this render
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -223,23 +224,24 @@ def tuning(result: Dict[str, Any]) -> str:
     metric = result["metric"]
     lines = [
         f"Measured at commit `{result['commit']}`: {result['machine']['cpus']} CPU cores, no GPU, "
-        f"{_lane(result['machine'])}; `make bench-tuning` (`benchmarks/tuning_benchmark.py`), the bundled taxi data, "
+        f"{_lane(result['machine'])}`make bench-tuning` (`benchmarks/tuning_benchmark.py`), the bundled taxi data, "
         f"{result['trials']} trials per tuned run:",
         "",
         f"| case | searched | eval {metric} untuned | tuned | gain | trials (complete/pruned/failed) | Tuner | "
-        "Trainer | best trial |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "a trial (median) | Trainer | best trial |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, case in result["cases"].items():
-        flags = " ".join(case["flags"]) or "the defaults"
+        flags = f"`{' '.join(case['flags'])}`" if case["flags"] else "the defaults"
+        median = statistics.median(s for s in case["trial_seconds"] if s is not None)
         searched = ", ".join(d["name"] for d in case["space"])
         before, after = case["untuned"][metric], case["tuned"][metric]
         trials = case["trials"]
         best = case["best"] or {"values": {}}
         shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["values"].items())
         lines.append(
-            f"| {name}: `{flags}` | {searched} | {before:.4f} | {after:.4f} | {after - before:+.4f} | "
-            f"{trials['complete']}/{trials['pruned']}/{trials['failed']} | {case['tuner_s']:.1f} s | "
+            f"| {name}: {flags} | {searched} | {before:.4f} | {after:.4f} | {after - before:+.4f} | "
+            f"{trials['complete']}/{trials['pruned']}/{trials['failed']} | {case['tuner_s']:.1f} s | {median:.1f} s | "
             f"{case['trainer_s']:.1f} s | {shown} |"
         )
     return "\n".join(lines)

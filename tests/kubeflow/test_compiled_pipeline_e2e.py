@@ -11,6 +11,8 @@ pool of long runs, tests/conftest.py's `long_runs`):
 3. a fresh sample, read in place from a data claim (a path on a mounted volume, not the store): the drift
    check compares it with run 1's data, the Evaluator compares the candidate with run 1's served model, and the
    new model is pushed beside it.
+Then the spec compiled for a GPU the machine lacks (the Trainer refuses), and compiled with --tune (the tuning
+step's trials in its pod, the Trainer on the best trial's values, the trials nested in MLflow).
 """
 
 import dataclasses
@@ -29,7 +31,7 @@ from tests.pipeline.conftest import FORK_STEPS, kubeflow_config
 from tfxflow.components import object_store
 from tfxflow.components.pusher import STATISTICS_DIR
 from tfxflow.components.tracking import RUN_KEY_TAG
-from tfxflow.pipeline.config import TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.config import TrainingConfig, TuningConfig, bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf
 
 pytestmark = pytest.mark.e2e
@@ -119,6 +121,15 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", 
         # The same pipeline compiled for a GPU Trainer asking for one GPU more than this machine has (it has none).
         gpus = len(tf.config.list_physical_devices("GPU")) + 1
         gpu_spec = kf.compile_pipeline(dataclasses.replace(config, gpus=gpus), str(base / "taxi-gpu.yaml")).path
+        # Tuned: its own model name, serving folder and experiment (the other tests count what those hold).
+        tuned = dataclasses.replace(
+            config,
+            model_name="taxi-tuned",
+            serving_dir=f"{serving_mount}/tuned-models",
+            experiment="kfp-tuned",
+            tuning=TuningConfig(tune=True, tune_trials=3, tune_space="width=off,dropout=off,batch_size=off"),
+        )
+        tuned_spec = kf.compile_pipeline(tuned, str(base / "taxi-tuned.yaml")).path
 
     def three_runs():
         runs, versions = [], []
@@ -129,6 +140,7 @@ def jobs(base, s3_server, image=None, kfp_version=kf.KFP_VERSION, days=("day1", 
         if image is None:
             results["gpu_run"] = kfp.run(gpu_spec, parameters={"data_root": data["day3"]}, pipeline_root=root)
             results["versions"].append(helpers.pushed_versions(config.serving_dir, "taxi"))
+            results["tuned_run"] = kfp.run(tuned_spec, parameters={"data_root": data["day1"]}, pipeline_root=root)
         return results
 
     details = {
@@ -244,3 +256,28 @@ def test_a_trainer_pod_without_its_gpu_stops_and_says_what_to_check(kfp_runs):
     for step in ("Evaluator", "ServingCheck", "Pusher"):
         assert run.tasks[step].state == "NOT_RUN", step
     assert kfp_runs["versions"][3] == kfp_runs["versions"][2]  # nothing pushed
+
+
+def test_a_tuned_pipeline_tunes_in_its_own_pod_and_trains_with_the_best_trials_values(kfp_runs):
+    run = kfp_runs["tuned_run"]
+    assert run.state == "SUCCEEDED", _why(run)
+    # No home in a pod: the trials and the study are the step's output on the store.
+    results_uri = run.task_outputs("Tuner", "tuner_results")[0]
+    results = json.loads(object_store.read_bytes(f"{results_uri}/trials.json"))
+    assert len(results["trials"]) == 3 and results["best"] is not None
+    assert object_store.read_bytes(f"{results_uri}/study.db")[:16] == b"SQLite format 3\x00"
+    best = json.loads(
+        object_store.read_bytes(f"{run.task_outputs('Tuner', 'best_hyperparameters')[0]}/best_hyperparameters.txt")
+    )
+    assert best["values"] == results["best"]["values"]
+    model_run = run.task_outputs("Trainer", "model_run")[0]
+    info = json.loads(object_store.read_bytes(f"{model_run}/training_info.json"))
+    assert info["tuned"] == best["values"] and info["learning_rate"] == pytest.approx(best["values"]["learning_rate"])
+    mlflow = kfp_runs["mlflow"]
+    experiment = mlflow.get_experiment_by_name("kfp-tuned")
+    (parent,) = mlflow.search_runs([experiment.experiment_id], filter_string=f"tags.`{RUN_KEY_TAG}` = '{run.run_id}'")
+    assert parent.info.status == "FINISHED" and parent.data.tags["tfxflow.pushed"] == "yes"
+    trials = mlflow.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    )
+    assert sorted(int(t.data.tags["tfxflow.trial"]) for t in trials) == [0, 1, 2]

@@ -37,6 +37,18 @@ def test_bad_hidden_units_flag(tmp_path):
     assert result.returncode == 2 and "--hidden-units must be comma-separated integers" in result.stderr
 
 
+def test_a_wrong_tuning_flag_is_one_line_naming_it_before_any_work(tmp_path):
+    for flags, says in (
+        (("--tune-space", "lr=1e-4:1e-2"), "error: --tune-space 'lr=1e-4:1e-2': lr: not a setting the tuning can"),
+        (("--tune-space", "dropout=0.5:0.1"), "error: --tune-space 'dropout=0.5:0.1': dropout: a range needs low"),
+        (("--tune-trials", "0"), "error: --tune-trials must be >= 1"),
+        (("--tune-minutes", "-1"), "error: --tune-minutes must be >= 0"),
+    ):
+        result = helpers.run_cli("run", "--home", str(tmp_path), "--tune", *flags, timeout=300)
+        assert result.returncode == 2 and result.stderr.startswith(says), result.stderr
+        assert "Traceback" not in result.stderr and not os.path.exists(tmp_path / "pipeline_root")
+
+
 def _beam(*argv: str, kubeflow: bool = False):
     """(BeamRunner, beam_mode, beam_workers) that `tfxflow run` / `kubeflow compile` make of Beam flags."""
     from tfxflow.pipeline.cli import common
