@@ -389,17 +389,6 @@ def goals(result: Dict[str, Any]) -> List[Dict[str, Any]]:
     return found
 
 
-def _new_results_path() -> str:
-    """benchmarks/results/pipeline-<date>.json, or -2, -3, ... after it: an earlier run's file stays."""
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    base = os.path.join(folder, f"pipeline-{datetime.date.today():%Y%m%d}")
-    path, n = base + ".json", 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{base}-{n}.json"
-    return path
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="cold runs of each side at 1x (default 3)")
@@ -510,7 +499,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "cold": {side: found for side, found in cold.items() if found is not None},
         "scale_series": series,
     }
-    out = args.out or _new_results_path()
+    out = args.out or provenance.new_results_path("pipeline")
     os.makedirs(os.path.dirname(out), exist_ok=True)
 
     def write() -> None:

@@ -1,7 +1,8 @@
-"""What a benchmark's results JSON records of where it was measured: the commit."""
+"""What a benchmark's results JSON records of where it was measured (the commit), and where it is written."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 
@@ -19,3 +20,14 @@ def commit() -> str:
     if not found:
         return "unknown"
     return found + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def new_results_path(kind: str) -> str:
+    """benchmarks/results/<kind>-<date>.json, or -2, -3, ... after it: an earlier run's file stays."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    base = os.path.join(folder, f"{kind}-{datetime.date.today():%Y%m%d}")
+    path, n = base + ".json", 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}.json"
+    return path

@@ -13,7 +13,6 @@ rate alone; `defaults`, the built-in settings, tuned over the default search spa
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -63,16 +62,6 @@ def run_case(name: str, flags: List[str], space: List[str], trials: int, work: s
     }
 
 
-def _new_results_path() -> str:
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    base = os.path.join(folder, f"tuning-{datetime.date.today():%Y%m%d}")
-    path, n = base + ".json", 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{base}-{n}.json"
-    return path
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=8, help="trials per tuned run (default 8)")
@@ -100,7 +89,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if all(c["untuned"]["returncode"] == 0 and c["tuned"]["returncode"] == 0 for c in cases.values()):
             shutil.rmtree(work, ignore_errors=True)
     result = {"commit": commit, "machine": machine(), "trials": args.trials, "metric": METRIC, "cases": cases}
-    out = args.out or _new_results_path()
+    out = args.out or provenance.new_results_path("tuning")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     print(f"wrote {out}")
