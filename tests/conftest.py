@@ -228,5 +228,6 @@ def _long_runs_from_the_start(request):
 
         if not image.missing_tools():
             factory = request.getfixturevalue("tmp_path_factory")
+            image.remove_leftovers()  # before the builds start: a full disk fails them
             for lane in sorted(wanted):  # compat first
                 image.project_image_in_background(image_build_log(factory, lane), lane)
