@@ -29,7 +29,7 @@ from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts
 
-from tfxflow.components import names, object_store
+from tfxflow.components import artifact_files, names, object_store
 
 STATISTICS_KEY = "statistics"
 BLESSING_KEY = "model_blessing"
@@ -103,11 +103,7 @@ SERVED_INFO_FILE = "served_baseline.json"  # written into both outputs of Served
 
 def served_info(uri: str) -> Optional[dict]:
     """What `ServedBaseline` found, read from one of its outputs; None for an artifact it did not write."""
-    path = os.path.join(uri, SERVED_INFO_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path, "r") as f:
-        return json.loads(f.read())
+    return artifact_files.read_json(uri, SERVED_INFO_FILE)
 
 
 @component

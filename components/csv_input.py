@@ -49,7 +49,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from tfxflow.components import names, progress, tf_example
+from tfxflow.components import artifact_files, names, progress, tf_example
 from tfxflow.components.errors import DataError
 from tfxflow.components.model import tasks
 from tfxflow.components.model.features import LabelSpec
@@ -573,11 +573,7 @@ def record_rows(examples, result: IngestResult) -> None:
 
 def read_rows(examples_uri: str) -> Optional[Dict[str, Any]]:
     """The counts `record_rows` kept, or None for Examples written by another ExampleGen."""
-    path = os.path.join(examples_uri, ROWS_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path, "r") as f:
-        return json.loads(f.read())
+    return artifact_files.read_json(examples_uri, ROWS_FILE)
 
 
 def read_header(stream: BinaryIO) -> Tuple[str, ...]:

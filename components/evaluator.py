@@ -39,7 +39,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import names, sampling
+from tfxflow.components import artifact_files, names, sampling
 from tfxflow.components.errors import UserCodeError
 from tfxflow.components.model import text
 
@@ -203,11 +203,7 @@ def _is_regression(eval_config) -> bool:
 
 def read_prediction_pairs(evaluation_uri: str) -> Optional[Dict[str, List[float]]]:
     """The (label, prediction) sample the Evaluator kept for a regression model, or None."""
-    path = os.path.join(evaluation_uri, PREDICTIONS_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path, "r") as f:
-        return json.loads(f.read())
+    return artifact_files.read_json(evaluation_uri, PREDICTIONS_FILE)
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

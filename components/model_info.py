@@ -7,11 +7,10 @@ and the model's own signatures.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from tfxflow.components import names
+from tfxflow.components import artifact_files, names
 
 
 def saved_model_dir(model_uri: str) -> str:
@@ -25,13 +24,10 @@ def saved_model_dir(model_uri: str) -> str:
 
 def read(model_dir: str) -> Optional[Dict[str, Any]]:
     """The record in a SavedModel folder (or a Model artifact's URI), or None."""
-    from tfx.dsl.io import fileio
-
     for folder in (model_dir, os.path.join(model_dir, "Format-Serving")):
-        path = os.path.join(folder, names.MODEL_INFO_FILE)
-        if fileio.exists(path):
-            with fileio.open(path, "r") as f:
-                return json.loads(f.read())
+        found = artifact_files.read_json(folder, names.MODEL_INFO_FILE)
+        if found is not None:
+            return found
     return None
 
 

@@ -52,7 +52,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import json_utils, path_utils
 
-from tfxflow.components import model_info, names
+from tfxflow.components import artifact_files, model_info, names
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import text
 
@@ -499,10 +499,7 @@ class Executor(base_executor.BaseExecutor):
 
 def read_result(blessing_uri: str) -> Optional[Dict[str, Any]]:
     """The check's `serving_check.json` in a blessing folder, or None."""
-    from tfx.utils import io_utils
-
-    path = os.path.join(blessing_uri, RESULT_FILE)
-    return json.loads(io_utils.read_string_file(path)) if fileio.exists(path) else None
+    return artifact_files.read_json(blessing_uri, RESULT_FILE)
 
 
 class ServingCheckSpec(ComponentSpec):
