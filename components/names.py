@@ -25,6 +25,7 @@ PUSHER = "Pusher"
 
 # MLflow's tag of a nested run (its UI shows it under the parent): a tuning trial under its pipeline run.
 PARENT_RUN_TAG = "mlflow.parentRunId"
+TRIAL_TAG = "tfxflow.trial"  # a trial's number, on its nested run
 
 # The files of a data folder: CSV, and CSV compressed with gzip (read as it is). ExampleGen's input pattern matches
 # both (its driver fingerprints what the pattern matches); the readers keep only these endings.

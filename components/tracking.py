@@ -520,7 +520,7 @@ def blessing_failures(evaluation_uri: str, overall=None) -> List[str]:
 
 # A trial's state as an MLflow run status; the tag says pruned apart from killed.
 TRIAL_STATUS = {"complete": "FINISHED", "pruned": "KILLED", "failed": "FAILED"}
-TRIAL_TAG = "tfxflow.trial"
+TRIAL_TAG = names.TRIAL_TAG
 OBJECTIVE_PREFIX = "objective."  # a trial's metric: objective.<the validation metric that judged it>
 PARENT_TAG = names.PARENT_RUN_TAG
 
@@ -547,17 +547,16 @@ def tuning_records(results_uri: str):
     }
     trial_ops = []
     for trial in results["trials"]:
+        at = trial.get("end_time_ms") or now
         trial_metrics = [
-            (f"val.{k[4:]}" if k.startswith("val_") else f"train.{k}", float(v), trial.get("end_time_ms") or now, epoch)
+            (f"val.{k[4:]}" if k.startswith("val_") else f"train.{k}", float(v), at, epoch)
             for k, values in sorted(trial.get("history", {}).items())
             for epoch, v in enumerate(values, start=1)
         ]
         if trial.get("value") is not None:
-            trial_metrics.append(
-                (f"{OBJECTIVE_PREFIX}{results['objective']}", float(trial["value"]), trial.get("end_time_ms") or now, 0)
-            )
+            trial_metrics.append((f"{OBJECTIVE_PREFIX}{results['objective']}", float(trial["value"]), at, 0))
         if trial.get("seconds") is not None:
-            trial_metrics.append(("seconds", float(trial["seconds"]), trial.get("end_time_ms") or now, 0))
+            trial_metrics.append(("seconds", float(trial["seconds"]), at, 0))
         trial_ops.append(
             {
                 "op": "log_trial",

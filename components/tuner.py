@@ -34,6 +34,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from tfxflow.components import artifact_files
 from tfxflow.components.model import search_space
 
 BEST_FILE = "best_hyperparameters.txt"  # the name TFX's own Tuner writes; its Trainer reads the only file there
@@ -277,7 +278,6 @@ class Executor(base_executor.BaseExecutor):
         config = features_lib.as_config(custom["features"], roles_required=False)
         hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
         base_model = model_lib.ModelParams.from_dict(custom.get("model", {}))
-        preset_units = base_model.hidden_units or base_model.preset_spec.hidden_units
         strategy = hardware_lib.make_strategy()
         policy = hardware_lib.resolve_precision(hardware.precision)
         tf_transform_output = tft.TFTransformOutput(transform_uri)
@@ -309,7 +309,7 @@ class Executor(base_executor.BaseExecutor):
 
             def train(values: Mapping[str, Any], callbacks: Sequence[Any]) -> Dict[str, List[float]]:
                 """The Trainer's training with a trial's values; its per-epoch history."""
-                trial_custom = search_space.apply(values, custom, preset_units)
+                trial_custom = trainer.with_tuned(custom, values)
                 model_params = model_lib.ModelParams.from_dict(trial_custom.get("model", {}))
                 train_params = trainer.TrainParams.from_dict({**trial_custom.get("training", {}), "backup_root": None})
                 log_dir = tempfile.mkdtemp(prefix="trial-", dir=scratch)
@@ -376,11 +376,7 @@ def _close_interrupted(study) -> int:
 
 def read_results(results_uri: str) -> Optional[Dict[str, Any]]:
     """The `trials.json` of a Tuner's `tuner_results`, or None."""
-    path = os.path.join(results_uri, TRIALS_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path, "r") as f:
-        return json.loads(f.read())
+    return artifact_files.read_json(results_uri, TRIALS_FILE)
 
 
 class TunerSpec(ComponentSpec):

@@ -258,6 +258,10 @@ class TuningConfig:
     )
     tune_seed: Optional[int] = setting(None, type=int, metavar="N", help="the search's seed (default: --seed)")
 
+    def seed(self, training: TrainingConfig) -> int:
+        """The search's seed: --tune-seed, else the training's."""
+        return training.seed if self.tune_seed is None else self.tune_seed
+
     def space(self, training: TrainingConfig) -> Tuple["search_space.Dimension", ...]:
         """The dimensions searched for the model `training` describes."""
         preset = presets.PRESETS.get(training.model_preset or presets.DEFAULT_PRESET)

@@ -34,7 +34,7 @@ from tfxflow.components.gate import DataGate
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.schema import EmbeddedSchema
-from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig, TuningConfig
+from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig, TuningConfig, check_tuning
 from tfxflow.pipeline.user_module import UserModule
 
 PREPROCESSING_FN = "tfxflow.components.model.preprocessing.preprocessing_fn"
@@ -319,10 +319,7 @@ def create_pipeline(
     }
     tuner = None
     if tuning is not None and tuning.tune:
-        if user_trainer:
-            raise ValueError(
-                f"--tune searches the built-in Trainer's settings; {user_module.path} brings its own run_fn"
-            )
+        check_tuning(tuning, user_module)
         task = features.task_spec
         objective = search_space.objective_metric(evaluation.for_task(task.name).metric, task.training_metrics)
         tuner = tuner_lib.Tuner(
@@ -335,7 +332,7 @@ def create_pipeline(
             maximize=not tasks.lower_is_better(objective),
             trials=tuning.tune_trials,
             time_budget_s=60.0 * tuning.tune_minutes,
-            seed=training.seed if tuning.tune_seed is None else tuning.tune_seed,
+            seed=tuning.seed(training),
             train_steps=training.train_steps or 0,
             eval_steps=training.eval_steps,
             study_dir=tuning_dir,

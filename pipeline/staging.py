@@ -116,7 +116,7 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
                     "space": ", ".join(d.describe() for d in config.tuning.space(config.training)),
                     "trials": config.tuning.tune_trials,
                     "minutes": config.tuning.tune_minutes,
-                    "seed": config.training.seed if config.tuning.tune_seed is None else config.tuning.tune_seed,
+                    "seed": config.tuning.seed(config.training),
                 }
             }
             if config.tuning.tune

@@ -743,6 +743,13 @@ def serving_columns(schema_path: Optional[str]) -> Optional[List[str]]:
     return [f.name for f in serving_features(io_utils.parse_pbtxt_file(schema_path, schema_pb2.Schema()))]
 
 
+def with_tuned(custom: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
+    """The Trainer's custom_config with a tuning's `values` in place of its settings (search_space.apply), the
+    width scaling the model's own hidden layers (the given ones, else its preset's)."""
+    base = model_lib.ModelParams.from_dict(custom.get("model", {}))
+    return search_space.apply(values, custom, base.hidden_units or base.preset_spec.hidden_units)
+
+
 def run_fn(fn_args) -> None:
     """TFX Trainer entry point: trains per `custom_config`, exports the serving model, writes what it used."""
     custom = fn_args.custom_config or {}
@@ -751,8 +758,7 @@ def run_fn(fn_args) -> None:
         raise ValueError(f"Trainer custom_config: unknown key(s) {unknown}; known: {sorted(CUSTOM_CONFIG_KEYS)}")
     tuned = dict((fn_args.hyperparameters or {}).get("values") or {})
     if tuned:  # the Tuner's best trial (components/tuner.py) in place of the settings it searched
-        base = model_lib.ModelParams.from_dict(custom.get("model", {}))
-        custom = search_space.apply(tuned, custom, base.hidden_units or base.preset_spec.hidden_units)
+        custom = with_tuned(custom, tuned)
     # No roles: the features are those of a user's own preprocessing_fn (a module file).
     config = features_lib.as_config(custom["features"], roles_required=False)
     hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))

@@ -133,7 +133,7 @@ def load_trials(mlflow_client, run_id: str) -> Tuple[LoadedRuns, str]:
     found = mlflow_client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.`{names.PARENT_RUN_TAG}` = '{run_id}'", max_results=1000
     )
-    rows = sorted((_row(run) for run in found), key=lambda row: int(row.tags.get("tfxflow.trial", "0")))
+    rows = sorted((_row(run) for run in found), key=lambda row: int(row.tags.get(names.TRIAL_TAG, "0")))
     return LoadedRuns(rows), "objective." + objective.removeprefix("val_")
 
 

@@ -106,7 +106,20 @@ def test_the_text_table_is_its_results_file():
     assert _readme_table(header) == expected
 
 
-FINE_TUNING = re.compile(r"<!-- fine-tuning: (\S+) -->\n(.*?)\n<!-- /fine-tuning -->", re.S)
+def _only_block(kind: str, render) -> dict:
+    """The results file of README.md's one `<!-- kind: FILE -->` block, after checking the block is what `render`
+    makes of it."""
+    pattern = re.compile(rf"<!-- {kind}: (\S+) -->\n(.*?)\n<!-- /{kind} -->", re.S)
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        blocks = pattern.findall(f.read())
+    assert len(blocks) == 1, f"README.md needs exactly one <!-- {kind}: FILE --> block"
+    ((path, shown),) = blocks
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        result = json.load(f)
+    assert shown.strip() == render(result).strip(), (
+        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
+    )
+    return result
 
 
 def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chose_the_recipe():
@@ -115,15 +128,7 @@ def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chos
     held-out accuracy of the best rate of its sweep within BERT's range."""
     from tfxflow.components.model import presets
 
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        blocks = FINE_TUNING.findall(f.read())
-    assert len(blocks) == 1, "README.md needs exactly one <!-- fine-tuning: FILE --> block"
-    ((path, shown),) = blocks
-    with open(os.path.join(REPO, path), encoding="utf-8") as f:
-        result = json.load(f)
-    assert shown.strip() == readme_tables.fine_tuning(result).strip(), (
-        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
-    )
+    result = _only_block("fine-tuning", readme_tables.fine_tuning)
     recipe = presets.FINE_TUNING
     sweep = {r["learning_rate"]: r for r in result["fine_tuning"]["sweep"] if "error" not in r}
     assert recipe.learning_rate in presets.BERT_LEARNING_RATES and recipe.learning_rate in sweep
@@ -141,19 +146,8 @@ def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chos
         assert in_range[recipe.learning_rate] > scratch["accuracy"], scratch["compared"]
 
 
-TUNING = re.compile(r"<!-- tuning: (\S+) -->\n(.*?)\n<!-- /tuning -->", re.S)
-
-
 def test_the_readme_tuning_block_is_rendered_from_its_results_file_and_tuning_paid_where_the_settings_were_poor():
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        blocks = TUNING.findall(f.read())
-    assert len(blocks) == 1, "README.md needs exactly one <!-- tuning: FILE --> block"
-    ((path, shown),) = blocks
-    with open(os.path.join(REPO, path), encoding="utf-8") as f:
-        result = json.load(f)
-    assert shown.strip() == readme_tables.tuning(result).strip(), (
-        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
-    )
+    result = _only_block("tuning", readme_tables.tuning)
     assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", result["commit"])
     poor = result["cases"]["poor"]
     metric = result["metric"]
