@@ -201,7 +201,7 @@ class TrainingConfig:
     # The built-in preprocessing's analyzers (means, deviations, quantiles, vocabularies) on a systematic sample
     # of a larger training split (components/transform.py): what they compute has converged long before.
     transform_max_rows: int = setting(
-        2_000_000,
+        500_000,
         flag="--transform-max-rows",
         metavar="N",
         help="the built-in preprocessing analyzes a larger training split on every k-th row, at most N (0: every "
