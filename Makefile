@@ -148,16 +148,20 @@ bench-transform-sample: $(STAMP)
 	$(BIN)/python -m benchmarks.transform_sample $(ARGS)
 
 # Both lanes' locks from one requirements.in (its markers choose per lane): compat for Python 3.10 on glibc 2.36,
-# current for Python 3.12 and 3.13 on Linux (one lock for both: where they differ, a marker says so).
+# current for Python 3.12 and 3.13 on Linux (one lock for both: where they differ, a marker says so). The lock
+# in place is the resolver's preference (-o): a changed requirement moves what it must and nothing else;
+# `make lock UPGRADE=1` takes the newest of everything.
+LOCK_FLAGS = --no-header --no-annotate --override requirements-overrides.txt $(if $(UPGRADE),--upgrade)
 lock: lock-compat lock-current
 
 lock-compat:
-	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 --no-header --no-annotate \
-	  --override requirements-overrides.txt requirements.in | grep -v '^-e ' > requirements-compat.lock
+	$(BIN)/uv pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 $(LOCK_FLAGS) \
+	  requirements.in -o requirements-compat.lock
+	sed -i '/^-e /d' requirements-compat.lock
 
 lock-current:
-	$(BIN)/uv pip compile --universal --python-version 3.12 --no-header --no-annotate \
-	  --override requirements-overrides.txt requirements.in | grep -v '^-e ' > requirements-current.lock
+	$(BIN)/uv pip compile --universal --python-version 3.12 $(LOCK_FLAGS) requirements.in -o requirements-current.lock
+	sed -i '/^-e /d' requirements-current.lock
 
 # The current lane where this host cannot run it (glibc < 2.38): in a Debian 13 root made with debootstrap from
 # Debian's archive, kept under ~/.cache/tfxflow/lanes (about 5 minutes the first time), entered with chroot as
