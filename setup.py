@@ -48,6 +48,8 @@ setup(
         "boto3>=1.34,<2",
         "psutil>=5.9,<8",
         "optuna>=4.5,<6",  # the tuning step
+        # A module file's tuner_fn (TFX's Tuner): 1.4 refuses tf.keras (Keras 2) models where Keras 3 is installed.
+        "keras-tuner>=1.3.5,<1.4",
         'pyarrow>=10,<11; python_version < "3.11"',
         'pyarrow>=14; python_version >= "3.12"',
         "google-crc32c>=1.5,<2",

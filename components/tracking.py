@@ -536,7 +536,10 @@ def tuning_records(results_uri: str):
     metrics = [(f"tuning.trials.{state}", float(n), now, 0) for state, n in counts.items()]
     metrics.append(("tuning.seconds", float(results.get("seconds", 0.0)), now, 0))
     best = results.get("best")
-    params = [("tuning.objective", f"val_{results.get('objective', '')}"), ("tuning.study", results.get("study", ""))]
+    params = [
+        ("tuning.objective", tuner_lib.monitor(results) if "objective" in results else ""),
+        ("tuning.study", results.get("study", "")),
+    ]
     if best:
         metrics.append(("tuning.best_value", float(best["value"]), now, 0))
         params += [(f"tuning.best.{k}", str(v)) for k, v in sorted(best["values"].items())]

@@ -125,6 +125,12 @@ def _trial_record(trial) -> Dict[str, Any]:
     }
 
 
+def monitor(results: Mapping[str, Any]) -> str:
+    """The metric that judged the trials: keras-tuner's objective of a module's tuner_fn as named there
+    (components/module_tuner.py), else the validation metric of the built-in search's objective."""
+    return results.get("monitor") or f"val_{results['objective']}"
+
+
 def summary(results: Mapping[str, Any]) -> str:
     """One line: trials by state, the best trial's value and values, the time."""
     cut = sum(t.get("error") == INTERRUPTED for t in results["trials"])
@@ -132,7 +138,7 @@ def summary(results: Mapping[str, Any]) -> str:
     counts[FAILED] -= cut
     best = results.get("best")
     best_text = (
-        f"best trial {best['number']}: val_{results['objective']} {best['value']:.4f} with "
+        f"best trial {best['number']}: {monitor(results)} {best['value']:.4f} with "
         + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["values"].items())
         if best
         else "no best trial"
@@ -226,6 +232,7 @@ def search(
         best = {"number": found.number, "value": found.value, "values": dict(found.params)}
     return {
         "objective": objective,
+        "monitor": f"val_{objective}",
         "direction": study.direction.name.lower(),
         "space": [d.to_dict() for d in space],
         "budget": {"trials": trials, "seconds": seconds},

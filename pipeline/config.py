@@ -460,9 +460,10 @@ def resolve_shared(
 
 
 def check_tuning(tuning: TuningConfig, user_module: Optional[UserModule]) -> None:
-    """The tuning's settings; --tune searches the built-in Trainer's, which a module file's run_fn replaces."""
+    """The tuning's settings; --tune searches the built-in Trainer's, which a module file's run_fn replaces: its
+    module's tuner_fn is tuned instead (TFX's Tuner), and a run_fn without one cannot be."""
     settings_lib.check(tuning)
-    if tuning.tune and user_module is not None and user_module.run_fn:
+    if tuning.tune and user_module is not None and user_module.run_fn and not user_module.tuner_fn:
         raise ConfigError(
             f"--tune searches the built-in Trainer's settings, and --module-file {user_module.path} brings its own "
             "run_fn: tune it with a tuner_fn in the module file (TFX's Tuner)"

@@ -206,7 +206,8 @@ def create_pipeline(
     (Kubeflow), the probe would be lost with the Evaluator's.
 
     `tuning` (with `tune` set): a Tuner between Transform and the Trainer searches the built-in Trainer's
-    settings (components/tuner.py); the Trainer trains with its best trial's values. `tuning_dir` keeps its
+    settings (components/tuner.py), or runs the module's tuner_fn in TFX's Tuner (components/module_tuner.py);
+    the Trainer trains with its best trial's values. `tuning_dir` keeps its
     Optuna study across runs (a killed tuning resumes); "" keeps it in the step's output.
     """
     if baseline_source not in BASELINE_SOURCES:
@@ -317,8 +318,26 @@ def create_pipeline(
         **({} if user_trainer else {"raw_examples": True}),
         **training.custom_config(backup_root=trainer_backup_dir),
     }
+    # 0: the Trainer counts its steps (--train-epochs passes over the training split; TFX passes None).
+    train_args = train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps or 0)
+    eval_args = trainer_pb2.EvalArgs(num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0))
     tuner = None
-    if tuning is not None and tuning.tune:
+    if tuning is not None and tuning.tune and user_module is not None and user_module.tuner_fn:
+        check_tuning(tuning, user_module)
+        # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/module_tuner.py). Not
+        # imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
+        from tfxflow.components import module_tuner
+
+        tuner = module_tuner.Tuner(
+            module_file=user_module.path,
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema_gen.outputs["schema"],
+            train_args=train_args,
+            eval_args=eval_args,
+            custom_config=trainer_custom,
+        ).with_id(names.TUNER)
+    elif tuning is not None and tuning.tune:
         check_tuning(tuning, user_module)
         task = features.task_spec
         objective = search_space.objective_metric(evaluation.for_task(task.name).metric, task.training_metrics)
@@ -350,11 +369,8 @@ def create_pipeline(
         examples=transform.outputs["transformed_examples"] if user_trainer else example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        # 0: the Trainer counts its steps (--train-epochs passes over the training split; TFX passes None).
-        train_args=train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps or 0),
-        eval_args=trainer_pb2.EvalArgs(
-            num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0)
-        ),
+        train_args=train_args,
+        eval_args=eval_args,
         custom_config=trainer_custom,
         **({"hyperparameters": tuner.outputs["best_hyperparameters"]} if tuner is not None else {}),
     ).with_id(names.TRAINER)

@@ -1,6 +1,7 @@
 """A TFX module file, as TFX's own examples and templates write them: `preprocessing_fn(inputs)` for Transform,
-`run_fn(fn_args)` for the Trainer, either or both, and optionally `stats_options_updater_fn(stats_type,
-stats_options)` for Transform's statistics. Checked at the edge, before any work, by reading its source (not
+`run_fn(fn_args)` for the Trainer, either or both, and optionally `tuner_fn(fn_args)` for TFX's Tuner (with
+`--tune`; its best hyperparameters go to the run_fn) and `stats_options_updater_fn(stats_type, stats_options)`
+for Transform's statistics. Checked at the edge, before any work, by reading its source (not
 running it): a file that is missing, does not parse, or defines neither function is refused in one line.
 
 TFX imports the file in the components that use it; locally and on Kubeflow it packages the file (and the
@@ -19,7 +20,7 @@ from tfxflow.pipeline.settings import ConfigError
 
 FLAG = "--module-file"
 # TFX's names, and the positional arguments each takes (preprocessing_fn may also take custom_config).
-FUNCTIONS = {"preprocessing_fn": (1, 2), "run_fn": (1, 1), "stats_options_updater_fn": (2, 2)}
+FUNCTIONS = {"preprocessing_fn": (1, 2), "run_fn": (1, 1), "tuner_fn": (1, 1), "stats_options_updater_fn": (2, 2)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,7 @@ class UserModule:
     run_fn: bool
     stats_options_updater_fn: bool = False
     sha256: str = ""
+    tuner_fn: bool = False
 
     def describe(self) -> str:
         """E.g. "taxi_utils.py: preprocessing_fn (Transform), run_fn (Trainer)"."""
@@ -39,6 +41,7 @@ class UserModule:
             name + role
             for name, role, defined in (
                 ("preprocessing_fn", " (Transform)", self.preprocessing_fn),
+                ("tuner_fn", " (Tuner, with --tune)", self.tuner_fn),
                 ("run_fn", " (Trainer)", self.run_fn),
                 ("stats_options_updater_fn", " (Transform's statistics)", self.stats_options_updater_fn),
             )
@@ -109,6 +112,7 @@ def inspect(path: str, flag: str = FLAG) -> UserModule:
         run_fn="run_fn" in definitions,
         stats_options_updater_fn="stats_options_updater_fn" in definitions,
         sha256=_folder_sha256(os.path.dirname(os.path.abspath(path))),
+        tuner_fn="tuner_fn" in definitions,
     )
     if not (module.preprocessing_fn or module.run_fn):
         raise ConfigError(
@@ -119,5 +123,10 @@ def inspect(path: str, flag: str = FLAG) -> UserModule:
         raise ConfigError(
             f"{where}: stats_options_updater_fn is read by Transform with the module's preprocessing_fn, and "
             "the module has none"
+        )
+    if module.tuner_fn and not module.run_fn:
+        raise ConfigError(
+            f"{where}: tuner_fn's best hyperparameters go to the module's run_fn (TFX's Trainer), and the module "
+            "has none"
         )
     return module

@@ -4,7 +4,13 @@ import os
 
 import pytest
 
-from tests import helpers
+from tfxflow.components.model import hardware
+
+# tf.keras is Keras 2 (tf-keras) in the tests' process too, as the CLI and the Kubeflow steps make it: before
+# TensorFlow loads, which decides at import (tf.Transform's own switch comes too late where TF came first).
+hardware.use_keras_2()
+
+from tests import helpers  # noqa: E402  (imports TensorFlow)
 
 # Session fixtures that start a real server on 127.0.0.1 or run Transform on data: a test using one is an
 # integration test (not in `make test-fast`) without marking it again.

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -45,6 +46,32 @@ def write_taxi_samples(folders: Sequence[Tuple[str, int]], seed: int) -> List[st
             f.write(header + "".join(lines[i] for i in order[start : start + rows]))
         start += rows
     return [folder for folder, _ in folders]
+
+
+# Palmer penguins' measurements per species (Gorman, Williams and Fraser 2014; the data set of TFX's penguin
+# example): (mean, deviation) of culmen length and depth (mm), flipper length (mm) and body mass (g) of Adelie,
+# Chinstrap and Gentoo, which TFX's processed file labels 0, 1 and 2.
+PENGUIN_COLUMNS = ("culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g")
+PENGUIN_SPECIES = {
+    0: ((38.8, 2.7), (18.3, 1.2), (190.0, 6.5), (3701.0, 459.0)),
+    1: ((48.8, 3.3), (18.4, 1.1), (195.8, 7.1), (3733.0, 384.0)),
+    2: ((47.5, 3.1), (15.0, 1.0), (217.2, 6.5), (5076.0, 504.0)),
+}
+
+
+def write_penguins(folder: str, rows: int, seed: int) -> str:
+    """`rows` penguins drawn from each species' measurements (PENGUIN_SPECIES, species in equal shares) into
+    `folder`/data.csv, in the columns of TFX's penguin example: its four measurements and `species` (0 to 2),
+    every cell filled."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "data.csv"), "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["species", *PENGUIN_COLUMNS])
+        for species in rng.integers(0, 3, size=rows):
+            measured = [rng.normal(mean, deviation) for mean, deviation in PENGUIN_SPECIES[int(species)]]
+            writer.writerow([int(species), *(f"{v:.1f}" for v in measured)])
+    return folder
 
 
 def write_sklearn_dataset(name: str, folder: str, seed: int = 0) -> str:

@@ -184,8 +184,8 @@ def imports_kept_out_of_collections() -> Iterator[None]:
 # at each graph load). TF Text 2.21's 22 op libraries are statically linked (174 MB on disk): importing it costs
 # 118 MB resident (2.16's: 10 MB); TF-DF 1.9.1's, 36 MB.
 ADDON_OP_PACKAGES = ("tensorflow_text", "tensorflow_decision_forests", "struct2tensor")
-# keras_tuner, which `tfx.components` imports for its Tuner (with Keras 3 and Matplotlib: 39 MB), where TFX
-# imports it inside `except ImportError` (components/lane.py); no run of this pipeline uses the Tuner.
+# keras_tuner, which `tfx.components` imports for its Tuner, where TFX imports it inside `except ImportError`
+# (components/lane.py); only a module file's tuner_fn runs TFX's Tuner (components/module_tuner.py).
 TUNER_PACKAGES = ("keras_tuner",)
 
 

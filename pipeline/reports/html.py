@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from tfxflow.pipeline.reports import charts
 from tfxflow.pipeline.reports.charts import esc, fmt
@@ -99,8 +99,11 @@ def _section(anchor: str, heading: str, body: str) -> str:
     return f'<section id="{esc(anchor)}"><h2>{esc(heading)}</h2>{body}</section>'
 
 
-def _value(x: Optional[float]) -> str:
-    return "" if x is None else fmt(x)
+def _value(x: Optional[Union[float, str]]) -> str:
+    """A number formatted for a label; text (a setting keras-tuner searched as a string) as it is."""
+    if x is None:
+        return ""
+    return fmt(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
 
 
 def _header(page: RunPage) -> str:
@@ -312,7 +315,7 @@ def _tuning(page: RunPage) -> str:
     tuned = page.tuning
     if not tuned:
         return _note(page.notes.get("tuning") or "no tuning in this run (tfxflow run --tune)")
-    objective = f"val_{tuned['objective']}"
+    objective = tuned["monitor"]
     done = [t for t in tuned["trials"] if t.get("value") is not None]
     cards = [
         charts.scatter(
@@ -327,7 +330,8 @@ def _tuning(page: RunPage) -> str:
         points = [
             (math.log10(v) if log else float(v), t["value"])
             for t in done
-            if (v := t["values"].get(name)) is not None and (v > 0 or not log)
+            # a number (a module's keras-tuner may search strings or booleans, which have no axis here)
+            if isinstance(v := t["values"].get(name), (int, float)) and not isinstance(v, bool) and (v > 0 or not log)
         ]
         label = f"log10 {name}" if log else name
         cards.append(charts.scatter(points, title=f"{objective} by {name}", x_label=label, y_label=objective))

@@ -684,7 +684,11 @@ def collect(
     if report.tuning:
         from tfxflow.components import tuner as tuner_lib
 
-        page.tuning = {**report.tuning, "summary": tuner_lib.summary(report.tuning)}
+        page.tuning = {
+            **report.tuning,
+            "summary": tuner_lib.summary(report.tuning),
+            "monitor": tuner_lib.monitor(report.tuning),
+        }
     _training(page, report)
     _evaluation(page, report, executions)
     page.serving_check = report.serving_check

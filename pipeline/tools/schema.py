@@ -300,7 +300,10 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
 
     check_data_root(data_root)
     statistics = csv_input.csv_statistics(data_root)
-    schema = tfdv.infer_schema(statistics, infer_feature_shape=False)
+    # As TFX's SchemaGen infers (infer_feature_shape=True): a column with a value in every row gets a fixed shape
+    # of one, read as a dense tensor (what TFX's own module files expect); one with empty cells has none (a
+    # VarLen, sparse tensor) and keeps a value count without a minimum (allow_empty_cells).
+    schema = tfdv.infer_schema(statistics, infer_feature_shape=True)
     columns = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
     task = None
     if label_column is not None:

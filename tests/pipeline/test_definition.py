@@ -288,3 +288,33 @@ def test_a_module_files_model_type_is_left_to_tfma():
     by_id = {c.id: c for c in _pipeline(user_module=module).components}
     spec = json_format.Parse(by_id["Evaluator"].exec_properties["eval_config"], tfma_config.EvalConfig()).model_specs[0]
     assert spec.model_type == "" and spec.signature_name == "serving_default"
+
+
+def test_tuning_a_module_with_a_tuner_fn_wires_tfxs_tuner_as_tfxs_examples_do():
+    """--tune with a module's tuner_fn: TFX's Tuner (the module Tuner's executor) on Transform's transformed
+    examples and graph, the Trainer's train and eval steps, its best hyperparameters the run_fn's; without
+    --tune the pipeline has no Tuner; a run_fn with no tuner_fn is refused (the built-in search cannot reach it)."""
+    from tfxflow.pipeline.config import TuningConfig
+    from tfxflow.pipeline.user_module import UserModule
+
+    module = UserModule(path="/nonexistent/module.py", preprocessing_fn=True, run_fn=True, tuner_fn=True)
+    training = TrainingConfig(train_steps=120, eval_steps=7)
+    settings = TrackingSettings("http://127.0.0.1:5000", "exp", "run-1", {})
+    pipeline = _pipeline(user_module=module, training=training, tuning=TuningConfig(tune=True), tracking=settings)
+    by_id = {c.id: c for c in pipeline.components}
+    tuner, trainer = by_id["Tuner"], by_id["Trainer"]
+    assert type(tuner).__module__ == "tfxflow.components.module_tuner"
+    assert tuner.executor_spec.executor_class.__module__ == "tfxflow.components.module_tuner"
+    assert tuner.exec_properties["module_file"] == "/nonexistent/module.py"
+    assert tuner.inputs["examples"].producer_component_id == "Transform"
+    assert tuner.inputs["examples"].output_key == "transformed_examples"
+    assert tuner.inputs["transform_graph"].producer_component_id == "Transform"
+    assert json.loads(tuner.exec_properties["train_args"]) == {"num_steps": 120}
+    assert json.loads(tuner.exec_properties["eval_args"]) == {"num_steps": 7}
+    assert trainer.inputs["hyperparameters"].producer_component_id == "Tuner"
+    assert by_id["MlflowRecord"].inputs["tuning"].output_key == "tuner_results"
+    untuned = {c.id for c in _pipeline(user_module=module, training=training).components}
+    assert "Tuner" not in untuned
+    no_tuner_fn = UserModule(path="/nonexistent/module.py", preprocessing_fn=False, run_fn=True)
+    with pytest.raises(ConfigError, match="tune it with a tuner_fn in the module file"):
+        _pipeline(user_module=no_tuner_fn, tuning=TuningConfig(tune=True))

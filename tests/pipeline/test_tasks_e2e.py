@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 EXAMPLES = os.path.join(os.path.dirname(tfx.__file__), "examples")
 TAXI_MODULE = os.path.join(EXAMPLES, "chicago_taxi_pipeline", "taxi_utils_native_keras.py")
 IMDB_MODULE = os.path.join(EXAMPLES, "imdb", "imdb_utils_native_keras.py")
+PENGUIN_MODULE = os.path.join(EXAMPLES, "penguin", "penguin_utils_keras.py")
 # A user's module whose model is Keras 3 (`import keras`) on Google's taxi preprocessing_fn.
 KERAS3_MODULE = os.path.join(os.path.dirname(__file__), "..", "data", "keras3_taxi_module.py")
 TAXI_LABEL = "task: binary\nlabel: {name: tips_xf, column: tips, ratio_of: fare, greater_than: 0.2}\n"
@@ -93,28 +94,20 @@ def _taxi_module(base, name, module, features, *extra, rows=2000, seed=5):
 
 
 def _imdb(base):
-    """Google's IMDB example on the reviews its package ships, in the layout its pipeline expects: the file as a
-    CSV, and the schema with the fixed shapes its SchemaGen infers (infer_feature_shape=True): its
-    preprocessing_fn reshapes the text as a dense tensor."""
-    import tensorflow_data_validation as tfdv
-    from google.protobuf import text_format
-
+    """Google's IMDB example on the reviews its package ships, as a CSV, with infer-schema's drafted schema: its
+    preprocessing_fn reshapes the text as a dense tensor, which the draft's fixed shape of a column filled in
+    every row gives (what TFX's SchemaGen infers)."""
     data = base / "imdb-data"
     data.mkdir()
     shutil.copy(os.path.join(EXAMPLES, "imdb", "data", "imdb_small_with_labels.txt"), data / "reviews.csv")
     schema, _ = _draft(str(data), str(base / "imdb-draft"), "label")
-    statistics = tfdv.load_stats_binary(str(base / "imdb-draft" / "statistics.pb"))
-    shaped = tfdv.infer_schema(statistics, infer_feature_shape=True)
-    shaped.default_environment.extend(["TRAINING", "SERVING"])
-    next(f for f in shaped.feature if f.name == "label").not_in_environment.append("SERVING")
-    (base / "imdb-schema.pbtxt").write_text(text_format.MessageToString(shaped))
     # The module's label is the raw column: it exports no transform_features, so TFMA reads it from the rows.
     (base / "imdb.yaml").write_text("task: binary\nlabel: {name: label, column: label}\n")
     home = str(base / "imdb-home")
     result = _run(
         home,
         str(data),
-        str(base / "imdb-schema.pbtxt"),
+        schema,
         str(base / "imdb.yaml"),
         "--module-file",
         IMDB_MODULE,
@@ -129,6 +122,32 @@ def _imdb(base):
         dataset="imdb",
     )
     return {"data": str(data), "home": home, "result": result}
+
+
+def _penguin(base):
+    """Google's penguin example (preprocessing_fn, tuner_fn, run_fn) unchanged on penguins as infer-schema drafts
+    them, with --tune: TFX's Tuner runs its tuner_fn (keras-tuner's RandomSearch over two learning rates and one
+    to three layers: 6 trials) and the Trainer its run_fn with the best trial's hyperparameters."""
+    data = helpers.write_penguins(str(base / "penguin-data"), rows=600, seed=7)
+    schema, _ = _draft(data, str(base / "penguin-draft"), "species")
+    # The module's transform_features gives the label as species_xf (its preprocessing_fn's name for it).
+    (base / "penguin.yaml").write_text("task: multiclass\nlabel: {name: species_xf, column: species}\n")
+    home = str(base / "penguin-home")
+    result = _run(
+        home,
+        data,
+        schema,
+        str(base / "penguin.yaml"),
+        "--module-file",
+        PENGUIN_MODULE,
+        "--tune",
+        "--train-steps",
+        "100",
+        "--eval-steps",
+        "10",
+        dataset="penguin",
+    )
+    return {"data": data, "schema": schema, "home": home, "result": result}
 
 
 BAD_RUN_FN = """
@@ -158,6 +177,7 @@ def jobs(base):
         "regression": lambda: _drafted_task(base, "fare", "fare", 3000, seed=22),
         "taxi_module": lambda: _taxi_module(base, "google", TAXI_MODULE, TAXI_LABEL, "--train-steps", "300"),
         "imdb_module": lambda: _imdb(base),
+        "penguin_module": lambda: _penguin(base),
         "keras3_module": lambda: _taxi_module(base, "keras3", KERAS3_MODULE, TAXI_LABEL, "--train-steps", "300"),
         "bad_run_fn": lambda: _taxi_module(
             base, "bad", str(base / "bad_run_fn.py"), TAXI_LABEL.replace("tips_xf", "big_tipper") + "numeric: [fare]\n"
@@ -368,6 +388,60 @@ def test_googles_imdb_module_file_runs_on_its_own_reviews(runs):
     ]
     (output,) = loaded.signatures["serving_default"](examples=tf.constant(examples)).values()
     assert output.shape == (4, 1) and np.isfinite(output.numpy()).all()
+
+
+def test_googles_penguin_module_is_tuned_by_tfxs_tuner_and_trained_with_the_best_trial(runs):
+    run = runs["penguin_module"]
+    _ok(run["result"])
+    out = run["result"].stdout
+    home = run["home"]
+    # Its RandomSearch over 2 learning rates x 1 to 3 layers, allow_new_entries=False: the 6 points, once each.
+    assert "tuning:         6 trials (6 complete, 0 pruned, 0 failed)" in out
+    with open(_first_output(home, "Tuner", "trials.json"), encoding="utf-8") as f:
+        trials = json.load(f)
+    assert {(t["values"]["learning_rate"], t["values"]["num_layers"]) for t in trials["trials"]} == {
+        (lr, n) for lr in (1e-2, 1e-3) for n in (1, 2, 3)
+    }
+    assert trials["monitor"] == "val_sparse_categorical_accuracy" and trials["direction"] == "maximize"
+    best = trials["best"]
+    assert best["value"] == max(t["value"] for t in trials["trials"])
+    # TFX's own output, what the module's run_fn reads (keras_tuner.HyperParameters.from_config)
+    with open(_first_output(home, "Tuner", "best_hyperparameters.txt"), encoding="utf-8") as f:
+        assert json.load(f)["values"] == best["values"]
+    with open(_first_output(home, "Tuner", "tuner_results.json"), encoding="utf-8") as f:
+        assert len(json.load(f)) == 6
+    # The pushed model is the run_fn's with the best trial's layers: a kernel and a bias per Dense layer.
+    model_dir, _ = _served(home, "penguin")
+    loaded = tf.saved_model.load(model_dir)
+    assert len(loaded.trainable_variables) == 2 * (best["values"]["num_layers"] + 1)
+    rows = helpers.read_csv_rows(os.path.join(run["data"], "data.csv"), 64)
+    examples = helpers.serialize_examples(rows, run["schema"], drop=("species",))
+    logits = loaded.signatures["serving_default"](examples=tf.constant(examples))["outputs"].numpy()
+    assert logits.shape == (64, 3)  # the module's model outputs logits (its loss is from_logits)
+    assert (logits.argmax(axis=1) == [int(r["species"]) for r in rows]).mean() >= 0.85
+    wheels = os.listdir(os.path.join(home, "pipeline_root", "_wheels"))
+    assert "tfx_user_code_tuner" in {w.split("-0.0+")[0] for w in wheels}
+    # Each trial a run nested under the pipeline run, with its values and its objective
+    with sqlite3.connect(os.path.join(home, "mlflow", "mlflow.db")) as db:
+        (parent,) = db.execute(
+            "SELECT r.run_uuid FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "WHERE e.name = 'tfxflow-penguin' AND r.run_uuid NOT IN "
+            "(SELECT run_uuid FROM tags WHERE key = 'mlflow.parentRunId')"
+        ).fetchone()
+        nested = db.execute(
+            "SELECT t.run_uuid, r.status FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
+            "WHERE t.key = 'mlflow.parentRunId' AND t.value = ?",
+            (parent,),
+        ).fetchall()
+        assert sorted(status for _, status in nested) == ["FINISHED"] * 6
+        objective = db.execute(
+            "SELECT p.value, m.value FROM params p JOIN latest_metrics m ON m.run_uuid = p.run_uuid "
+            f"WHERE p.key = 'num_layers' AND m.key = 'objective.sparse_categorical_accuracy' "
+            f"AND p.run_uuid IN ({', '.join('?' * len(nested))})",
+            [run_id for run_id, _ in nested],
+        ).fetchall()
+    assert sorted(int(n) for n, _ in objective) == [1, 1, 2, 2, 3, 3]
+    assert max(v for _, v in objective) == pytest.approx(best["value"])
 
 
 def test_a_run_fn_that_exports_nothing_the_evaluator_can_use_is_refused_in_one_line(runs):

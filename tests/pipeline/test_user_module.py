@@ -25,6 +25,12 @@ def test_googles_own_module_files_define_what_tfx_calls():
     assert imdb.preprocessing_fn and imdb.run_fn
     # The hash covers every Python file of the folder, as TFX's wheel of the module does.
     assert len(taxi.sha256) == 16 and taxi.sha256 != imdb.sha256
+    assert not taxi.tuner_fn
+    penguin = inspect(os.path.join(EXAMPLES, "penguin", "penguin_utils_keras.py"))
+    assert penguin.preprocessing_fn and penguin.run_fn and penguin.tuner_fn  # preprocessing_fn bound by assignment
+    assert penguin.describe() == (
+        "penguin_utils_keras.py: preprocessing_fn (Transform), tuner_fn (Tuner, with --tune), run_fn (Trainer)"
+    )
 
 
 def test_either_function_alone_and_the_forms_python_binds_a_name_with(tmp_path):
@@ -59,6 +65,11 @@ def test_the_hash_changes_with_any_python_file_beside_the_module(tmp_path):
             "def run_fn(fn_args):\n    pass\ndef stats_options_updater_fn(kind, options):\n    return options\n",
             "stats_options_updater_fn is read by Transform with the module's preprocessing_fn",
         ),
+        (
+            "def preprocessing_fn(inputs):\n    return inputs\ndef tuner_fn(fn_args):\n    pass\n",
+            "tuner_fn's best hyperparameters go to the module's run_fn (TFX's Trainer), and the module has none",
+        ),
+        ("def run_fn(fn_args):\n    pass\ndef tuner_fn():\n    pass\n", "tuner_fn takes 0 positional argument(s)"),
     ],
 )
 def test_a_module_that_cannot_work_is_refused_in_one_line(tmp_path, source, message):

@@ -237,6 +237,7 @@ def test_rendering_is_deterministic_across_processes():
 def test_the_tuning_section_charts_the_objective_per_trial_and_per_setting_and_lists_every_trial():
     tuning = {
         "objective": "binary_accuracy",
+        "monitor": "val_binary_accuracy",  # what the page gives (components/tuner.monitor)
         "summary": "3 trials (1 complete, 1 pruned, 1 failed) in 20.1 s; best trial 0: ...",
         "space": [
             {"name": "learning_rate", "low": 1e-4, "high": 3e-2, "log": True},
@@ -279,3 +280,24 @@ def test_the_tuning_section_charts_the_objective_per_trial_and_per_setting_and_l
     assert "pruned after epoch 2" in section and "ValueError: &lt;no model&gt;" in section
     assert "3 trials (1 complete, 1 pruned, 1 failed)" in section
     assert "no tuning in this run" in html.sections_of(sample_page())["tuning"]
+
+
+def test_a_module_tuners_trials_chart_its_numbers_and_list_its_strings():
+    """keras-tuner may search strings and booleans (a module's tuner_fn): listed per trial, charted only where
+    a setting is a number; the objective named as keras-tuner names it."""
+    trials = [
+        {"number": n, "state": "complete", "values": {"optimizer": o, "units": u}, "value": v, "seconds": 1.0}
+        for n, (o, u, v) in enumerate([("adam", 8, 0.91), ("sgd", 16, 0.87)])
+    ]
+    tuning = {
+        "objective": "sparse_categorical_accuracy",
+        "monitor": "val_sparse_categorical_accuracy",
+        "summary": "2 trials (2 complete, 0 pruned, 0 failed) in 3.0 s; best trial 0: ...",
+        "space": [{"name": "optimizer", "choices": ["adam", "sgd"]}, {"name": "units", "low": 8, "high": 16}],
+        "best": {"number": 0, "value": 0.91, "values": trials[0]["values"]},
+        "trials": trials,
+    }
+    section = html.sections_of(sample_page(tuning=tuning))["tuning"]
+    assert "val_sparse_categorical_accuracy by units" in section and ">sgd</td>" in section
+    by_optimizer = [c for c in svgs(section) if "by optimizer" in c]
+    assert len(by_optimizer) == 1 and "<circle" not in by_optimizer[0]  # an empty chart, no point on a string

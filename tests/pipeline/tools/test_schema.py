@@ -41,10 +41,19 @@ def test_writes_schema_statistics_and_feature_config(inferred):
     tips = next(f for f in schema.feature if f.name == "tips")
     assert list(tips.not_in_environment) == ["SERVING"]
     assert list(schema.default_environment) == ["TRAINING", "SERVING"]
-    # no fixed shape: empty cells stay valid
-    assert not any(f.HasField("shape") for f in schema.feature)
     stats = tfdv.load_stats_binary(os.path.join(out, "statistics.pb"))
     assert stats.datasets[0].num_examples == 300
+    # The shapes TFX's SchemaGen infers (TFDV's infer_feature_shape=True): one value in every row, a fixed shape
+    # of 1 (a dense tensor); a column with empty cells none, and no minimum count, so empty cells stay valid.
+    shaped = {f.name for f in tfdv.infer_schema(stats, infer_feature_shape=True).feature if f.HasField("shape")}
+    assert {f.name for f in schema.feature if f.HasField("shape")} == shaped
+    missing = {"company", "dropoff_latitude", "dropoff_longitude", "dropoff_census_tract", "pickup_census_tract"}
+    assert missing <= {f.name for f in schema.feature} - shaped and {"fare", "tips", "payment_type"} <= shaped
+    for feature in schema.feature:
+        if feature.name in shaped:
+            assert [d.size for d in feature.shape.dim] == [1] and not feature.HasField("value_count")
+        else:
+            assert not feature.value_count.HasField("min")
 
 
 def test_feature_config_draft_is_valid_for_the_schema(inferred):
