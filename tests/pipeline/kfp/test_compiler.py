@@ -3,6 +3,7 @@
 import dataclasses
 import importlib.util
 import json
+import os
 
 import pytest
 import yaml
@@ -611,3 +612,34 @@ def test_tuning_a_module_files_run_fn_is_refused_naming_both_flags(tmp_path):
         r"module.py brings its own run_fn: tune it with a tuner_fn",
     ):
         kf.check_kubeflow_config(config)
+
+
+def test_a_modules_tuner_fn_compiles_to_tfxs_tuner_with_its_wheel_on_the_object_store(s3_server, monkeypatch, tmp_path):
+    """--tune with Google's penguin module: the Tuner step runs TFX's Tuner (the module Tuner's executor) on
+    Transform's transformed examples, on the Trainer's resources, its module wheel staged beside the others."""
+    import tfx
+
+    from tfxflow.pipeline.config import TuningConfig
+    from tfxflow.pipeline.user_module import inspect
+
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    bucket = s3_server.create_bucket("tuned-module")
+    penguin = os.path.join(os.path.dirname(tfx.__file__), "examples", "penguin", "penguin_utils_keras.py")
+    config = kubeflow_config(f"minio://{bucket}/root", tuning=TuningConfig(tune=True), user_module=inspect(penguin))
+    result = kf.compile_pipeline(config, str(tmp_path / "tuned-module.yaml"))
+    spec, _ = kf.load_spec(result.path)
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["Tuner"]["inputs"]["artifacts"]["examples"]["taskOutputArtifact"] == {
+        "producerTask": "Transform",
+        "outputArtifactKey": "transformed_examples",
+    }
+    assert tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"]["producerTask"] == "Tuner"
+    args = _executor(spec, "Tuner")["container"]["args"]
+    assert args[args.index("--executor_class_path") + 1] == "tfxflow.components.module_tuner.Executor"
+    assert _executor(spec, "Tuner")["container"]["resources"] == _executor(spec, "Trainer")["container"]["resources"]
+    module_path = tasks["Tuner"]["inputs"]["parameters"]["module_path"]["runtimeValue"]["constant"]
+    wheel = module_path.split("@", 1)[1]
+    assert wheel.startswith(f"minio://{bucket}/root/_wheels/tfx_user_code_tuner-")
+    keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket)["Contents"]]
+    assert wheel.split(f"{bucket}/", 1)[1] in keys
