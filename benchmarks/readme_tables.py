@@ -228,8 +228,8 @@ def tuning(result: Dict[str, Any]) -> str:
         f"{result['trials']} trials per tuned run:",
         "",
         f"| case | searched | eval {metric} untuned | tuned | gain | trials (complete/pruned/failed) | Tuner | "
-        "a trial (median) | Trainer | best trial |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "workers | Tuner, 1 worker | a trial (median) | Trainer | best trial |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, case in result["cases"].items():
         flags = f"`{' '.join(case['flags'])}`" if case["flags"] else "the defaults"
@@ -239,9 +239,11 @@ def tuning(result: Dict[str, Any]) -> str:
         trials = case["trials"]
         best = case["best"] or {"values": {}}
         shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["values"].items())
+        one_worker = f"{case['one_worker']['tuner_s']:.1f} s" if "one_worker" in case else "not run"
         lines.append(
             f"| {name}: {flags} | {searched} | {before:.4f} | {after:.4f} | {after - before:+.4f} | "
-            f"{trials['complete']}/{trials['pruned']}/{trials['failed']} | {case['tuner_s']:.1f} s | {median:.1f} s | "
+            f"{trials['complete']}/{trials['pruned']}/{trials['failed']} | {case['tuner_s']:.1f} s | "
+            f"{case.get('workers', 1)} | {one_worker} | {median:.1f} s | "
             f"{case['trainer_s']:.1f} s | {shown} |"
         )
     return "\n".join(lines)

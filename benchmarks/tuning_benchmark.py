@@ -3,7 +3,9 @@ run untuned and tuned in its own home, the eval split's blessing metric (TFMA's,
 the Tuner's trials by state and its time against the Trainer's.
 
 Cases: `poor`, a learning rate far too low for the training it gets (1e-5 for 100 steps), tuned over the learning
-rate alone; `defaults`, the built-in settings, tuned over the default search space.
+rate alone; `defaults`, the built-in settings, tuned over the default search space. Each tuned run with the
+default workers (`--tune-workers 0`: one per core here) and again with one (`--tune-workers 1`), for what the
+second core buys.
 
     .venv/bin/python -m benchmarks.tuning_benchmark [--trials 8] [--out benchmarks/results/tuning-<date>.json]
 
@@ -46,6 +48,8 @@ def run_case(name: str, flags: List[str], space: List[str], trials: int, work: s
     tune = ["--tune", "--tune-trials", str(trials), *(["--tune-space", *space] if space else [])]
     home = os.path.join(work, f"{name}-tuned")
     tuned = run_ours(f"{name}-tuned", home, taxi, [*flags, *tune], logs)
+    one_home = os.path.join(work, f"{name}-tuned-1")
+    one = run_ours(f"{name}-tuned-1", one_home, taxi, [*flags, *tune, "--tune-workers", "1"], logs)
     results = _trials(home) or {"trials": []}
     states = [t["state"] for t in results["trials"]]
     return {
@@ -54,6 +58,13 @@ def run_case(name: str, flags: List[str], space: List[str], trials: int, work: s
         "untuned": {"returncode": untuned.returncode, "wall_s": untuned.wall_s, METRIC: untuned.metrics.get(METRIC)},
         "tuned": {"returncode": tuned.returncode, "wall_s": tuned.wall_s, METRIC: tuned.metrics.get(METRIC)},
         "tuner_s": tuned.components.get("Tuner", {}).get("seconds"),
+        "workers": results.get("workers", 1),
+        "one_worker": {
+            "returncode": one.returncode,
+            METRIC: one.metrics.get(METRIC),
+            "tuner_s": one.components.get("Tuner", {}).get("seconds"),
+            "trials": len((_trials(one_home) or {"trials": []})["trials"]),
+        },
         "trainer_s": tuned.components.get("Trainer", {}).get("seconds"),
         "trials": {s: states.count(s) for s in ("complete", "pruned", "failed")},
         "trial_seconds": [t["seconds"] for t in results["trials"]],
@@ -82,11 +93,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                 f"{case['tuner_s']} s ({case['trials']}), Trainer {case['trainer_s']} s",
                 flush=True,
             )
-            if case["untuned"]["returncode"] or case["tuned"]["returncode"]:
+            print(f"  with 1 worker: Tuner {case['one_worker']['tuner_s']} s", flush=True)
+            if case["untuned"]["returncode"] or case["tuned"]["returncode"] or case["one_worker"]["returncode"]:
                 print(f"a run failed: logs in {logs}", file=sys.stderr)
                 return 1
     finally:
-        if all(c["untuned"]["returncode"] == 0 and c["tuned"]["returncode"] == 0 for c in cases.values()):
+        if all(c[k]["returncode"] == 0 for c in cases.values() for k in ("untuned", "tuned", "one_worker")):
             shutil.rmtree(work, ignore_errors=True)
     result = {"commit": commit, "machine": machine(), "trials": args.trials, "metric": METRIC, "cases": cases}
     out = args.out or provenance.new_results_path("tuning")

@@ -43,6 +43,7 @@ STUDY_FILE = "study.db"
 COMPLETE, PRUNED, FAILED = "complete", "pruned", "failed"
 # A trial that was running when its process died (found when the tuning resumes).
 INTERRUPTED = "interrupted: the tuning stopped during this trial"
+MAX_AUTO_WORKERS = 4  # --tune-workers 0's cap: each worker holds TensorFlow and a model (about 1 GB on a CPU)
 
 
 class TuningFailed(RuntimeError):
@@ -120,6 +121,7 @@ def _trial_record(trial) -> Dict[str, Any]:
         "start_time_ms": int(trial.datetime_start.timestamp() * 1000) if trial.datetime_start else None,
         "end_time_ms": int(end.timestamp() * 1000) if end else None,
         "history": trial.user_attrs.get("history", {}),
+        "worker": trial.user_attrs.get("worker", 0),
         **({"pruned_at_epoch": trial.user_attrs["pruned_at"]} if "pruned_at" in trial.user_attrs else {}),
         **({"error": trial.user_attrs.get("error", INTERRUPTED)} if state == FAILED else {}),
     }
@@ -151,45 +153,53 @@ def summary(results: Mapping[str, Any]) -> str:
     )
 
 
-def make_study(name: str, db_path: str, maximize: bool, seed: int):
+def make_study(name: str, db_path: str, maximize: bool, seed: int, parallel: bool = False):
     """The Optuna study `name` in SQLite at `db_path`, made or, after a stop, loaded: TPE seeded with `seed`, and a
-    median pruner that judges a trial from its second epoch once three trials have ended."""
+    median pruner that judges a trial from its second epoch once three trials have ended. `parallel`: other
+    processes run trials of the same study (each its own seed); TPE then counts their running trials as
+    ending at the worst value seen (constant liar), so that two workers do not propose the same values, and a
+    writer waits for the other's lock instead of failing."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{db_path}"
+    if parallel:
+        storage = optuna.storages.RDBStorage(storage, engine_kwargs={"connect_args": {"timeout": 120}})
     return optuna.create_study(
         study_name=name,
-        storage=f"sqlite:///{db_path}",
+        storage=storage,
         load_if_exists=True,
         direction="maximize" if maximize else "minimize",
-        sampler=optuna.samplers.TPESampler(seed=seed),
+        sampler=optuna.samplers.TPESampler(seed=seed, constant_liar=parallel),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
     )
 
 
-def search(
+def shares(remaining: int, workers: int) -> List[int]:
+    """`remaining` trials split among `workers` as evenly as whole trials allow, the first workers one more."""
+    return [remaining // workers + (1 if i < remaining % workers else 0) for i in range(workers)]
+
+
+def optimize(
     study,
     space: Sequence[search_space.Dimension],
     objective: str,
     train: Callable[[Mapping[str, Any], Sequence[Any]], Mapping[str, Sequence[float]]],
-    trials: int,
+    count: int,
+    total: int,
     seconds: float = 0.0,
     restored_best: bool = True,
-) -> Dict[str, Any]:
-    """Runs the study's trials up to `trials` in all (those an earlier, stopped try finished count; one it cut
-    short is tried again), starting none after `seconds` (0: no limit). Each samples `space` and calls
-    `train(values, callbacks)`, which returns the per-epoch history (`val_<objective>` among it) and passes the
-    callbacks (the pruner's) to Keras. A trial that raises is recorded failed with its error and the study goes
-    on. Returns the results `trials.json` holds; `best` is None where no trial completed."""
+    worker: int = 0,
+) -> None:
+    """Runs `count` trials of the study in this process (of `total` in the search; `worker` 0 is the Tuner's own
+    process, recorded with each trial), starting none after `seconds` (0: no limit). Each samples `space` and
+    calls `train(values, callbacks)`, which returns the per-epoch history (`val_<objective>` among it) and passes
+    the callbacks (the pruner's) to Keras. A trial that raises is recorded failed with its error and the study
+    goes on."""
     import optuna
 
-    resumed = _close_interrupted(study)
-    started = time.monotonic()
-    remaining = max(0, trials - resumed)
-    if resumed:
-        logging.info("Tuner: resuming study %s: %d trials done before, %d to go", study.study_name, resumed, remaining)
-
     def run_trial(trial) -> float:
+        trial.set_user_attr("worker", worker)
         values = {d.name: sample(trial, d) for d in space}
         pruning = _pruning_callback(trial, f"val_{objective}")
         try:
@@ -214,17 +224,49 @@ def search(
         outcome = f"val_{objective} {record['value']:.4f}" if record["state"] == COMPLETE else record["state"]
         if record["state"] == FAILED:
             outcome += f" ({record['error']})"
-        logging.info("Tuner: trial %d/%d %s in %ss: %s", trial.number + 1, trials, outcome, record["seconds"], shown)
+        logging.info("Tuner: trial %d/%d %s in %ss: %s", trial.number + 1, total, outcome, record["seconds"], shown)
 
-    if remaining:
+    if count:
         study.optimize(
             run_trial,
-            n_trials=remaining,
+            n_trials=count,
             timeout=seconds or None,
             catch=(Exception,),
             callbacks=[progress],
             gc_after_trial=True,
         )
+
+
+def search(
+    study,
+    space: Sequence[search_space.Dimension],
+    objective: str,
+    train: Callable[[Mapping[str, Any], Sequence[Any]], Mapping[str, Sequence[float]]],
+    trials: int,
+    seconds: float = 0.0,
+    restored_best: bool = True,
+    workers: int = 1,
+    start_workers: Optional[Callable[[Sequence[int], float], Callable[[], List[str]]]] = None,
+) -> Dict[str, Any]:
+    """Runs the study's trials up to `trials` in all (those an earlier, stopped try finished count; one it cut
+    short is tried again), starting none after `seconds` (0: no limit), as `optimize` runs them. With `workers`
+    > 1, `start_workers(counts, seconds)` starts the other workers (processes running `optimize` on the same
+    study, one per count of trials) and returns a function that waits for them and names those that failed;
+    this process runs the first share. Returns the results `trials.json` holds; `best` is None where no trial
+    completed."""
+    resumed = _close_interrupted(study)  # before any worker starts: their running trials are not a stop's
+    started = time.monotonic()
+    remaining = max(0, trials - resumed)
+    if resumed:
+        logging.info("Tuner: resuming study %s: %d trials done before, %d to go", study.study_name, resumed, remaining)
+    counts = shares(remaining, max(1, workers)) if start_workers is not None else [remaining]
+    wait = start_workers(counts[1:], seconds) if len(counts) > 1 and any(counts[1:]) else (lambda: [])
+    try:
+        optimize(study, space, objective, train, counts[0], trials, seconds, restored_best)
+    finally:
+        problems = wait()
+    for problem in problems:
+        logging.warning("Tuner: %s", problem)
     records = [_trial_record(t) for t in study.trials]
     best = None
     if any(t["state"] == COMPLETE for t in records):
@@ -237,9 +279,11 @@ def search(
         "space": [d.to_dict() for d in space],
         "budget": {"trials": trials, "seconds": seconds},
         "resumed_trials": resumed,
+        "workers": len([c for c in counts if c]) or 1,
         "seconds": round(time.monotonic() - started, 2),
         "trials": records,
         "best": best,
+        **({"worker_problems": problems} if problems else {}),
     }
 
 
@@ -248,6 +292,148 @@ def failure(results: Mapping[str, Any]) -> str:
     failed = [t for t in results["trials"] if t["state"] == FAILED]
     first = f"the first trial's error: {failed[0]['error']}" if failed else "every trial was pruned"
     return f"Tuner: no trial completed ({summary(results)}); {first}"
+
+
+class TrialTrainer:
+    """The Trainer's training with a trial's values (`trainer.train`), set up once per process from the Tuner's
+    inputs (`setup`: plain values, so that a worker process gets them too); called as `train(values,
+    callbacks)`, it returns the per-epoch history."""
+
+    def __init__(self, setup: Mapping[str, Any], scratch: str):
+        import tensorflow_transform as tft
+
+        from tfxflow.components.model import features as features_lib
+        from tfxflow.components.model import hardware as hardware_lib
+        from tfxflow.components.model import keras_model as model_lib
+        from tfxflow.components.model import text, trainer
+
+        self.setup, self.scratch = dict(setup), scratch
+        self.custom = setup["custom_config"]
+        self.config = features_lib.as_config(self.custom["features"], roles_required=False)
+        self.hardware = hardware_lib.HardwareConfig.from_dict(self.custom.get("hardware", {}))
+        base_model = model_lib.ModelParams.from_dict(self.custom.get("model", {}))
+        self.strategy = hardware_lib.make_strategy()
+        self.policy = hardware_lib.resolve_precision(self.hardware.precision)
+        self.tf_transform_output = tft.TFTransformOutput(setup["transform_uri"])
+        text.load_ops_for(self.tf_transform_output.transform_savedmodel_dir)
+        self.eval_rows = trainer.recorded_rows(setup["eval_files"], "eval")
+        self.train_rows = trainer.recorded_rows(setup["train_files"], "train")
+        self.checkpoint = trainer.pretrained_checkpoint(base_model, scratch) if base_model.init_checkpoint else None
+        patience = trainer.TrainParams.from_dict(self.custom.get("training", {})).early_stopping_patience
+        self.restored_best = patience > 0
+
+    def __call__(self, values: Mapping[str, Any], callbacks: Sequence[Any]) -> Dict[str, List[float]]:
+        from tfxflow.components.model import hardware as hardware_lib
+        from tfxflow.components.model import keras_model as model_lib
+        from tfxflow.components.model import trainer
+
+        trial_custom = trainer.with_tuned(self.custom, values)
+        model_params = model_lib.ModelParams.from_dict(trial_custom.get("model", {}))
+        train_params = trainer.TrainParams.from_dict({**trial_custom.get("training", {}), "backup_root": None})
+        log_dir = tempfile.mkdtemp(prefix="trial-", dir=self.scratch)
+        try:
+            with hardware_lib.precision_policy(self.policy):
+                _, history, _ = trainer.train(
+                    self.config,
+                    self.tf_transform_output,
+                    self.setup["train_files"],
+                    self.setup["eval_files"],
+                    train_steps=self.setup["train_steps"],
+                    eval_steps=self.setup["eval_steps"],
+                    model_params=model_params,
+                    train_params=train_params,
+                    log_dir=log_dir,
+                    hardware=self.hardware,
+                    strategy=self.strategy,
+                    extra_callbacks=list(callbacks),
+                    raw_examples=bool(trial_custom.get("raw_examples")),
+                    eval_rows=self.eval_rows,
+                    checkpoint=self.checkpoint,
+                    train_rows=self.train_rows,
+                )
+        finally:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        return history.history
+
+
+def worker_count(requested: int) -> int:
+    """`requested` workers; for 0, one per CPU core this process may use (at most MAX_AUTO_WORKERS), or 1 where
+    TensorFlow sees a GPU (trials would share it)."""
+    if requested:
+        return requested
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_AUTO_WORKERS))
+
+
+def _die_with_parent() -> None:
+    """A worker ends when the Tuner's process does, however it ends (Linux's parent-death signal): a killed
+    tuning leaves no trial running that its resumption would count as cut short."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the worker may outlive a killed parent
+        pass
+
+
+def _worker(setup: Mapping[str, Any], count: int, deadline: float, index: int) -> None:
+    """A worker process: `count` trials of the study `setup` names, none started after `deadline` (time.time();
+    0: none), TPE seeded apart from the other workers'."""
+    _die_with_parent()
+    from tfxflow.components.model import hardware as hardware_lib
+
+    hardware_lib.use_keras_2()  # a fresh interpreter: before TensorFlow loads, as the steps' entry points do
+    scratch = tempfile.mkdtemp(prefix=f"tfxflow-tuner-{index}-")
+    try:
+        train = TrialTrainer(setup, scratch)
+        study = make_study(setup["study"], setup["db_path"], setup["maximize"], setup["seed"] + index, parallel=True)
+        seconds = 0.0
+        if deadline:
+            seconds = deadline - time.time()
+            if seconds <= 0:
+                return
+        optimize(
+            study,
+            setup["space"],
+            setup["objective"],
+            train,
+            count,
+            setup["trials"],
+            seconds,
+            train.restored_best,
+            index,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def spawn_workers(setup: Mapping[str, Any]) -> Callable[[Sequence[int], float], Callable[[], List[str]]]:
+    """`search`'s start_workers: a fresh interpreter per worker (`spawn`: forking a process that has loaded
+    TensorFlow is not safe), each running `_worker`."""
+    import multiprocessing
+
+    def start(counts: Sequence[int], seconds: float) -> Callable[[], List[str]]:
+        context = multiprocessing.get_context("spawn")
+        deadline = time.time() + seconds if seconds else 0.0
+        procs = []
+        for index, count in enumerate(counts, start=1):
+            if count:
+                proc = context.Process(target=_worker, args=(dict(setup), count, deadline, index), daemon=True)
+                proc.start()
+                procs.append((index, proc))
+
+        def wait() -> List[str]:
+            for _, proc in procs:
+                proc.join()
+            return [f"worker {i} stopped with exit status {proc.exitcode}" for i, proc in procs if proc.exitcode]
+
+        return wait
+
+    return start
 
 
 class Executor(base_executor.BaseExecutor):
@@ -259,13 +445,6 @@ class Executor(base_executor.BaseExecutor):
         output_dict: Dict[str, List[types.Artifact]],
         exec_properties: Dict[str, Any],
     ) -> None:
-        import tensorflow_transform as tft
-
-        from tfxflow.components.model import features as features_lib
-        from tfxflow.components.model import hardware as hardware_lib
-        from tfxflow.components.model import keras_model as model_lib
-        from tfxflow.components.model import text, trainer
-
         custom = json.loads(exec_properties["custom_config"])
         space = [search_space.Dimension.from_dict(d) for d in json.loads(exec_properties["space"])]
         objective = exec_properties["objective"]
@@ -279,18 +458,6 @@ class Executor(base_executor.BaseExecutor):
         transform_uri = artifact_utils.get_single_uri(input_dict["transform_graph"])
         best_artifact = artifact_utils.get_single_instance(output_dict["best_hyperparameters"])
         results_artifact = artifact_utils.get_single_instance(output_dict["tuner_results"])
-        train_files = [os.path.join(artifact_utils.get_split_uri([examples], "train"), "*")]
-        eval_files = [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
-
-        config = features_lib.as_config(custom["features"], roles_required=False)
-        hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
-        base_model = model_lib.ModelParams.from_dict(custom.get("model", {}))
-        strategy = hardware_lib.make_strategy()
-        policy = hardware_lib.resolve_precision(hardware.precision)
-        tf_transform_output = tft.TFTransformOutput(transform_uri)
-        text.load_ops_for(tf_transform_output.transform_savedmodel_dir)
-        eval_rows = trainer.recorded_rows(eval_files, "eval")
-        train_rows = trainer.recorded_rows(train_files, "train")
 
         key = {
             "examples": examples.uri,
@@ -308,44 +475,36 @@ class Executor(base_executor.BaseExecutor):
         db_path = os.path.join(study_dir or scratch, f"{name}.db")
         if study_dir:
             os.makedirs(study_dir, exist_ok=True)
-        study = make_study(name, db_path, maximize, seed)
-        checkpoint = None
+        workers = worker_count(int(exec_properties.get("workers") or 0))
+        setup = {
+            "custom_config": custom,
+            "transform_uri": transform_uri,
+            "train_files": [os.path.join(artifact_utils.get_split_uri([examples], "train"), "*")],
+            "eval_files": [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")],
+            "train_steps": train_steps,
+            "eval_steps": eval_steps,
+            "study": name,
+            "db_path": db_path,
+            "maximize": maximize,
+            "seed": seed,
+            "space": space,
+            "objective": objective,
+            "trials": budget_trials,
+        }
+        study = make_study(name, db_path, maximize, seed, parallel=workers > 1)
         try:
-            if base_model.init_checkpoint:
-                checkpoint = trainer.pretrained_checkpoint(base_model, scratch)
-
-            def train(values: Mapping[str, Any], callbacks: Sequence[Any]) -> Dict[str, List[float]]:
-                """The Trainer's training with a trial's values; its per-epoch history."""
-                trial_custom = trainer.with_tuned(custom, values)
-                model_params = model_lib.ModelParams.from_dict(trial_custom.get("model", {}))
-                train_params = trainer.TrainParams.from_dict({**trial_custom.get("training", {}), "backup_root": None})
-                log_dir = tempfile.mkdtemp(prefix="trial-", dir=scratch)
-                try:
-                    with hardware_lib.precision_policy(policy):
-                        _, history, _ = trainer.train(
-                            config,
-                            tf_transform_output,
-                            train_files,
-                            eval_files,
-                            train_steps=train_steps,
-                            eval_steps=eval_steps,
-                            model_params=model_params,
-                            train_params=train_params,
-                            log_dir=log_dir,
-                            hardware=hardware,
-                            strategy=strategy,
-                            extra_callbacks=list(callbacks),
-                            raw_examples=bool(trial_custom.get("raw_examples")),
-                            eval_rows=eval_rows,
-                            checkpoint=checkpoint,
-                            train_rows=train_rows,
-                        )
-                finally:
-                    shutil.rmtree(log_dir, ignore_errors=True)
-                return history.history
-
-            patience = trainer.TrainParams.from_dict(custom.get("training", {})).early_stopping_patience
-            results = search(study, space, objective, train, budget_trials, budget_s, restored_best=patience > 0)
+            train = TrialTrainer(setup, scratch)
+            results = search(
+                study,
+                space,
+                objective,
+                train,
+                budget_trials,
+                budget_s,
+                restored_best=train.restored_best,
+                workers=workers,
+                start_workers=spawn_workers(setup),
+            )
             results.update(study=name, seed=seed)
             results_text = json.dumps(results, indent=1)
             fileio.makedirs(results_artifact.uri)
@@ -397,6 +556,7 @@ class TunerSpec(ComponentSpec):
         "trials": ExecutionParameter(type=int),
         "time_budget_s": ExecutionParameter(type=float),
         "seed": ExecutionParameter(type=int),
+        "workers": ExecutionParameter(type=int, optional=True),
         "train_steps": ExecutionParameter(type=int),
         "eval_steps": ExecutionParameter(type=int),
         "study_dir": ExecutionParameter(type=str, optional=True),
@@ -434,6 +594,7 @@ class Tuner(base_component.BaseComponent):
         train_steps: int = 0,
         eval_steps: int = 0,
         study_dir: str = "",
+        workers: int = 1,
     ):
         super().__init__(
             spec=TunerSpec(
@@ -447,6 +608,7 @@ class Tuner(base_component.BaseComponent):
                 trials=int(trials),
                 time_budget_s=float(time_budget_s),
                 seed=int(seed),
+                workers=int(workers),
                 train_steps=int(train_steps),
                 eval_steps=int(eval_steps),
                 study_dir=study_dir,

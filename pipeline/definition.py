@@ -352,6 +352,7 @@ def create_pipeline(
             trials=tuning.tune_trials,
             time_budget_s=60.0 * tuning.tune_minutes,
             seed=tuning.seed(training),
+            workers=tuning.workers(training),
             train_steps=training.train_steps or 0,
             eval_steps=training.eval_steps,
             study_dir=tuning_dir,

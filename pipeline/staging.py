@@ -117,6 +117,7 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
                     "trials": config.tuning.tune_trials,
                     "minutes": config.tuning.tune_minutes,
                     "seed": config.tuning.seed(config.training),
+                    "workers": config.tuning.tune_workers,
                 }
             }
             if config.tuning.tune

@@ -118,3 +118,51 @@ def test_the_objective_is_the_restored_epochs_where_early_stopping_restores_the_
     assert tuner.objective_value(history, "auc", restored_best=False) == 0.75
     with pytest.raises(ValueError, match="training reported no val_rmse"):
         tuner.objective_value(history, "rmse", True)
+
+
+def test_workers_share_the_budget_exactly_and_every_trial_names_its_worker(tmp_path):
+    """search() with 3 workers on one study: 10 trials split 4/3/3, no more; a worker that failed is named. The
+    other workers here are threads with studies of their own on the same SQLite file (the Tuner's are spawned
+    processes: tests/pipeline/test_tuning_e2e.py)."""
+    import collections
+    import threading
+
+    db = str(tmp_path / "p.db")
+    study = tuner.make_study("p", db, maximize=True, seed=3, parallel=True)
+    calls, threads, asked = [], [], []
+
+    def start_workers(counts, seconds):
+        asked.append((list(counts), seconds))
+        for index, count in enumerate(counts, start=1):
+            other = tuner.make_study("p", db, maximize=True, seed=3 + index, parallel=True)
+            args = (other, SPACE, "binary_accuracy", trainer(calls), count, 10, seconds, True, index)
+            threads.append(threading.Thread(target=tuner.optimize, args=args))
+            threads[-1].start()
+
+        def wait():
+            for thread in threads:
+                thread.join()
+            return ["worker 2 stopped with exit status 1"]
+
+        return wait
+
+    results = tuner.search(
+        study, SPACE, "binary_accuracy", trainer(calls), trials=10, workers=3, start_workers=start_workers
+    )
+    assert asked == [([3, 3], 0.0)]
+    assert len(results["trials"]) == len(calls) == 10
+    assert collections.Counter(t["worker"] for t in results["trials"]) == {0: 4, 1: 3, 2: 3}
+    assert results["workers"] == 3 and results["worker_problems"] == ["worker 2 stopped with exit status 1"]
+    assert len({t["values"]["learning_rate"] for t in results["trials"]}) == 10  # seeded apart: no repeats
+    assert tuner.shares(10, 3) == [4, 3, 3] and tuner.shares(1, 2) == [1, 0] and tuner.shares(0, 2) == [0, 0]
+
+
+def test_the_worker_count_is_the_cores_without_a_gpu_and_what_was_asked_otherwise():
+    import os
+
+    import tensorflow as tf
+
+    assert tuner.worker_count(3) == 3 and tuner.worker_count(1) == 1
+    cores = len(os.sched_getaffinity(0))
+    gpus = tf.config.list_physical_devices("GPU")
+    assert tuner.worker_count(0) == (1 if gpus else min(cores, tuner.MAX_AUTO_WORKERS))

@@ -318,3 +318,18 @@ def test_tuning_a_module_with_a_tuner_fn_wires_tfxs_tuner_as_tfxs_examples_do():
     no_tuner_fn = UserModule(path="/nonexistent/module.py", preprocessing_fn=False, run_fn=True)
     with pytest.raises(ConfigError, match="tune it with a tuner_fn in the module file"):
         _pipeline(user_module=no_tuner_fn, tuning=TuningConfig(tune=True))
+
+
+def test_the_tuners_workers_are_counted_where_it_runs_unless_given_or_an_encoder_trains():
+    """--tune-workers 0 leaves the count to the Tuner's machine (its cores, 1 with a GPU), except for a
+    Transformer encoder, whose training keeps every core busy itself: 1."""
+    from tfxflow.pipeline.config import TuningConfig
+
+    def workers(training, **tuning):
+        by_id = {c.id: c for c in _pipeline(training=training, tuning=TuningConfig(tune=True, **tuning)).components}
+        return by_id["Tuner"].exec_properties["workers"]
+
+    assert workers(TrainingConfig()) == 0
+    assert workers(TrainingConfig(), tune_workers=3) == 3
+    assert workers(TrainingConfig(model_preset="bert-mini")) == 1
+    assert workers(TrainingConfig(model_preset="bert-mini"), tune_workers=2) == 2
