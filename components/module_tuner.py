@@ -28,12 +28,15 @@ from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils
 
 from tfxflow.components import tuner as tuner_lib
 
 # keras-tuner's trial states (keras_tuner/engine/trial.py) as the built-in Tuner's; a trial in any other state
 # (idle, running, stopped) never trained.
 STATES = {"COMPLETED": tuner_lib.COMPLETE, "FAILED": tuner_lib.FAILED, "INVALID": tuner_lib.FAILED}
+BEST_HP_FILE = "best_hyperparameters.txt"  # TFX's names (tfx/components/tuner/executor.py)
+TFX_RESULTS_FILE = "tuner_results.json"
 KERAS_3_NOTE = (
     "keras-tuner 1.3 (what TFX's Tuner runs here) tunes tf.keras models (Keras 2, tf-keras, what `from "
     "tensorflow import keras` gives in every step); this model is Keras 3 (`import keras`)"
@@ -186,6 +189,24 @@ def _timed(tuner, times: Dict[str, List[float]], curves: Dict[str, Dict[str, Lis
     tuner.run_trial = run_trial_kept
 
 
+def write_best_hyperparameters(tuner, output_dict: Dict[str, List[types.Artifact]]) -> None:
+    """TFX's two files as its executor writes them (`best_hyperparameters.txt`, the best trial's config;
+    `tuner_results.json`, the completed trials best first), over every trial the oracle holds: TFX asks for
+    `max_trials` of them, which Hyperband and GridSearch leave None."""
+    from keras_tuner.engine import trial as trial_lib
+
+    best = tuner.get_best_hyperparameters()[0].get_config()
+    best_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.BEST_HYPERPARAMETERS_KEY])
+    io_utils.write_string_file(os.path.join(best_uri, BEST_HP_FILE), json.dumps(best))
+    results = [
+        {"trial_id": t.trial_id, "score": t.score, **t.hyperparameters.values}
+        for t in tuner.oracle.get_best_trials(len(tuner.oracle.trials))
+        if t.status == trial_lib.TrialStatus.COMPLETED and t.hyperparameters.values
+    ]
+    results_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.TUNER_RESULTS_KEY])
+    io_utils.write_string_file(os.path.join(results_uri, TFX_RESULTS_FILE), json.dumps(results))
+
+
 class Executor(tfx_tuner_executor.Executor):
     """TFX's Tuner executor, plus `trials.json` and a failure that names the first trial's error."""
 
@@ -231,7 +252,7 @@ class Executor(tfx_tuner_executor.Executor):
         if results["best"] is None:
             raise tuner_lib.TuningFailed(tuner_lib.failure(results))
         tuner.results_summary()
-        tfx_tuner_executor.write_best_hyperparameters(tuner, output_dict)
+        write_best_hyperparameters(tuner, output_dict)
         best_artifact = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.BEST_HYPERPARAMETERS_KEY]
         )

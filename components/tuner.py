@@ -155,10 +155,10 @@ def summary(results: Mapping[str, Any]) -> str:
 
 def make_study(name: str, db_path: str, maximize: bool, seed: int, parallel: bool = False):
     """The Optuna study `name` in SQLite at `db_path`, made or, after a stop, loaded: TPE seeded with `seed`, and a
-    median pruner that judges a trial from its second epoch once three trials have ended. `parallel`: other
-    processes run trials of the same study (each its own seed); TPE then counts their running trials as
-    ending at the worst value seen (constant liar), so that two workers do not propose the same values, and a
-    writer waits for the other's lock instead of failing."""
+    median pruner that judges a trial from its second epoch once three trials have ended. TPE counts the trials
+    other workers are running as ending at the worst value seen (Optuna 5's default constant liar), so that two
+    workers do not propose the same values. `parallel`: other processes run trials of the same study (each its
+    own seed), and a writer waits up to 120 s for another's lock instead of failing."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -170,7 +170,7 @@ def make_study(name: str, db_path: str, maximize: bool, seed: int, parallel: boo
         storage=storage,
         load_if_exists=True,
         direction="maximize" if maximize else "minimize",
-        sampler=optuna.samplers.TPESampler(seed=seed, constant_liar=parallel),
+        sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
     )
 
@@ -267,6 +267,13 @@ def search(
         problems = wait()
     for problem in problems:
         logging.warning("Tuner: %s", problem)
+    if problems:  # a worker that died left its running trial, and its share unrun: marked, then run here
+        _close_abandoned(study, "; ".join(problems))
+        left = max(0, trials - sum(not _interrupted(t) for t in study.trials))
+        spent = time.monotonic() - started
+        if left and not (seconds and spent >= seconds):
+            logging.info("Tuner: %d trials a stopped worker did not run, run here", left)
+            optimize(study, space, objective, train, left, trials, max(0.0, seconds - spent), restored_best)
     records = [_trial_record(t) for t in study.trials]
     best = None
     if any(t["state"] == COMPLETE for t in records):
@@ -357,36 +364,42 @@ class TrialTrainer:
 
 
 def worker_count(requested: int) -> int:
-    """`requested` workers; for 0, one per CPU core this process may use (at most MAX_AUTO_WORKERS), or 1 where
-    TensorFlow sees a GPU (trials would share it)."""
+    """`requested` workers; for 0, one per CPU this container may use (its cgroup limit: a pod's, not its node's;
+    at most MAX_AUTO_WORKERS), or 1 where TensorFlow sees a GPU (trials would share it)."""
     if requested:
         return requested
     import tensorflow as tf
 
+    from tfxflow.components.model import hardware as hardware_lib
+
     if tf.config.list_physical_devices("GPU"):
         return 1
-    return max(1, min(len(os.sched_getaffinity(0)), MAX_AUTO_WORKERS))
+    return max(1, min(hardware_lib.pod_cpus(), MAX_AUTO_WORKERS))
 
 
-def _die_with_parent() -> None:
-    """A worker ends when the Tuner's process does, however it ends (Linux's parent-death signal): a killed
-    tuning leaves no trial running that its resumption would count as cut short."""
+def _die_with_parent(parent: int) -> None:
+    """A worker ends when the Tuner's process (`parent`) does, however it ends (Linux's parent-death signal): a
+    killed tuning leaves no trial running that its resumption would count as cut short. A parent already gone
+    (it died while this interpreter started) ends the worker here."""
     import ctypes
     import signal
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the worker may outlive a killed parent
+    except (OSError, AttributeError):  # not Linux: the parent is checked below only
         pass
+    if os.getppid() != parent:
+        os._exit(0)
 
 
-def _worker(setup: Mapping[str, Any], count: int, deadline: float, index: int) -> None:
+def _worker(setup: Mapping[str, Any], count: int, deadline: float, index: int, parent: int) -> None:
     """A worker process: `count` trials of the study `setup` names, none started after `deadline` (time.time();
     0: none), TPE seeded apart from the other workers'."""
-    _die_with_parent()
+    _die_with_parent(parent)
     from tfxflow.components.model import hardware as hardware_lib
 
     hardware_lib.use_keras_2()  # a fresh interpreter: before TensorFlow loads, as the steps' entry points do
+    logging.set_verbosity(logging.INFO)  # its trials' lines go to the run's log, as the Tuner's own
     scratch = tempfile.mkdtemp(prefix=f"tfxflow-tuner-{index}-")
     try:
         train = TrialTrainer(setup, scratch)
@@ -422,7 +435,8 @@ def spawn_workers(setup: Mapping[str, Any]) -> Callable[[Sequence[int], float], 
         procs = []
         for index, count in enumerate(counts, start=1):
             if count:
-                proc = context.Process(target=_worker, args=(dict(setup), count, deadline, index), daemon=True)
+                args = (dict(setup), count, deadline, index, os.getpid())
+                proc = context.Process(target=_worker, args=args, daemon=True)
                 proc.start()
                 procs.append((index, proc))
 
@@ -538,6 +552,19 @@ def _close_interrupted(study) -> int:
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study.tell(trial.number, state=TrialState.FAIL)
     return sum(not _interrupted(t) for t in study.trials)
+
+
+def _close_abandoned(study, why: str) -> int:
+    """Marks the trials still running after every worker ended (a worker died during them) as failed with
+    `why`; returns how many."""
+    from optuna.trial import TrialState
+
+    storage = study._storage  # noqa: SLF001  (the study's own storage, for the error Optuna's tell cannot set)
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for trial in running:
+        storage.set_trial_user_attr(trial._trial_id, "error", f"its worker stopped: {why}"[:2000])  # noqa: SLF001
+        study.tell(trial.number, state=TrialState.FAIL)
+    return len(running)
 
 
 def read_results(results_uri: str) -> Optional[Dict[str, Any]]:

@@ -480,6 +480,28 @@ def check_tuning(tuning: TuningConfig, user_module: Optional[UserModule]) -> Non
     """The tuning's settings; --tune searches the built-in Trainer's, which a module file's run_fn replaces: its
     module's tuner_fn is tuned instead (TFX's Tuner), and a run_fn without one cannot be."""
     settings_lib.check(tuning)
+    if tuning.tune and user_module is not None and user_module.tuner_fn:
+        if not user_module.run_fn:
+            raise ConfigError(
+                f"--tune runs --module-file {user_module.path}'s tuner_fn, whose best hyperparameters go to the "
+                "module's run_fn (TFX's Trainer), and the module has none"
+            )
+        given = [
+            flag
+            for flag, value, default in (
+                ("--tune-trials", tuning.tune_trials, TuningConfig.tune_trials),
+                ("--tune-minutes", tuning.tune_minutes, TuningConfig.tune_minutes),
+                ("--tune-space", tuning.tune_space, TuningConfig.tune_space),
+                ("--tune-workers", tuning.tune_workers, TuningConfig.tune_workers),
+                ("--tune-seed", tuning.tune_seed, TuningConfig.tune_seed),
+            )
+            if value != default
+        ]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)}: --module-file {user_module.path}'s tuner_fn builds its own keras-tuner search "
+                "(its trials, space and seed), which these do not reach"
+            )
     if tuning.tune and user_module is not None and user_module.run_fn and not user_module.tuner_fn:
         raise ConfigError(
             f"--tune searches the built-in Trainer's settings, and --module-file {user_module.path} brings its own "

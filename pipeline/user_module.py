@@ -124,9 +124,4 @@ def inspect(path: str, flag: str = FLAG) -> UserModule:
             f"{where}: stats_options_updater_fn is read by Transform with the module's preprocessing_fn, and "
             "the module has none"
         )
-    if module.tuner_fn and not module.run_fn:
-        raise ConfigError(
-            f"{where}: tuner_fn's best hyperparameters go to the module's run_fn (TFX's Trainer), and the module "
-            "has none"
-        )
     return module

@@ -155,23 +155,29 @@ def tuner_fn(fn_args):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(256, 4)).astype("float32")
     y = (x[:, 0] > 0).astype("int64")
-    tuner = keras_tuner.RandomSearch(
-        _build, objective="val_sparse_categorical_accuracy", max_trials=3, directory=fn_args.working_dir,
-        project_name="p", seed=1,
-    )
+    if HYPERBAND:  # leaves the oracle's max_trials None, which TFX's own writer cannot take
+        tuner = keras_tuner.Hyperband(
+            _build, objective="val_sparse_categorical_accuracy", max_epochs=2, factor=2, hyperband_iterations=1,
+            directory=fn_args.working_dir, project_name="p", seed=1,
+        )
+    else:
+        tuner = keras_tuner.RandomSearch(
+            _build, objective="val_sparse_categorical_accuracy", max_trials=3, directory=fn_args.working_dir,
+            project_name="p", seed=1,
+        )
     fit = {"x": x, "y": y, "validation_split": 0.25, "epochs": fn_args.train_steps, "verbose": 0}
     return tfx.components.TunerFnResult(tuner=tuner, fit_kwargs=fit)
 """
 
 
-def _execute(tmp_path, fail):
+def _execute(tmp_path, fail, hyperband=False):
     """The module Tuner's executor as TFX calls it, on a module whose tuner_fn searches numbers in memory."""
     from tfx.types import standard_artifacts
 
     from tfxflow.components import module_tuner
 
     module = tmp_path / f"module_{int(fail)}.py"
-    module.write_text(f"FAIL = {fail}\n" + MODULE)
+    module.write_text(f"FAIL = {fail}\nHYPERBAND = {hyperband}\n" + MODULE)
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
     examples.split_names = '["train", "eval"]'
@@ -212,3 +218,17 @@ def test_a_search_where_every_trial_fails_stops_naming_the_first_error(tmp_path)
     assert [t["state"] for t in trials] == ["failed"] * 3
     assert trials[0]["error"].startswith('ValueError: Input 0 of layer "model" is incompatible with the layer')
     assert not (tmp_path / "best1").exists()
+
+
+def test_a_hyperband_search_writes_tfxs_outputs_too(tmp_path):
+    """keras-tuner's Hyperband leaves max_trials None, over which TFX's own writer fails after the search."""
+    best, results = _execute(tmp_path, fail=False, hyperband=True)
+    with open(os.path.join(results.uri, "trials.json"), encoding="utf-8") as f:
+        trials = json.load(f)
+    assert len(trials["trials"]) >= 2 and {t["state"] for t in trials["trials"]} == {"complete"}
+    assert trials["budget"]["trials"] == 0  # Hyperband sets its budget in epochs, not trials
+    with open(os.path.join(best.uri, "best_hyperparameters.txt"), encoding="utf-8") as f:
+        written = json.load(f)
+    assert written["values"] == trials["best"]["values"]  # with Hyperband's own tuner/* entries
+    with open(os.path.join(results.uri, "tuner_results.json"), encoding="utf-8") as f:
+        assert len(json.load(f)) == len(trials["trials"])

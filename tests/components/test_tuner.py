@@ -166,3 +166,27 @@ def test_the_worker_count_is_the_cores_without_a_gpu_and_what_was_asked_otherwis
     cores = len(os.sched_getaffinity(0))
     gpus = tf.config.list_physical_devices("GPU")
     assert tuner.worker_count(0) == (1 if gpus else min(cores, tuner.MAX_AUTO_WORKERS))
+
+
+def test_a_worker_that_dies_leaves_its_trial_failed_and_its_share_to_the_tuners_process(tmp_path):
+    """A worker that died mid-trial (an OOM kill): its running trial is marked failed naming the worker, and the
+    trials it did not run are run in the Tuner's own process, so the budget is met."""
+    db = str(tmp_path / "d.db")
+    study = tuner.make_study("d", db, maximize=True, seed=3, parallel=True)
+    calls = []
+
+    def start_workers(counts, seconds):
+        other = tuner.make_study("d", db, maximize=True, seed=4, parallel=True)
+        tuner.optimize(other, SPACE, "binary_accuracy", trainer(calls), 1, 6, seconds, True, 1)
+        other.ask()  # its second trial began, then the worker was killed
+        return lambda: ["worker 1 stopped with exit status -9"]
+
+    results = tuner.search(
+        study, SPACE, "binary_accuracy", trainer(calls), trials=6, workers=2, start_workers=start_workers
+    )
+    records = results["trials"]
+    failed = [t for t in records if t["state"] == "failed"]
+    assert len(failed) == 1 and failed[0]["error"] == "its worker stopped: worker 1 stopped with exit status -9"
+    assert len(records) == 6 and len(calls) == 5  # 1 by the worker, 3 + the 1 it left by the Tuner's process
+    assert [t["worker"] for t in records if t["state"] != "failed"].count(0) == 4
+    assert "6 trials (" in tuner.summary(results) and "1 failed" in tuner.summary(results)

@@ -333,3 +333,19 @@ def test_the_tuners_workers_are_counted_where_it_runs_unless_given_or_an_encoder
     assert workers(TrainingConfig(), tune_workers=3) == 3
     assert workers(TrainingConfig(model_preset="bert-mini")) == 1
     assert workers(TrainingConfig(model_preset="bert-mini"), tune_workers=2) == 2
+
+
+def test_tuning_a_tuner_fn_needs_its_run_fn_and_takes_none_of_the_built_in_searchs_settings():
+    """A module's tuner_fn feeds its run_fn (none: refused with --tune only); its keras-tuner search sets its own
+    trials, space and seed, so a --tune-* setting given with it is refused naming the flags."""
+    from tfxflow.pipeline.config import TuningConfig, check_tuning
+    from tfxflow.pipeline.user_module import UserModule
+
+    half = UserModule(path="/m/module.py", preprocessing_fn=True, run_fn=False, tuner_fn=True)
+    check_tuning(TuningConfig(), half)  # without --tune the tuner_fn is not run, and nothing is refused
+    with pytest.raises(ConfigError, match="--tune runs --module-file /m/module.py's tuner_fn, whose best .* has none"):
+        check_tuning(TuningConfig(tune=True), half)
+    whole = UserModule(path="/m/module.py", preprocessing_fn=True, run_fn=True, tuner_fn=True)
+    check_tuning(TuningConfig(tune=True), whole)
+    with pytest.raises(ConfigError, match=r"^--tune-trials, --tune-workers: --module-file /m/module.py's tuner_fn"):
+        check_tuning(TuningConfig(tune=True, tune_trials=5, tune_workers=2), whole)

@@ -65,10 +65,6 @@ def test_the_hash_changes_with_any_python_file_beside_the_module(tmp_path):
             "def run_fn(fn_args):\n    pass\ndef stats_options_updater_fn(kind, options):\n    return options\n",
             "stats_options_updater_fn is read by Transform with the module's preprocessing_fn",
         ),
-        (
-            "def preprocessing_fn(inputs):\n    return inputs\ndef tuner_fn(fn_args):\n    pass\n",
-            "tuner_fn's best hyperparameters go to the module's run_fn (TFX's Trainer), and the module has none",
-        ),
         ("def run_fn(fn_args):\n    pass\ndef tuner_fn():\n    pass\n", "tuner_fn takes 0 positional argument(s)"),
     ],
 )
