@@ -35,8 +35,7 @@ from tfxflow.components import tuner as tuner_lib
 # keras-tuner's trial states (keras_tuner/engine/trial.py) as the built-in Tuner's; a trial in any other state
 # (idle, running, stopped) never trained.
 STATES = {"COMPLETED": tuner_lib.COMPLETE, "FAILED": tuner_lib.FAILED, "INVALID": tuner_lib.FAILED}
-BEST_HP_FILE = "best_hyperparameters.txt"  # TFX's names (tfx/components/tuner/executor.py)
-TFX_RESULTS_FILE = "tuner_results.json"
+TFX_RESULTS_FILE = "tuner_results.json"  # TFX's name (tfx/components/tuner/executor.py)
 KERAS_3_NOTE = (
     "keras-tuner 1.3 (what TFX's Tuner runs here) tunes tf.keras models (Keras 2, tf-keras, what `from "
     "tensorflow import keras` gives in every step); this model is Keras 3 (`import keras`)"
@@ -197,7 +196,7 @@ def write_best_hyperparameters(tuner, output_dict: Dict[str, List[types.Artifact
 
     best = tuner.get_best_hyperparameters()[0].get_config()
     best_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.BEST_HYPERPARAMETERS_KEY])
-    io_utils.write_string_file(os.path.join(best_uri, BEST_HP_FILE), json.dumps(best))
+    io_utils.write_string_file(os.path.join(best_uri, tuner_lib.BEST_FILE), json.dumps(best))
     results = [
         {"trial_id": t.trial_id, "score": t.score, **t.hyperparameters.values}
         for t in tuner.oracle.get_best_trials(len(tuner.oracle.trials))

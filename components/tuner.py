@@ -268,8 +268,8 @@ def search(
     for problem in problems:
         logging.warning("Tuner: %s", problem)
     if problems:  # a worker that died left its running trial, and its share unrun: marked, then run here
-        _close_abandoned(study, "; ".join(problems))
-        left = max(0, trials - sum(not _interrupted(t) for t in study.trials))
+        _fail_running(study, f"its worker stopped: {'; '.join(problems)}")
+        left = max(0, trials - _counted(study))
         spent = time.monotonic() - started
         if left and not (seconds and spent >= seconds):
             logging.info("Tuner: %d trials a stopped worker did not run, run here", left)
@@ -547,24 +547,24 @@ def _interrupted(trial) -> bool:
 def _close_interrupted(study) -> int:
     """Marks the trials a killed tuning left running as failed (their process is gone; `_trial_record` names
     them interrupted); returns the count of trials that ended before this run."""
-    from optuna.trial import TrialState
+    _fail_running(study)
+    return _counted(study)
 
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study.tell(trial.number, state=TrialState.FAIL)
+
+def _counted(study) -> int:
+    """The trials that count against the budget: every trial but those a stop cut short (tried again)."""
     return sum(not _interrupted(t) for t in study.trials)
 
 
-def _close_abandoned(study, why: str) -> int:
-    """Marks the trials still running after every worker ended (a worker died during them) as failed with
-    `why`; returns how many."""
+def _fail_running(study, error: Optional[str] = None) -> None:
+    """Marks the study's running trials failed, with `error` (None: interrupted by a stop, see `_interrupted`)."""
     from optuna.trial import TrialState
 
     storage = study._storage  # noqa: SLF001  (the study's own storage, for the error Optuna's tell cannot set)
-    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    for trial in running:
-        storage.set_trial_user_attr(trial._trial_id, "error", f"its worker stopped: {why}"[:2000])  # noqa: SLF001
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if error is not None:
+            storage.set_trial_user_attr(trial._trial_id, "error", error[:2000])  # noqa: SLF001
         study.tell(trial.number, state=TrialState.FAIL)
-    return len(running)
 
 
 def read_results(results_uri: str) -> Optional[Dict[str, Any]]:
