@@ -298,9 +298,13 @@ SCRIPT = textwrap.dedent(
     after = run(); pickles()
     from apache_beam.runners.worker import statecache
     from apache_beam.transforms import core, userstate
+    from apache_beam.runners.worker import statesampler
+    from tensorflow_data_validation.utils import quantiles_util
     counts.update(levels_after=levels[0], before=before, after=after,
                   level=dill_module.log.level, weigher=statecache.get_deep_size.__module__,
-                  signatures=core.get_signature.__module__, specs=userstate.get_dofn_specs.__module__)
+                  signatures=core.get_signature.__module__, specs=userstate.get_dofn_specs.__module__,
+                  sampler_period=statesampler.StateSampler.__init__.__defaults__,
+                  histograms=getattr(quantiles_util.generate_equi_width_histogram, beam_speedups.MARK, False))
     dill_module._trace(True)
     counts["traced_level"] = dill_module.log.level
     print(json.dumps(counts))
@@ -323,6 +327,8 @@ def test_a_pipeline_gives_the_same_results_without_setting_the_level_per_pickle(
     assert counts["weigher"] == "tfxflow.pipeline.beam_speedups"  # installed where the state cache calls it
     assert counts["signatures"] == "tfxflow.pipeline.beam_speedups"  # and where DoFns' methods are read
     assert counts["specs"] == "tfxflow.pipeline.beam_speedups"  # and where their state and timers are found
+    assert counts["sampler_period"] == [beam_speedups.SAMPLER_PERIOD_MS]  # the period bundles' samplers get
+    assert counts["histograms"] is True  # ours, where TFDV's generators call it
 
 
 def test_the_pinned_beam_reads_each_tfrecord_in_two_small_reads_checked_by_crcmod():
@@ -668,3 +674,148 @@ def test_tfxs_beam_executor_builds_no_sdist_for_the_in_process_runner_once_appli
     assert given == runner and package.startswith("--extra_package=") and package.endswith(".tar.gz")
     after, seconds = found["after"]
     assert after == [runner] and seconds < 0.5
+
+
+def test_the_pinned_beam_waits_for_its_state_sampler_at_each_bundles_end():
+    """What speedup 8 shortens: a bundle's end joins the sampler's thread, which sleeps up to its period."""
+    import pathlib
+
+    from apache_beam.runners.worker import bundle_processor, statesampler, statesampler_fast
+
+    made = inspect.getsource(bundle_processor.BundleProcessor.__init__)
+    assert "statesampler.StateSampler(\n        'fnapi-step-%s' % self.process_bundle_descriptor.id,\n" in made
+    assert "self.counter_factory)" in made  # the default period: what apply() sets
+    assert "self.state_sampler.stop_if_still_running()" in inspect.getsource(bundle_processor.BundleProcessor)
+    assert statesampler.DEFAULT_SAMPLING_PERIOD_MS == 200
+    init = statesampler.StateSampler.__init__
+    assert list(inspect.signature(init).parameters) == ["self", "prefix", "counter_factory", "sampling_period_ms"]
+    if not getattr(init, beam_speedups.MARK, False):  # not yet applied in this process
+        assert init.__defaults__ == (200,)
+    source = pathlib.Path(statesampler_fast.__file__).with_name("statesampler_fast.pyx").read_text()
+    assert "usleep(<int>sampling_period_us)" in source
+    assert "self.sampling_thread.join()" in source
+    assert "max(1, sampling_period_ms // 100)" in source
+
+
+def test_a_sampler_made_after_apply_still_samples_each_state():
+    import time
+
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+
+    beam_speedups.apply()
+    sampler = statesampler.StateSampler("step", CounterFactory())
+    assert sampler.sampling_period_ms == beam_speedups.SAMPLER_PERIOD_MS
+    busy = sampler.scoped_state("busy", "process")
+    idle = sampler.scoped_state("idle", "process")
+    spent = {}
+    sampler.start()
+    for state, seconds in ((busy, 0.3), (idle, 0.1)):
+        started = time.monotonic()
+        with state:
+            time.sleep(seconds)
+        spent[state] = time.monotonic() - started
+    sampler.stop()
+    # The time in each state as Beam's sampler counts it: what was spent there, to within a few of its periods.
+    for state in (busy, idle):
+        assert abs(state.sampled_seconds() - spent[state]) < 0.05, (state, spent[state])
+
+
+def test_the_pinned_tfdv_walks_a_quantiles_histogram_to_make_each_equal_width_one():
+    """What speedup 9 replaces: TFDV's loop over the proto's buckets, called through the module by name."""
+    from tensorflow_data_validation.statistics.generators import basic_stats_generator
+    from tensorflow_data_validation.utils import quantiles_util
+
+    tfdv_own = inspect.unwrap(getattr(quantiles_util, beam_speedups.EQUI_WIDTH))
+    assert tfdv_own.__module__ == quantiles_util.__name__
+    source = inspect.getsource(tfdv_own)
+    assert "generate_quantiles_histogram(quantiles, cumulative_counts)" in source
+    assert "_overlap(" in source and "_strip_infinities(" in source
+    # The helpers it calls, which speedup 9 calls as they are.
+    assert all(callable(getattr(quantiles_util, name)) for name in beam_speedups.EQUI_WIDTH_PARTS)
+    assert "_get_bin_weights(" in inspect.getsource(quantiles_util.generate_quantiles_histogram)
+    calls = inspect.getsource(basic_stats_generator).replace("\n", "").replace(" ", "")
+    assert calls.count("quantiles_util.generate_equi_width_histogram(") == 3
+
+
+def _histogram_inputs(count=600, seed=0):
+    """Quantiles as TFDV's generators hand them: sorted boundaries with ties, point masses, infinities, counts
+    and weights, any number of buckets."""
+    import numpy as np
+
+    draw = np.random.default_rng(seed)
+    for trial in range(count):
+        kind = trial % 6
+        if kind == 0:
+            values = draw.normal(size=5000)
+        elif kind == 1:
+            values = draw.integers(0, 5, size=5000).astype(float)
+        elif kind == 2:
+            values = np.concatenate([draw.exponential(size=3000), np.zeros(2000)])
+        elif kind == 3:
+            values = np.concatenate(
+                [draw.normal(size=3000), [np.inf] * draw.integers(0, 50), [-np.inf] * draw.integers(0, 50)]
+            )
+        elif kind == 4:
+            values = np.full(100, 3.5)
+        else:
+            values = draw.integers(-3, 3, size=draw.integers(1, 40)).astype(float)
+        size = int(draw.integers(2, 1002))
+        quantiles = np.quantile(np.sort(values), np.linspace(0, 1, size), method="inverted_cdf")
+        if kind == 3:
+            quantiles = np.sort(np.where(draw.random(size) < 0.02, np.inf, quantiles))
+        counts = np.sort(draw.random(size) * 1000 if trial % 2 else np.linspace(0, len(values), size).round())
+        finite = values[np.isfinite(values)]
+        positive_inf = float((values == np.inf).sum()) if trial % 3 else 0.0
+        yield quantiles, counts, finite.min(), finite.max(), int(draw.integers(1, 25)), positive_inf
+
+
+def _made(function, args):
+    try:
+        return function(*(a.copy() if hasattr(a, "copy") else a for a in args)).SerializeToString(deterministic=True)
+    except (AssertionError, ValueError) as err:
+        return type(err)
+
+
+def test_equal_width_histograms_over_arrays_are_tfdvs_bucket_for_bucket():
+    import numpy as np
+    from tensorflow_data_validation.utils import quantiles_util
+
+    tfdv_own = inspect.unwrap(getattr(quantiles_util, beam_speedups.EQUI_WIDTH))
+    ours = beam_speedups.equi_width_over_arrays(quantiles_util, tfdv_own)
+    cases = list(_histogram_inputs())
+    # What TFDV refuses or handles on its own: unsorted or NaN boundaries, no finite value, one value.
+    q = np.array([0.0, 1.0, 2.0])
+    cases += [
+        (np.array([2.0, 1.0, 3.0]), np.array([1.0, 2.0, 3.0]), 1.0, 3.0, 10, 0.0),
+        (np.array([0.0, np.nan, 1.0]), np.array([1.0, 2.0, 3.0]), 0.0, 1.0, 10, 0.0),
+        (np.array([np.inf, np.inf]), np.array([1.0, 4.0]), np.inf, -np.inf, 10, 4.0),
+        (np.array([5.0, 5.0]), np.array([3.0, 3.0]), 5.0, 5.0, 10, 0.0),
+        (q, np.array([0.0, 5.0, 9.0]), 0.0, 2.0, 1, 0.0),
+        (q, np.array([0.0, 5.0, 9.0]), 0.0, 2.0, 200, 0.0),
+    ]
+    results = [(_made(tfdv_own, case), _made(ours, case)) for case in cases]
+    assert all(theirs == mine for theirs, mine in results), [i for i, (a, b) in enumerate(results) if a != b]
+    # Every case of TFDV's: a proto of several buckets, a refusal.
+    assert sum(isinstance(a, bytes) for a, _ in results) >= 600 and AssertionError in {a for a, _ in results}
+
+
+def test_statistics_of_the_taxi_data_are_tfdvs_with_histograms_over_arrays(monkeypatch):
+    """Real data through TFDV's own generators, as StatisticsGen and the drift check compute them."""
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_data_validation.utils import quantiles_util
+
+    from tfxflow.components import drift
+    from tfxflow.pipeline.config import bundled_taxi_data_root
+
+    frame = pd.read_csv(f"{bundled_taxi_data_root()}/data.csv").sample(3000, random_state=1)
+    tfdv_own = inspect.unwrap(getattr(quantiles_util, beam_speedups.EQUI_WIDTH))
+    made = {}
+    ours = beam_speedups.equi_width_over_arrays(quantiles_util, tfdv_own)
+    for name, function in (("tfdv", tfdv_own), ("ours", ours)):
+        monkeypatch.setattr(quantiles_util, beam_speedups.EQUI_WIDTH, function)
+        made[name] = tfdv.generate_statistics_from_dataframe(frame, drift.stats_options())
+    assert made["ours"] == made["tfdv"]
+    histograms = [h for f in made["ours"].datasets[0].features for h in f.num_stats.histograms if h.type == h.STANDARD]
+    assert len(histograms) >= 8 and all(sum(b.sample_count for b in h.buckets) > 0 for h in histograms)
