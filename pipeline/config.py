@@ -253,7 +253,9 @@ class TuningConfig:
         + ", ".join(d.describe() for d in search_space.SCRATCH)
         + "; with a Transformer encoder: "
         + ", ".join(d.describe() for d in search_space.ENCODER)
-        + ")",
+        + "; with text inputs also sequence_length, "
+        + "|".join(f"{share:g}" for share in search_space.TEXT_LENGTH_SHARES)
+        + " of the feature config's)",
         check=_tune_space_problem,
     )
     tune_seed: Optional[int] = setting(None, type=int, metavar="N", help="the search's seed (default: --seed)")
@@ -271,9 +273,13 @@ class TuningConfig:
         """The search's seed: --tune-seed, else the training's."""
         return training.seed if self.tune_seed is None else self.tune_seed
 
-    def space(self, training: TrainingConfig) -> Tuple["search_space.Dimension", ...]:
-        """The dimensions searched for the model `training` describes."""
-        return search_space.resolve(_has_encoder(training), self.tune_space)
+    def space(
+        self, training: TrainingConfig, features: Optional[FeatureConfig] = None
+    ) -> Tuple["search_space.Dimension", ...]:
+        """The dimensions searched for the model `training` and `features` describe (its text inputs' tokens read
+        among them)."""
+        text_length = features.sequence_length if features is not None and features.text else 0
+        return search_space.resolve(_has_encoder(training), self.tune_space, text_length)
 
     def workers(self, training: TrainingConfig) -> int:
         """--tune-workers; for 0, 1 with a Transformer encoder (its training keeps every core busy itself), else
@@ -476,10 +482,21 @@ def resolve_shared(
     return resolve_training(training, checkpoint), features
 
 
-def check_tuning(tuning: TuningConfig, user_module: Optional[UserModule]) -> None:
+def check_tuning(
+    tuning: TuningConfig,
+    user_module: Optional[UserModule],
+    training: Optional[TrainingConfig] = None,
+    features: Optional[FeatureConfig] = None,
+) -> None:
     """The tuning's settings; --tune searches the built-in Trainer's, which a module file's run_fn replaces: its
-    module's tuner_fn is tuned instead (TFX's Tuner), and a run_fn without one cannot be."""
+    module's tuner_fn is tuned instead (TFX's Tuner), and a run_fn without one cannot be. With `training` and
+    `features`, the search space of that model (a text input's tokens read are at most the graph's)."""
     settings_lib.check(tuning)
+    if tuning.tune and training is not None and not (user_module is not None and user_module.tuner_fn):
+        try:
+            tuning.space(training, features)
+        except ValueError as err:
+            raise ConfigError(f"--tune-space: {err}") from None
     if tuning.tune and user_module is not None and user_module.tuner_fn:
         if not user_module.run_fn:
             raise ConfigError(
@@ -775,8 +792,8 @@ def build_run_config(
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
     check_user_trainer(training, user_module)
-    check_tuning(tuning, user_module)
     training, features = resolve_shared(training, evaluation, features)
+    check_tuning(tuning, user_module, training, features)
     if keep_versions < 2:
         raise ConfigError("--keep-versions must be >= 2: the previous model stays while TF Serving loads a new one")
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)

@@ -323,7 +323,7 @@ def create_pipeline(
     eval_args = trainer_pb2.EvalArgs(num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0))
     tuner = None
     if tuning is not None and tuning.tune and user_module is not None and user_module.tuner_fn:
-        check_tuning(tuning, user_module)
+        check_tuning(tuning, user_module, training, features)
         # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/module_tuner.py). Not
         # imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
         from tfxflow.components import module_tuner
@@ -338,7 +338,7 @@ def create_pipeline(
             custom_config=trainer_custom,
         ).with_id(names.TUNER)
     elif tuning is not None and tuning.tune:
-        check_tuning(tuning, user_module)
+        check_tuning(tuning, user_module, training, features)
         task = features.task_spec
         objective = search_space.objective_metric(evaluation.for_task(task.name).metric, task.training_metrics)
         tuner = tuner_lib.Tuner(
@@ -346,7 +346,7 @@ def create_pipeline(
             transform_graph=transform.outputs["transform_graph"],
             schema=schema_gen.outputs["schema"],
             custom_config=trainer_custom,
-            space=tuning.space(training),
+            space=tuning.space(training, features),
             objective=objective,
             maximize=not tasks.lower_is_better(objective),
             trials=tuning.tune_trials,

@@ -113,7 +113,7 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
         **(
             {
                 "tuning": {
-                    "space": ", ".join(d.describe() for d in config.tuning.space(config.training)),
+                    "space": ", ".join(d.describe() for d in config.tuning.space(config.training, config.features)),
                     "trials": config.tuning.tune_trials,
                     "minutes": config.tuning.tune_minutes,
                     "seed": config.tuning.seed(config.training),

@@ -223,6 +223,28 @@ def transformer_encoder(
     return pool(states, mask, spec, pooling, name)
 
 
+class TokenPrefix(keras.layers.Layer):
+    """The first `length` tokens of [batch, n] ids and their mask (n >= length), the way the tokenizer truncates: a
+    sequence longer than `length` keeps its last token ([SEP]) in the last place. What a tuning trial's shorter
+    `sequence_length` reads of the Transform graph's tokens."""
+
+    def __init__(self, length: int, **kwargs):
+        super().__init__(**kwargs)
+        self.length = int(length)
+
+    def call(self, inputs):
+        ids, mask = inputs
+        kept_ids, kept_mask = ids[:, : self.length], mask[:, : self.length]
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+        last = tf.gather(ids, tf.maximum(lengths - 1, 0), batch_dims=1)
+        end = tf.range(self.length) == self.length - 1
+        cut = tf.logical_and((lengths > self.length)[:, tf.newaxis], end[tf.newaxis, :])
+        return tf.where(cut, tf.broadcast_to(last[:, tf.newaxis], tf.shape(kept_ids)), kept_ids), kept_mask
+
+    def get_config(self):
+        return {**super().get_config(), "length": self.length}
+
+
 class MaskedMean(keras.layers.Layer):
     """The mean over the positions the mask keeps (the padding left out)."""
 

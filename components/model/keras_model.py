@@ -43,6 +43,8 @@ class ModelParams:
     warmup_share: float = presets.WARMUP_SHARE  # adamw's: of the training steps, then a linear decay to 0
     pooling: Optional[str] = None  # a Transformer's (presets.POOLINGS); None: the checkpoint's, else BERT's pooler
     init_checkpoint: Optional[str] = None  # pretrained encoder weights (components/model/warm_start.py)
+    # A text input's tokens the model reads: the first this many of the Transform graph's (None: all of them).
+    sequence_length: Optional[int] = None
     pretrained: Optional[Mapping[str, Any]] = None
 
     def __post_init__(self):
@@ -52,6 +54,8 @@ class ModelParams:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got '{self.optimizer}'")
         if not 0 <= self.warmup_share < 1:
             raise ValueError(f"warmup_share must be in [0, 1), got {self.warmup_share}")
+        if self.sequence_length is not None and self.sequence_length < 3:
+            raise ValueError(f"sequence_length must be >= 3 ([CLS], one word piece, [SEP]), got {self.sequence_length}")
         if self.pooling is not None and self.pooling not in presets.POOLINGS:
             raise ValueError(f"pooling must be one of {presets.POOLINGS}, got '{self.pooling}'")
         for name in ("dropout", "head_dropout"):
@@ -250,6 +254,8 @@ def build_model(
         if spec.kind == "text":
             ids = model_inputs[spec.name] = keras.layers.Input(shape=(spec.length,), name=spec.name, dtype="int64")
             mask = model_inputs[spec.mask] = keras.layers.Input(shape=(spec.length,), name=spec.mask, dtype="int64")
+            if params.sequence_length and params.sequence_length < spec.length:
+                ids, mask = encoder_lib.TokenPrefix(params.sequence_length, name=f"{spec.name}_prefix")([ids, mask])
             if transformer is not None:
                 pooled.append(
                     encoder_lib.transformer_encoder(

@@ -36,6 +36,14 @@ KNOBS: Dict[str, Knob] = {
         "model", "hidden_units", int, (1.0, INF), "the first hidden layer's units (the others keep the preset's ratios)"
     ),
     "batch_size": Knob("training", "batch_size", int, (1.0, INF), "examples per replica in a batch"),
+    "sequence_length": Knob(
+        "model",
+        "sequence_length",
+        int,
+        (3.0, INF),
+        "a text input's tokens the model reads: the first this many of the Transform graph's, its [SEP] kept "
+        "(at most the feature config's sequence_length)",
+    ),
 }
 
 
@@ -104,8 +112,23 @@ ENCODER = (
 )
 
 
-def default_space(encoder: bool) -> Tuple[Dimension, ...]:
-    return ENCODER if encoder else SCRATCH
+# A text model's tokens read, as shares of the feature config's sequence_length (the Transform graph's): attention
+# costs grow with its square, and many texts end well before it.
+TEXT_LENGTH_SHARES = (0.25, 0.5, 1.0)
+MIN_TEXT_LENGTH = 8
+
+
+def text_lengths(sequence_length: int) -> Tuple[int, ...]:
+    """The default choices of `sequence_length` for a graph that makes `sequence_length` tokens."""
+    lengths = {int(sequence_length * share) for share in TEXT_LENGTH_SHARES}
+    return tuple(sorted(n for n in lengths if n >= min(MIN_TEXT_LENGTH, sequence_length)))
+
+
+def default_space(encoder: bool, sequence_length: int = 0) -> Tuple[Dimension, ...]:
+    """The model's default dimensions; with text inputs (`sequence_length`: the graph's tokens), the tokens read."""
+    space = ENCODER if encoder else SCRATCH
+    lengths = text_lengths(sequence_length) if sequence_length else ()
+    return space + ((Dimension("sequence_length", choices=lengths),) if len(lengths) > 1 else ())
 
 
 def parse(text: str) -> Dict[str, Optional[Dimension]]:
@@ -146,11 +169,12 @@ def _number(text: str) -> Value:
         return float(text)
 
 
-def resolve(encoder: bool, overrides: str = "") -> Tuple[Dimension, ...]:
+def resolve(encoder: bool, overrides: str = "", sequence_length: int = 0) -> Tuple[Dimension, ...]:
     """The default space of the model, with `--tune-space`'s dimensions replacing, adding or dropping
-    (`name=off`) its own; raises ValueError when nothing is left to tune."""
+    (`name=off`) its own; `sequence_length`: the tokens the Transform graph makes of each text input (0: the model
+    has none). Raises ValueError when nothing is left to tune, or for tokens the graph does not make."""
     changes = parse(overrides)
-    space = {d.name: d for d in default_space(encoder)}
+    space = {d.name: d for d in default_space(encoder, sequence_length)}
     for name, dimension in changes.items():
         if dimension is None:
             space.pop(name, None)
@@ -158,6 +182,16 @@ def resolve(encoder: bool, overrides: str = "") -> Tuple[Dimension, ...]:
             space[name] = dimension
     if not space:
         raise ValueError("the search space is empty: every dimension was turned off")
+    length = space.get("sequence_length")
+    if length is not None:
+        if not sequence_length:
+            raise ValueError("sequence_length: the model has no text input")
+        largest = max(length.choices or (length.high,))
+        if largest > sequence_length:
+            raise ValueError(
+                f"{length.describe()}: over the feature config's sequence_length {sequence_length}, the tokens the "
+                "Transform graph makes of each text"
+            )
     return tuple(space.values())
 
 

@@ -580,6 +580,10 @@ def train(
         train_rows = count_rows(train_files)
     train_steps, steps_from = steps_for(train_steps, train_params.train_epochs, train_rows, batch)
     plan = schedule(train_steps, train_params.eval_every_steps)
+    # A text input's tokens the model reads (a tuning trial's sequence_length may be fewer than the graph's).
+    tokens_read = (
+        min(config.sequence_length, model_params.sequence_length or config.sequence_length) if config.text else 0
+    )
     model = build(
         strategy,
         config,
@@ -663,6 +667,7 @@ def train(
             {
                 "text_columns": list(config.text),
                 "sequence_length": config.sequence_length,
+                **({"tokens_read": tokens_read} if tokens_read != config.sequence_length else {}),
                 "text_vocabulary": {i.name: i.tokens for i in inputs if i.kind == "text"},
             }
             if config.text
@@ -695,7 +700,7 @@ def train(
             backup_dir,
             train_params.early_stopping_patience,
             extra_callbacks,
-            throughput=Throughput(batch, plan["steps_per_epoch"], config.sequence_length if config.text else 0),
+            throughput=Throughput(batch, plan["steps_per_epoch"], tokens_read),
             profile_steps=profile_executions(train_params.profile_steps, hardware.steps_per_execution),
         ),
         verbose=0,

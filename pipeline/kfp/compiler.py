@@ -379,8 +379,8 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             "give its gs://, s3:// or minio:// URI"
         )
     check_user_trainer(config.training, config.user_module)
-    check_tuning(config.tuning, config.user_module)
     training, features = resolve_shared(config.training, config.evaluation, config.features)
+    check_tuning(config.tuning, config.user_module, training, features)
     if features is not None and features.text and features.text_vocab_file:
         _location(
             f"{features.source}: text_vocab_file",

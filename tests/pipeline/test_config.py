@@ -1,6 +1,7 @@
 """Run configuration: defaults, the home folder, and clear errors for bad paths and files."""
 
 import os
+import re
 
 import pytest
 
@@ -319,3 +320,31 @@ def test_the_init_checkpoint_flag_makes_a_local_path_absolute_and_keeps_a_uri():
 
     assert local_or_remote_path("ckpt/bert_model.ckpt", "--init-checkpoint") == os.path.abspath("ckpt/bert_model.ckpt")
     assert local_or_remote_path("s3://models/bert", "--init-checkpoint") == "s3://models/bert"
+
+
+def test_a_text_models_tuning_reads_at_most_the_graphs_tokens_and_says_so_before_any_work():
+    training, features = config_lib.resolve_shared(
+        config_lib.TrainingConfig(model_preset="bert-tiny"), config_lib.EvaluationConfig(), _text_features()
+    )
+    tuning = config_lib.TuningConfig(tune=True)
+    lengths = {d.name: d for d in tuning.space(training, features)}["sequence_length"]
+    assert lengths.choices == (16, 32, 64)  # a quarter, half and all of the feature config's 64
+    config_lib.check_tuning(
+        config_lib.TuningConfig(tune=True, tune_space="sequence_length=8|64"), None, training, features
+    )
+    for space, says in (
+        (
+            "sequence_length=32|128",
+            "--tune-space: sequence_length=32|128: over the feature config's sequence_length 64",
+        ),
+        (
+            "sequence_length=off,learning_rate=off,warmup_share=off,dropout=off,batch_size=off",
+            "the search space is empty",
+        ),
+    ):
+        with pytest.raises(config_lib.ConfigError, match=re.escape(says)):
+            config_lib.check_tuning(config_lib.TuningConfig(tune=True, tune_space=space), None, training, features)
+    # A model without text reads no tokens: the dimension is refused there.
+    taxi = config_lib.resolve_shared(config_lib.TrainingConfig(), config_lib.EvaluationConfig(), None)
+    with pytest.raises(config_lib.ConfigError, match="sequence_length: the model has no text input"):
+        config_lib.check_tuning(config_lib.TuningConfig(tune=True, tune_space="sequence_length=8|16"), None, *taxi)

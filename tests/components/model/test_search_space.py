@@ -3,6 +3,7 @@ Trainer's custom_config; the best values written in keras-tuner's own HyperParam
 keras-tuner itself, as a module file's run_fn would)."""
 
 import json
+import re
 
 import pytest
 
@@ -84,3 +85,30 @@ def test_the_best_values_read_back_with_keras_tuner_as_tfxs_tuner_writes_them():
     assert hp.get("learning_rate") == 0.003 and hp.get("width") == 64
     assert [p.name for p in hp.space] == ["learning_rate", "width", "dropout", "batch_size"]
     assert hp.space[0].sampling == "log" and list(hp.space[1].values) == [32, 64, 128, 256]
+
+
+def test_a_text_models_space_reads_a_quarter_half_or_all_of_the_graphs_tokens():
+    lengths = {d.name: d for d in ss.resolve(True, "", sequence_length=128)}["sequence_length"]
+    assert lengths.choices == (32, 64, 128)
+    assert ss.text_lengths(16) == (8, 16)
+    # Too short a graph to read fewer tokens of, and a model without text: no such dimension.
+    assert "sequence_length" not in {d.name for d in ss.resolve(True, "", sequence_length=8)}
+    assert "sequence_length" not in {d.name for d in ss.resolve(False, "")}
+    # A flag narrows it; values below the graph's length are kept as given.
+    narrowed = ss.resolve(True, "sequence_length=48|96", sequence_length=128)
+    assert {d.name: d for d in narrowed}["sequence_length"].choices == (48, 96)
+    assert ss.apply({"sequence_length": 48.0}, {}, ())["model"] == {"sequence_length": 48}
+
+
+@pytest.mark.parametrize(
+    "flags, length, says",
+    [
+        ("sequence_length=64|256", 128, "sequence_length=64|256: over the feature config's sequence_length 128"),
+        ("sequence_length=16:200", 128, "over the feature config's sequence_length 128"),
+        ("sequence_length=16|32", 0, "sequence_length: the model has no text input"),
+        ("sequence_length=2|8", 128, "sequence_length=2: must be >= 3"),
+    ],
+)
+def test_reading_more_tokens_than_the_graph_makes_or_none_is_refused(flags, length, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        ss.resolve(True, flags, sequence_length=length)
