@@ -8,6 +8,7 @@ import tf_keras as keras
 from tfxflow.components.model import encoder, presets
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import keras_model as model_lib
+from tfxflow.components.model import search_space as ss
 
 BERT_VOCAB = 30522  # BERT's uncased English WordPiece vocabulary
 
@@ -228,7 +229,10 @@ def test_a_model_reading_fewer_tokens_takes_the_graphs_inputs_and_counts_no_more
         model_lib.build_model(
             TEXT_CONFIG,
             {"description_xf": 30, "package_xf": 5},
-            model_lib.ModelParams(preset="bert-tiny", sequence_length=n),
+            # As a trial's values reach the Trainer: its custom_config's model section (search_space.apply).
+            model_lib.ModelParams.from_dict(
+                ss.apply({"sequence_length": n} if n else {}, {"model": {"preset": "bert-tiny"}}, ())["model"]
+            ),
             head=head,
         )
         for n in (None, 4)
