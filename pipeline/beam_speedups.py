@@ -416,10 +416,10 @@ def equi_width_over_arrays(quantiles_util: Any, original: Callable) -> Callable:
 
     strip_infinities, bin_weights = (getattr(quantiles_util, name) for name in EQUI_WIDTH_PARTS)
 
-    @functools.wraps(original)
-    def generate(quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf):
+    def merge(quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf):
+        """The histogram, or None where TFDV's own function decides (no finite value, a NaN, an overflow)."""
         if not (np.isfinite(finite_min) and np.isfinite(finite_max)) or np.isnan(quantiles).any():
-            return original(quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf)
+            return None
         assert np.all(quantiles[:-1] <= quantiles[1:])
         stripped, cumulative, num_neg_inf = strip_infinities(quantiles, cumulative_counts, finite_max, num_pos_inf)
         if finite_min == finite_max:
@@ -427,7 +427,7 @@ def equi_width_over_arrays(quantiles_util: Any, original: Callable) -> Callable:
         else:
             boundaries = np.linspace(finite_min, finite_max, num_buckets + 1)
             if not np.isfinite(boundaries).all():
-                return original(quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf)
+                return None
         lows, highs, weights = (np.asarray(a, dtype=np.float64) for a in bin_weights(stripped, cumulative))
         sums = []
         start = 0
@@ -441,9 +441,9 @@ def equi_width_over_arrays(quantiles_util: Any, original: Callable) -> Callable:
                 follows = ~at_low & ~precedes & (lows > high)
                 inside = (low <= lows) & (high >= highs)
                 overlap = np.select(
-                    [at_low, highs < low, follows, inside, low <= lows, high >= highs, (low > lows) & (high < highs)],
+                    [at_low, precedes, follows, inside, low <= lows, high >= highs, (low > lows) & (high < highs)],
                     [
-                        np.full_like(lows, 1.0 if i == 0 else 0.0),
+                        1.0 if i == 0 else 0.0,
                         0.0,
                         0.0,
                         1.0,
@@ -456,7 +456,7 @@ def equi_width_over_arrays(quantiles_util: Any, original: Callable) -> Callable:
                 following = np.flatnonzero(follows[start:])
                 end = start + following[0] if following.size else lows.size
                 if np.isnan(overlap[start:end]).any():  # TFDV raises its error for these buckets
-                    return original(quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf)
+                    return None
                 sums.append(np.cumsum(overlap[start:end] * weights[start:end])[-1] if end > start else 0)
                 before = np.flatnonzero(precedes[start:end])
                 if before.size:
@@ -469,5 +469,12 @@ def equi_width_over_arrays(quantiles_util: Any, original: Callable) -> Callable:
         if num_pos_inf:
             result.buckets.add(low_value=float("inf"), high_value=float("inf"), sample_count=num_pos_inf)
         return result
+
+    @functools.wraps(original)
+    def generate(quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf):
+        # TFDV's generators pass these by name.
+        args = (quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf)
+        merged = merge(*args)
+        return original(*args) if merged is None else merged
 
     return generate

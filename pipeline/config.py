@@ -492,12 +492,13 @@ def check_tuning(
     module's tuner_fn is tuned instead (TFX's Tuner), and a run_fn without one cannot be. With `training` and
     `features`, the search space of that model (a text input's tokens read are at most the graph's)."""
     settings_lib.check(tuning)
-    if tuning.tune and training is not None and not (user_module is not None and user_module.tuner_fn):
+    module_tuner = tuning.tune and user_module is not None and bool(user_module.tuner_fn)
+    if tuning.tune and training is not None and not module_tuner:
         try:
             tuning.space(training, features)
         except ValueError as err:
             raise ConfigError(f"--tune-space: {err}") from None
-    if tuning.tune and user_module is not None and user_module.tuner_fn:
+    if module_tuner:
         if not user_module.run_fn:
             raise ConfigError(
                 f"--tune runs --module-file {user_module.path}'s tuner_fn, whose best hyperparameters go to the "

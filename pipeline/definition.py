@@ -322,8 +322,9 @@ def create_pipeline(
     train_args = train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps or 0)
     eval_args = trainer_pb2.EvalArgs(num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0))
     tuner = None
-    if tuning is not None and tuning.tune and user_module is not None and user_module.tuner_fn:
+    if tuning is not None and tuning.tune:
         check_tuning(tuning, user_module, training, features)
+    if tuning is not None and tuning.tune and user_module is not None and user_module.tuner_fn:
         # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/module_tuner.py). Not
         # imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
         from tfxflow.components import module_tuner
@@ -338,7 +339,6 @@ def create_pipeline(
             custom_config=trainer_custom,
         ).with_id(names.TUNER)
     elif tuning is not None and tuning.tune:
-        check_tuning(tuning, user_module, training, features)
         task = features.task_spec
         objective = search_space.objective_metric(evaluation.for_task(task.name).metric, task.training_metrics)
         tuner = tuner_lib.Tuner(

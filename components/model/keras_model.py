@@ -83,6 +83,10 @@ class ModelParams:
             return self.pooling
         return (self.pretrained or {}).get("pooling") or presets.POOLER
 
+    def tokens_read(self, graph_length: int) -> int:
+        """A text input's tokens the model reads of the `graph_length` the Transform graph makes of each text."""
+        return min(graph_length, self.sequence_length or graph_length)
+
     @property
     def optimizer_name(self) -> str:
         return self.optimizer or ("adamw" if self.encoder is not None else "adam")
@@ -254,8 +258,10 @@ def build_model(
         if spec.kind == "text":
             ids = model_inputs[spec.name] = keras.layers.Input(shape=(spec.length,), name=spec.name, dtype="int64")
             mask = model_inputs[spec.mask] = keras.layers.Input(shape=(spec.length,), name=spec.mask, dtype="int64")
-            if params.sequence_length and params.sequence_length < spec.length:
-                ids, mask = encoder_lib.TokenPrefix(params.sequence_length, name=f"{spec.name}_prefix")([ids, mask])
+            if params.tokens_read(spec.length) < spec.length:
+                ids, mask = encoder_lib.TokenPrefix(params.tokens_read(spec.length), name=f"{spec.name}_prefix")(
+                    [ids, mask]
+                )
             if transformer is not None:
                 pooled.append(
                     encoder_lib.transformer_encoder(

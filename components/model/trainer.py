@@ -581,9 +581,7 @@ def train(
     train_steps, steps_from = steps_for(train_steps, train_params.train_epochs, train_rows, batch)
     plan = schedule(train_steps, train_params.eval_every_steps)
     # A text input's tokens the model reads (a tuning trial's sequence_length may be fewer than the graph's).
-    tokens_read = (
-        min(config.sequence_length, model_params.sequence_length or config.sequence_length) if config.text else 0
-    )
+    tokens_read = model_params.tokens_read(config.sequence_length) if config.text else 0
     model = build(
         strategy,
         config,
