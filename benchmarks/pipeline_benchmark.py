@@ -13,7 +13,7 @@ all: what a memory limit on the tree sees), and its CPU time is the user and sys
 processes it waited for (the serving check's, Beam's workers): beside the wall time, it tells a busy machine
 (steal time, a neighbour) from slower code. Per-component times come from ML Metadata. Prints a table and the
 goals, and writes JSON with the commit and the machine; `python -m benchmarks.readme_tables FILE` renders the
-README's tables from it:
+docs' tables from it:
 
     make bench                       # 1x (3 cold runs each side), 100x, the tasks: 20 to 45 minutes on 2 cores
     make bench ARGS="--scale 1000"   # adds 1000x (15M rows): 18 to 35 minutes more
@@ -236,7 +236,7 @@ def machine() -> Dict[str, object]:
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "processor": model or platform.processor() or platform.machine(),
         "python": platform.python_version(),
-        # Which stack the figures are of (README: Environment): the compat lane's goals apply to both.
+        # Which stack the figures are of (docs/environment.md): the compat lane's goals apply to both.
         "lane": lane.name(),
         "tfx": importlib.metadata.version("tfx"),
         "date": datetime.date.today().isoformat(),

@@ -1,6 +1,6 @@
-"""The README's benchmark blocks, rendered from results JSON files: the pipeline benchmark's tables (`make
+"""The docs' benchmark blocks, rendered from results JSON files: the pipeline benchmark's tables (`make
 bench`, benchmarks/pipeline_benchmark.py) and the fine-tuning figures of `make bench-text`
-(benchmarks/text_benchmark.py). The README holds each between
+(benchmarks/text_benchmark.py). README.md or a chapter in docs/ holds each between
 
     <!-- pipeline-benchmark: benchmarks/results/<file>.json -->    (or <!-- fine-tuning: ... -->)
     ...
@@ -146,7 +146,7 @@ def _bench_args(result: Dict[str, Any]) -> str:
 
 
 def render(result: Dict[str, Any]) -> str:
-    """The README's block: the machine and commit, the comparison, the spread, the goals, scales and tasks."""
+    """The benchmark block: the machine and commit, the comparison, the spread, the goals, scales and tasks."""
     machine = result["machine"]
     parts = [
         [
@@ -168,7 +168,7 @@ def render(result: Dict[str, Any]) -> str:
 
 
 def fine_tuning(result: Dict[str, Any]) -> str:
-    """The README's fine-tuning block of a text benchmark's results: the learning-rate sweep (held-out accuracy
+    """The fine-tuning block of a text benchmark's results: the learning-rate sweep (held-out accuracy
     after each epoch, speed, MFU), then the recipe's run against bert-mini from scratch at equal steps and time."""
     tuned = result["fine_tuning"]
     sweep = [r for r in tuned["sweep"] if "error" not in r]
@@ -219,7 +219,7 @@ def fine_tuning(result: Dict[str, Any]) -> str:
 
 
 def tuning(result: Dict[str, Any]) -> str:
-    """The README's tuning block of benchmarks/tuning_benchmark.py's results: per case, the eval split's metric
+    """The tuning block of benchmarks/tuning_benchmark.py's results: per case, the eval split's metric
     untuned and tuned, the trials by state, and the Tuner's time against the Trainer's."""
     metric = result["metric"]
     lines = [

@@ -9,7 +9,7 @@ second core buys.
 
     .venv/bin/python -m benchmarks.tuning_benchmark [--trials 8] [--out benchmarks/results/tuning-<date>.json]
 
-`python -m benchmarks.readme_tables FILE` renders the README's Tuning block from the results.
+`python -m benchmarks.readme_tables FILE` renders the docs' Tuning block from the results.
 """
 
 from __future__ import annotations

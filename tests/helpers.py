@@ -21,6 +21,24 @@ from tfxflow.pipeline.config import bundled_taxi_data_root
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def doc_files() -> List[str]:
+    """The user documentation, relative to the repository: README.md, then the chapters in docs/."""
+    chapters = sorted(f for f in os.listdir(os.path.join(REPO, "docs")) if f.endswith(".md"))
+    return ["README.md", *(os.path.join("docs", f) for f in chapters)]
+
+
+def docs_text() -> str:
+    """README.md and the chapters in docs/, one text (a block or table may be in any of them)."""
+    parts = []
+    for path in doc_files():
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            parts.append(f.read())
+    return "\n".join(parts)
+
+
 def write_taxi_sample(folder: str, rows: int) -> str:
     """Copies the header and the first `rows` rows of the bundled taxi CSV into `folder`/data.csv."""
     os.makedirs(folder, exist_ok=True)

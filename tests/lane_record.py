@@ -30,7 +30,7 @@ TRAIN_FLAGS = ["--train-steps", "120", "--batch-size", "64", "--eval-every-steps
 # The lines of a run's output that state a decision and its reasons (the rest is timing and progress).
 DECIDING = re.compile(r"^(\s*(data|blessed|pushed):\s+.*|(data gate|input data|error): .*|\s+- .*)$", re.M)
 VERSION = re.compile(r"\b1\d{9}\b")  # a pushed version: the push's time in seconds
-# Parameters that name the stack, which differs by lane on purpose (README: Environment), or come from this
+# Parameters that name the stack, which differs by lane on purpose (docs/environment.md), or come from this
 # machine's speed (the input pipeline's rate, and whether it or the model bounds training).
 MACHINE_PARAMS = re.compile(r"^versions\.|_per_s$|^trainer\.input_bound$")
 PREDICTED_ROWS = 20

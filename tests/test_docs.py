@@ -1,6 +1,6 @@
-"""What the READMEs and the Dockerfile name must exist: every module path of the package they give, every
-`from ... import ...` in their commands, every flag of their `tfxflow` command lines, and the KFP version
-table's endpoints. A rename then fails here instead of in a user's terminal."""
+"""What the READMEs, the chapters in docs/ and the Dockerfile name must exist: every module path of the package
+they give, every `from ... import ...` in their commands, every flag of their `tfxflow` command lines, and the KFP
+version table's endpoints. A rename then fails here instead of in a user's terminal."""
 
 import importlib
 import os
@@ -9,11 +9,20 @@ import shlex
 
 import pytest
 
+from tests import helpers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = ("README.md", os.path.join("kubeflow", "README.md"), os.path.join("kubeflow", "Dockerfile"))
+# What users read: README.md and its chapters (docs/), the Kubeflow README; then the step image's Dockerfile.
+USER_DOCS = (*helpers.doc_files(), os.path.join("kubeflow", "README.md"))
+DOCS = (*USER_DOCS, os.path.join("kubeflow", "Dockerfile"))
+# The command lines users copy: the README with its chapters (one text), and the Kubeflow README.
+GUIDE = "README.md and docs/"
+COMMAND_DOCS = (GUIDE, os.path.join("kubeflow", "README.md"))
 
 
 def _read(path: str) -> str:
+    if path == GUIDE:
+        return helpers.docs_text()
     with open(os.path.join(REPO, path), encoding="utf-8") as f:
         return f.read()
 
@@ -30,11 +39,11 @@ def _resolves(name: str) -> bool:
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_module_path_the_docs_name_exists(doc):
     names = set(re.findall(r"\btfxflow\.(?:pipeline|components|schemas)(?:\.\w+)*", _read(doc)))
-    assert names, doc
+    assert names or doc.startswith("docs"), doc  # a chapter may name no module; the README and Dockerfile do
     assert not sorted(n for n in names if not _resolves(n))
 
 
-@pytest.mark.parametrize("doc", DOCS[:2])
+@pytest.mark.parametrize("doc", COMMAND_DOCS)
 def test_every_python_import_in_the_docs_commands_works(doc):
     imports = re.findall(r"from ((?:tfxflow|pipeline|components|schemas)[\w.]*) import (\w+)", _read(doc))
     broken = [f"{m}.{n}" for m, n in imports if not _resolves(f"{m}.{n}")]
@@ -51,7 +60,7 @@ def _commands(doc: str):
                 yield shlex.split(command[command.index("tfxflow ") :].replace("$", "X"))
 
 
-@pytest.mark.parametrize("doc", DOCS[:2])
+@pytest.mark.parametrize("doc", COMMAND_DOCS)
 def test_every_flag_of_the_docs_command_lines_parses(doc):
     from tfxflow.pipeline.cli.main import build_parser
 
@@ -155,7 +164,7 @@ def test_every_flag_the_docs_name_is_one_of_the_project_or_of_the_program_they_n
     for path in [*scripts, os.path.join("pipeline", "kfp", "entrypoint.py")]:
         if path.endswith(".py"):
             declared |= set(re.findall(r"[\"'](--[a-z][\w-]*)[\"']", _read(path)))
-    named = {f for doc in DOCS[:2] for f in re.findall(r"`[^`\n]*?(--[a-z][\w-]*)", _read(doc))}
+    named = {f for doc in USER_DOCS for f in re.findall(r"`[^`\n]*?(--[a-z][\w-]*)", _read(doc))}
     assert len(named) > 60
     assert not sorted(named - declared - OTHER_PROGRAMS)
     assert not sorted(OTHER_PROGRAMS - named)  # the list holds no flag the docs no longer name
@@ -182,7 +191,7 @@ def test_the_readmes_fine_tuning_recipe_is_the_codes():
     from tfxflow.components.model import checkpoints, presets
     from tfxflow.pipeline.config import TrainingConfig, resolve_training
 
-    block = re.search(r"<!-- fine-tuning-recipe -->\n(.*?)\n<!-- /fine-tuning-recipe -->", _read("README.md"), re.S)
+    block = re.search(r"<!-- fine-tuning-recipe -->\n(.*?)\n<!-- /fine-tuning-recipe -->", helpers.docs_text(), re.S)
     rows = {
         cells[0]: cells[1:]
         for cells in ([c.strip() for c in line.strip("|").split("|")] for line in block.group(1).splitlines()[2:])

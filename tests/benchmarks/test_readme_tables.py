@@ -1,37 +1,36 @@
-"""The README's pipeline benchmark block is what benchmarks/readme_tables.py renders from the results JSON it
-names: a figure cannot be edited by hand, nor the JSON replaced without the README."""
+"""The docs' benchmark blocks (README.md and its chapters in docs/) are what benchmarks/readme_tables.py renders
+from the results JSON each names: a figure cannot be edited by hand, nor the JSON replaced without the docs."""
 
 import json
 import os
 import re
 
 from benchmarks import readme_tables
+from tests import helpers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BLOCK = re.compile(r"<!-- pipeline-benchmark: (\S+) -->\n(.*?)\n<!-- /pipeline-benchmark -->", re.S)
 
 
 def test_each_lanes_readme_benchmark_block_is_rendered_from_its_results_file():
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        blocks = BLOCK.findall(f.read())
+    blocks = BLOCK.findall(helpers.docs_text())
     lanes = []
     for path, shown in blocks:
         with open(os.path.join(REPO, path), encoding="utf-8") as f:
             result = json.load(f)
         assert shown.strip() == readme_tables.render(result).strip(), (
-            f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
+            f"the docs' block differs from `python -m benchmarks.readme_tables {path}`"
         )
         # What the block stands on: a commit of this repository, and every goal with its verdict.
         assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", result["commit"])
         assert result["goals"] and all(isinstance(g["met"], bool) for g in result["goals"])
         lanes.append(result["machine"].get("lane", "compat"))  # files from before the lanes are the compat lane's
-    assert sorted(lanes) == ["compat", "current"], "README.md needs one <!-- pipeline-benchmark: FILE --> per lane"
+    assert sorted(lanes) == ["compat", "current"], "the docs need one <!-- pipeline-benchmark: FILE --> per lane"
 
 
 def _readme_table(header: str) -> list:
-    """The rows of the README's table whose header line is `header`, as lists of cells."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    """The rows of the docs' table whose header line is `header`, as lists of cells."""
+    lines = helpers.docs_text().splitlines()
     start = lines.index(header) + 2  # the header, then the alignment row
     rows = []
     for line in lines[start:]:
@@ -107,17 +106,16 @@ def test_the_text_table_is_its_results_file():
 
 
 def _only_block(kind: str, render) -> dict:
-    """The results file of README.md's one `<!-- kind: FILE -->` block, after checking the block is what `render`
+    """The results file of the docs' one `<!-- kind: FILE -->` block, after checking the block is what `render`
     makes of it."""
     pattern = re.compile(rf"<!-- {kind}: (\S+) -->\n(.*?)\n<!-- /{kind} -->", re.S)
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        blocks = pattern.findall(f.read())
-    assert len(blocks) == 1, f"README.md needs exactly one <!-- {kind}: FILE --> block"
+    blocks = pattern.findall(helpers.docs_text())
+    assert len(blocks) == 1, f"the docs need exactly one <!-- {kind}: FILE --> block"
     ((path, shown),) = blocks
     with open(os.path.join(REPO, path), encoding="utf-8") as f:
         result = json.load(f)
     assert shown.strip() == render(result).strip(), (
-        f"the README's block differs from `python -m benchmarks.readme_tables {path}`"
+        f"the docs' block differs from `python -m benchmarks.readme_tables {path}`"
     )
     return result
 

@@ -496,7 +496,7 @@ def _probe_saved_by(script, folder, xs, *args):
 @pytest.mark.integration
 @pytest.mark.skipif(
     lane.name() == lane.CURRENT,
-    reason="the current lane has no TF-DF: no release is built against TF 2.21 (README: Environment, what differs)",
+    reason="the current lane has no TF-DF: no release is built against TF 2.21 (docs/environment.md, what differs)",
 )
 def test_a_tf_decision_forests_model_serves_with_the_inference_ops_tf_serving_links(tmp_path):
     """TF Serving 2.16.1 links TF-DF 1.3.0's six inference ops: a TF-DF model (as a module file's run_fn trains)

@@ -4,6 +4,7 @@ import importlib.metadata
 import os
 import re
 
+from tests import helpers
 from tfxflow.components import lane
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -130,7 +131,7 @@ def test_every_build_argument_the_docs_give_is_one_the_dockerfile_declares():
     declared = set(re.findall(r"^ARG (\w+)", dockerfile, re.M))
     given = [
         found
-        for doc in (("README.md",), ("kubeflow", "README.md"), ("kubeflow", "Dockerfile"))
+        for doc in (*((path,) for path in helpers.doc_files()), ("kubeflow", "README.md"), ("kubeflow", "Dockerfile"))
         for found in re.findall(r"--build-arg[ =](\w+)=([\w:/@<>.-]*[\w>])", _read(*doc))
     ]
     assert {"LANE", "BASE_IMAGE"} <= {name for name, _ in given}
