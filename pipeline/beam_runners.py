@@ -42,7 +42,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfxflow.components import lane
-from tfxflow.pipeline.settings import ConfigError
+from tfxflow.components.settings import ConfigError
 
 BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")  # the DirectRunner's
 

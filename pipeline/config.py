@@ -8,16 +8,16 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import names
+from tfxflow.components import settings as settings_lib
 from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
+from tfxflow.components.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.components.tracking_outbox import DEFAULT_WAIT_S as DEFAULT_TRACKING_WAIT_S
 from tfxflow.pipeline import beam_runners
-from tfxflow.pipeline import settings as settings_lib
 from tfxflow.pipeline import user_module as user_module_lib
 from tfxflow.pipeline.beam_runners import BeamRunner
-from tfxflow.pipeline.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.pipeline.user_module import UserModule
 
 

@@ -16,7 +16,7 @@ import hashlib
 import os
 from typing import Dict, Optional, Tuple
 
-from tfxflow.pipeline.settings import ConfigError
+from tfxflow.components.settings import ConfigError
 
 FLAG = "--module-file"
 # TFX's names, and the positional arguments each takes (preprocessing_fn may also take custom_config).

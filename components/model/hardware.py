@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 
 from absl import logging
 
-from tfxflow.pipeline.settings import int_list, json_value, setting, strict_fields
+from tfxflow.components.settings import int_list, json_value, setting, strict_fields
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -15,7 +15,7 @@ from tfxflow.components.model import encoder as encoder_lib
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import presets, tasks
 from tfxflow.components.model.presets import PRESETS
-from tfxflow.pipeline.settings import strict_fields
+from tfxflow.components.settings import strict_fields
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 

@@ -126,8 +126,8 @@ class FineTuning:
     training from scratch's, whose learning rate and lack of dropout wipe out what the checkpoint knows.
 
     `learning_rate`: the best of BERT's range (BERT_LEARNING_RATES, at batch 32) in `make bench-text`'s sweep
-    on Debian's package descriptions (docs/trainer.md, Fine-tuning a pretrained encoder); `epochs` over the training split
-    at `batch_size`;
+    on Debian's package descriptions (docs/trainer.md, Fine-tuning a pretrained encoder); `epochs` over the
+    training split at `batch_size`;
     the dropout rates are the checkpoint's own (its config's hidden and attention dropout, and before the head
     Hugging Face's classifier_dropout or the hidden one); AdamW's epsilon 1e-6; the gradients' global norm
     clipped at 1.0; warmup over the first 10% of the steps, then a linear decay to 0."""

@@ -28,7 +28,7 @@ from tfxflow.components.model import checkpoints, export, presets, search_space,
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import hardware as hardware_lib
 from tfxflow.components.model import keras_model as model_lib
-from tfxflow.pipeline.settings import strict_fields
+from tfxflow.components.settings import strict_fields
 
 # The entries of the Trainer's custom_config (pipeline/definition.py; TrainingConfig.custom_config).
 CUSTOM_CONFIG_KEYS = ("features", "raw_examples", "model", "training", "hardware")

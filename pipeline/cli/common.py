@@ -8,8 +8,8 @@ import dataclasses
 import sys
 from typing import Any, Optional, Tuple
 
+from tfxflow.components import settings
 from tfxflow.components.model.hardware import HardwareConfig
-from tfxflow.pipeline import settings
 from tfxflow.pipeline.beam_runners import BEAM_MODES
 from tfxflow.pipeline.config import (
     HOME_ENV,

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-from tfxflow.pipeline import settings
+from tfxflow.components import settings
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET, PipelineSettings
 from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR

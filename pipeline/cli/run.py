@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
+from tfxflow.components import settings
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
-from tfxflow.pipeline import settings
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import PipelineSettings
 from tfxflow.pipeline.local import run as local_run

@@ -32,6 +32,7 @@ import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import lane, mlflow_auth, names, object_store
+from tfxflow.components.settings import setting
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
@@ -44,7 +45,6 @@ from tfxflow.pipeline.config import (
     split_beam_runner,
 )
 from tfxflow.pipeline.kfp import entrypoint
-from tfxflow.pipeline.settings import setting
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 

@@ -29,9 +29,9 @@ MIN_TEXT_SPACED = 0.5
 # Two-valued labels whose positive class is the one that says yes (else the rarer value is).
 AFFIRMATIVE = ("1", "yes", "y", "true", "t", "positive", "pos")
 DRAFT_NOTE = (
-    "# A draft to curate. Every feature but the label has drift and skew comparators (docs/data-validation.md: Drift and skew):\n"
-    "# remove them from columns that change by design (timestamps, ids, dates), and set each threshold to the\n"
-    "# change you would want to hear about.\n"
+    "# A draft to curate. Every feature but the label has drift and skew comparators (docs/data-validation.md,\n"
+    "# Drift and skew): remove them from columns that change by design (timestamps, ids, dates), and set each\n"
+    "# threshold to the change you would want to hear about.\n"
 )
 
 

@@ -316,7 +316,7 @@ def test_a_module_files_run_fn_gets_neither_a_checkpoint_nor_epochs():
 
 
 def test_the_init_checkpoint_flag_makes_a_local_path_absolute_and_keeps_a_uri():
-    from tfxflow.pipeline.settings import local_or_remote_path
+    from tfxflow.components.settings import local_or_remote_path
 
     assert local_or_remote_path("ckpt/bert_model.ckpt", "--init-checkpoint") == os.path.abspath("ckpt/bert_model.ckpt")
     assert local_or_remote_path("s3://models/bert", "--init-checkpoint") == "s3://models/bert"

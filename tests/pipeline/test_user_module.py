@@ -5,7 +5,7 @@ import os
 import pytest
 import tfx
 
-from tfxflow.pipeline.settings import ConfigError
+from tfxflow.components.settings import ConfigError
 from tfxflow.pipeline.user_module import inspect
 
 EXAMPLES = os.path.join(os.path.dirname(tfx.__file__), "examples")

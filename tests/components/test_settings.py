@@ -6,8 +6,8 @@ from typing import Optional, Tuple
 
 import pytest
 
-from tfxflow.pipeline import settings
-from tfxflow.pipeline.settings import ConfigError, setting
+from tfxflow.components import settings
+from tfxflow.components.settings import ConfigError, setting
 
 
 @dataclasses.dataclass(frozen=True)
