@@ -27,7 +27,7 @@ STAMP := $(VENV)/.installed-$(word 1,$(shell printf '%s' '$(CURDIR)' | cksum))
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint bench bench-trainer bench-text bench-drift bench-serving bench-tuning bench-transform-sample lock lock-compat lock-current clean help
+.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint docs bench bench-trainer bench-text bench-drift bench-serving bench-tuning bench-transform-sample lock lock-compat lock-current clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -36,6 +36,7 @@ help:
 	@echo "make test-all   both in one session, the image's runs filling the cores the long runs leave (CI)"
 	@echo "make test-fast  run the unit tests only (no server, no TFX run: about 75 seconds)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
+	@echo "make docs       the docs as a site in site/ (README.md, docs/, kubeflow/README.md; mkdocs.yml), built strictly"
 	@echo "make bench      the whole pipeline as users run it vs. Google's taxi pipeline (3 cold runs each), re-runs, a run per\n                 task, 100x data; checks the goals (25-45 min); ARGS=\"--scale 1000\" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
 	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
@@ -122,6 +123,9 @@ test-all: $(STAMP) system-deps
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)

@@ -2,6 +2,7 @@
 they give, every `from ... import ...` in their commands, every flag of their `tfxflow` command lines, and the KFP
 version table's endpoints. A rename then fails here instead of in a user's terminal."""
 
+import dataclasses
 import importlib
 import os
 import re
@@ -117,70 +118,319 @@ def test_every_project_file_the_docs_name_exists():
     assert not sorted(p for p in named if not os.path.exists(os.path.join(REPO, p)))
 
 
-def _options(parser) -> set:
-    import argparse
-
-    found = set()
-    for action in parser._actions:
-        found |= set(action.option_strings)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found |= _options(sub)
-    return found
-
-
 # Other programs' flags the READMEs name: Beam's pipeline options, TF Serving's, MLflow's, pip's, Chromium's, docker's.
 OTHER_PROGRAMS = {
-    "--app-name",
+    # Beam's pipeline options (--beam-arg, the runner presets)
     "--beam_plugins",
-    "--build-arg",
     "--direct_num_workers",
     "--direct_running_mode",
     "--environment_config",
     "--environment_type",
     "--extra_package",
     "--extra_packages",
-    "--file_system_poll_wait_seconds",
-    "--from",
-    "--max_num_load_retries",
-    "--monitoring_config_file",
-    "--no-deps",
+    "--flink_job_server_jar",
+    "--flink_master",
+    "--flink_version",
+    "--job_endpoint",
+    "--machine_type",
+    "--max_num_workers",
+    "--parallelism",
+    "--project",
     "--provision_endpoint",
-    "--proxy-bypass-list",
+    "--region",
     "--requirements_file",
     "--runner",
     "--sdk_container_image",
     "--setup_file",
+    "--spark_master_url",
+    "--temp_location",
     "--worker_pool",
+    # TF Serving's
+    "--file_system_poll_wait_seconds",
+    "--max_num_load_retries",
+    "--model_base_path",
+    "--monitoring_config_file",
+    # MLflow's server, pip's, Chromium's, buildah's and docker's, kubectl's, the AWS CLI's
+    "--app-name",
+    "--artifacts-destination",
+    "--backend-store-uri",
+    "--port",
+    "--no-deps",
+    "--proxy-bypass-list",
+    "--build-arg",
+    "--from",
+    "--from-literal",
+    "--endpoint-url",
 }
 
 
-def test_every_flag_the_docs_name_is_one_of_the_project_or_of_the_program_they_name():
-    """`tfxflow`'s own flags from its parser; the benchmarks' and the step entry point's from their sources."""
+def _declared(path: str) -> set:
+    """The options a script's argparse parser declares (`add_argument("--x", ...)`), read from its source."""
+    calls = re.findall(r"add_argument\(\s*((?:[\"'][-\w]+[\"'],\s*)*[\"'][-\w]+[\"'])", _read(path))
+    return {flag for call in calls for flag in re.findall(r"[\"'](--[\w-]+)[\"']", call)}
+
+
+def _programs() -> dict:
+    """{what a command line names: the options it takes}: each `tfxflow` command (`tfxflow kubeflow compile`)
+    from the parser, each benchmark script (`benchmarks.x`, `benchmarks/x.py`, and the `make` target that runs
+    it) and the step entry point from their parsers' declarations."""
+    import argparse
+
     from tfxflow.pipeline.cli.main import build_parser
 
-    scripts = [os.path.join("benchmarks", name) for name in os.listdir(os.path.join(REPO, "benchmarks"))]
-    declared = _options(build_parser())
-    for path in [*scripts, os.path.join("pipeline", "kfp", "entrypoint.py")]:
-        if path.endswith(".py"):
-            declared |= set(re.findall(r"[\"'](--[a-z][\w-]*)[\"']", _read(path)))
-    named = {f for doc in USER_DOCS for f in re.findall(r"`[^`\n]*?(--[a-z][\w-]*)", _read(doc))}
-    assert len(named) > 60
-    assert not sorted(named - declared - OTHER_PROGRAMS)
-    assert not sorted(OTHER_PROGRAMS - named)  # the list holds no flag the docs no longer name
+    programs = {}
+
+    def walk(parser, name):
+        programs[name] = {o for action in parser._actions for o in action.option_strings}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    walk(subparser, f"{name} {sub}")
+
+    walk(build_parser(), "tfxflow")
+    targets = dict(re.findall(r"^([\w-]+): .*\n\t.*-m benchmarks\.(\w+)", _read("Makefile"), re.M))
+    for name in os.listdir(os.path.join(REPO, "benchmarks")):
+        if name.endswith(".py"):
+            flags = _declared(os.path.join("benchmarks", name))
+            programs[f"benchmarks.{name[:-3]}"] = programs[f"benchmarks/{name}"] = flags
+    for target, script in targets.items():
+        programs[f"make {target}"] = programs[f"benchmarks.{script}"]
+    programs["make run"] = programs["tfxflow run"]
+    # The step entry point's flags are constants of its own parsing (TYPES_FLAG, LANE_FLAG) besides argparse's.
+    entrypoint = os.path.join("pipeline", "kfp", "entrypoint.py")
+    programs["kfp.entrypoint"] = _declared(entrypoint) | set(
+        re.findall(r"= [\"'](--[a-z][\w-]*)[\"']", _read(entrypoint))
+    )
+    return programs
 
 
-def test_the_flag_tables_defaults_are_the_parsers():
-    """A number in the README's table of `tfxflow run` flags is that flag's default."""
+def _spans(doc: str):
+    """Each inline code span (one may wrap a line) and each line of a code block of the doc (a command continued
+    with `\\` is one)."""
+    text = _read(doc)
+    for block in re.findall(r"```[\w-]*\n(.*?)```", text, re.S):
+        yield from re.sub(r"\\\n\s*", " ", block).splitlines()
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    yield from (span.replace("\n", " ") for span in re.findall(r"(?<!`)`([^`]+?)`(?!`)", prose) if "\n\n" not in span)
+
+
+def _program_of(span: str, programs: dict) -> str:
+    """The longest program name the span names (`tfxflow kubeflow compile` over `tfxflow`), else ''."""
+    named = [p for p in programs if re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-]|\.\w)", span)]
+    return max(named, key=len, default="")
+
+
+def test_every_flag_in_every_span_is_the_named_programs():
+    """Every flag of every code span and code-block line: one of the program the span names (`tfxflow
+    kubeflow compile --x`: that command's; `make bench ARGS="--x"`: the benchmark's), else, standing alone, one
+    of some `tfxflow` command's, a benchmark's or another program's the docs name (OTHER_PROGRAMS)."""
+    programs = _programs()
+    anyone = set().union(*programs.values()) | OTHER_PROGRAMS
+    checked, wrong, other_named = 0, [], set()
+    for doc in USER_DOCS:
+        for span in _spans(doc):
+            flags = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", span)
+            program = _program_of(span, programs)
+            allowed = programs[program] | OTHER_PROGRAMS if program and program != "tfxflow" else anyone
+            wrong += [f"{doc}: {flag} in `{span.strip()}`" for flag in flags if flag not in allowed]
+            other_named |= set(flags) & OTHER_PROGRAMS
+            checked += len(flags)
+    assert checked > 300
+    assert not wrong
+    assert not sorted(OTHER_PROGRAMS - other_named)  # the list holds no flag the docs no longer name
+
+
+def test_a_flag_of_another_command_is_caught():
+    """The attribution above is what catches a flag given to the wrong command."""
+    programs = _programs()
+    assert _program_of("tfxflow kubeflow compile --min-accuracy 0.7", programs) == "tfxflow kubeflow compile"
+    assert _program_of('make bench ARGS="--scale 1000"', programs) == "make bench"
+    assert "--scale" in programs["make bench"] and "--scale" not in programs["tfxflow run"]
+    assert "--keep-versions" in programs["tfxflow run"] and "--keep-versions" not in programs["make bench"]
+    assert "--rows-per-file" in programs["benchmarks.scaled_data"]
+
+
+def _stated_defaults(cell: str, flags: list) -> list:
+    """The default cell of a flag table's row, one text per flag: `300, 256, 0.001, the preset's` over four
+    flags, `a; b` over two, one text for all."""
+    if ";" in cell:
+        parts = [p.strip() for p in cell.split(";")]
+    else:  # ", " between values; not inside `...` or (...), nor a number's thousands
+        protected = re.sub(r"`[^`]*`|\([^)]*\)", lambda m: m.group(0).replace(",", "\0"), cell)
+        parts = [p.replace("\0", ",").strip() for p in protected.split(", ")]
+    if len(parts) == len(flags):
+        return parts
+    assert len(parts) == 1 or cell.startswith(("the ", "`$")), cell  # one for all, or one description of them
+    return [cell] * len(flags)
+
+
+def _default_matches(stated: str, action, resolved: dict) -> bool:
+    """A number is the default; `x` the default's text; `none` no value; `off` a switch not given; a description
+    (`the preset's (`128,64`)`, `under --home`, `$TFXFLOW_HOME, else ...`) a value the run derives, so the parser
+    has none. Where the parser has none the run's resolved training settings (`resolved`) have the number, and a
+    value in brackets is the one the description gives."""
+    import argparse
+
+    default = action.default if action.default is not None else resolved.get(action.dest)
+    number = re.fullmatch(r"([0-9][0-9.,e-]*)(?: \(.*\))?", stated)
+    if number:
+        return isinstance(default, (int, float)) and float(number.group(1).replace(",", "")) == pytest.approx(default)
+    if re.fullmatch(r"`[^`<$]+`", stated):  # `x`; `schemas/<dataset>/...` is one the run derives
+        return str(default) == stated.strip("`")
+    if stated == "none":
+        return default in (None, (), [], "")
+    if stated == "off":
+        return isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+    given = re.search(r"\(`([^`]+)`\)", stated)
+    if given:
+        return resolved.get(f"{action.dest}_described") == given.group(1)
+    return action.default in (None, "")
+
+
+def test_every_default_in_the_flag_table_is_the_parsers():
+    """Every flag of every row of the README's `tfxflow run` table and each default it states."""
+    from tfxflow.components.model import presets
+    from tfxflow.pipeline import config
     from tfxflow.pipeline.cli.main import build_parser
+    from tfxflow.pipeline.config import TrainingConfig, resolve_training
 
     run = build_parser()._subparsers._group_actions[0].choices["run"]
-    defaults = {option: action.default for action in run._actions for option in action.option_strings}
-    rows = re.findall(r"^\| `(--[\w-]+)[^`]*` \| ([0-9.,e-]+) \|", _read("README.md"), re.M)
-    assert len(rows) >= 4
-    for flag, stated in rows:
-        assert flag in defaults, flag
-        assert float(stated.replace(",", "")) == pytest.approx(float(defaults[flag])), flag
+    actions = {option: action for action in run._actions for option in action.option_strings}
+    training = resolve_training(TrainingConfig())
+    resolved = {  # the settings' own defaults (a flag's default None means: this one), training's resolved
+        **{
+            field.name: field.default
+            for settings in (config.SharedConfig, config.RunConfig, config.EvaluationConfig, config.SplitConfig)
+            for field in dataclasses.fields(settings)
+            if field.default is not dataclasses.MISSING
+        },
+        **dataclasses.asdict(training),
+        "hidden_units_described": ",".join(map(str, presets.PRESETS[training.model_preset].hidden_units)),
+    }
+    table = re.search(r"^\| flag \| default \| what \|\n\|[- |]+\|\n((?:\|.*\n)+)", _read("README.md"), re.M)
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table.group(1).splitlines()]
+    checked = []
+    for flag_cell, default_cell, _ in rows:
+        flags = re.findall(r"--[\w-]+", flag_cell)
+        for flag, stated in zip(flags, _stated_defaults(default_cell, flags), strict=True):
+            assert flag in actions, flag
+            assert _default_matches(stated, actions[flag], resolved), (flag, stated, actions[flag].default)
+            checked.append(flag)
+    assert len(rows) >= 25 and len(checked) >= 35
+
+
+def test_the_readmes_exit_statuses_are_the_codes():
+    """The README's sentence of exit statuses: each number is the code's constant for what it says."""
+    from tfxflow.pipeline.local import run
+
+    meanings = {  # a phrase of the sentence -> the status the code returns for it
+        "on success": 0,
+        "configuration error": run.EXIT_CONFIG_ERROR,
+        "data gate stops the run": run.EXIT_DATA_GATE,
+        "another run of the same metadata store": run.EXIT_BUSY,
+        "MLflow server stopped answering": run.EXIT_TRACKING,
+        "a component fails": 1,
+        "stopped by SIGTERM": run.EXIT_TERMINATED,
+    }
+    sentence = re.search(r"Exit status: (.*?)\.\n", _read("README.md"), re.S).group(1).replace("\n", " ")
+    stated = re.findall(r"(?:^|, )(\d+) ((?:(?!, \d+ ).)*)", sentence)
+    found = {phrase: int(status) for status, text in stated for phrase in meanings if phrase in text}
+    assert found == meanings
+
+
+def test_every_exit_status_the_docs_name_is_one_the_code_returns():
+    from tfxflow.pipeline.local import run
+
+    codes = {0, 1} | {value for name, value in vars(run).items() if name.startswith("EXIT_")}
+    named = {
+        int(n)
+        for doc in USER_DOCS
+        for n in re.findall(r"\bexit(?:s| status| with status| with exit)? (\d+)", _read(doc))
+    }
+    assert len(named) >= 5
+    assert not sorted(named - codes)
+
+
+def _version_ranges(versions) -> str:
+    """("2.0", "2.1", "2.5", "2.14") -> "2.0 to 2.1, 2.5 and 2.14": runs of consecutive minors."""
+    minors, runs = sorted(int(v.split(".")[1]) for v in versions), []
+    for minor in minors:
+        if runs and minor == runs[-1][1] + 1:
+            runs[-1][1] = minor
+        else:
+            runs.append([minor, minor])
+    texts = [f"2.{a}" if a == b else f"2.{a} to 2.{b}" for a, b in runs]
+    return ", ".join(texts[:-1]) + " and " + texts[-1] if len(texts) > 1 else texts[0]
+
+
+def test_the_kubeflow_readmes_backend_versions_are_the_compilers():
+    from tfxflow.pipeline.kfp import compiler as kf
+
+    assert _version_ranges(("2.0", "2.1", "2.2", "2.14", "2.16")) == "2.0 to 2.2, 2.14 and 2.16"
+    text = re.sub(r"\s+", " ", _read("kubeflow/README.md"))
+    claims = re.findall(r"KFP backends? (2\.\d+ to 2\.\d+(?:(?:,| and) 2\.\d+(?: to 2\.\d+)?)*)", text)
+    assert claims == [_version_ranges(kf.KFP_VERSIONS)]
+
+
+def test_every_test_the_docs_name_exists():
+    """A claim that names its test (`tests/x.py::test_y`) names one that is there."""
+    named = {m for doc in USER_DOCS for m in re.findall(r"(tests/[\w/]+\.py)::(\w+)", _read(doc))}
+    missing = [f"{path}::{name}" for path, name in named if not re.search(rf"def {name}\(", _read(path))]
+    assert not missing
+
+
+def test_every_chapter_is_linked_from_the_readme():
+    """Two clicks: the README links every chapter, and the site's nav (mkdocs.yml) lists every one."""
+    readme, nav = _read("README.md"), _read("mkdocs.yml")
+    chapters = sorted(f for f in os.listdir(os.path.join(REPO, "docs")) if f.endswith(".md"))
+    assert len(chapters) >= 8
+    assert not [c for c in chapters if f"](docs/{c})" not in readme]
+    assert not [c for c in chapters if f": {c}\n" not in nav]
+
+
+def _build_site(root: str, out: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", os.path.join(root, "mkdocs.yml"), "-d", out],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_docs_build_strictly(tmp_path):
+    """mkdocs build --strict: every link, anchor and chapter of README.md, docs/ and kubeflow/README.md resolves."""
+    built = _build_site(REPO, str(tmp_path / "site"))
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "site" / "index.html").exists() and (tmp_path / "site" / "kubeflow" / "index.html").exists()
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'href="trainer/"' in home and 'href="kubeflow/"' in home  # the README's links, as the site has them
+
+
+@pytest.mark.parametrize(
+    "breakage, named",
+    [
+        (("docs/trainer.md", "\nSee [the tour](../README.md#no-such-part).\n"), "no-such-part"),
+        (("docs/trainer.md", "\nSee [gone](gone.md).\n"), "gone.md"),
+        (("docs/orphan.md", "# Not in the nav\n"), "orphan.md"),
+    ],
+    ids=["anchor", "link", "chapter"],
+)
+def test_a_broken_anchor_link_or_chapter_fails_the_build(tmp_path, breakage, named):
+    import shutil
+
+    root = tmp_path / "repo"
+    for path in ("mkdocs.yml", "docs_hooks.py", "README.md", "docs", os.path.join("kubeflow", "README.md")):
+        source = os.path.join(REPO, path)
+        os.makedirs(os.path.dirname(root / path), exist_ok=True)
+        (shutil.copytree if os.path.isdir(source) else shutil.copy)(source, root / path)
+    path, text = breakage
+    with open(root / path, "a", encoding="utf-8") as f:
+        f.write(text)
+    built = _build_site(str(root), str(tmp_path / "site"))
+    assert built.returncode != 0 and named in built.stderr, built.stderr
 
 
 def test_the_readmes_fine_tuning_recipe_is_the_codes():
