@@ -138,11 +138,24 @@ def _lane(machine: Dict[str, Any]) -> str:
     return f"the {machine['lane']} lane (TFX {machine['tfx']}, Python {machine['python']}); "
 
 
-def _bench_args(result: Dict[str, Any]) -> str:
-    """How the invocation narrowed the default scales, where it did."""
-    if [entry["scale"] for entry in result.get("scale_series", [])] == [1]:
-        return " and `--scales 1`"
-    return ""
+def _bench_args(result: Dict[str, Any]) -> List[str]:
+    """The arguments that narrowed or widened the default invocation (3 cold runs each side, 1x and 100x, the
+    tasks, Google's side), read from what it ran."""
+    runs, cold = result["runs"], result["cold"]
+    scales = [entry["scale"] for entry in result.get("scale_series", [])]
+    args = []
+    if result.get("repeat", 3) != 3:
+        args.append(f"--repeat {result['repeat']}")
+    if scales and scales[:2] != [1, 100]:
+        args.append(f"--scales {','.join(str(s) for s in scales if s <= 100)}")
+    args += [f"--scale {s}" for s in scales if s > 100]
+    if "google" not in cold:
+        args.append("--no-google")
+    if not any(name.startswith("task-") for name in runs):
+        args.append("--no-tasks")
+    if result["run_args"]:
+        args.append(f"--run-args '{' '.join(result['run_args'])}'")
+    return args
 
 
 def render(result: Dict[str, Any]) -> str:
@@ -153,9 +166,7 @@ def render(result: Dict[str, Any]) -> str:
             f"Measured {machine['date']} at commit `{result['commit']}`: {machine['cpus']} CPU cores "
             f"({machine['processor']}), {machine['memory_gb']:g} GiB, no GPU; "
             + _lane(machine)
-            + "`make bench` with "
-            + (f"`--run-args '{' '.join(result['run_args'])}'`" if result["run_args"] else "the defaults")
-            + _bench_args(result)
+            + (f'`make bench ARGS="{" ".join(_bench_args(result))}"`' if _bench_args(result) else "`make bench`")
             + "."
         ],
         comparison(result),

@@ -21,11 +21,40 @@ def test_each_lanes_readme_benchmark_block_is_rendered_from_its_results_file():
         assert shown.strip() == readme_tables.render(result).strip(), (
             f"the docs' block differs from `python -m benchmarks.readme_tables {path}`"
         )
-        # What the block stands on: a commit of this repository, and every goal with its verdict.
-        assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", result["commit"])
+        # What the block stands on: a commit of this repository's history, and every goal with its verdict.
+        assert _in_history(result["commit"]), f"{path}: {result['commit']} is not a commit before HEAD"
         assert result["goals"] and all(isinstance(g["met"], bool) for g in result["goals"])
         lanes.append(result["machine"].get("lane", "compat"))  # files from before the lanes are the compat lane's
     assert sorted(lanes) == ["compat", "current"], "the docs need one <!-- pipeline-benchmark: FILE --> per lane"
+
+
+def _in_history(commit: str) -> bool:
+    """`commit` (12 hex digits, `+changes` when the tree had uncommitted changes) is HEAD or one before it."""
+    import subprocess
+
+    found = re.fullmatch(r"([0-9a-f]{12})(\+changes)?", commit)
+    ancestor = ["git", "-C", REPO, "merge-base", "--is-ancestor", found.group(1) if found else "-", "HEAD"]
+    return bool(found) and subprocess.run(ancestor, capture_output=True, check=False).returncode == 0
+
+
+def test_a_results_file_must_name_a_commit_of_this_history():
+    import subprocess
+
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    assert _in_history(head.stdout.strip()[:12]) and _in_history(head.stdout.strip()[:12] + "+changes")
+    assert not _in_history("0123456789ab")  # no such commit
+    assert not _in_history("fd1dc2d")  # not the 12 digits a results file records
+
+
+def test_the_blocks_header_says_how_make_bench_was_run():
+    """Read from what the invocation ran: its scales, its sides, its tasks (not a default it did not use)."""
+    headers = {
+        name: readme_tables.render(_results(name)).splitlines()[0]
+        for name in ("pipeline-20261204-6.json", "pipeline-20261204-7.json", "pipeline-current-20261205-6.json")
+    }
+    assert headers["pipeline-20261204-6.json"].endswith('`make bench ARGS="--scale 1000"`.')
+    assert headers["pipeline-20261204-7.json"].endswith('`make bench ARGS="--scale 1000 --no-google --no-tasks"`.')
+    assert headers["pipeline-current-20261205-6.json"].endswith("`make bench`.")
 
 
 def _readme_table(header: str) -> list:
