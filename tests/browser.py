@@ -42,9 +42,11 @@ FLAGS = (
     "--disable-breakpad",
     "--password-store=basic",
     # One list: Chromium reads only the last --disable-features.
+    # AimEnabled and AimServerEligibilityEnabled: the omnibox's AI mode asks www.google.com whether it may show
+    # (Chromium 150); PreconnectToSearch: a connection opened to the default search engine at start.
     "--disable-features=OptimizationHints,OptimizationGuideModelDownloading,MediaRouter,DialMediaRouteProvider,"
     "Translate,InterestFeedContentSuggestions,AutofillServerCommunication,CertificateTransparencyComponentUpdater,"
-    "NetworkTimeServiceQuerying,HttpsUpgrades",
+    "NetworkTimeServiceQuerying,HttpsUpgrades,AimEnabled,AimServerEligibilityEnabled,PreconnectToSearch",
     "--hide-scrollbars",
 )
 PAGE_PATH = "/page.html"
