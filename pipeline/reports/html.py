@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from tfxflow.pipeline.reports import charts
 from tfxflow.pipeline.reports.charts import esc, fmt
-from tfxflow.pipeline.reports.page import RunPage, SplitSummary
+from tfxflow.pipeline.reports.page import FeatureSummary, RunPage, SplitSummary
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 SECTIONS = (  # (anchor, heading): the page's order and its table of contents
@@ -31,6 +31,7 @@ SECTIONS = (  # (anchor, heading): the page's order and its table of contents
 TRAINING_METRICS = ("loss", "binary_accuracy", "accuracy", "auc", "rmse", "mae")  # first in this order, then the rest
 MAX_TRAINING_CHARTS = 4
 MAX_DRIFT_CHARTS = 50  # one per checked feature, the most shifted first, up to the feature cap; the table lists all
+ABSENT = "—"  # a figure the data does not give (a mean of no values), as opposed to 0
 
 STYLE = """
 :root{--fg:#1f2933;--muted:#52606d;--line:#e4e7eb;--bg:#fff;--soft:#f5f7fa;--ok:#2e8b57;--bad:#c0392b;
@@ -159,6 +160,14 @@ def _timing(page: RunPage) -> str:
     return chart + _note("bars: blue ran, grey cached, red failed; from ML Metadata's execution times")
 
 
+def _figure(feature: FeatureSummary, x: Optional[float]) -> str:
+    """A numeric feature's mean, std, min or max; "—" where its values give none (no value, or one for a
+    spread), so that an empty column does not read as zeros. Blank for a feature that has no such figures."""
+    if x is None:
+        return ABSENT if feature.kind == "numeric" else ""
+    return _value(x)
+
+
 def _split(split: SplitSummary) -> str:
     rows = []
     for f in split.features:
@@ -174,10 +183,7 @@ def _split(split: SplitSummary) -> str:
                 f.kind,
                 f"{f.count:,}",
                 f"{f.missing:,}",
-                _value(f.mean),
-                _value(f.std),
-                _value(f.min),
-                _value(f.max),
+                *(_figure(f, x) for x in (f.mean, f.std, f.min, f.max)),
                 "" if f.unique is None else f"{f.unique:,}",
                 Markup(chart),
             )

@@ -244,15 +244,41 @@ def load_statistics(statistics_uri: str, split: str):
         return statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())
 
 
+def rows_with_values(common) -> Tuple[int, int]:
+    """(rows with at least one value, values in all) of a feature's TFDV CommonStatistics.
+
+    TFDV's `num_non_missing` counts the rows where the feature is present, and ingestion writes an empty cell
+    as TFX's CsvExampleGen does, a present feature with an empty list: a column empty in all but one row has
+    `num_non_missing` of every row and `num_missing` 0. Its values are in `tot_num_values`, and its rows
+    without one in the number-of-values histogram (quantile buckets holding 0 values per row).
+    """
+    present = int(common.num_non_missing)
+    values = int(common.tot_num_values)
+    if common.min_num_values >= 1:  # every present row has a value
+        return present, values or present
+    buckets = common.num_values_histogram.buckets
+    if not (buckets or values or common.max_num_values):
+        # No value counts at all: not TFDV's statistics of an all-empty column (those carry the histogram),
+        # but statistics written without valency; their present rows are all that is known.
+        return present, present
+    if common.max_num_values <= 1:  # one value at most per row (a CSV cell): rows with one = values
+        return values, values
+    empty = sum(b.sample_count for b in buckets if b.high_value <= 0)  # an estimate: quantiles
+    return max(0, present - int(round(empty))), values
+
+
 def summarize_feature(feature, rows: int) -> FeatureSummary:
-    """A FeatureNameStatistics in the page's terms: counts, moments or unique values, histogram or top values."""
+    """A FeatureNameStatistics in the page's terms: counts, moments or unique values, histogram or top values.
+
+    Figures of values a feature does not have are None, not TFDV's proto defaults (0): no mean, minimum,
+    maximum or histogram without a value, no spread without two."""
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     name = ".".join(feature.path.step) if feature.path.step else feature.name
     kind = feature.WhichOneof("stats")
     if kind == "num_stats":
         stats = feature.num_stats
-        count = int(stats.common_stats.num_non_missing)
+        count, values = rows_with_values(stats.common_stats)
         standard = next(
             (h for h in stats.histograms if h.type == statistics_pb2.Histogram.STANDARD and h.buckets), None
         )
@@ -261,21 +287,23 @@ def summarize_feature(feature, rows: int) -> FeatureSummary:
             "numeric",
             count,
             max(rows - count, int(stats.common_stats.num_missing)),
-            mean=stats.mean,
-            std=stats.std_dev,
-            min=stats.min,
-            max=stats.max,
-            histogram=[(b.low_value, b.high_value, b.sample_count) for b in standard.buckets] if standard else [],
+            mean=stats.mean if values else None,
+            std=stats.std_dev if values > 1 else None,
+            min=stats.min if values else None,
+            max=stats.max if values else None,
+            histogram=[(b.low_value, b.high_value, b.sample_count) for b in standard.buckets]
+            if standard and values
+            else [],
         )
     if kind == "string_stats":
         stats = feature.string_stats
-        count = int(stats.common_stats.num_non_missing)
+        count, _ = rows_with_values(stats.common_stats)
         return FeatureSummary(
             name,
             "categorical",
             count,
             max(rows - count, int(stats.common_stats.num_missing)),
-            unique=int(stats.unique),
+            unique=int(stats.unique),  # a count: 0 distinct values is what an all-empty column has
             top_values=[(v.value, float(v.frequency)) for v in stats.top_values[:TOP_VALUES]],
         )
     return FeatureSummary(name, "other", 0, rows)

@@ -1,8 +1,12 @@
 """Collecting a run's page: settings that differ, statistics in the page's terms, drift bins, the blessing's
 rules, and a run with most pieces missing (a small ML Metadata store written here)."""
 
+import csv
 import dataclasses
+import html as html_lib
 import json
+import os
+import re
 
 import pytest
 from ml_metadata import metadata_store
@@ -259,3 +263,83 @@ def test_an_artifact_given_under_two_keys_is_found_under_both():
         "statistics": ["/a/4"],
         "baseline_statistics": ["/a/4"],
     }
+
+
+def _taxi_statistics(folder, lines, header: str):
+    """TFDV's statistics of taxi CSV `lines` as a run makes them: ingested into tf.Examples by the pipeline's
+    ExampleGen code (an empty cell a present feature with an empty list), then TFDV's GenerateStatistics with
+    StatisticsGen's options and the taxi schema."""
+    import tensorflow_data_validation as tfdv
+
+    from tfxflow.components import csv_input, drift
+    from tfxflow.pipeline.config import bundled_dataset_dir
+
+    schema = tfdv.load_schema_text(os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"))
+    (folder / "in").mkdir(parents=True)
+    (folder / "in" / "data.csv").write_text(header + "".join(lines), encoding="utf-8")
+    examples = folder / "examples"
+    examples.mkdir()
+    csv_input.ingest(
+        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_input.rules_from_schema(schema)
+    )
+    return tfdv.generate_statistics_from_tfrecord(str(examples / "*"), stats_options=drift.stats_options(schema=schema))
+
+
+def _cells(document: str, split: str, feature: str) -> dict:
+    """{column: cell text} of one feature's row in a split's table of the rendered page."""
+    table = document.split(f'id="data-{split}"', 1)[1].split("</table>", 1)[0]
+    headers = re.findall(r"<th>([^<]*)</th>", table)
+    row = next(r for r in re.findall(r"<tr>(.*?)</tr>", table) if r.startswith(f"<td>{feature}</td>"))
+    return dict(zip(headers, [html_lib.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)], strict=True))
+
+
+def test_empty_cells_count_as_missing_and_a_column_without_values_has_no_moments(tmp_path):
+    """The taxi data's pickup_census_tract has a value in 1 of 15,002 rows. Ingestion writes an empty cell as
+    a present feature with an empty list, so TFDV counts every row in num_non_missing and none in num_missing;
+    the page counts rows with a value, and shows no mean, std, min or max where there is no value (TFDV's
+    statistics leave them 0)."""
+    from tfxflow.pipeline.config import bundled_taxi_data_root
+    from tfxflow.pipeline.reports import html
+
+    with open(os.path.join(bundled_taxi_data_root(), "data.csv"), encoding="utf-8") as f:
+        header, *lines = f.readlines()
+    rows = list(csv.DictReader([header, *lines]))
+    tract = [i for i, r in enumerate(rows) if r["pickup_census_tract"]]
+    assert len(tract) == 1 and len(rows) == 15002  # the file of the report
+    others = [i for i in range(len(rows)) if i not in tract][:59]
+    # train: empty in all but one of 30 rows; eval: empty in all 30 rows
+    samples = {"train": tract + others[:29], "eval": others[29:]}
+    splits, statistics = [], {}
+    for split, picked in samples.items():
+        statistics[split] = _taxi_statistics(tmp_path / split, [lines[i] for i in picked], header)
+        splits.append(page_lib.summarize_split(statistics[split], split))
+        features = {f.name: f for f in splits[-1].features}
+        assert splits[-1].rows == 30
+        for column in ("pickup_census_tract", "dropoff_census_tract", "company", "fare"):
+            empty = sum(1 for i in picked if not rows[i][column])
+            assert (features[column].count, features[column].missing) == (30 - empty, empty), (split, column)
+    train, eval_ = ({f.name: f for f in s.features} for s in splits)
+    # What TFDV says of the all-empty column (the cause): every row present, none missing, no value, zeros.
+    raw = next(f for f in statistics["eval"].datasets[0].features if f.path.step == ["pickup_census_tract"])
+    common = raw.num_stats.common_stats
+    assert (common.num_non_missing, common.num_missing, common.tot_num_values) == (30, 0, 0)
+    assert (raw.num_stats.mean, raw.num_stats.min, raw.num_stats.max) == (0, 0, 0)
+
+    one = train["pickup_census_tract"]  # one value: its moments, but no spread
+    assert (one.count, one.missing, one.mean, one.min, one.max) == (1, 29, 17031081401.0, 17031081401.0, 17031081401.0)
+    assert one.std is None and one.histogram
+    none = eval_["pickup_census_tract"]  # no value: nothing to show but the count of missing rows
+    assert (none.count, none.missing) == (0, 30)
+    assert (none.mean, none.std, none.min, none.max, none.histogram) == (None, None, None, None, [])
+    fares = [float(rows[i]["fare"]) for i in samples["eval"]]  # a full column keeps TFDV's real figures
+    fare = eval_["fare"]
+    assert (fare.count, fare.missing) == (30, 0) and fare.std > 0
+    assert fare.mean == pytest.approx(sum(fares) / 30, rel=1e-5)
+    assert (fare.min, fare.max) == (pytest.approx(min(fares)), pytest.approx(max(fares)))
+
+    document = html.render(page_lib.RunPage("p", "r", "succeeded", "pushed", splits=splits))
+    shown = _cells(document, "eval", "pickup_census_tract")
+    assert (shown["count"], shown["missing"]) == ("0", "30")
+    assert [shown[k] for k in ("mean", "std", "min", "max")] == [html.ABSENT] * 4
+    assert _cells(document, "train", "pickup_census_tract")["missing"] == "29"
+    assert _cells(document, "eval", "fare")["mean"] not in ("", html.ABSENT)
