@@ -1734,14 +1734,22 @@ class LocalKfp:
                 log.write(f"[kfp-harness] E Error creating logFilePath, {logs_path}: {e}\n")
         if out is None:
             out = open(os.path.join(task_dir, "stdout.txt"), "w+b")
+        forked = (
+            self.image is None
+            and argv[0] == self.python
+            and argv[1:2] == ["-m"]
+            and argv[2:3] != []
+            and argv[2] in self.fork_steps
+        )
         where = f"image {self.image.tag}" if self.image is not None else cwd
-        log.write(f"[kfp-harness] running {argv[0]} with {len(argv) - 1} argument(s) in {where}\n")
+        how = ", forked from a process that imported its libraries" if forked else ", a new process"
+        log.write(f"[kfp-harness] running {argv[0]} with {len(argv) - 1} argument(s) in {where}{how}\n")
         log.flush()
         try:
             try:
                 if self.image is not None:
                     code = self._run_in_image(argv, env, local_root, mounts, out)
-                elif argv[0] == self.python and argv[1:2] == ["-m"] and argv[2:3] and argv[2] in self.fork_steps:
+                elif forked:
                     out.flush()
                     server = _StepForks.get(self.python, argv[2], self.fork_steps[argv[2]], env)
                     code = server.run(argv[2], argv[3:], env, cwd, out.name, self.task_timeout)
