@@ -246,7 +246,8 @@ def format_problem(head: bytes) -> Optional[str]:
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 8 and head.count(b"\x00") * 4 > len(head)):
         return _UTF16
     first, _, rest = head.partition(b"\n")
-    text = first.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r")
+    # Without NUL bytes (the scan names their line): Python's csv module before 3.11 raises on one.
+    text = first.replace(b"\x00", b"").decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r")
     if len(next(csv.reader([text]), [])) != 1:
         return None
     for delimiter, name in _DELIMITERS.items():
@@ -262,13 +263,21 @@ def format_problem(head: bytes) -> Optional[str]:
     return None
 
 
-def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator[str]:
-    """Text lines of a byte stream; a line that is not UTF-8 is recorded and passed on with replacements."""
+# A NUL byte as the scan reads it: a lone surrogate, which no decoded UTF-8 text holds, so the value that held one
+# is known after parsing (Python's csv module before 3.11 raises on a NUL, later ones read it as a character).
+_NUL = "\udc00"
+_NUL_RULE = "NUL byte"
+_NUL_WHY = "no CSV export writes one: binary data or a damaged copy; remove it"
+
+
+def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary, nul_line: List[int]) -> Iterator[str]:
+    """Text lines of a byte stream; a line that is not UTF-8 is recorded and passed on with replacements. A NUL
+    byte is passed on as `_NUL`, `nul_line[0]` the last line that held one (its record names the column)."""
     for number, raw in enumerate(stream, start=1):
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark is not part of the header
             raw = raw[3:]
         try:
-            yield raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             summary.add(
                 name,
@@ -276,7 +285,30 @@ def _decoded_lines(name: str, stream: BinaryIO, summary: CsvSummary) -> Iterator
                 "bytes that are not UTF-8",
                 detail=f"{raw[err.start : err.end]!r} at byte {err.start} of the line",
             )
-            yield raw.decode("utf-8", errors="replace")
+            text = raw.decode("utf-8", errors="replace")
+        if "\x00" in text:
+            nul_line[0] = number
+            text = text.replace("\x00", _NUL)
+        yield text
+
+
+def _shown_nul(value: str, width: int = 40) -> str:
+    """A value that holds a NUL byte, as Python writes it, cut to `width` characters around the first one."""
+    text = value.replace(_NUL, "\x00")
+    start = max(0, text.index("\x00") - width // 2)
+    return ("..." if start else "") + repr(text[start : start + width]) + ("..." if start + width < len(text) else "")
+
+
+def _check_nul(summary: CsvSummary, name: str, line: int, header: Sequence[str], record: Sequence[str]) -> bool:
+    """Records each column of `record` whose value holds a NUL byte (the fields past the header's as one);
+    whether one does."""
+    found = set()
+    for index, value in enumerate(record):
+        column = header[index] if index < len(header) else ""
+        if _NUL in value and column not in found:
+            summary.add(name, line, _NUL_RULE, column, f"{_shown_nul(value)} ({_NUL_WHY})")
+            found.add(column)
+    return bool(found)
 
 
 # What Arrow's CSV reader (the ingestion) accepts: ASCII digits, no "+", no "_", int64's range; a number may start
@@ -324,7 +356,8 @@ def scan_stream(
         summary.add(name, 0, "file format", detail=problem)
         summary.rows[name] = 0
         return
-    reader = csv.reader(_decoded_lines(name, stream, summary), strict=True)
+    nul_line = [0]
+    reader = csv.reader(_decoded_lines(name, stream, summary, nul_line), strict=True)
     try:
         header = next(reader, None)
     except csv.Error as err:
@@ -338,10 +371,19 @@ def scan_stream(
         return
     header = tuple(header)
     for index, column in enumerate(header, start=1):
-        if not column.strip():
+        if _NUL in column:
+            summary.add(
+                name,
+                1,
+                "header",
+                detail=f"the name of column {index} holds a {_NUL_RULE}: {_shown_nul(column)} ({_NUL_WHY})",
+            )
+        elif not column.strip():
             summary.add(name, 1, "header", detail=f"column {index} has no name")
         elif header.index(column) != index - 1:
             summary.add(name, 1, "header", column, "the column name appears more than once")
+    # The messages that name a column show a NUL byte in its name as Python writes it, not as the byte.
+    header = tuple(column.replace(_NUL, "\\x00") for column in header)
     if not summary.header:
         summary.header = header
     elif header != summary.header:
@@ -369,6 +411,9 @@ def scan_stream(
             if not record:  # a blank line, as TFX skips it
                 continue
             rows += 1
+            # Only a record whose lines held a NUL byte is searched for it.
+            if nul_line[0] >= line and _check_nul(summary, name, line, header, record):
+                continue
             if len(record) != len(header):
                 summary.add(
                     name, line, "wrong number of fields", detail=f"{len(record)} fields, the header has {len(header)}"
@@ -752,6 +797,9 @@ def _ingest_file(
                         rule.disallow_inf and pc.any(pc.is_inf(values)).as_py()
                     ):
                         raise _Refused(f"{column}: NaN or infinite value")
+                # Arrow reads a NUL byte into a string (its number conversion refuses one): the scan names it.
+                if any(_holds_nul(batch.column(c)) for c in text_columns):
+                    raise _Refused(f"{path}: a NUL byte in a value")
                 if not spanning:
                     spanning = any(pc.any(pc.match_substring(batch.column(c), "\n")).as_py() for c in text_columns)
                 if labelled:
@@ -776,6 +824,16 @@ def _ingest_file(
     if not rows:
         raise _Refused(f"{path}: no data rows")
     return rows, tally, writers, spanning
+
+
+def _holds_nul(array: pa.Array) -> bool:
+    """Whether a string array's values hold a NUL byte: one pass over its data buffer, where they lie end to end
+    (a search per value, as `pc.match_substring` does, costs some 20 times more)."""
+    offsets, data = array.buffers()[1:3]
+    if not len(array) or data is None:
+        return False
+    start, end = np.frombuffer(offsets, np.int32)[[array.offset, array.offset + len(array)]]
+    return not np.frombuffer(data, np.uint8)[start:end].all()
 
 
 class _Readable(io.RawIOBase):
@@ -883,6 +941,7 @@ def _read_headers(files: Sequence[str]) -> Optional[Tuple[str, ...]]:
         or any(h != reference for h in headers)
         or len(set(reference)) != len(reference)
         or not all(c.strip() for c in reference)
+        or any("\x00" in c for c in reference)  # Python's csv module reads one from 3.11 on
     ):
         return None
     return reference

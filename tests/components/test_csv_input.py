@@ -135,6 +135,22 @@ def _cut_gzip() -> bytes:
     return data[: len(data) // 2]
 
 
+def _xz(data: bytes) -> bytes:
+    import lzma
+
+    return lzma.compress(data)
+
+
+def _zstd(data: bytes) -> bytes:
+    """A Zstandard frame, as the `zstd` tool writes it (Arrow's codec writes the standard format)."""
+    import pyarrow as pa
+
+    return pa.compress(data, codec="zstd", asbytes=True)
+
+
+NUL_WHY = "(no CSV export writes one: binary data or a damaged copy; remove it)"
+
+
 def _ingest(tmp_path, files, label=LABEL, rules=None):
     paths = []
     for name, content in files.items():
@@ -188,13 +204,75 @@ def _ingest(tmp_path, files, label=LABEL, rules=None):
             "damaged gzip data: the compressed data ends early (a cut-off transfer or copy?); the rest of the file "
             "was not read",
         ),
+        (
+            "fare|tips|hour|pay\n10|5|3|Cash\n",
+            "e.csv: file format: its fields are separated by '|', not commas: export it with ',' as the field "
+            "delimiter",
+        ),
+        (
+            _xz((HEADER + "10,5,3,Cash\n10,0,4,Card\n").encode()),
+            "e.csv: file format: compressed with xz, which is not read (gzip is): decompress it, or compress it "
+            "with gzip",
+        ),
+        (
+            _zstd((HEADER + "10,5,3,Cash\n10,0,4,Card\n").encode()),
+            "e.csv: file format: compressed with zstd, which is not read (gzip is): decompress it, or compress it "
+            "with gzip",
+        ),
+        # Files joined with their headers: the second header is a data row, its number columns holding names.
+        (
+            HEADER + "10,5,3,Cash\n" + HEADER + "10,0,4,Card\n",
+            "e.csv line 3, column 'fare': not a number: 'fare' (schema type FLOAT)\n"
+            "  - e.csv line 3, column 'tips': not a number: 'tips' (schema type FLOAT)\n"
+            "  - e.csv line 3, column 'hour': not an integer: 'hour' (schema type INT)",
+        ),
+        # A NUL byte: Arrow reads one into a text value; Python's csv module stops at one before 3.11.
+        (
+            HEADER + "10,5,3,Cash\n10,0,4,Ca\x00rd\n11,1,4,\x00\n",
+            f"e.csv line 3, column 'pay': NUL byte: 'Ca\\x00rd' {NUL_WHY} (2 rows in all; the first is shown)",
+        ),
+        (HEADER + "10,5,3,Cash\n1\x000,0,4,Card\n", f"e.csv line 3, column 'fare': NUL byte: '1\\x000' {NUL_WHY}"),
+        (
+            HEADER + '10,5,3,"Ca\nsh\x00"\n10,0,4,Card\n',
+            f"e.csv line 2, column 'pay': NUL byte: 'Ca\\nsh\\x00' {NUL_WHY}",
+        ),
+        (
+            HEADER + "10,0,4,Card\n10,5,3," + "x" * 100 + "\x00" + "y" * 100 + "\n",
+            f"e.csv line 3, column 'pay': NUL byte: ...'{'x' * 20}\\x00{'y' * 19}'... {NUL_WHY}",
+        ),
+        (
+            HEADER + "10,5,3,Cash,x\x00,\x00\n10,0,4,Card\n",
+            "input data: 1 problem (nothing was ingested, trained or pushed):\n"
+            f"  - e.csv line 2: NUL byte: 'x\\x00' {NUL_WHY}",
+        ),
+        (
+            "fare,tips,hour,pa\x00y\n10,5,3,Cash\n10,0,4,Card\n",
+            f"e.csv line 1: header: the name of column 4 holds a NUL byte: 'pa\\x00y' {NUL_WHY}",
+        ),
     ],
 )
 def test_ingestion_refuses_what_the_scan_refuses_and_keeps_nothing(tmp_path, content, expected):
-    """Each content is refused by both paths with the same words (ingestion hands over to the scan)."""
+    """Each content is refused by both paths with the same report: the line-by-line scan, and the streaming
+    ingestion the pipeline runs (which hands over to the scan for the exact words once it finds a problem)."""
+    import os
+
+    scanned = _error({"e.csv": content})
     with pytest.raises(InputDataError) as err:
         _ingest(tmp_path, {"e.csv": content})
-    assert expected in str(err.value)
+    assert expected in scanned
+    assert str(err.value).replace(f"{tmp_path}{os.sep}", "") == scanned
+    assert not [p for p in (tmp_path / "examples").rglob("*") if p.is_file()]
+
+
+def test_a_nul_byte_in_a_later_block_is_refused_with_its_line(tmp_path, monkeypatch):
+    """Arrow reads a file in blocks: a NUL byte in any of them is found, and named by the scan."""
+    monkeypatch.setattr(csv_input, "BLOCK_BYTES", 1 << 10)
+    rows = "".join(f"{10 + i % 7},{i % 5},{i % 24},Cash\n" for i in range(2000))
+    files = {"b.csv": HEADER + rows + "10,0,4,Ca\x00rd\n"}
+    with pytest.raises(InputDataError) as err:
+        _ingest(tmp_path, files)
+    assert f"b.csv line 2,002, column 'pay': NUL byte: 'Ca\\x00rd' {NUL_WHY}" in str(err.value)
+    assert str(err.value).replace(f"{tmp_path}/", "") == _error(files)
     assert not [p for p in (tmp_path / "examples").rglob("*") if p.is_file()]
 
 
