@@ -9,7 +9,8 @@ are put in the same bins first:
   quantiles, so a current dataset's share between two baseline deciles is read to within 1% of its rows);
 - categories: every value holding at least `MIN_CATEGORY_SHARE` of the rows on either side, the rarer ones
   pooled as "(other values)";
-- "(missing)" as one more bin when either side has rows without the feature.
+- "(missing)" as one more bin when either side has rows without a value: the feature absent, or present with
+  no value (how ingestion, like TFX's CsvExampleGen, writes an empty CSV cell; see `rows_with_values`).
 
 On the two shares per bin, p (baseline) and q (current), the schema's comparator of the feature chooses the
 distance and its threshold: `jensen_shannon_divergence` is JS(p, q) = 1/2 KL(p || m) + 1/2 KL(q || m),
@@ -180,6 +181,32 @@ def _common(feature):
     return feature.num_stats.common_stats if feature.HasField("num_stats") else feature.string_stats.common_stats
 
 
+def rows_with_values(common) -> Tuple[int, int]:
+    """(rows with at least one value, values in all) of a feature's TFDV CommonStatistics.
+
+    TFDV's `num_non_missing` counts the rows where the feature is present, and ingestion writes an empty cell
+    as TFX's CsvExampleGen does, a present feature with an empty list: a column empty in all but one row has
+    `num_non_missing` of every row and `num_missing` 0. Its values are in `tot_num_values`, and its rows
+    without one in the number-of-values histogram (quantile buckets holding 0 values per row).
+    The run page (pipeline/reports/page.py) counts a feature's rows with this rule too.
+    """
+    present = int(common.num_non_missing)
+    values = int(common.tot_num_values)
+    if common.min_num_values >= 1:  # every present row has a value
+        return present, values or present
+    buckets = common.num_values_histogram.buckets
+    if not (buckets or values or common.max_num_values):
+        # No value counts at all: not TFDV's statistics of an all-empty column (those carry the histogram),
+        # but statistics written without valency; their present rows are all that is known.
+        return present, present
+    if common.max_num_values <= 1:  # one value at most per row (a CSV cell): rows with one = values
+        return values, values
+    # Rows of several values, some present with none: an estimate, from TFDV's quantiles of values per row
+    # (10 buckets by default: to within a tenth of the present rows).
+    empty = sum(b.sample_count for b in buckets if b.high_value <= 0)
+    return max(0, present - int(round(empty))), values
+
+
 def _quantile_buckets(feature) -> Optional[np.ndarray]:
     """(low, high, count) rows of a numeric feature's quantile histogram."""
     from tensorflow_metadata.proto.v0 import statistics_pb2
@@ -212,7 +239,11 @@ def _number(x: float) -> str:
 
 
 def numeric_bins(baseline, current) -> Optional[Binned]:
-    """Rows of each side (non-missing) between the baseline's deciles; None without quantile histograms."""
+    """Rows of each side with a value between the baseline's deciles; None without quantile histograms.
+
+    A row may hold several values: the bins split the rows with a value as the values fall (each side's share of
+    values per bin, times its rows with a value), so a bin's share is over rows with a value, whatever the
+    valency, and the chi-squared test counts rows, not the values of one row as independent draws."""
     base, cur = _quantile_buckets(baseline), _quantile_buckets(current)
     if base is None or cur is None:
         return None
@@ -227,8 +258,8 @@ def numeric_bins(baseline, current) -> Optional[Binned]:
 
     return Binned(
         tuple(labels),
-        rows(base, _common(baseline).num_non_missing),
-        rows(cur, _common(current).num_non_missing),
+        rows(base, _with_values(baseline)),
+        rows(cur, _with_values(current)),
         "the baseline's deciles",
     )
 
@@ -248,13 +279,14 @@ def _value_counts(feature) -> Tuple[Dict[str, float], float]:
 
 
 def categorical_bins(baseline, current) -> Binned:
-    """Rows of each side (non-missing) per value; values under MIN_CATEGORY_SHARE on both sides pooled."""
+    """Rows of each side with a value, per value; values under MIN_CATEGORY_SHARE on both sides pooled. Rows with
+    several values are split as their values are (as in `numeric_bins`)."""
     sides = []
     for feature in (baseline, current):
         listed, unlisted = _value_counts(feature)
-        non_missing = _common(feature).num_non_missing
-        scale = non_missing / max(sum(listed.values()) + unlisted, 1e-300)
-        sides.append(({k: v * scale for k, v in listed.items()}, unlisted * scale, non_missing))
+        with_values = _with_values(feature)
+        scale = with_values / max(sum(listed.values()) + unlisted, 1e-300)
+        sides.append(({k: v * scale for k, v in listed.items()}, unlisted * scale, with_values))
     kept = sorted(
         {
             value
@@ -273,21 +305,26 @@ def categorical_bins(baseline, current) -> Binned:
     return Binned(tuple(labels + [OTHER]), vectors[0], vectors[1], "its values")
 
 
-def _non_missing(feature) -> int:
-    return 0 if feature is None else int(_common(feature).num_non_missing)
+def _with_values(feature) -> int:
+    """Rows with at least one value of the feature; 0 for None (the feature absent from every row)."""
+    return 0 if feature is None else rows_with_values(_common(feature))[0]
 
 
 def bin_feature(baseline, current, baseline_rows: int, current_rows: int) -> Optional[Binned]:
-    """Both sides of one feature in common bins, "(missing)" included when either side has missing rows.
-    `baseline` or `current` may be None: the feature is missing from every row of that dataset.
-    None when the two sides cannot be compared (no statistics, or numbers on one side, strings on the other)."""
-    if baseline is None or current is None:
+    """Both sides of one feature in common bins, "(missing)" included when either side has rows without a value
+    (the feature absent, or present with an empty list: an empty CSV cell). `baseline` or `current` may be None:
+    the feature is missing from every row of that dataset, as it is when present with no value in any row.
+    A feature with statistics but no value on either side is compared too (every row missing on both: distance
+    0). None when the two sides cannot be compared (no statistics on either side, or numbers on one side,
+    strings on the other)."""
+    with_values = (_with_values(baseline), _with_values(current))
+    if not with_values[0] or not with_values[1]:
         if baseline is None and current is None:
             return None
         binned = Binned(
             ("(with a value)",),
-            np.array([_non_missing(baseline)], dtype=float),
-            np.array([_non_missing(current)], dtype=float),
+            np.array([with_values[0]], dtype=float),
+            np.array([with_values[1]], dtype=float),
             "with a value or missing",
         )
     elif baseline.WhichOneof("stats") != current.WhichOneof("stats"):
@@ -300,7 +337,7 @@ def bin_feature(baseline, current, baseline_rows: int, current_rows: int) -> Opt
         return None
     if binned is None:
         return None
-    missing = (baseline_rows - _non_missing(baseline), current_rows - _non_missing(current))
+    missing = (baseline_rows - with_values[0], current_rows - with_values[1])
     if max(missing) > 0:
         binned = Binned(
             binned.labels + (MISSING,),

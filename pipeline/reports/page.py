@@ -15,7 +15,7 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components import names
+from tfxflow.components import drift, names
 from tfxflow.components.model import tasks
 from tfxflow.pipeline.reports import run_record
 
@@ -244,29 +244,6 @@ def load_statistics(statistics_uri: str, split: str):
         return statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())
 
 
-def rows_with_values(common) -> Tuple[int, int]:
-    """(rows with at least one value, values in all) of a feature's TFDV CommonStatistics.
-
-    TFDV's `num_non_missing` counts the rows where the feature is present, and ingestion writes an empty cell
-    as TFX's CsvExampleGen does, a present feature with an empty list: a column empty in all but one row has
-    `num_non_missing` of every row and `num_missing` 0. Its values are in `tot_num_values`, and its rows
-    without one in the number-of-values histogram (quantile buckets holding 0 values per row).
-    """
-    present = int(common.num_non_missing)
-    values = int(common.tot_num_values)
-    if common.min_num_values >= 1:  # every present row has a value
-        return present, values or present
-    buckets = common.num_values_histogram.buckets
-    if not (buckets or values or common.max_num_values):
-        # No value counts at all: not TFDV's statistics of an all-empty column (those carry the histogram),
-        # but statistics written without valency; their present rows are all that is known.
-        return present, present
-    if common.max_num_values <= 1:  # one value at most per row (a CSV cell): rows with one = values
-        return values, values
-    empty = sum(b.sample_count for b in buckets if b.high_value <= 0)  # an estimate: quantiles
-    return max(0, present - int(round(empty))), values
-
-
 def summarize_feature(feature, rows: int) -> FeatureSummary:
     """A FeatureNameStatistics in the page's terms: counts, moments or unique values, histogram or top values.
 
@@ -278,7 +255,7 @@ def summarize_feature(feature, rows: int) -> FeatureSummary:
     kind = feature.WhichOneof("stats")
     if kind == "num_stats":
         stats = feature.num_stats
-        count, values = rows_with_values(stats.common_stats)
+        count, values = drift.rows_with_values(stats.common_stats)
         standard = next(
             (h for h in stats.histograms if h.type == statistics_pb2.Histogram.STANDARD and h.buckets), None
         )
@@ -297,7 +274,7 @@ def summarize_feature(feature, rows: int) -> FeatureSummary:
         )
     if kind == "string_stats":
         stats = feature.string_stats
-        count, _ = rows_with_values(stats.common_stats)
+        count, _ = drift.rows_with_values(stats.common_stats)
         return FeatureSummary(
             name,
             "categorical",

@@ -205,3 +205,131 @@ def test_statistics_are_made_in_batches_of_8192_rows_and_equal_tfdvs_own_to_roun
             assert list(a.histograms) == list(b.histograms)  # the quantiles the drift bins are read from
         else:
             assert mine.string_stats == feature.string_stats
+
+
+# --- rows without a value: an empty CSV cell is a present feature with no value ----------------------------
+
+
+def _ingested_statistics(folder, header: str, lines):
+    """TFDV's statistics of taxi CSV `lines` as a run makes them: ingested into tf.Examples by the pipeline's
+    ExampleGen code (an empty cell a present feature with an empty list, as TFX's CsvExampleGen writes it), then
+    TFDV's GenerateStatistics with StatisticsGen's options and the taxi schema."""
+    from tfxflow.components import csv_input
+
+    (folder / "in").mkdir(parents=True)
+    (folder / "in" / "data.csv").write_text(header + "".join(lines), encoding="utf-8")
+    examples = folder / "examples"
+    examples.mkdir()
+    csv_input.ingest(
+        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_input.rules_from_schema(SCHEMA)
+    )
+    return tfdv.generate_statistics_from_tfrecord(str(examples / "*"), stats_options=drift.stats_options(schema=SCHEMA))
+
+
+@pytest.mark.integration
+def test_empty_cells_are_missing_rows_and_a_change_in_their_share_is_drift(tmp_path):
+    """Both samples hold the same 200 taxi rows with a company and a dropoff_census_tract; the baseline adds 800
+    rows where both are empty (80% empty), the current sample 300 other such rows (60%). Their values are the
+    same, so the only change is the share of empty cells: L-infinity |0.8 - 0.6| = 0.2 for company, and for
+    dropoff_census_tract the Jensen-Shannon divergence of (0.2, 0.8) vs. (0.4, 0.6), whatever the values' bins.
+    Reading TFDV's `num_non_missing` as rows with a value put the empty rows in the value bins: distance 0."""
+    import csv
+    import os
+
+    from tfxflow.pipeline.config import bundled_taxi_data_root
+
+    with open(os.path.join(bundled_taxi_data_root(), "data.csv"), encoding="utf-8") as f:
+        header, *lines = f.readlines()
+    rows = list(csv.DictReader([header, *lines]))
+    assert len(rows) == len(lines) == 15002  # one record per line
+    both = [i for i, r in enumerate(rows) if r["company"] and r["dropoff_census_tract"]]
+    neither = [i for i, r in enumerate(rows) if not r["company"] and not r["dropoff_census_tract"]]
+    samples = {"baseline": both[:200] + neither[:800], "current": both[:200] + neither[800:1100]}
+    statistics = {k: _ingested_statistics(tmp_path / k, header, [lines[i] for i in v]) for k, v in samples.items()}
+    (base_rows, base), (cur_rows, cur) = (drift.feature_statistics(statistics[k]) for k in samples)
+    assert (base_rows, cur_rows) == (1000, 500)
+    # The cause: TFDV counts every row present (an empty list), none missing; the values tell the rows apart.
+    common = base["company"].string_stats.common_stats
+    assert (common.num_non_missing, common.num_missing, common.tot_num_values) == (1000, 0, 200)
+    assert drift.rows_with_values(common) == (200, 200)
+
+    watched = [f.name for f in SCHEMA.feature if drift.comparators(f, "drift")]
+    assert len(watched) == 13
+    for name in watched:  # every watched feature's missing bin holds the rows whose cell is empty in the CSV
+        binned = drift.bin_feature(base[name], cur[name], base_rows, cur_rows)
+        empty = [sum(1 for i in samples[k] if not rows[i][name]) for k in samples]
+        if not any(empty):
+            assert drift.MISSING not in binned.labels, name
+            continue
+        assert binned.labels[-1] == drift.MISSING, name
+        for side, picked, count in zip((binned.baseline, binned.current), samples.values(), empty, strict=True):
+            assert side[-1] / side.sum() == pytest.approx(count / len(picked), abs=1e-9), name
+            assert side[:-1].sum() == pytest.approx(len(picked) - count), name  # value bins: rows with a value
+    for name in ("company", "dropoff_census_tract"):
+        assert [sum(1 for i in v if not rows[i][name]) for v in samples.values()] == [800, 300]
+
+    comparisons, notes = drift.compare_statistics(statistics["baseline"], statistics["current"], SCHEMA, "drift")
+    assert notes == []
+    found = {c.feature: c for c in comparisons}
+    p, q = np.array([0.2, 0.8]), np.array([0.4, 0.6])  # (with a value, missing) shares
+    m = (p + q) / 2
+    by_hand = 0.5 * float(np.sum(p * np.log2(p / m))) + 0.5 * float(np.sum(q * np.log2(q / m)))
+    assert by_hand == pytest.approx(0.0349, abs=1e-4)  # over the 0.01 threshold
+    company, tract = found["company"], found["dropoff_census_tract"]
+    assert (company.comparator, tract.comparator) == ("infinity_norm", "jensen_shannon_divergence")
+    assert company.value == pytest.approx(0.2, abs=1e-9)
+    assert company.largest_change == f"80.0% -> 60.0% of rows in {drift.MISSING}"
+    assert tract.value == pytest.approx(by_hand, rel=1e-6)
+    assert company.shifted and tract.shifted
+    assert (company.baseline_rows, company.current_rows) == (1000, 500)
+
+
+def _arrow_statistics(columns: dict):
+    """TFDV's statistics of lists of values per row (None: the feature absent, []: present with no value)."""
+    import pyarrow as pa
+    from tensorflow_data_validation.statistics.stats_impl import generate_statistics_in_memory
+
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(v, type=pa.list_(pa.float32())) for v in columns.values()], list(columns)
+    )
+    return drift.feature_statistics(generate_statistics_in_memory(batch, drift.stats_options()))
+
+
+def test_rows_with_several_values_split_as_their_values_and_rows_with_none_are_missing():
+    # 400 rows hold two values (1 and 2), 250 one (3), 300 an empty list, 50 lack the feature: 1,050 values.
+    base_rows, base = _arrow_statistics({"x": [[1.0, 2.0]] * 400 + [[3.0]] * 250 + [[]] * 300 + [None] * 50})
+    cur_rows, cur = _arrow_statistics({"x": [[1.0, 2.0]] * 100 + [[3.0]] * 300 + [[]] * 100})
+    assert drift.rows_with_values(base["x"].num_stats.common_stats) == (650, 1050)
+    assert drift.rows_with_values(cur["x"].num_stats.common_stats) == (400, 500)
+    binned = drift.bin_feature(base["x"], cur["x"], base_rows, cur_rows)
+    assert binned.labels == ("(-inf, 1]", "(1, 2]", "(2, 3]", "(3, inf)", drift.MISSING)
+    # The rows with a value are split as their values fall: 400, 400 and 250 of 1,050 values over 650 rows;
+    # the rows with an empty list and those without the feature are missing.
+    np.testing.assert_allclose(binned.baseline, [650 * 400 / 1050, 650 * 400 / 1050, 650 * 250 / 1050, 0, 350])
+    np.testing.assert_allclose(binned.current, [400 * 100 / 500, 400 * 100 / 500, 400 * 300 / 500, 0, 100])
+
+
+def test_a_feature_without_a_value_on_one_side_is_compared_as_an_absent_one():
+    base_rows, base = _arrow_statistics({"x": [[1.0]] * 90 + [[]] * 10, "empty": [[]] * 100})
+    cur_rows, cur = _arrow_statistics({"x": [[]] * 100, "empty": [[]] * 100})
+    # TFDV: every row present, no value, no histogram (the numeric bins cannot be made)
+    assert drift.numeric_bins(base["x"], cur["x"]) is None
+    for binned in (
+        drift.bin_feature(base["x"], cur["x"], base_rows, cur_rows),
+        drift.bin_feature(base["x"], None, base_rows, cur_rows),  # absent from every current row: the same
+    ):
+        assert binned.labels == ("(with a value)", drift.MISSING)
+        np.testing.assert_allclose([binned.baseline, binned.current], [[90, 10], [0, 100]])
+    # No value on either side: every row missing on both, the same distribution (a draft's data against itself
+    # compares every feature, tests/pipeline/tools/test_schema.py).
+    empty = drift.bin_feature(base["empty"], cur["empty"], base_rows, cur_rows)
+    np.testing.assert_allclose([empty.baseline, empty.current], [[0, 100], [0, 100]])
+    assert drift.compare_feature("empty", empty, "jensen_shannon_divergence", 0.01).value == 0
+    assert drift.bin_feature(None, None, base_rows, cur_rows) is None  # no statistics on either side
+
+
+def test_statistics_without_value_counts_count_their_present_rows():
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    common = statistics_pb2.CommonStatistics(num_non_missing=90, num_missing=10)  # no valency: written by hand
+    assert drift.rows_with_values(common) == (90, 90)
