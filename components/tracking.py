@@ -927,7 +927,8 @@ def MlflowFinish(  # noqa: N802 (TFX's function components are named like classe
             }
         )
         meaning = f"the model was recorded and pushed (version {version}: {destination})"
-    ops.append({"op": "terminate", "status": "FINISHED"})
+    # Its time goes with it: a close kept in the outbox and sent later still ends the run when it ended.
+    ops.append({"op": "terminate", "status": "FINISHED", "time": _now_ms()})
     settings = TrackingSettings(tracking_uri, experiment, run_key, {}, tracking_mode, tracking_wait_s, outbox)
     Tracker.of(settings, run_id, names.MLFLOW_FINISH).send(
         ops, f"{meaning}; its registration in MLflow and the close of the MLflow run wait"

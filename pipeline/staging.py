@@ -193,6 +193,15 @@ def record_last_run(config: "RunConfig", fingerprint: str, summary: dict) -> Non
     write_json_atomically(_last_run_path(config), {"fingerprint": fingerprint, **summary})
 
 
+def forget_last_run(config: "RunConfig") -> None:
+    """Removes the last run's record: after a run whose MLflow records wait in the outbox, an older run's record
+    must not answer the next identical run with "up to date" (and that older run's push)."""
+    try:
+        os.remove(_last_run_path(config))
+    except FileNotFoundError:
+        pass
+
+
 def up_to_date(config: "RunConfig", fingerprint: str) -> "dict | None":
     """The last run's record when it had this fingerprint and its outputs are still there, else None."""
     try:

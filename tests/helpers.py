@@ -661,3 +661,25 @@ class TeamMlflowServer(MlflowServer):
 
     def create_user(self, username: str, password: str) -> None:
         self.admin("/api/2.0/mlflow/users/create", json={"username": username, "password": password})
+
+
+def save_scale_models(root) -> dict:
+    """Three different tiny SavedModels with a serving signature y = value * x: {"a": path, "b": path, "c": path}
+    for values 1, 2 and 3, saved under `root`."""
+    import tensorflow as tf
+
+    class Scale(tf.Module):
+        def __init__(self, value: float):
+            super().__init__()
+            self.value = tf.Variable(value, dtype=tf.float32)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": self.value * x}
+
+    models = {}
+    for name, value in (("a", 1.0), ("b", 2.0), ("c", 3.0)):
+        module = Scale(value)
+        models[name] = os.path.join(str(root), name)
+        tf.saved_model.save(module, models[name], signatures={"serving_default": module.serve})
+    return models

@@ -19,6 +19,7 @@ from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat, tree_rss_bytes
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.reports import run_record as report_lib
 from tfxflow.pipeline.staging import (
+    forget_last_run,
     record_last_run,
     run_fingerprint,
     serving_data_fingerprint,
@@ -362,7 +363,8 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         _print_kept(tracking, out)
     _publish(config, tracking, out, run_id=result.run_id, mlflow_run_id=result.mlflow_run_id)
     if tracking is not None and tracking_outbox.load(tracking.outbox, tracking.run_key):
-        return result  # not "up to date" while its records wait: the next run sends them
+        forget_last_run(config)  # not "up to date" while its records wait: the next run sends them
+        return result
     record_last_run(
         config,
         fingerprint or run_fingerprint(config),

@@ -17,28 +17,11 @@ from tfxflow.pipeline.tools import rollback
 NOW = 1_800_000_000
 
 
-def _save_model(folder: str, value: float) -> str:
-    """A tiny SavedModel with a serving signature: y = value * x."""
-
-    class Scale(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.value = tf.Variable(value, dtype=tf.float32)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
-        def serve(self, x):
-            return {"y": self.value * x}
-
-    module = Scale()
-    tf.saved_model.save(module, folder, signatures={"serving_default": module.serve})
-    return folder
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """Three different tiny SavedModels, saved once: {"a": path, "b": path, "c": path}."""
     root = tmp_path_factory.mktemp("models")
-    return {name: _save_model(str(root / name), value) for name, value in (("a", 1.0), ("b", 2.0), ("c", 3.0))}
+    return helpers.save_scale_models(root)
 
 
 def _statistics(folder, text: str) -> str:
