@@ -10,29 +10,105 @@ from tfxflow.components import eval_metrics
 from tfxflow.pipeline.definition import EVAL_METRICS
 
 
-def _counts(labels, predictions, classes):
-    counts = np.zeros([classes, classes + 1])
+def _matrices(labels, predictions):
+    """TFMA's Matrices of the rows at the argmax threshold, as its combiner makes them: {threshold:
+    {MatrixEntryKey(actual, predicted): weight}}, a prediction of -1 (NO_PREDICTED_CLASS_ID) where the top score
+    was <= the threshold."""
+    from tensorflow_model_analysis.metrics import multi_class_confusion_matrix_metrics as confusion
+
+    entries = {}
     for y, p in zip(labels, predictions, strict=True):
-        counts[y, p] += 1
-    return counts
+        key = confusion.MatrixEntryKey(int(y), int(p))
+        entries[key] = entries.get(key, 0.0) + 1.0
+    return confusion.Matrices({eval_metrics.ARGMAX[0]: entries})
 
 
+def _derived(metric, matrices):
+    """What a metric of this module gives TFMA for the confusion matrices `matrices`: its derived computation's
+    result, keyed by metric name and class id."""
+    computations = metric.computations(model_names=[""], output_names=[""])
+    matrices_key = computations[-2].keys[-1]
+    found = computations[-1].result({matrices_key: matrices})
+    return {(key.name, key.sub_key.class_id if key.sub_key else None): value for key, value in found.items()}
+
+
+@pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")
 @pytest.mark.parametrize("seed", range(5))
-def test_class_scores_are_scikit_learns_with_zero_division_zero(seed):
+@pytest.mark.parametrize("abstains", [0.0, 0.1], ids=["always predicts", "no prediction for 10%"])
+def test_class_scores_are_scikit_learns_with_zero_division_zero(seed, abstains):
     rng = np.random.default_rng(seed)
     classes = 6
-    # Skewed labels and a model that never predicts the rarest classes: the case where TFMA's macro F1 is NaN.
-    labels = rng.choice(classes, size=500, p=[0.5, 0.25, 0.15, 0.06, 0.03, 0.01])
-    predictions = np.where(rng.uniform(size=500) < 0.7, labels, rng.choice(3, size=500))
-    scores = eval_metrics.ClassScores.of(_counts(labels, predictions, classes))
-    present = sorted(set(labels) | set(predictions))
+    # Skewed labels with class 2 absent from this split and a model that never predicts the rarest classes nor
+    # class 2, so class 2 is in neither (outside the average), class 5 a label only: the case where TFMA's macro
+    # F1 is NaN. Class 4 is never a label of the split, but predicted.
+    labels = rng.choice(classes, size=500, p=[0.55, 0.25, 0.0, 0.14, 0.0, 0.06])
+    predictions = np.where(rng.uniform(size=500) < 0.7, labels, rng.choice([0, 1, 3, 4], size=500))
+    predictions = np.where(predictions == 5, 0, predictions)
+    # A row whose top score is <= the threshold has no prediction (-1): wrong for accuracy and its label's recall,
+    # in no class's precision.
+    predictions = np.where(rng.uniform(size=500) < abstains, -1, predictions)
+    assert 2 not in labels and 2 not in predictions and 4 not in labels and 4 in predictions
+    assert (5 in labels and 5 not in predictions) and (-1 in predictions) == (abstains > 0)
+    scores = eval_metrics.ClassScores.of(eval_metrics._counts(_matrices(labels, predictions)))
+    present = sorted((set(labels) | set(predictions)) - {-1})
+    assert present == [0, 1, 3, 4, 5] and list(np.flatnonzero(scores.present)) == present
     assert scores.accuracy == pytest.approx(sk.accuracy_score(labels, predictions))
     for name, function in (("f1", sk.f1_score), ("precision", sk.precision_score), ("recall", sk.recall_score)):
         expected = function(labels, predictions, average=None, labels=present, zero_division=0)
         np.testing.assert_allclose(getattr(scores, name)[present], expected)
-        macro = function(labels, predictions, average="macro", zero_division=0)
+        macro = function(labels, predictions, average="macro", labels=present, zero_division=0)
         assert scores.macro(getattr(scores, name)) == pytest.approx(macro)
-    assert scores.macro(scores.recall) == pytest.approx(sk.balanced_accuracy_score(labels, predictions))
+    # scikit-learn's balanced accuracy averages recall over the labels' classes only; the macro recall also
+    # counts class 4 (predicted, never a label) with recall 0, as recall_score(average="macro") does.
+    labelled = sorted(set(labels))
+    assert scores.recall[labelled].mean() == pytest.approx(sk.balanced_accuracy_score(labels, predictions))
+    assert scores.macro(scores.recall) == pytest.approx(scores.recall[labelled].sum() / len(present))
+
+
+def test_an_absent_class_and_rows_without_a_prediction_by_hand():
+    """Four classes: class 2 neither a label nor a prediction of the split, class 3 only predicted; a row of
+    class 1 has no prediction (TFMA's -1: its top score <= the threshold).
+
+        actual 0: predicted 0, 0, 1, 3    actual 1: predicted 1, none
+
+    precision 2/2, 1/2, -, 0/1; recall 2/4, 1/2, -, 0/0 (counts 0); f1 4/6, 2/4, -, 0; accuracy 3 of 6 rows."""
+    matrices = _matrices([0, 0, 0, 0, 1, 1], [0, 0, 1, 3, 1, -1])
+    counts = eval_metrics._counts(matrices)
+    np.testing.assert_array_equal(counts, [[2, 1, 0, 1, 0], [0, 1, 0, 0, 1], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
+    scores = eval_metrics.ClassScores.of(counts)
+    np.testing.assert_array_equal(scores.present, [True, True, False, True])
+    np.testing.assert_allclose(scores.precision, [1.0, 0.5, 0.0, 0.0])
+    np.testing.assert_allclose(scores.recall, [0.5, 0.5, 0.0, 0.0])
+    np.testing.assert_allclose(scores.f1, [2 / 3, 0.5, 0.0, 0.0])
+    # The macro averages are over classes 0, 1 and 3 (over all four: 0.375, 0.25 and 0.2917).
+    expected = {
+        ("accuracy", None): 0.5,  # over all 6 rows (without the row of no prediction: 3/5)
+        ("macro_precision", None): (1.0 + 0.5 + 0.0) / 3,
+        ("macro_recall", None): (0.5 + 0.5 + 0.0) / 3,
+        ("macro_f1", None): (2 / 3 + 0.5 + 0.0) / 3,  # 0.3889
+    }
+    for metric in (
+        eval_metrics.MultiClassAccuracy(),
+        eval_metrics.MacroPrecision(),
+        eval_metrics.MacroRecall(),
+        eval_metrics.MacroF1(),
+    ):
+        found = _derived(metric, matrices)
+        assert found == pytest.approx({key: value for key, value in expected.items() if key in found})
+        assert len(found) == 1
+    per_class = _derived(eval_metrics.PerClassScores(), matrices)
+    assert sorted({class_id for _, class_id in per_class}) == [0, 1, 3]  # none for absent class 2
+    assert per_class == pytest.approx(
+        {
+            **{("precision", 0): 1.0, ("recall", 0): 0.5, ("f1", 0): 2 / 3},
+            **{("precision", 1): 0.5, ("recall", 1): 0.5, ("f1", 1): 0.5},
+            **{("precision", 3): 0.0, ("recall", 3): 0.0, ("f1", 3): 0.0},
+        }
+    )
+    # Every row without a prediction: no class is predicted, accuracy 0, recall 0 for the labels' classes.
+    silent = eval_metrics.ClassScores.of(eval_metrics._counts(_matrices([0, 1, 1], [-1, -1, -1])))
+    assert silent.accuracy == 0.0 and list(silent.present) == [True, True]
+    assert silent.macro(silent.recall) == 0.0 and silent.macro(silent.precision) == 0.0
 
 
 def test_r_squared_rmse_and_mae_are_scikit_learns():
