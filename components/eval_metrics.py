@@ -135,7 +135,8 @@ class MacroPrecision(metric_types.Metric):
 
 
 class MacroRecall(metric_types.Metric):
-    """Recall per class, averaged over the classes present: the balanced accuracy."""
+    """Recall per class, averaged over the classes present (a class only predicted counts with recall 0, as in
+    scikit-learn's recall_score(average="macro"); the balanced accuracy where every present class is a label)."""
 
     def __init__(self, name: str = "macro_recall"):
         super().__init__(
