@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 if TYPE_CHECKING:
     from tfxflow.pipeline.config import RunConfig, SharedConfig
@@ -181,6 +181,18 @@ def _last_run_path(config: "RunConfig") -> str:
     return os.path.join(os.path.dirname(config.paths.metadata_path), LAST_RUN_FILE)
 
 
+def forget_last_run(metadata_path: str) -> Optional[str]:
+    """Removes the record of the last run beside the metadata store at `metadata_path`, which would answer the
+    next identical run with "up to date" and that run's push: after a run whose MLflow records wait in the
+    outbox, or a rollback. Returns its path when there was one."""
+    path = os.path.join(os.path.dirname(metadata_path), LAST_RUN_FILE)
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        return None
+    return path
+
+
 def write_json_atomically(path: str, data: dict) -> None:
     """Writes `data` to `path` through a temporary file and a rename: readers see the old or the new file."""
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -191,15 +203,6 @@ def write_json_atomically(path: str, data: dict) -> None:
 def record_last_run(config: "RunConfig", fingerprint: str, summary: dict) -> None:
     """Remembers the fingerprint and outcome of a run that finished."""
     write_json_atomically(_last_run_path(config), {"fingerprint": fingerprint, **summary})
-
-
-def forget_last_run(config: "RunConfig") -> None:
-    """Removes the last run's record: after a run whose MLflow records wait in the outbox, an older run's record
-    must not answer the next identical run with "up to date" (and that older run's push)."""
-    try:
-        os.remove(_last_run_path(config))
-    except FileNotFoundError:
-        pass
 
 
 def up_to_date(config: "RunConfig", fingerprint: str) -> "dict | None":

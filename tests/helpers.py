@@ -683,3 +683,24 @@ def save_scale_models(root) -> dict:
         models[name] = os.path.join(str(root), name)
         tf.saved_model.save(module, models[name], signatures={"serving_default": module.serve})
     return models
+
+
+def ingested_taxi_statistics(folder, header: str, lines):
+    """TFDV's statistics of taxi CSV `lines` (after `header`) as a run makes them: ingested into tf.Examples by
+    the pipeline's ExampleGen code (an empty cell a present feature with an empty list, as TFX's CsvExampleGen
+    writes it), then TFDV's GenerateStatistics with StatisticsGen's options and the taxi schema. `folder`: a
+    pathlib folder to work in."""
+    import tensorflow_data_validation as tfdv
+
+    from tfxflow.components import csv_input, drift
+    from tfxflow.pipeline.config import bundled_dataset_dir
+
+    schema = tfdv.load_schema_text(os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"))
+    (folder / "in").mkdir(parents=True)
+    (folder / "in" / "data.csv").write_text(header + "".join(lines), encoding="utf-8")
+    examples = folder / "examples"
+    examples.mkdir()
+    csv_input.ingest(
+        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_input.rules_from_schema(schema)
+    )
+    return tfdv.generate_statistics_from_tfrecord(str(examples / "*"), stats_options=drift.stats_options(schema=schema))

@@ -363,7 +363,7 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         _print_kept(tracking, out)
     _publish(config, tracking, out, run_id=result.run_id, mlflow_run_id=result.mlflow_run_id)
     if tracking is not None and tracking_outbox.load(tracking.outbox, tracking.run_key):
-        forget_last_run(config)  # not "up to date" while its records wait: the next run sends them
+        forget_last_run(config.paths.metadata_path)  # not "up to date" while its records wait: the next run sends them
         return result
     record_last_run(
         config,

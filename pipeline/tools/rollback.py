@@ -45,6 +45,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 from tfxflow.components import object_store, pusher
 from tfxflow.components.tracking import REPUBLISHED_AS_TAG
 from tfxflow.pipeline.config import ConfigError
+from tfxflow.pipeline.staging import forget_last_run
 
 MLMD_PUSHED_MODEL = "PushedModel"
 MLMD_MODEL_BLESSING = "ModelBlessing"
@@ -396,19 +397,6 @@ def revoke_blessings(metadata_path: str, pipeline_name: str, log: List[dict]) ->
     return [f"blessing {blessing} of model {model} (version {version}) revoked" for blessing, model, version in revoked]
 
 
-def drop_last_run_record(metadata_path: str) -> Optional[str]:
-    """Removes `tfxflow run`'s record of the last run (pipeline/staging.py), which would answer an unchanged
-    next run with "up to date" and the push just rolled back; returns its path when there was one."""
-    from tfxflow.pipeline.staging import LAST_RUN_FILE
-
-    path = os.path.join(os.path.dirname(metadata_path), LAST_RUN_FILE)
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        return None
-    return path
-
-
 def rollback(
     base: str,
     to: Optional[int] = None,
@@ -434,7 +422,7 @@ def rollback(
             except Exception as err:  # noqa: BLE001 (ML Metadata raises RuntimeErrors of its own)
                 first = (str(err).strip().splitlines() or [""])[0][:300]
                 result.metadata = [f"not updated ({metadata_path}): {type(err).__name__}: {first}"]
-            dropped = drop_last_run_record(metadata_path)
+            dropped = forget_last_run(metadata_path)
             if dropped:
                 result.metadata.append(f"removed {dropped}: an unchanged `tfxflow run` runs again")
         else:

@@ -9,6 +9,7 @@ from scipy import stats
 from tfx.utils import io_utils
 
 from benchmarks import drift_calibration as calibration
+from tests import helpers
 from tfxflow.components import drift
 
 
@@ -210,22 +211,6 @@ def test_statistics_are_made_in_batches_of_8192_rows_and_equal_tfdvs_own_to_roun
 # --- rows without a value: an empty CSV cell is a present feature with no value ----------------------------
 
 
-def _ingested_statistics(folder, header: str, lines):
-    """TFDV's statistics of taxi CSV `lines` as a run makes them: ingested into tf.Examples by the pipeline's
-    ExampleGen code (an empty cell a present feature with an empty list, as TFX's CsvExampleGen writes it), then
-    TFDV's GenerateStatistics with StatisticsGen's options and the taxi schema."""
-    from tfxflow.components import csv_input
-
-    (folder / "in").mkdir(parents=True)
-    (folder / "in" / "data.csv").write_text(header + "".join(lines), encoding="utf-8")
-    examples = folder / "examples"
-    examples.mkdir()
-    csv_input.ingest(
-        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_input.rules_from_schema(SCHEMA)
-    )
-    return tfdv.generate_statistics_from_tfrecord(str(examples / "*"), stats_options=drift.stats_options(schema=SCHEMA))
-
-
 @pytest.mark.integration
 def test_empty_cells_are_missing_rows_and_a_change_in_their_share_is_drift(tmp_path):
     """Both samples hold the same 200 taxi rows with a company and a dropoff_census_tract; the baseline adds 800
@@ -245,7 +230,9 @@ def test_empty_cells_are_missing_rows_and_a_change_in_their_share_is_drift(tmp_p
     both = [i for i, r in enumerate(rows) if r["company"] and r["dropoff_census_tract"]]
     neither = [i for i, r in enumerate(rows) if not r["company"] and not r["dropoff_census_tract"]]
     samples = {"baseline": both[:200] + neither[:800], "current": both[:200] + neither[800:1100]}
-    statistics = {k: _ingested_statistics(tmp_path / k, header, [lines[i] for i in v]) for k, v in samples.items()}
+    statistics = {
+        k: helpers.ingested_taxi_statistics(tmp_path / k, header, [lines[i] for i in v]) for k, v in samples.items()
+    }
     (base_rows, base), (cur_rows, cur) = (drift.feature_statistics(statistics[k]) for k in samples)
     assert (base_rows, cur_rows) == (1000, 500)
     # The cause: TFDV counts every row present (an empty list), none missing; the values tell the rows apart.

@@ -13,6 +13,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
+from tests import helpers
 from tfxflow.pipeline.reports import page as page_lib
 
 PIPELINE = "tfxflow-taxi"
@@ -265,26 +266,6 @@ def test_an_artifact_given_under_two_keys_is_found_under_both():
     }
 
 
-def _taxi_statistics(folder, lines, header: str):
-    """TFDV's statistics of taxi CSV `lines` as a run makes them: ingested into tf.Examples by the pipeline's
-    ExampleGen code (an empty cell a present feature with an empty list), then TFDV's GenerateStatistics with
-    StatisticsGen's options and the taxi schema."""
-    import tensorflow_data_validation as tfdv
-
-    from tfxflow.components import csv_input, drift
-    from tfxflow.pipeline.config import bundled_dataset_dir
-
-    schema = tfdv.load_schema_text(os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"))
-    (folder / "in").mkdir(parents=True)
-    (folder / "in" / "data.csv").write_text(header + "".join(lines), encoding="utf-8")
-    examples = folder / "examples"
-    examples.mkdir()
-    csv_input.ingest(
-        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_input.rules_from_schema(schema)
-    )
-    return tfdv.generate_statistics_from_tfrecord(str(examples / "*"), stats_options=drift.stats_options(schema=schema))
-
-
 def _cells(document: str, split: str, feature: str) -> dict:
     """{column: cell text} of one feature's row in a split's table of the rendered page."""
     table = document.split(f'id="data-{split}"', 1)[1].split("</table>", 1)[0]
@@ -311,7 +292,7 @@ def test_empty_cells_count_as_missing_and_a_column_without_values_has_no_moments
     samples = {"train": tract + others[:29], "eval": others[29:]}
     splits, statistics = [], {}
     for split, picked in samples.items():
-        statistics[split] = _taxi_statistics(tmp_path / split, [lines[i] for i in picked], header)
+        statistics[split] = helpers.ingested_taxi_statistics(tmp_path / split, header, [lines[i] for i in picked])
         splits.append(page_lib.summarize_split(statistics[split], split))
         features = {f.name: f for f in splits[-1].features}
         assert splits[-1].rows == 30
