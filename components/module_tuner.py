@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import time
 from typing import Any, Dict, List, Optional
@@ -206,6 +207,17 @@ def write_best_hyperparameters(tuner, output_dict: Dict[str, List[types.Artifact
     io_utils.write_string_file(os.path.join(results_uri, TFX_RESULTS_FILE), json.dumps(results))
 
 
+def seed_python(custom_config: Optional[Dict[str, Any]]) -> Optional[int]:
+    """Seeds Python's `random` with the run's training seed (--seed), returning it: keras-tuner's tuners built
+    without a seed draw theirs from it (`seed or random.randint(1, 10000)`, keras_tuner/engine/oracle.py), so a
+    module's search repeats run after run as the built-in Tuner's does. A RandomSearch over a small grid stops
+    after 20 draws that were all tried: unseeded, how many of its points it tries changes from run to run."""
+    seed = ((custom_config or {}).get("training") or {}).get("seed")
+    if seed is not None:
+        random.seed(int(seed))
+    return seed
+
+
 class Executor(tfx_tuner_executor.Executor):
     """TFX's Tuner executor, plus `trials.json` and a failure that names the first trial's error."""
 
@@ -219,6 +231,7 @@ class Executor(tfx_tuner_executor.Executor):
             raise ValueError("TuneArgs is not supported by this Tuner's Executor.")  # TFX's own refusal
         tuner_fn = udf_utils.get_fn(exec_properties, "tuner_fn")
         fn_args = fn_args_utils.get_common_fn_args(input_dict, exec_properties, self._get_tmp_dir())
+        seed_python(fn_args.custom_config)
         result = tuner_fn(fn_args)
         tuner = result.tuner
         tuner.search_space_summary()

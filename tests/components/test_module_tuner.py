@@ -160,24 +160,24 @@ def tuner_fn(fn_args):
             _build, objective="val_sparse_categorical_accuracy", max_epochs=2, factor=2, hyperband_iterations=1,
             directory=fn_args.working_dir, project_name="p", seed=1,
         )
-    else:
+    else:  # unseeded, as Google's penguin module builds its RandomSearch
         tuner = keras_tuner.RandomSearch(
             _build, objective="val_sparse_categorical_accuracy", max_trials=3, directory=fn_args.working_dir,
-            project_name="p", seed=1,
+            project_name="p", **({"seed": 1} if SEEDED else {}),
         )
     fit = {"x": x, "y": y, "validation_split": 0.25, "epochs": fn_args.train_steps, "verbose": 0}
     return tfx.components.TunerFnResult(tuner=tuner, fit_kwargs=fit)
 """
 
 
-def _execute(tmp_path, fail, hyperband=False):
+def _execute(tmp_path, fail, hyperband=False, seeded=True, custom_config=None):
     """The module Tuner's executor as TFX calls it, on a module whose tuner_fn searches numbers in memory."""
     from tfx.types import standard_artifacts
 
     from tfxflow.components import module_tuner
 
     module = tmp_path / f"module_{int(fail)}.py"
-    module.write_text(f"FAIL = {fail}\nHYPERBAND = {hyperband}\n" + MODULE)
+    module.write_text(f"FAIL = {fail}\nHYPERBAND = {hyperband}\nSEEDED = {seeded}\n" + MODULE)
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
     examples.split_names = '["train", "eval"]'
@@ -186,6 +186,8 @@ def _execute(tmp_path, fail, hyperband=False):
     context = module_tuner.Executor.Context(tmp_dir=str(tmp_path / "tmp"), unique_id=str(int(fail)))
     executor = module_tuner.Executor(context)
     properties = {"module_file": str(module), "train_args": '{"num_steps": 2}', "eval_args": '{"num_steps": 1}'}
+    if custom_config is not None:
+        properties["custom_config"] = json.dumps(custom_config)
     executor.Do({"examples": [examples]}, {"best_hyperparameters": [best], "tuner_results": [results]}, properties)
     return best, results
 
@@ -232,3 +234,22 @@ def test_a_hyperband_search_writes_tfxs_outputs_too(tmp_path):
     assert written["values"] == trials["best"]["values"]  # with Hyperband's own tuner/* entries
     with open(os.path.join(results.uri, "tuner_results.json"), encoding="utf-8") as f:
         assert len(json.load(f)) == len(trials["trials"])
+
+
+def test_an_unseeded_module_search_repeats_with_the_runs_seed(tmp_path):
+    """keras-tuner draws an unseeded tuner's seed from Python's random: seeded with --seed before tuner_fn, the
+    search's seed and its trials' order are the same run after run, and another --seed gives another search."""
+    import random
+
+    def search(folder, seed):
+        (tmp_path / folder).mkdir()
+        _, results = _execute(tmp_path / folder, fail=False, seeded=False, custom_config={"training": {"seed": seed}})
+        with open(os.path.join(results.uri, "trials.json"), encoding="utf-8") as f:
+            trials = json.load(f)
+        return trials["seed"], [t["values"]["learning_rate"] for t in trials["trials"]]
+
+    first, again, other = search("a", 42), search("b", 42), search("c", 7)
+    random.seed(42)
+    assert first[0] == random.randint(1, 10000)  # keras-tuner's draw, from the seeded generator
+    assert again == first and sorted(first[1]) == [0.02, 0.05, 0.1]
+    assert other[0] != first[0]
