@@ -1,6 +1,7 @@
 """Fixtures shared by every test package."""
 
 import os
+import time
 
 import pytest
 
@@ -130,7 +131,8 @@ class LongRuns:
     """End-to-end runs of minutes that depend on nothing but their own folders, run one after another on a thread
     of their own from the start of the session, beside the other tests: most tests keep one core busy (a CLI
     run, a KFP step, TFX's in-memory Beam), and these runs take the other. Each test waits only for its own
-    group's results.
+    group's results; once the main thread waits (the session's other tests are done), a second thread takes the
+    next runs in order, so the runs use both cores the waiting main thread leaves.
 
     Groups, in the order they run: "faults" (tests/pipeline/test_faults_e2e.py's kills, full disk and races of
     one home folder, on the session's MLflow server), "kfp" (tests/kubeflow/test_compiled_pipeline_e2e.py's runs of the
@@ -140,7 +142,8 @@ class LongRuns:
     stopped during runs) and "portable" (tests/pipeline/test_beam_runners.py's run through Beam's job service);
     a group starts with the session when the session selected its tests,
     else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
-    the session's other tests keep one core busy while the runs take the other."""
+    the session's other tests keep one core busy while the runs take the other. Each run's start and time are
+    printed at the end of the session."""
 
     GROUPS = {
         "faults": "test_faults_e2e",
@@ -151,16 +154,55 @@ class LongRuns:
         "outage": "test_tracking_outage_e2e",
         "portable": "test_beam_runners",
     }
+    WORKERS = 2  # the first from the start, the second once the main thread waits
 
     def __init__(self, tmp_path_factory, s3_server, request):
-        import concurrent.futures
+        import collections
+        import threading
 
         self._tmp, self._s3, self._request = tmp_path_factory, s3_server, request
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="long-run")
+        self._queue = collections.deque()  # (group, name, job, future), in the order they run
+        self._lock = threading.Lock()
+        self._workers = []
+        self._closed = False
         self._futures = {}
         self._details = {}
+        self._times = []  # (group, name, started, seconds, worker), seconds from the pool's start
+        self._origin = time.monotonic()
+
+    def _work(self, worker):
+        while True:
+            with self._lock:
+                if self._closed or not self._queue:
+                    return
+                group, name, job, future = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            started = time.monotonic()
+            try:
+                result = job()
+            except BaseException as e:  # noqa: BLE001  (handed to the test that reads it)
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+            finally:
+                self._times.append((group, name, started - self._origin, time.monotonic() - started, worker))
+
+    def _add_worker(self):
+        import threading
+
+        with self._lock:
+            if len(self._workers) >= self.WORKERS or not self._queue:
+                return
+            worker = threading.Thread(
+                target=self._work, args=(len(self._workers) + 1,), name=f"long-run-{len(self._workers) + 1}"
+            )
+            self._workers.append(worker)
+        worker.start()
 
     def start(self, *groups):
+        import concurrent.futures
+
         for group in groups:
             if group in self._futures:
                 continue
@@ -194,27 +236,65 @@ class LongRuns:
                 from tests.kubeflow import test_compiled_tasks_e2e
 
                 jobs, details = test_compiled_tasks_e2e.jobs(self._tmp.mktemp("kfp-tasks"), self._s3)
-            self._futures[group] = {name: self._pool.submit(job) for name, job in jobs.items()}
+            futures = {name: concurrent.futures.Future() for name in jobs}
+            with self._lock:
+                self._queue.extend((group, name, job, futures[name]) for name, job in jobs.items())
+            self._futures[group] = futures
             self._details[group] = details
+        if not self._workers:
+            self._add_worker()
+        elif all(not w.is_alive() for w in self._workers):  # the workers ran out of runs before these came
+            self._workers.clear()
+            self._add_worker()
 
     def results(self, group):
         self.start(group)
-        return {name: future.result() for name, future in self._futures[group].items()}
+        futures = self._futures[group]
+        if not all(f.done() for f in futures.values()):
+            self._add_worker()  # this thread waits: its core is free
+        return {name: future.result() for name, future in futures.items()}
 
     def details(self, group):
         self.start(group)
         return self._details[group]
 
+    def timings(self):
+        """One line per run that ran: its group and name, when it started (seconds from the first) and how long
+        it took, and which thread ran it."""
+        return [
+            f"{group}/{name}: started at {started:.0f} s, took {seconds:.0f} s (thread {worker})"
+            for group, name, started, seconds, worker in sorted(self._times, key=lambda t: t[2])
+        ]
+
     def close(self):
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._closed = True
+            for _, _, _, future in self._queue:
+                future.cancel()
+            self._queue.clear()
+        for worker in self._workers:
+            worker.join()
 
 
 @pytest.fixture(scope="session")
 def long_runs(tmp_path_factory, s3_server, request):
     """The session's LongRuns."""
     runs = LongRuns(tmp_path_factory, s3_server, request)
+    request.config.stash[LONG_RUNS] = runs
     yield runs
     runs.close()
+
+
+LONG_RUNS = pytest.StashKey[LongRuns]()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """When each long run started and how long it took: where a session's time went."""
+    runs = config.stash.get(LONG_RUNS, None)
+    if runs is not None and runs.timings():
+        terminalreporter.section("long runs")
+        for line in runs.timings():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session", autouse=True)
