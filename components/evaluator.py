@@ -45,11 +45,10 @@ from tfxflow.components.model import text
 
 MAX_ROWS_KEY = "max_eval_rows"
 WARM_PROBE_KEY = "warm_serving_probe"
-# Up to this many evaluated rows the Evaluator takes seconds and the serving probe's TensorFlow import (about
-# 2 s) is worth running beside it. Beyond, the import is a few percent of the run, and the probe's ~400 MB
-# resident beside TFMA's larger working set made the process tree's peak: at 50,000 rows (the 100x and 1000x
-# taxi runs' sample), 1,373 and 1,450 MB proportional against 1,307 and 1,330 MB with the probe started by the
-# check, for 1.5 s of a 134 s and a 559 s run.
+# Up to this many evaluated rows the Evaluator takes seconds and the serving probe's TensorFlow import (seconds
+# too) is worth running beside it. Beyond, the import is a few percent of the run, and the probe's resident
+# memory beside TFMA's larger working set makes the process tree's peak (`make bench ARGS="--scale 100"`
+# reports the peak per component): there the probe starts with the check instead.
 WARM_PROBE_MAX_ROWS = 20_000
 SAMPLE_FOLDER = ".eval_sample"  # inside the evaluation artifact while TFMA runs, removed after
 PREDICTIONS_FILE = "predictions_sample.json"  # a regression model's (label, prediction) pairs, for the run page

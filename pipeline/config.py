@@ -259,8 +259,8 @@ class TuningConfig:
         check=_tune_space_problem,
     )
     tune_seed: Optional[int] = setting(None, type=int, metavar="N", help="the search's seed (default: --seed)")
-    # One trial of the built-in models keeps about one core busy (1.07 of 2 measured at 1x): a second process
-    # running trials of the same study uses the other (components/tuner.py).
+    # One trial of the built-in models keeps about one core busy (one Python process, mostly
+    # single-threaded): a second process running trials of the same study uses another (components/tuner.py).
     tune_workers: int = setting(
         0,
         metavar="N",
@@ -332,8 +332,8 @@ class EvaluationConfig:
         (), flag="--slice-by", metavar="COLUMN", help="also evaluate per value of this column (repeatable)"
     )
     # A larger eval split is evaluated on a systematic sample of at most this many rows (every k-th row of a
-    # random split): TFMA costs about 0.3 ms a row on 2 cores; on 50,000 rows an accuracy near 0.9 has a
-    # standard error of 0.13%, and candidate and baseline are judged on the same rows.
+    # random split): TFMA's time grows with the rows; on 50,000 rows an accuracy near 0.9 has a standard error
+    # of sqrt(0.9 * 0.1 / 50,000) = 0.13%, and candidate and baseline are judged on the same rows.
     max_rows: int = setting(
         50_000,
         flag="--eval-max-rows",

@@ -9,7 +9,7 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
 # Imported from their modules: `from tfx import v1` also imports TFX's Google Cloud extensions
-# (google.cloud.aiplatform), 7 s of every start of the CLI or of a Kubeflow step.
+# (google.cloud.aiplatform), seconds of every start of the CLI or of a Kubeflow step.
 from tfx.components import ExampleValidator, StatisticsGen, Trainer
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen

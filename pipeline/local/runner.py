@@ -165,11 +165,11 @@ def imports_kept_out_of_collections() -> Iterator[None]:
     generation (`gc.freeze`) and resumes it; a block that raises resumes it without freezing.
 
     Their objects (about a million) live as long as the process. Collected while they were made, the imports
-    took 5.6 s instead of 4.2 s (each full collection traverses all made so far; 8 of them); kept collectable,
-    each full collection of the run traversed them again (13 of them, 5.0 s) and wrote to every object's
-    header, keeping their pages touched. Frozen, the run's full collections took 3.7 s and the process stayed
-    110 MB smaller. What the components make afterwards is collected as before. The imports leave about 6,000
-    objects of garbage cycles, frozen with the rest: finding them would cost a full collection (0.55 s)."""
+    take longer (each full collection traverses all made so far); kept collectable, each full collection of the
+    run traverses them again and writes to every object's header, keeping their pages touched. Frozen, the
+    run's full collections are shorter and the process smaller (`make bench` reports the run's time and peak).
+    What the components make afterwards is collected as before. The imports leave a few thousand objects of
+    garbage cycles, frozen with the rest: finding them would cost a full collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -182,8 +182,8 @@ def imports_kept_out_of_collections() -> Iterator[None]:
 
 # Packages that TFMA and tf.Transform import whenever they are installed, for models or graphs that use their
 # ops (tensorflow_model_analysis/utils/model_util.py at import, tensorflow_transform/saved/saved_transform_io.py
-# at each graph load). TF Text 2.21's 22 op libraries are statically linked (174 MB on disk): importing it costs
-# 118 MB resident (2.16's: 10 MB); TF-DF 1.9.1's, 36 MB.
+# at each graph load). TF Text 2.21's op libraries are statically linked: importing it costs over a hundred MB
+# resident (2.16's, about ten); TF-DF's, tens of MB.
 ADDON_OP_PACKAGES = ("tensorflow_text", "tensorflow_decision_forests", "struct2tensor")
 # keras_tuner, which `tfx.components` imports for its Tuner, where TFX imports it inside `except ImportError`
 # (components/lane.py); only a module file's tuner_fn runs TFX's Tuner (components/module_tuner.py).
@@ -224,9 +224,9 @@ def unused_packages_absent(config: RunConfig) -> Iterator[List[str]]:
 
 # Gen-1 collections between full ones during the run (CPython's default: 10). With the imports frozen, the
 # collector's rule that a full collection waits until a quarter as many objects are pending as live in the
-# oldest generation counts only what the components made, so full collections came 13 times in a 1x run
-# (2.2 s); every 100 gen-1 collections they came 3 times (1.1 s), and the process peaked 50 MB higher
-# (1,155 -> 1,207 MB resident): older cycles that died wait longer. Young cycles die as often as before.
+# oldest generation counts only what the components made, so full collections came several times more often in
+# a 1x run than every 100 gen-1 collections, which halves their time for a few percent higher peak (older
+# cycles that died wait longer). Young cycles die as often as before.
 FULL_COLLECTION_EVERY = 100
 
 
