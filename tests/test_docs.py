@@ -372,11 +372,60 @@ def test_the_kubeflow_readmes_backend_versions_are_the_compilers():
     assert claims == [_version_ranges(kf.KFP_VERSIONS)]
 
 
-def test_every_test_the_docs_name_exists():
-    """A claim that names its test (`tests/x.py::test_y`) names one that is there."""
-    named = {m for doc in USER_DOCS for m in re.findall(r"(tests/[\w/]+\.py)::(\w+)", _read(doc))}
-    missing = [f"{path}::{name}" for path, name in named if not re.search(rf"def {name}\(", _read(path))]
-    assert not missing
+# A claim's proof: `tests/x.py::test_y` (a parametrized test without its [param]), or `tests/x.py::Class::test_y`.
+TEST_REFERENCE = re.compile(r"\b(tests/[\w/]+\.py)::(\w+(?:::\w+)?)")
+
+
+def _defined(source: str) -> set:
+    """The functions a module's source defines, read with `ast`: each module-level `def` by its name, each method of
+    a module-level class by its name and as `Class::method`. A function nested in another is not a test."""
+    import ast
+
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, functions):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            methods = {n.name for n in node.body if isinstance(n, functions)}
+            names |= methods | {f"{node.name}::{m}" for m in methods}
+    return names
+
+
+def _unresolved_test_references(texts: dict) -> list:
+    """Each `doc: tests/x.py::name` of {doc: its text} whose file is not there or defines no such function."""
+    defined, unresolved = {}, []
+    for doc, text in texts.items():
+        for path, name in TEST_REFERENCE.findall(text):
+            if path not in defined:
+                there = os.path.isfile(os.path.join(REPO, path))
+                defined[path] = _defined(_read(path)) if there else None
+            if defined[path] is None:
+                unresolved.append(f"{doc}: {path}::{name} (no such file)")
+            elif name not in defined[path]:
+                unresolved.append(f"{doc}: {path}::{name}")
+    return list(dict.fromkeys(unresolved))
+
+
+def test_every_test_the_docs_name_is_defined_in_its_file():
+    """A claim that names its test (`tests/x.py::test_y`) names a file that is there and a function it defines."""
+    texts = {doc: _read(doc) for doc in USER_DOCS}
+    assert len({m for text in texts.values() for m in TEST_REFERENCE.findall(text)}) > 50
+    unresolved = _unresolved_test_references(texts)
+    assert not unresolved, "\n".join(unresolved)
+
+
+def test_a_test_reference_that_does_not_resolve_is_caught():
+    source = "def test_a():\n    def inner():\n        pass\nclass TestB:\n    def test_c(self):\n        pass\n"
+    assert _defined(source) == {"test_a", "test_c", "TestB::test_c"}
+    text = (
+        "(`tests/test_docs.py::test_a_test_reference_that_does_not_resolve_is_caught`, `tests/test_docs.py::_read`, "
+        "`tests/test_docs.py::no_such_test`, `tests/no_such_file.py::test_x`, `tests/test_docs.py::no_such_test`)"
+    )
+    assert _unresolved_test_references({"docs/x.md": text}) == [
+        "docs/x.md: tests/test_docs.py::no_such_test",
+        "docs/x.md: tests/no_such_file.py::test_x (no such file)",
+    ]
 
 
 def test_every_chapter_is_linked_from_the_readme():
