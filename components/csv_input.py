@@ -57,6 +57,9 @@ from tfxflow.components.model.features import LabelSpec
 MAX_LISTED = 20  # problem groups shown in one message
 
 
+REPEATED_HEADER = "a row holds the header's names (files joined with their headers?): remove the repeated header line"
+
+
 class InputDataError(DataError):
     """CSV files that cannot be ingested as they are."""
 
@@ -418,6 +421,9 @@ def scan_stream(
                 summary.add(
                     name, line, "wrong number of fields", detail=f"{len(record)} fields, the header has {len(header)}"
                 )
+                continue
+            if tuple(record) == header:  # files joined with their headers; in an all-text file it would be a row
+                summary.add(name, line, "header repeated", detail=REPEATED_HEADER)
                 continue
             for index, column, rule in typed:
                 if record[index]:
@@ -800,6 +806,8 @@ def _ingest_file(
                 # Arrow reads a NUL byte into a string (its number conversion refuses one): the scan names it.
                 if any(_holds_nul(batch.column(c)) for c in text_columns):
                     raise _Refused(f"{path}: a NUL byte in a value")
+                if text_columns and _holds_header(batch, header, text_columns):
+                    raise _Refused(f"{path}: {REPEATED_HEADER}")
                 if not spanning:
                     spanning = any(pc.any(pc.match_substring(batch.column(c), "\n")).as_py() for c in text_columns)
                 if labelled:
@@ -824,6 +832,23 @@ def _ingest_file(
     if not rows:
         raise _Refused(f"{path}: no data rows")
     return rows, tally, writers, spanning
+
+
+def _holds_header(batch, header: Sequence[str], text_columns: Sequence[str]) -> bool:
+    """Whether a row of `batch` holds the header's names in every column. Only text columns can hold a name (a
+    number column refuses one, unless the name is a number), so they are compared first and the rest only where
+    all of them matched."""
+    rows = None
+    for column in text_columns:
+        same = pc.fill_null(pc.equal(batch.column(column), column), False)
+        rows = same if rows is None else pc.and_(rows, same)
+        if not pc.any(rows).as_py():
+            return False
+    for column in header:
+        if column not in text_columns:
+            same = pc.fill_null(pc.equal(pc.cast(batch.column(column), pa.string()), column), False)
+            rows = pc.and_(rows, same)
+    return bool(pc.any(rows).as_py())
 
 
 def _holds_nul(array: pa.Array) -> bool:

@@ -20,15 +20,15 @@ LABEL = LabelSpec(name="big_tipper", column="tips", ratio_of="fare", greater_tha
 HEADER = "fare,tips,hour,pay\n"
 
 
-def _check(files, label=LABEL):
+def _check(files, label=LABEL, rules=None):
     """Runs the check over in-memory files {name: text or bytes}."""
     data = {name: content if isinstance(content, bytes) else content.encode() for name, content in files.items()}
-    return csv_input.check_csv_files(list(data), RULES, label, opener=lambda name: io.BytesIO(data[name]))
+    return csv_input.check_csv_files(list(data), rules or RULES, label, opener=lambda name: io.BytesIO(data[name]))
 
 
-def _error(files, label=LABEL) -> str:
+def _error(files, label=LABEL, rules=None) -> str:
     with pytest.raises(InputDataError) as err:
-        _check(files, label)
+        _check(files, label, rules)
     return str(err.value)
 
 
@@ -219,12 +219,10 @@ def _ingest(tmp_path, files, label=LABEL, rules=None):
             "e.csv: file format: compressed with zstd, which is not read (gzip is): decompress it, or compress it "
             "with gzip",
         ),
-        # Files joined with their headers: the second header is a data row, its number columns holding names.
+        # Files joined with their headers: the second header is named as such, not as names in number columns.
         (
             HEADER + "10,5,3,Cash\n" + HEADER + "10,0,4,Card\n",
-            "e.csv line 3, column 'fare': not a number: 'fare' (schema type FLOAT)\n"
-            "  - e.csv line 3, column 'tips': not a number: 'tips' (schema type FLOAT)\n"
-            "  - e.csv line 3, column 'hour': not an integer: 'hour' (schema type INT)",
+            f"e.csv line 3: header repeated: {csv_input.REPEATED_HEADER}",
         ),
         # A NUL byte: Arrow reads one into a text value; Python's csv module stops at one before 3.11.
         (
@@ -262,6 +260,41 @@ def test_ingestion_refuses_what_the_scan_refuses_and_keeps_nothing(tmp_path, con
     assert expected in scanned
     assert str(err.value).replace(f"{tmp_path}{os.sep}", "") == scanned
     assert not [p for p in (tmp_path / "examples").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize(
+    "rules,content,line",
+    [
+        # All text: every value of a header line is a valid value; a later header in a later block too.
+        ({"text": ColumnRule("BYTES"), "intent": ColumnRule("BYTES")}, "", 2),
+        ({"text": ColumnRule("BYTES"), "intent": ColumnRule("BYTES")}, "hi,greet\n" * 3000, 3002),
+        # A number column whose name is a number reads the repeated header as a number.
+        ({"2024": ColumnRule("INT"), "pay": ColumnRule("BYTES")}, "2023,Cash\n", 3),
+    ],
+    ids=["all-text", "all-text-later-block", "number-named-column"],
+)
+def test_a_repeated_header_is_refused_by_both_paths_where_its_names_are_valid_values(
+    tmp_path, monkeypatch, rules, content, line
+):
+    """`content`: the rows between the header and its repeat at `line`."""
+    monkeypatch.setattr(csv_input, "BLOCK_BYTES", 1 << 10)
+    header = ",".join(rules) + "\n"
+    data = header + content + header + ",".join(["2023" if c == "2024" else "bye" for c in rules]) + "\n"
+    files = {"t.csv": data}
+    scanned = _error(files, label=None, rules=rules)
+    assert f"t.csv line {line:,}: header repeated: {csv_input.REPEATED_HEADER}" in scanned
+    with pytest.raises(InputDataError) as err:
+        _ingest(tmp_path, files, label=None, rules=rules)
+    assert str(err.value).replace(f"{tmp_path}/", "") == scanned
+    assert not [p for p in (tmp_path / "examples").rglob("*") if p.is_file()]
+
+
+def test_a_row_like_the_header_but_in_one_column_is_data(tmp_path):
+    rules = {"text": ColumnRule("BYTES"), "intent": ColumnRule("BYTES")}
+    files = {"t.csv": "text,intent\ntext,greet\nhi,intent\n"}
+    assert _check(files, label=None, rules=rules).rows == {"t.csv": 2}
+    result, _ = _ingest(tmp_path, files, label=None, rules=rules)
+    assert result.total_read == 2
 
 
 def test_a_nul_byte_in_a_later_block_is_refused_with_its_line(tmp_path, monkeypatch):
