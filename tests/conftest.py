@@ -52,6 +52,23 @@ def pytest_collection_modifyitems(config, items):
     items[:] = sorted(items, key=phase)  # stable: otherwise in order
 
 
+def _runs_read(items) -> dict:
+    """{group: the run names its selected tests read}, for each group whose selected tests all say which
+    (`@pytest.mark.long_runs(...)`); a group with a test that does not say runs whole."""
+    named, whole = {}, set()
+    modules = {module: group for group, module in LongRuns.GROUPS.items()}
+    for item in items:
+        group = modules.get(_module_name(item))
+        if group is None:
+            continue
+        marker = item.get_closest_marker("long_runs")
+        if marker is None:
+            whole.add(group)
+        else:
+            named.setdefault(group, set()).update(marker.args)
+    return {group: names for group, names in named.items() if group not in whole}
+
+
 def _module_name(item) -> str:
     module = getattr(item, "module", None)
     return module.__name__.rsplit(".", 1)[-1] if module is not None else ""
@@ -200,7 +217,8 @@ class LongRuns:
             self._workers.append(worker)
         worker.start()
 
-    def start(self, *groups):
+    def start(self, *groups, only=None):
+        """Queues the runs of `groups`: all of each, or of a group in `only` ({group: run names}) those named."""
         import concurrent.futures
 
         for group in groups:
@@ -236,6 +254,8 @@ class LongRuns:
                 from tests.kubeflow import test_compiled_tasks_e2e
 
                 jobs, details = test_compiled_tasks_e2e.jobs(self._tmp.mktemp("kfp-tasks"), self._s3)
+            if only and group in only:
+                jobs = {name: job for name, job in jobs.items() if name in only[group]}
             futures = {name: concurrent.futures.Future() for name in jobs}
             with self._lock:
                 self._queue.extend((group, name, job, futures[name]) for name, job in jobs.items())
@@ -304,7 +324,7 @@ def _long_runs_from_the_start(request):
     selected = {_module_name(item) for item in request.session.items}
     groups = [group for group, module in LongRuns.GROUPS.items() if module in selected]
     if groups:
-        request.getfixturevalue("long_runs").start(*groups)
+        request.getfixturevalue("long_runs").start(*groups, only=_runs_read(request.session.items))
     # Each lane's step image build, when its tests are selected and it can be built (else its fixture says why).
     lanes = {"test_image_e2e": "compat", "test_image_current_e2e": "current"}
     wanted = {lanes[_module_name(item)] for item in request.session.items if _module_name(item) in lanes}

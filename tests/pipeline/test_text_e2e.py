@@ -38,7 +38,9 @@ from tests.pipeline.test_tasks_e2e import (
     _training_info,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
+# The current lane runs the default model's run; the fine-tuned and from-scratch Transformers (most of the
+# group's time) run in the compat lane, their checkpoint reading in both (tests/components/model/test_checkpoints.py).
+pytestmark = pytest.mark.e2e
 
 DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")
 
@@ -164,12 +166,15 @@ BERT_MINI_MIN_ACCURACY = 0.70
 MINILM_MIN_ACCURACY = 0.82
 
 
+@pytest.mark.current_lane
+@pytest.mark.long_runs("default")
 def test_text_from_drafts_pushes_a_model_that_answers_raw_text(runs):
     info = _check_text_run(runs["default"], "debian", min_accuracy=DEFAULT_MIN_ACCURACY)
     assert info["preset"] == "default" and info["optimizer"] == "adam"
     assert 6000 < info["text_vocabulary"]["description_xf"] <= 10000  # learned from the training split
 
 
+@pytest.mark.long_runs("bert_mini")
 def test_a_bert_preset_trains_and_serves_the_same_way(runs):
     info = _check_text_run(runs["bert_mini"], "bert", min_accuracy=BERT_MINI_MIN_ACCURACY, rows=939)
     assert info["preset"] == "bert-mini" and info["optimizer"] == "adamw"
@@ -177,6 +182,7 @@ def test_a_bert_preset_trains_and_serves_the_same_way(runs):
     assert info["train_steps_from"] == f"3 epochs of {info['train_rows']:,} training rows in batches of 32"
 
 
+@pytest.mark.long_runs("minilm", "bert_mini")
 def test_one_flag_fine_tunes_a_pretrained_checkpoint_past_the_same_model_from_scratch(runs):
     run = runs["minilm"]
     info = _check_text_run(run, "minilm", min_accuracy=MINILM_MIN_ACCURACY, rows=939)
@@ -227,6 +233,7 @@ def _folder_of(base, name, **changes):
     return str(folder)
 
 
+@pytest.mark.long_runs("minilm")
 def test_a_checkpoint_that_cannot_serve_is_refused_in_one_line_and_nothing_is_pushed(runs, s3_server, tmp_path):
     run = runs["minilm"]
     serving = os.path.join(run["home"], "serving")
