@@ -134,7 +134,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.pipeline_benchmark $(ARGS)
 
 bench-trainer: $(STAMP)
-	$(BIN)/python benchmarks/trainer_throughput.py --out benchmarks/results/trainer-$$(date +%Y%m%d).json
+	$(BIN)/python -m benchmarks.trainer_throughput $(ARGS)
 
 bench-text: $(STAMP)
 	$(BIN)/python -m benchmarks.text_benchmark $(ARGS)

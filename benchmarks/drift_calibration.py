@@ -12,7 +12,9 @@ Each sample is split like ExampleGen splits (3 of 4 hash buckets of a row's cont
 training split gets TFDV statistics with the options the pipeline uses, and `components.drift` gives the
 gate's verdict with the curated schema's comparators. The same samples also go through TFDV's own
 comparators (`tfdv.validate_statistics(previous_statistics=...)`, thresholds as the schema had them before
-this check: Jensen-Shannon 0.1, L-infinity 0.1 and 0.2) for comparison. Prints the tables, writes JSON.
+this check: Jensen-Shannon 0.1, L-infinity 0.1 and 0.2) for comparison. Writes JSON with the commit
+(benchmarks/results/drift-<date>.json by default) and prints the docs' block rendered from it
+(`python -m benchmarks.readme_tables FILE`, docs/data-validation.md): the goals, then the tables.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from benchmarks import provenance, readme_tables
 from tfxflow.components import drift
 from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
 
 SCHEMA_PATH = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
 TRAIN_BUCKETS, ALL_BUCKETS = 3, 4  # SplitConfig's defaults: train 3, eval 1
+CATCH_FROM_ROWS = 2000  # the goal: each shift marked should_catch is refused from this many rows
 # TFDV's comparator thresholds as the curated schema had them before the common-bins check.
 TFDV_THRESHOLDS = {
     "fare": 0.1,
@@ -229,11 +233,6 @@ def _run(tasks: Sequence[tuple], workers: int) -> List[dict]:
         return list(pool.map(judge, tasks, chunksize=4))
 
 
-def _rate(results: Sequence[dict], key: str = "refused") -> str:
-    hits = sum(bool(r[key]) for r in results)
-    return f"{hits}/{len(results)}"
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -252,12 +251,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         "shifts are the taxi data's: they are skipped)",
     )
     parser.add_argument("--schema", default=SCHEMA_PATH, help="the schema whose comparators are calibrated")
-    parser.add_argument(
-        "--out", default=os.path.join("benchmarks", "results", f"drift-{datetime.date.today():%Y%m%d}.json")
-    )
+    parser.add_argument("--out", help="JSON results (default: benchmarks/results/drift-<date>.json)")
     args = parser.parse_args(argv)
     from tfx.utils import io_utils
 
+    # The code measured is the checkout's as the samples start, whatever is committed while they run.
+    measured_commit = provenance.commit()
     started = time.monotonic()
     schema = io_utils.SchemaReader().read(args.schema)
     frame = read_strings(args.data or taxi_csv())
@@ -283,62 +282,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = _run(null_tasks + shift_tasks, args.workers)
     null, shifted = results[: len(null_tasks)], results[len(null_tasks) :]
 
-    lines = [
-        "",
-        "Same-distribution samples refused (false alarms; goal 0 at every size):",
-        "",
-        "| rows | draw | samples | refused | refused by TFDV's comparators | largest distance / threshold "
-        "| smallest p |",
-        "| ---: | --- | ---: | ---: | ---: | --- | ---: |",
+    result = {
+        "commit": measured_commit,
+        "date": f"{datetime.date.today()}",
+        "data": args.data,  # None: the bundled taxi file
+        "schema": None if args.schema == SCHEMA_PATH else args.schema,
+        "rows": len(frame),
+        "false_refusal_rate": drift.FALSE_REFUSAL_RATE,
+        "catch_from_rows": CATCH_FROM_ROWS,
+        "shifts": [
+            dataclasses.asdict(s, dict_factory=lambda kv: {k: v for k, v in kv if not callable(v)}) for s in SHIFTS
+        ],
+        "same_distribution": null,
+        "shifted": shifted,
+    }
+    out = args.out or provenance.new_results_path("drift")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    print("\n" + readme_tables.drift(result))
+    print(f"\n{time.monotonic() - started:.0f} s; wrote {out}")
+    missed = [
+        r for r in shifted if SHIFTS[r["shift"]].should_catch and r["size"] >= CATCH_FROM_ROWS and not r["refused"]
     ]
-    for size in sizes:
-        for replace in (False, True):
-            cell = [r for r in null if r["size"] == size and r["replace"] == replace]
-            worst = max(cell, key=lambda r: r["worst_ratio"])
-            tfdv_rate = _rate(cell, "tfdv_refused") if _STATE["tfdv"] else "-"
-            lines.append(
-                f"| {size:,} | {'with' if replace else 'without'} replacement | {len(cell)} | "
-                f"{_rate(cell)} | {tfdv_rate} | {worst['worst']} {worst['worst_ratio']:.2f}x | "
-                f"{min(r['min_p'] for r in cell):.2g} |"
-            )
-    lines += [
-        "",
-        "Shifted samples refused (detection; * marks shifts a data owner wants to hear about, goal: "
-        "all caught from 2,000 rows):",
-        "",
-        "| shift | magnitude | " + " | ".join(f"{s:,} rows" for s in shift_sizes) + " | refused features |",
-        "| --- | --- | " + " | ".join("---:" for _ in shift_sizes) + " | --- |",
-    ]
-    for i in shifts:
-        shift = SHIFTS[i]
-        cells = [[r for r in shifted if r["shift"] == i and r["size"] == s] for s in shift_sizes]
-        features = sorted({f for cell in cells for r in cell for f in r["refused"]})
-        lines.append(
-            f"| {shift.kind} | {shift.magnitude}{' *' if shift.should_catch else ''} | "
-            + " | ".join(_rate(c) for c in cells)
-            + f" | {', '.join(features) or '-'} |"
-        )
-    lines.append(f"\n{time.monotonic() - started:.0f} s")
-    print("\n".join(lines))
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(
-            {
-                "date": f"{datetime.date.today()}",
-                "rows": len(frame),
-                "false_refusal_rate": drift.FALSE_REFUSAL_RATE,
-                "shifts": [
-                    dataclasses.asdict(s, dict_factory=lambda kv: {k: v for k, v in kv if not callable(v)})
-                    for s in SHIFTS
-                ],
-                "same_distribution": null,
-                "shifted": shifted,
-            },
-            f,
-            indent=1,
-        )
-    print(f"wrote {args.out}")
-    missed = [r for r in shifted if SHIFTS[r["shift"]].should_catch and r["size"] >= 2000 and not r["refused"]]
     return 1 if any(r["refused"] for r in null) or missed else 0
 
 

@@ -1,24 +1,35 @@
 """The docs' benchmark blocks, rendered from results JSON files: the pipeline benchmark's tables (`make
-bench`, benchmarks/pipeline_benchmark.py) and the fine-tuning figures of `make bench-text`
-(benchmarks/text_benchmark.py). README.md or a chapter in docs/ holds each between
+bench`, benchmarks/pipeline_benchmark.py), the fine-tuning figures of `make bench-text`
+(benchmarks/text_benchmark.py), the tuning benchmark's table (`make bench-tuning`) and the drift check's
+calibration (`make bench-drift`, benchmarks/drift_calibration.py). README.md or a chapter in docs/ holds each
+between
 
-    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->    (or <!-- fine-tuning: ... -->)
+    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->    (or fine-tuning, tuning, drift)
     ...
-    <!-- /pipeline-benchmark -->                                   (or <!-- /fine-tuning -->)
+    <!-- /pipeline-benchmark -->                                   (or /fine-tuning, /tuning, /drift)
 
 and tests/benchmarks/test_readme_tables.py checks that they are what this renders from that file:
 
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/pipeline-<date>.json
-    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/text-<date>.json
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/text-<date>.json     (<!-- fine-tuning: ... -->)
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/tuning-<date>.json   (<!-- tuning: ... -->)
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/drift-<date>.json    (<!-- drift: ... -->)
+
+Each prints the block; with `--write` it puts the block into the doc in place of the block of its kind, the marker
+then naming the new file (of the pipeline benchmark's two blocks, the one of the results' lane).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import re
 import statistics
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The taxi file as each task, its label drafted by infer-schema (benchmarks/pipeline_benchmark.py's TASKS).
 TASK_LABELS = {"binary": "tips > 0.2 x fare (`schemas/taxi`)", "multiclass": "payment_type", "regression": "fare"}
@@ -260,13 +271,189 @@ def tuning(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: List[str]) -> int:
-    with open(argv[1], encoding="utf-8") as f:
-        result = json.load(f)
+# From how many rows the shifts a data owner wants to hear about are to be refused, in drift results from before
+# drift_calibration recorded it ("catch_from_rows").
+UNRECORDED_CATCH_FROM_ROWS = 2000
+
+
+def _refused(samples: List[Dict[str, Any]], key: str = "refused") -> int:
+    return sum(bool(s[key]) for s in samples)
+
+
+def _worst(sample: Dict[str, Any]) -> Tuple[str, float]:
+    """The comparison nearest its threshold: its feature and distance / threshold (files from before the ratio
+    was kept as a number have them as one text, "company 0.82x")."""
+    if "worst_ratio" in sample:
+        return sample["worst"], sample["worst_ratio"]
+    feature, _, ratio = sample["worst"].rpartition(" ")
+    return feature, float(ratio.rstrip("x"))
+
+
+def drift(result: Dict[str, Any]) -> str:
+    """The drift block of benchmarks/drift_calibration.py's results: the goals, then per size and draw how many
+    same-distribution samples the gate refused (false alarms) beside TFDV's own comparators, then per shift and
+    size how many shifted samples it refused (detection), TFDV's comparators beside where the file has them."""
+    null, shifted, shifts = result["same_distribution"], result["shifted"], result["shifts"]
+    with_tfdv = any(s["tfdv_refused"] is not None for s in null + shifted)
+    catch_from = result.get("catch_from_rows", UNRECORDED_CATCH_FROM_ROWS)
+    commit = f"at commit `{result['commit']}`" if result.get("commit") else "(no commit recorded)"
+    data = f"`{result['data']}`" if result.get("data") else "the bundled taxi file"
+    schema = f", schema `{result['schema']}`" if result.get("schema") else ""
+    refused = _refused(null)
+    tfdv = f" (TFDV's comparators: {_refused(null, 'tfdv_refused'):,})" if with_tfdv else ""
+    lines = [
+        f"Measured {result['date']} {commit}: {data} ({result['rows']:,} rows{schema}), {len(null):,} "
+        f"same-distribution samples and {len(shifted):,} shifted ones.",
+        "",
+        "Goals:",
+        "",
+        f"- no same-distribution sample refused: {refused:,} of {len(null):,}{tfdv}: "
+        f"**{'met' if not refused else 'NOT met'}**",
+    ]
+    wanted = [s for s in shifted if shifts[s["shift"]]["should_catch"] and s["size"] >= catch_from]
+    if wanted:
+        caught = _refused(wanted)
+        lines.append(
+            f"- every shift marked * refused from {catch_from:,} rows: {caught:,} of {len(wanted):,} samples: "
+            f"**{'met' if caught == len(wanted) else 'NOT met'}**"
+        )
+    lines += [
+        "",
+        "Same-distribution samples refused (false alarms):",
+        "",
+        "| rows | draw | samples | refused | refused by TFDV's comparators | largest distance / threshold "
+        "| smallest p |",
+        "| ---: | --- | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for size in sorted({s["size"] for s in null}):
+        for replace in (False, True):
+            cell = [s for s in null if s["size"] == size and s["replace"] == replace]
+            if not cell:
+                continue
+            feature, ratio = max((_worst(s) for s in cell), key=lambda found: found[1])
+            whole = " (the file)" if not replace and size >= result["rows"] else ""
+            lines.append(
+                f"| {size:,}{whole} | {'with' if replace else 'without'} replacement | {len(cell)} | "
+                f"{_refused(cell)}/{len(cell)} | "
+                + (f"{_refused(cell, 'tfdv_refused')}/{len(cell)}" if with_tfdv else "-")
+                + f" | {feature} {ratio:.2f}x | {min(s['min_p'] for s in cell):.2g} |"
+            )
+    if not shifted:
+        return "\n".join(lines)
+    sizes = sorted({s["size"] for s in shifted})
+    columns = [f"{size:,} rows" for size in sizes] + ["refused features"]
+    columns += [f"TFDV, {size:,} rows" for size in sizes] if with_tfdv else []
+    lines += [
+        "",
+        "Shifted samples refused (detection; * marks a shift its data owner wants to hear about"
+        + ("; TFDV: TFDV's comparators on the same samples" if with_tfdv else "")
+        + "):",
+        "",
+        "| shift | magnitude | " + " | ".join(columns) + " |",
+        "| --- | --- |" + " ---: |" * len(sizes) + " --- |" + (" ---: |" * len(sizes) if with_tfdv else ""),
+    ]
+    for index, shift in enumerate(shifts):
+        cells = [[s for s in shifted if s["shift"] == index and s["size"] == size] for size in sizes]
+        if not any(cells):
+            continue
+        features = sorted({f for cell in cells for s in cell for f in s["refused"]})
+        row = [shift["kind"], f"{shift['magnitude']}{' *' if shift['should_catch'] else ''}"]
+        row += [f"{_refused(cell)}/{len(cell)}" if cell else "-" for cell in cells]
+        row.append(", ".join(features) or "-")
+        if with_tfdv:
+            row += [f"{_refused(cell, 'tfdv_refused')}/{len(cell)}" if cell else "-" for cell in cells]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def kind(result: Dict[str, Any]) -> str:
+    """Which block a results file renders: its marker's name in the docs."""
     if "cases" in result:
-        print(tuning(result))
-    else:
-        print(fine_tuning(result) if "fine_tuning" in result else render(result))
+        return "tuning"
+    if "same_distribution" in result:
+        return "drift"
+    if "fine_tuning" in result:
+        return "fine-tuning"
+    if "cold" in result:
+        return "pipeline-benchmark"
+    # The serving and trainer tables (docs/benchmarks.md): their tests build each row from the file.
+    raise ValueError("no block of the docs is rendered from this file")
+
+
+RENDERERS: Dict[str, Callable[[Dict[str, Any]], str]] = {
+    "pipeline-benchmark": render,
+    "fine-tuning": fine_tuning,
+    "tuning": tuning,
+    "drift": drift,
+}
+
+
+def _lane_of(path: str) -> Optional[str]:
+    """The lane a results file is of (files from before the lanes are the compat lane's); None without the file."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("machine", {}).get("lane", "compat")
+
+
+def write_block(path: str, root: str = REPO) -> str:
+    """Puts the block rendered from the results file `path` (under `root`) into the doc that holds the block of
+    its kind (README.md or a chapter in docs/), in place of that block, its marker then naming `path`; of several
+    blocks of its kind (the pipeline benchmark's lanes), the one whose results are of the same lane. Returns the
+    doc, relative to `root`."""
+    with open(path, encoding="utf-8") as f:
+        result = json.load(f)
+    name = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if name.startswith(".."):
+        raise ValueError(f"{path} is not under {root}: the docs name results files of the repository")
+    found = kind(result)
+    pattern = re.compile(rf"<!-- {found}: (\S+) -->\n.*?\n<!-- /{found} -->", re.S)
+    chapters = sorted(f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
+    docs = [
+        d for d in ["README.md", *(os.path.join("docs", f) for f in chapters)] if os.path.exists(os.path.join(root, d))
+    ]
+    blocks = []
+    for doc in docs:
+        with open(os.path.join(root, doc), encoding="utf-8") as f:
+            blocks += [(doc, match) for match in pattern.finditer(f.read())]
+    if len(blocks) > 1:
+        lane = result.get("machine", {}).get("lane", "compat")
+        blocks = [(doc, m) for doc, m in blocks if _lane_of(os.path.join(root, m.group(1))) == lane]
+    if len(blocks) != 1:
+        raise ValueError(f"{len(blocks)} <!-- {found}: FILE --> blocks for {name} in {', '.join(docs)}; need one")
+    ((doc, match),) = blocks
+    with open(os.path.join(root, doc), encoding="utf-8") as f:
+        text = f.read()
+    block = f"<!-- {found}: {name} -->\n{RENDERERS[found](result).strip()}\n<!-- /{found} -->"
+    with open(os.path.join(root, doc), "w", encoding="utf-8") as f:
+        f.write(text[: match.start()] + block + text[match.end() :])
+    return doc
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.readme_tables", description="Prints the docs' block rendered from a results file."
+    )
+    parser.add_argument("results", help="a results JSON file under benchmarks/results/")
+    parser.add_argument(
+        "--write", action="store_true", help="put the block into the doc in place of the block of its kind"
+    )
+    args = parser.parse_args(argv[1:])
+    if args.write:
+        try:
+            print(f"wrote the block of {args.results} into {write_block(args.results)}")
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    with open(args.results, encoding="utf-8") as f:
+        result = json.load(f)
+    try:
+        found = kind(result)
+    except ValueError as e:
+        print(f"error: {args.results}: {e}", file=sys.stderr)
+        return 2
+    print(RENDERERS[found](result))
     return 0
 
 

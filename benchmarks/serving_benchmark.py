@@ -139,9 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{row['batch']:>6} {row['p50_ms']:>9.2f} {row['p99_ms']:>9.2f} {row['examples_per_s']:>11,}", flush=True)
     parameters = derive(rows, cores)
     print("\nbatching_parameters.txt for this machine:\n" + batching_text(parameters))
-    out = args.out or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "results", f"serving-{datetime.date.today():%Y%m%d}.json"
-    )
+    out = args.out or provenance.new_results_path("serving")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(

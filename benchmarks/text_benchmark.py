@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import hashlib
 import json
 import os
@@ -539,9 +538,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 f"{a['steps']} steps of 32 ({a['train_s']:.0f} s)",
                 flush=True,
             )
-    out = args.out or os.path.join(
-        os.path.dirname(__file__), "results", f"text-{'gpu-' if on_gpu else ''}{datetime.date.today():%Y%m%d}.json"
-    )
+    out = args.out or provenance.new_results_path("text-gpu" if on_gpu else "text")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(
             {

@@ -1,6 +1,7 @@
 """Trainer throughput benchmark: this project's Trainer against Google's taxi trainer, on the same data.
 
-    .venv/bin/python benchmarks/trainer_throughput.py [--workdir DIR] [--out results.json]
+    make bench-trainer [ARGS="--presets default --precisions float32"]
+    .venv/bin/python -m benchmarks.trainer_throughput [--workdir DIR] [--out FILE]
 
 1. Runs one LocalDagRunner pipeline over the bundled taxi CSV with two Transforms: this project's
    preprocessing_fn (curated schema) and Google's `taxi_utils_native_keras.preprocessing_fn` (inferred schema).
@@ -9,7 +10,8 @@
    which includes tracing, is excluded).
 3. Scores both exported models the same way: their `serving_default` signature on the raw eval split.
 
-Prints a table and writes JSON. A benchmark, not a test: the figures depend on the machine.
+Prints a table and writes JSON with the commit and the machine (benchmarks/results/trainer-<date>.json unless
+--out). A benchmark, not a test: the figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 import time
 from typing import Dict, List
 
+from benchmarks import provenance
 from tfxflow.components import names
 
 # Google's module uses tf.keras, which must mean Keras 2 (tf-keras) under TF 2.16. Set before TF loads.
@@ -34,6 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 GOOGLE_MODULE = "tfx.examples.chicago_taxi_pipeline.taxi_utils_native_keras"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def prepare(workdir: str) -> Dict[str, Dict[str, str]]:
@@ -294,9 +298,10 @@ def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, scor
     """One configuration in its own process (a fresh dtype policy and XLA cache), under a time limit."""
     command = [
         sys.executable,
-        os.path.abspath(__file__),
+        "-m",
+        "benchmarks.trainer_throughput",
         "--workdir",
-        args.workdir,
+        os.path.abspath(args.workdir),
         "--one",
         json.dumps(
             {
@@ -320,7 +325,9 @@ def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, scor
         "steps": steps,
     }
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.config_timeout, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=args.config_timeout, check=False, cwd=REPO
+        )
     except subprocess.TimeoutExpired:
         return {**base, "error": f"did not finish within {args.config_timeout} s"}
     if done.returncode != 0:
@@ -331,7 +338,7 @@ def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, scor
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "tfxflow-trainer-benchmark"))
-    parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--out", help="JSON results (default: benchmarks/results/trainer-<date>.json)")
     parser.add_argument("--steps", type=int, default=300, help="steps for the default preset")
     parser.add_argument("--large-steps", type=int, default=50, help="steps for the large preset")
     parser.add_argument("--batch-size", type=int, default=1024, help="per replica")
@@ -349,6 +356,8 @@ def main(argv=None) -> int:
     from tfxflow.components.model.trainer import skip_autograph_for_tf_keras
 
     skip_autograph_for_tf_keras()  # for both trainers: it is a process-wide TF setting
+    # The code measured is the checkout's as the runs start, whatever is committed while they run.
+    measured_commit = None if args.one else provenance.commit()
     uris = prepare(args.workdir)
     if args.one:
         one = json.loads(args.one)
@@ -384,9 +393,21 @@ def main(argv=None) -> int:
                 rows.append(row)
     print()
     print_table(rows, google)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump({"machine": machine(), "settings": vars(args), "google": google, "tfxflow": rows}, f, indent=2)
+    out = args.out or provenance.new_results_path("trainer")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(
+            {
+                "commit": measured_commit,
+                "machine": machine(),
+                "settings": vars(args),
+                "google": google,
+                "tfxflow": rows,
+            },
+            f,
+            indent=2,
+        )
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,11 +1,11 @@
-"""`make bench-drift` runs end to end on a few samples: tables, JSON, and an exit status that fails on a false
-refusal."""
+"""`make bench-drift` runs end to end on a few samples: JSON with the commit, the docs' block rendered from it, and an
+exit status that fails on a false refusal."""
 
 import json
 
 import pytest
 
-from benchmarks import drift_calibration
+from benchmarks import drift_calibration, provenance, readme_tables
 
 pytestmark = pytest.mark.integration
 
@@ -35,3 +35,5 @@ def test_prints_both_tables_and_writes_the_samples(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert len(result["same_distribution"]) == 4 and not any(r["refused"] for r in result["same_distribution"])
     assert len(result["shifted"]) == len(drift_calibration.SHIFTS)
+    assert result["commit"] == provenance.commit() and result["catch_from_rows"] == 2000
+    assert readme_tables.drift(result) in printed  # what it prints is the docs' block of its file

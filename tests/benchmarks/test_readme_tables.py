@@ -4,6 +4,9 @@ from the results JSON each names: a figure cannot be edited by hand, nor the JSO
 import json
 import os
 import re
+import shutil
+
+import pytest
 
 from benchmarks import readme_tables
 from tests import helpers
@@ -74,8 +77,19 @@ def _results(name: str) -> dict:
         return json.load(f)
 
 
+def _results_named_before(header: str) -> dict:
+    """The results file the docs name last before the table whose header line is `header` (its "The latest run
+    (`benchmarks/results/FILE`: ...)"), after checking it names a commit of this history."""
+    text = helpers.docs_text()
+    named = re.findall(r"`benchmarks/results/([\w.-]+\.json)`", text[: text.index("\n" + header + "\n")])
+    assert named, f"no results file named before {header}"
+    found = _results(named[-1])
+    assert _in_history(found.get("commit", "")), f"{named[-1]}: {found.get('commit')} is not a commit before HEAD"
+    return found
+
+
 def test_the_serving_table_is_its_results_file():
-    found = _results("serving-20261130.json")
+    found = _results_named_before("| batch | p50 | p99 | examples/s |")
     expected = [
         [str(r["batch"]), f"{r['p50_ms']:.2f} ms", f"{r['p99_ms']:.2f} ms", f"{r['examples_per_s']:,}"]
         for r in found["rows"]
@@ -84,7 +98,7 @@ def test_the_serving_table_is_its_results_file():
 
 
 def test_the_trainer_table_is_its_results_file():
-    found = _results("trainer-cpu.json")
+    found = _results_named_before("| trainer | preset | precision | XLA | examples/s | x Google | eval accuracy |")
     google = found["google"]
     expected = [
         [
@@ -116,7 +130,8 @@ def test_the_trainer_table_is_its_results_file():
 
 
 def test_the_text_table_is_its_results_file():
-    found = _results("text-20261205.json")
+    header = "| preset | params | precision | recompute | examples/s | tokens/s | MFU | peak memory |"
+    found = _results_named_before(header)
     expected = [
         [
             run["preset"],
@@ -130,13 +145,12 @@ def test_the_text_table_is_its_results_file():
         ]
         for run in found["runs"]
     ]
-    header = "| preset | params | precision | recompute | examples/s | tokens/s | MFU | peak memory |"
     assert _readme_table(header) == expected
 
 
 def _only_block(kind: str, render) -> dict:
     """The results file of the docs' one `<!-- kind: FILE -->` block, after checking the block is what `render`
-    makes of it."""
+    makes of it and the file names a commit of this history."""
     pattern = re.compile(rf"<!-- {kind}: (\S+) -->\n(.*?)\n<!-- /{kind} -->", re.S)
     blocks = pattern.findall(helpers.docs_text())
     assert len(blocks) == 1, f"the docs need exactly one <!-- {kind}: FILE --> block"
@@ -146,6 +160,7 @@ def _only_block(kind: str, render) -> dict:
     assert shown.strip() == render(result).strip(), (
         f"the docs' block differs from `python -m benchmarks.readme_tables {path}`"
     )
+    assert _in_history(result.get("commit", "")), f"{path}: {result.get('commit')} is not a commit before HEAD"
     return result
 
 
@@ -175,10 +190,97 @@ def test_the_readme_fine_tuning_block_is_rendered_from_its_results_file_and_chos
 
 def test_the_readme_tuning_block_is_rendered_from_its_results_file_and_tuning_paid_where_the_settings_were_poor():
     result = _only_block("tuning", readme_tables.tuning)
-    assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", result["commit"])
     poor = result["cases"]["poor"]
     metric = result["metric"]
     assert poor["tuned"][metric] >= poor["untuned"][metric] + 0.05
     for case in result["cases"].values():
         assert sum(case["trials"].values()) == result["trials"]
         assert case["untuned"]["returncode"] == case["tuned"]["returncode"] == 0
+
+
+def test_the_drift_block_is_rendered_from_its_results_file_and_met_its_goals():
+    """The calibration's figures in docs/data-validation.md are what benchmarks/readme_tables.py renders from
+    `make bench-drift`'s results, of the shifts benchmarks/drift_calibration.py defines, and what the prose says
+    of them holds there: no same-distribution sample refused, each shift a data owner wants to hear about refused
+    in every sample from 2,000 rows."""
+    from benchmarks import drift_calibration
+
+    result = _only_block("drift", readme_tables.drift)
+    defined = [
+        {"kind": s.kind, "magnitude": s.magnitude, "should_catch": s.should_catch} for s in drift_calibration.SHIFTS
+    ]
+    assert result["shifts"] == defined
+    assert result["same_distribution"] and not any(s["refused"] for s in result["same_distribution"])
+    wanted = [s for s in result["shifted"] if defined[s["shift"]]["should_catch"] and s["size"] >= 2000]
+    assert wanted and all(s["refused"] for s in wanted)
+
+
+def _tree(tmp_path, docs, results):
+    """A copy of the chapters `docs` and the results files `results` under tmp_path, as the repository has them."""
+    os.makedirs(tmp_path / "docs")
+    os.makedirs(tmp_path / "benchmarks" / "results")
+    for doc in docs:
+        shutil.copy(os.path.join(REPO, "docs", doc), tmp_path / "docs" / doc)
+    for name in results:
+        shutil.copy(os.path.join(REPO, "benchmarks", "results", name), tmp_path / "benchmarks" / "results" / name)
+    return tmp_path
+
+
+def _block_span(text: str, kind: str):
+    start = text.index(f"<!-- {kind}: ")
+    return start, text.index(f"<!-- /{kind} -->", start) + len(f"<!-- /{kind} -->")
+
+
+def test_write_puts_the_block_in_place_of_the_one_of_its_kind_naming_the_new_file(tmp_path):
+    root = _tree(tmp_path, ["data-validation.md"], ["drift-20261130.json"])
+    result = _results("drift-20261130.json")
+    result["shifted"][0]["refused"] = ["fare"]  # a figure of its own: the x1.05 fare 1/20 at 500 rows
+    with open(root / "benchmarks" / "results" / "drift-20991231.json", "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    before = (root / "docs" / "data-validation.md").read_text(encoding="utf-8")
+
+    doc = readme_tables.write_block(str(root / "benchmarks" / "results" / "drift-20991231.json"), root=str(root))
+
+    assert doc == os.path.join("docs", "data-validation.md")
+    after = (root / "docs" / "data-validation.md").read_text(encoding="utf-8")
+    (start, end), (new_start, new_end) = _block_span(before, "drift"), _block_span(after, "drift")
+    assert after[:new_start] == before[:start] and after[new_end:] == before[end:]  # the prose around it stays
+    assert after[new_start:new_end] == (
+        "<!-- drift: benchmarks/results/drift-20991231.json -->\n" + readme_tables.drift(result) + "\n<!-- /drift -->"
+    )
+    assert "| fare scaled | x1.05 | 1/20 | 0/20 | 0/20 | fare |" in after
+
+
+def test_write_replaces_the_pipeline_block_of_the_results_lane(tmp_path):
+    compat, current = "pipeline-20261204-6.json", "pipeline-current-20261205-6.json"
+    root = _tree(tmp_path, ["benchmarks.md", "environment.md"], [compat, current, "pipeline-current-20261205-5.json"])
+    benchmarks_before = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert f"<!-- pipeline-benchmark: benchmarks/results/{compat} -->" in benchmarks_before
+
+    path = root / "benchmarks" / "results" / "pipeline-current-20261205-5.json"
+    assert readme_tables.write_block(str(path), root=str(root)) == os.path.join("docs", "environment.md")
+
+    assert (root / "docs" / "benchmarks.md").read_text(encoding="utf-8") == benchmarks_before  # the compat lane's
+    environment = (root / "docs" / "environment.md").read_text(encoding="utf-8")
+    assert "<!-- pipeline-benchmark: benchmarks/results/pipeline-current-20261205-5.json -->\n" in environment
+    assert readme_tables.render(_results("pipeline-current-20261205-5.json")).strip() in environment
+
+
+def test_write_refuses_a_results_file_no_block_of_the_docs_takes(tmp_path):
+    root = _tree(tmp_path, ["data-validation.md"], ["tuning-20261205-2.json"])
+    before = (root / "docs" / "data-validation.md").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="0 <!-- tuning: FILE --> blocks"):
+        readme_tables.write_block(str(root / "benchmarks" / "results" / "tuning-20261205-2.json"), root=str(root))
+    with pytest.raises(ValueError, match="not under"):  # the docs name files of the repository
+        readme_tables.write_block(os.path.join(REPO, "benchmarks", "results", "drift-20261130.json"), root=str(root))
+    assert (root / "docs" / "data-validation.md").read_text(encoding="utf-8") == before
+
+
+def test_the_command_prints_the_block_of_the_files_kind(capsys):
+    path = os.path.join(REPO, "benchmarks", "results", "drift-20261130.json")
+    assert readme_tables.main(["readme_tables", path]) == 0
+    assert capsys.readouterr().out.strip() == readme_tables.drift(_results("drift-20261130.json")).strip()
+    # The serving table is not a block: its test builds its rows from the file.
+    assert (
+        readme_tables.main(["readme_tables", os.path.join(REPO, "benchmarks", "results", "serving-20261130.json")]) == 2
+    )
