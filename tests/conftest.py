@@ -156,7 +156,9 @@ class LongRuns:
     compiled taxi pipeline through the KFP harness), "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's
     compiled pipelines), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI), "text"
     (tests/pipeline/test_text_e2e.py's), "outage" (tests/pipeline/test_tracking_outage_e2e.py's MLflow server
-    stopped during runs) and "portable" (tests/pipeline/test_beam_runners.py's run through Beam's job service);
+    stopped during runs), "portable" (tests/pipeline/test_beam_runners.py's run through Beam's job service),
+    "drift" (tests/pipeline/test_drift_e2e.py's runs on one home) and "tuning" (tests/pipeline/test_tuning_e2e.py's
+    untuned and tuned runs, on the session's MLflow server);
     a group starts with the session when the session selected its tests,
     else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
     the session's other tests keep one core busy while the runs take the other. Each run's start and time are
@@ -170,6 +172,8 @@ class LongRuns:
         "text": "test_text_e2e",
         "outage": "test_tracking_outage_e2e",
         "portable": "test_beam_runners",
+        "drift": "test_drift_e2e",
+        "tuning": "test_tuning_e2e",
     }
     WORKERS = 2  # the first from the start, the second once the main thread waits
 
@@ -250,6 +254,15 @@ class LongRuns:
                 from tests.pipeline import test_beam_runners
 
                 jobs, details = test_beam_runners.jobs(self._tmp.mktemp("portable")), {}
+            elif group == "drift":
+                from tests.pipeline import test_drift_e2e
+
+                jobs, details = test_drift_e2e.jobs(self._tmp.mktemp("drift")), {}
+            elif group == "tuning":
+                from tests.pipeline import test_tuning_e2e
+
+                server = self._request.getfixturevalue("mlflow_server")
+                jobs, details = test_tuning_e2e.jobs(self._tmp.mktemp("tuning"), server), {}
             else:
                 from tests.kubeflow import test_compiled_tasks_e2e
 

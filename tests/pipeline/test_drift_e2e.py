@@ -2,7 +2,8 @@
 refused with a message that says what moved and what to do, and accepting the shifted data makes it the
 baseline without turning the check off.
 
-One run trains and pushes a model on 1,500 random rows first; the other runs use the same home.
+One run trains and pushes a model on 1,500 random rows first; the other runs use the same home, one after another
+on the session's pool of long runs (tests/conftest.py's `long_runs`), and the tests read what they did.
 """
 
 import os
@@ -20,22 +21,56 @@ pytestmark = pytest.mark.e2e
 FLAGS = ["--train-steps", "40", "--batch-size", "64", "--eval-every-steps", "20"]
 UNTRACKED = ["--tracking", "off"]  # all but the refused run, whose MLflow record is asserted
 DATA_REFUSED = 3
+REASON = "fares rose 25% on 1 November"
+
+
+def _steps(base):
+    """The runs on one home, in order: a model blessed on 1,500 random taxi rows, then 1,000 other random rows,
+    the same rows with fares 25% higher (refused, tracked), their acceptance as the baseline, the shifted rows
+    again and the old rows again; with what each test reads of the home after them."""
+    first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=7)
+    home = str(base / "home")
+    steps = {"base": base, "home": home, "fresh": fresh, "serving": os.path.join(home, "serving")}
+
+    def run(data, *extra):
+        return helpers.run_cli("run", "--home", home, "--data-root", data, *FLAGS, *extra)
+
+    steps["first"] = run(first, *UNTRACKED)
+    if steps["first"].returncode != 0:
+        return steps
+    steps["fresh_run"] = run(fresh, *UNTRACKED)
+    shifted = helpers.rewrite_csv(
+        os.path.join(fresh, "data.csv"),
+        str(base / "fares_up"),
+        lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"},
+    )
+    steps["before"] = helpers.tree_snapshot(steps["serving"])
+    steps["refused"] = run(shifted)
+    steps["refused_serving"] = helpers.tree_snapshot(steps["serving"])
+    if steps["refused"].returncode != DATA_REFUSED:
+        return steps
+    steps["accepted"] = helpers.run_cli(*_accept_command(steps["refused"].stderr)[:-2], "--reason", REASON, timeout=300)
+    steps["again"] = run(shifted, *UNTRACKED)
+    steps["back"] = run(fresh, *UNTRACKED)
+    return steps
+
+
+def jobs(base):
+    """{name: a function that makes that run} under the folder `base` (tests/conftest.py's `long_runs`)."""
+    return {"steps": lambda: _steps(base)}
 
 
 @pytest.fixture(scope="module")
-def blessed(tmp_path_factory):
-    """A home whose last blessed model was trained on 1,500 random taxi rows; 1,000 other random rows."""
-    base = tmp_path_factory.mktemp("drift")
-    first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=7)
-    home = str(base / "home")
-    result = helpers.run_cli("run", "--home", home, "--data-root", first, *FLAGS, *UNTRACKED)
+def blessed(long_runs):
+    steps = long_runs.results("drift")["steps"]
+    result = steps["first"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "drift: no blessed model yet, nothing to compare with" in result.stdout
-    return {"base": base, "home": home, "fresh": fresh, "serving": os.path.join(home, "serving")}
+    return steps
 
 
 def test_a_fresh_sample_of_the_same_data_passes_the_drift_check(blessed):
-    result = helpers.run_cli("run", "--home", blessed["home"], "--data-root", blessed["fresh"], *FLAGS, *UNTRACKED)
+    result = blessed["fresh_run"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "data gate:      passed" in result.stdout
     # 13 features of the curated schema compared on the two training splits (about 3/4 of each sample)
@@ -50,13 +85,7 @@ def _accept_command(stderr: str) -> list:
 
 def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stays_on(blessed):
     home = blessed["home"]
-    fresh_csv = os.path.join(blessed["fresh"], "data.csv")
-    shifted = helpers.rewrite_csv(
-        fresh_csv, str(blessed["base"] / "fares_up"), lambda i, row: {**row, "fare": f"{float(row['fare']) * 1.25:.2f}"}
-    )
-    before = helpers.tree_snapshot(blessed["serving"])
-
-    refused = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS)
+    refused = blessed["refused"]
     assert refused.returncode == DATA_REFUSED, refused.stderr[-3000:]
     message = refused.stderr
     assert "data gate: 1 anomaly stops the run" in message  # fares only: nothing else moved
@@ -70,7 +99,7 @@ def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stay
     assert "Next: look at what changed in fare." in message
     assert f"{'DataGate':<{NAME_WIDTH}} FAILED" in refused.stdout
     assert "data:           refused by DataGate" in refused.stdout
-    assert helpers.tree_snapshot(blessed["serving"]) == before
+    assert blessed["refused_serving"] == blessed["before"]
     # The refused run is in MLflow too, marked FAILED with the reason.
     from mlflow import MlflowClient
 
@@ -80,8 +109,10 @@ def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stay
     assert latest.info.status == "FAILED"
     assert latest.data.tags["tfxflow.error"].startswith("DataGateError: data gate: 1 anomaly stops the run")
 
-    reason = "fares rose 25% on 1 November"
-    accepted = helpers.run_cli(*_accept_command(message)[:-2], "--reason", reason, timeout=300)
+    # What the MLflow record says is read after the later runs: they are untracked, so the refused run is the
+    # experiment's latest.
+    reason = REASON
+    accepted = blessed["accepted"]
     assert accepted.returncode == 0, accepted.stderr[-3000:]
     assert "is now the drift baseline of tfxflow-taxi" in accepted.stdout
     assert f": {reason}" in accepted.stdout and "the data gate refused that run" in accepted.stdout
@@ -89,13 +120,13 @@ def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stay
     marked = [a for a in store.get_artifacts() if ACCEPTED_AT in a.custom_properties]
     assert [a.custom_properties[ACCEPTED_REASON].string_value for a in marked] == [reason]
 
-    again = helpers.run_cli("run", "--home", home, "--data-root", shifted, *FLAGS, *UNTRACKED)
+    again = blessed["again"]
     assert again.returncode == 0, again.stderr[-3000:]
     assert "data gate:      passed" in again.stdout
     assert "drift vs. the data accepted as the baseline: 13 features compared" in again.stdout
     assert "Jensen-Shannon divergence 0.0000" in again.stdout or "L-infinity distance 0.0000" in again.stdout
 
     # The check stays on: the old fares are now the shift.
-    back = helpers.run_cli("run", "--home", home, "--data-root", blessed["fresh"], *FLAGS, *UNTRACKED)
+    back = blessed["back"]
     assert back.returncode == DATA_REFUSED, back.stderr[-3000:]
     assert "feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in back.stderr

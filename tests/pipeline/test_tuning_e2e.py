@@ -31,30 +31,45 @@ def _eval_metric(client, experiment, name="eval.binary_accuracy"):
     return top[0], top[0].data.metrics[name]
 
 
+def jobs(base, server):
+    """{name: a function that makes that run} under the folder `base`, tracked on the session's MLflow server
+    (tests/conftest.py's `long_runs`): the poor learning rate untuned, and tuned."""
+    tracked = ("--mlflow-uri", server.uri)
+    return {
+        "untuned": lambda: helpers.run_cli(
+            "run", "--home", str(base / "a"), *tracked, "--experiment", "untuned", *POOR
+        ),
+        "tuned": lambda: helpers.run_cli(
+            "run",
+            "--home",
+            str(base / "b"),
+            *tracked,
+            "--experiment",
+            "tuned",
+            *POOR,
+            "--tune",
+            "--tune-trials",
+            "4",
+            "--tune-workers",
+            "2",
+            *LEARNING_RATE_ONLY,
+            timeout=1500,
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(long_runs):
+    return long_runs.results("tuning")
+
+
 @pytest.mark.current_lane
 def test_tuning_beats_a_poor_learning_rate_and_every_trial_is_a_run_nested_under_the_pipeline_run(
-    tmp_path, mlflow_server
+    runs, tmp_path, mlflow_server
 ):
     client = MlflowClient(mlflow_server.uri)
-    tracked = ("--mlflow-uri", mlflow_server.uri)
-    untuned = helpers.run_cli("run", "--home", str(tmp_path / "a"), *tracked, "--experiment", "untuned", *POOR)
+    untuned, tuned = runs["untuned"], runs["tuned"]
     assert untuned.returncode == 0, untuned.stderr[-3000:]
-    tuned = helpers.run_cli(
-        "run",
-        "--home",
-        str(tmp_path / "b"),
-        *tracked,
-        "--experiment",
-        "tuned",
-        *POOR,
-        "--tune",
-        "--tune-trials",
-        "4",
-        "--tune-workers",
-        "2",
-        *LEARNING_RATE_ONLY,
-        timeout=1500,
-    )
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     _, before = _eval_metric(client, "untuned")
     parent, after = _eval_metric(client, "tuned")
