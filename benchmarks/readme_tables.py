@@ -1,12 +1,13 @@
 """The docs' benchmark blocks, rendered from results JSON files: the pipeline benchmark's tables (`make
 bench`, benchmarks/pipeline_benchmark.py), the fine-tuning figures of `make bench-text`
-(benchmarks/text_benchmark.py), the tuning benchmark's table (`make bench-tuning`) and the drift check's
-calibration (`make bench-drift`, benchmarks/drift_calibration.py). README.md or a chapter in docs/ holds each
+(benchmarks/text_benchmark.py), the tuning benchmark's table (`make bench-tuning`), the drift check's
+calibration (`make bench-drift`, benchmarks/drift_calibration.py), and the serving and Trainer tables (`make
+bench-serving`, `make bench-trainer`). README.md or a chapter in docs/ holds each
 between
 
-    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->    (or fine-tuning, tuning, drift)
+    <!-- pipeline-benchmark: benchmarks/results/<file>.json -->    (or fine-tuning, tuning, drift, serving, trainer)
     ...
-    <!-- /pipeline-benchmark -->                                   (or /fine-tuning, /tuning, /drift)
+    <!-- /pipeline-benchmark -->                                   (or /fine-tuning, ...)
 
 and tests/benchmarks/test_readme_tables.py checks that they are what this renders from that file:
 
@@ -14,6 +15,8 @@ and tests/benchmarks/test_readme_tables.py checks that they are what this render
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/text-<date>.json     (<!-- fine-tuning: ... -->)
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/tuning-<date>.json   (<!-- tuning: ... -->)
     .venv/bin/python -m benchmarks.readme_tables benchmarks/results/drift-<date>.json    (<!-- drift: ... -->)
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/serving-<date>.json  (<!-- serving: ... -->)
+    .venv/bin/python -m benchmarks.readme_tables benchmarks/results/trainer-<date>.json  (<!-- trainer: ... -->)
 
 Each prints the block; with `--write` it puts the block into the doc in place of the block of its kind, the marker
 then naming the new file (of the pipeline benchmark's two blocks, the one of the results' lane).
@@ -366,6 +369,64 @@ def drift(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _commit(result: Dict[str, Any]) -> str:
+    return f"commit {result['commit']}" if result.get("commit") else "no commit recorded"
+
+
+def serving(result: Dict[str, Any]) -> str:
+    """`make bench-serving`'s latency and throughput per batch size, and the batching parameters it derived."""
+    machine = result["machine"]
+    lines = [
+        f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores, `serving_default` called "
+        "in-process on one thread:",
+        "",
+        "| batch | p50 | p99 | examples/s |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r['batch']} | {r['p50_ms']:.2f} ms | {r['p99_ms']:.2f} ms | {r['examples_per_s']:,} |"
+        for r in result["rows"]
+    ]
+    parameters = ", ".join(f"`{k}` {v}" for k, v in result["batching_parameters"].items())
+    lines += ["", f"The batching parameters derived for this machine: {parameters}."]
+    return "\n".join(lines)
+
+
+def trainer(result: Dict[str, Any]) -> str:
+    """`make bench-trainer`'s examples/s and eval accuracy: Google's taxi trainer, then each configuration of
+    this Trainer; the configurations that did not finish within the run's limit are named below the table."""
+    machine, settings, google = result["machine"], result["settings"], result["google"]
+    gpus = ", ".join(machine["gpus"]) if machine.get("gpus") else "no GPU"
+    lines = [
+        f"Measured {machine['date']} ({_commit(result)}), {machine['cpu_count']} CPU cores, {gpus}, TensorFlow "
+        f"{machine['tensorflow']}; {settings['batch_size']:,} examples per step and {settings['steps_per_execution']} "
+        "steps per execution for this Trainer:",
+        "",
+        "| trainer | preset | precision | XLA | examples/s | x Google | eval accuracy |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+        f"| Google `taxi_utils_native_keras` (batch {google['global_batch']}) | - | {google['precision']} | off | "
+        f"{google['examples_per_s']:,.0f} | 1.0 | {google['eval_accuracy']:.4f} |",
+    ]
+    unfinished = []
+    for run in result["tfxflow"]:
+        xla = "on" if run["xla"] else "off"
+        if "examples_per_s" not in run:
+            unfinished.append(f"{run['preset']} {run['precision']} with XLA {xla}")
+            continue
+        accuracy = run.get("eval_accuracy", run.get("val_accuracy"))
+        lines.append(
+            f"| tfxflow | {run['preset']} | {run['precision']} | {xla} | {run['examples_per_s']:,.0f} | "
+            f"{run['examples_per_s'] / google['examples_per_s']:.1f} | {accuracy:.4f} |"
+        )
+    if unfinished:
+        lines += [
+            "",
+            f"Not in the table, as they did not finish within {settings['config_timeout']} s each "
+            f"(`--config-timeout`): {', '.join(unfinished)}.",
+        ]
+    return "\n".join(lines)
+
+
 def kind(result: Dict[str, Any]) -> str:
     """Which block a results file renders: its marker's name in the docs."""
     if "cases" in result:
@@ -376,7 +437,10 @@ def kind(result: Dict[str, Any]) -> str:
         return "fine-tuning"
     if "cold" in result:
         return "pipeline-benchmark"
-    # The serving and trainer tables (docs/benchmarks.md): their tests build each row from the file.
+    if "batching_parameters" in result:
+        return "serving"
+    if "google" in result and "tfxflow" in result:
+        return "trainer"
     raise ValueError("no block of the docs is rendered from this file")
 
 
@@ -385,6 +449,8 @@ RENDERERS: Dict[str, Callable[[Dict[str, Any]], str]] = {
     "fine-tuning": fine_tuning,
     "tuning": tuning,
     "drift": drift,
+    "serving": serving,
+    "trainer": trainer,
 }
 
 

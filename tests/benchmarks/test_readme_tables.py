@@ -89,44 +89,50 @@ def _results_named_before(header: str) -> dict:
 
 
 def test_the_serving_table_is_its_results_file():
-    found = _results_named_before("| batch | p50 | p99 | examples/s |")
-    expected = [
-        [str(r["batch"]), f"{r['p50_ms']:.2f} ms", f"{r['p99_ms']:.2f} ms", f"{r['examples_per_s']:,}"]
-        for r in found["rows"]
-    ]
-    assert _readme_table("| batch | p50 | p99 | examples/s |") == expected
+    result = _only_block("serving", readme_tables.serving)
+    assert [r["batch"] for r in result["rows"]] == sorted(r["batch"] for r in result["rows"])
+    assert set(result["batching_parameters"]) == {
+        "max_batch_size",
+        "batch_timeout_micros",
+        "num_batch_threads",
+        "max_enqueued_batches",
+    }
 
 
 def test_the_trainer_table_is_its_results_file():
-    found = _results_named_before("| trainer | preset | precision | XLA | examples/s | x Google | eval accuracy |")
-    google = found["google"]
-    expected = [
-        [
-            "Google `taxi_utils_native_keras` (batch 40)",
-            "-",
-            google["precision"],
-            "off",
-            f"{google['examples_per_s']:,.0f}",
-            "1.0",
-            f"{google['eval_accuracy']:.4f}",
-        ]
+    result = _only_block("trainer", readme_tables.trainer)
+    assert result["google"]["trainer"] == "google taxi_utils_native_keras"
+    assert {r["preset"] for r in result["tfxflow"]} == set(result["settings"]["presets"].split(","))
+
+
+def test_the_serving_and_trainer_blocks_render_what_their_tables_hold():
+    """A row per batch size; Google's row first, then every configuration that finished, and the ones that did not
+    named below the table."""
+    served = readme_tables.serving(
+        {
+            "commit": "abc",
+            "machine": {"date": "2026-01-02", "cpus": 2},
+            "rows": [{"batch": 1, "p50_ms": 0.5, "p99_ms": 0.75, "examples_per_s": 2000}],
+            "batching_parameters": {"max_batch_size": 1},
+        }
+    )
+    assert "| 1 | 0.50 ms | 0.75 ms | 2,000 |" in served and "(commit abc), 2 CPU cores" in served
+    google = {"global_batch": 40, "precision": "float32", "examples_per_s": 1000.0, "eval_accuracy": 0.78}
+    runs = [
+        {"preset": "default", "precision": "float32", "xla": False, "examples_per_s": 2500.0, "eval_accuracy": 0.88},
+        {"preset": "default", "precision": "float32", "xla": True, "error": "did not finish within 90 s"},
     ]
-    for run in found["tfxflow"]:
-        if "examples_per_s" not in run:  # XLA did not finish compiling: said below the table
-            continue
-        accuracy = run.get("eval_accuracy", run.get("val_accuracy"))
-        expected.append(
-            [
-                "tfxflow",
-                run["preset"],
-                run["precision"],
-                "on" if run["xla"] else "off",
-                f"{run['examples_per_s']:,.0f}",
-                f"{run['examples_per_s'] / google['examples_per_s']:.1f}",
-                f"{accuracy:.4f}",
-            ]
-        )
-    assert _readme_table("| trainer | preset | precision | XLA | examples/s | x Google | eval accuracy |") == expected
+    trained = readme_tables.trainer(
+        {
+            "machine": {"date": "2026-01-02", "cpu_count": 2, "gpus": [], "tensorflow": "2.16.2"},
+            "settings": {"batch_size": 1024, "steps_per_execution": 50, "config_timeout": 90},
+            "google": google,
+            "tfxflow": runs,
+        }
+    )
+    assert "| Google `taxi_utils_native_keras` (batch 40) | - | float32 | off | 1,000 | 1.0 | 0.7800 |" in trained
+    assert "| tfxflow | default | float32 | off | 2,500 | 2.5 | 0.8800 |" in trained
+    assert "(no commit recorded)" in trained and "(`--config-timeout`): default float32 with XLA on." in trained
 
 
 def test_the_text_table_is_its_results_file():
@@ -280,7 +286,6 @@ def test_the_command_prints_the_block_of_the_files_kind(capsys):
     path = os.path.join(REPO, "benchmarks", "results", "drift-20261130.json")
     assert readme_tables.main(["readme_tables", path]) == 0
     assert capsys.readouterr().out.strip() == readme_tables.drift(_results("drift-20261130.json")).strip()
-    # The serving table is not a block: its test builds its rows from the file.
-    assert (
-        readme_tables.main(["readme_tables", os.path.join(REPO, "benchmarks", "results", "serving-20261130.json")]) == 2
-    )
+    # The Transform sample's results back no block of the docs.
+    sample = os.path.join(REPO, "benchmarks", "results", "transform-sample-20261204.json")
+    assert readme_tables.main(["readme_tables", sample]) == 2
