@@ -151,20 +151,23 @@ class LongRuns:
     group's results; once the main thread waits (the session's other tests are done), a second thread takes the
     next runs in order, so the runs use both cores the waiting main thread leaves.
 
-    Groups, in the order they run: "faults" (tests/pipeline/test_faults_e2e.py's kills, full disk and races of
-    one home folder, on the session's MLflow server), "kfp" (tests/kubeflow/test_compiled_pipeline_e2e.py's runs of the
-    compiled taxi pipeline through the KFP harness), "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's
-    compiled pipelines), "tasks" (tests/pipeline/test_tasks_e2e.py's runs through the CLI), "text"
-    (tests/pipeline/test_text_e2e.py's), "outage" (tests/pipeline/test_tracking_outage_e2e.py's MLflow server
-    stopped during runs), "portable" (tests/pipeline/test_beam_runners.py's run through Beam's job service),
-    "drift" (tests/pipeline/test_drift_e2e.py's runs on one home) and "tuning" (tests/pipeline/test_tuning_e2e.py's
-    untuned and tuned runs, on the session's MLflow server);
+    Groups, in the order they run: "tuning" (tests/pipeline/test_tuning_e2e.py's untuned and tuned runs on the
+    session's MLflow server; the tuned run's two trial workers make it the longest to leave for last), "drift"
+    (tests/pipeline/test_drift_e2e.py's runs on one home), "faults" (tests/pipeline/test_faults_e2e.py's kills, full
+    disk and races of one home folder, on the session's MLflow server), "kfp"
+    (tests/kubeflow/test_compiled_pipeline_e2e.py's runs of the compiled taxi pipeline through the KFP harness),
+    "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines), "tasks"
+    (tests/pipeline/test_tasks_e2e.py's runs through the CLI), "text" (tests/pipeline/test_text_e2e.py's), "outage"
+    (tests/pipeline/test_tracking_outage_e2e.py's MLflow server stopped during runs) and "portable"
+    (tests/pipeline/test_beam_runners.py's run through Beam's job service);
     a group starts with the session when the session selected its tests,
     else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
     the session's other tests keep one core busy while the runs take the other. Each run's start and time are
     printed at the end of the session."""
 
     GROUPS = {
+        "tuning": "test_tuning_e2e",
+        "drift": "test_drift_e2e",
         "faults": "test_faults_e2e",
         "kfp": "test_compiled_pipeline_e2e",
         "kfp-tasks": "test_compiled_tasks_e2e",
@@ -172,8 +175,6 @@ class LongRuns:
         "text": "test_text_e2e",
         "outage": "test_tracking_outage_e2e",
         "portable": "test_beam_runners",
-        "drift": "test_drift_e2e",
-        "tuning": "test_tuning_e2e",
     }
     WORKERS = 2  # the first from the start, the second once the main thread waits
 
