@@ -268,7 +268,7 @@ def test_mlflow_sync_sends_it_all_and_no_run_stays_running(outages):
     assert [s for _, s, _, _ in step["mlflow"]].count("RUNNING") == 0
 
 
-def test_an_outage_after_the_push_keeps_the_registration_and_the_next_run_sends_it(outages):
+def test_an_outage_after_the_push_keeps_the_registration_and_mlflow_sync_sends_it(outages):
     step, status, stdout, stderr = _step(outages, "required_finish")
     assert status == EXIT_TRACKING, stderr[-3000:]
     assert "(MlflowFinish waited 3 s, --tracking-wait;" in stderr
