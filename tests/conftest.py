@@ -185,7 +185,8 @@ class LongRuns:
         self._tmp, self._s3, self._request = tmp_path_factory, s3_server, request
         self._queue = collections.deque()  # (group, name, job, future), in the order they run
         self._lock = threading.Lock()
-        self._workers = []
+        self._workers = []  # every thread started, for close() to join
+        self._active = 0  # threads still taking runs: counted under the lock, so none is lost as it ends
         self._closed = False
         self._futures = {}
         self._details = {}
@@ -196,6 +197,7 @@ class LongRuns:
         while True:
             with self._lock:
                 if self._closed or not self._queue:
+                    self._active -= 1
                     return
                 group, name, job, future = self._queue.popleft()
             if not future.set_running_or_notify_cancel():
@@ -214,11 +216,11 @@ class LongRuns:
         import threading
 
         with self._lock:
-            if len(self._workers) >= self.WORKERS or not self._queue:
+            if self._active >= self.WORKERS or not self._queue:
                 return
-            worker = threading.Thread(
-                target=self._work, args=(len(self._workers) + 1,), name=f"long-run-{len(self._workers) + 1}"
-            )
+            self._active += 1
+            number = len(self._workers) + 1
+            worker = threading.Thread(target=self._work, args=(number,), name=f"long-run-{number}")
             self._workers.append(worker)
         worker.start()
 
@@ -275,10 +277,7 @@ class LongRuns:
                 self._queue.extend((group, name, job, futures[name]) for name, job in jobs.items())
             self._futures[group] = futures
             self._details[group] = details
-        if not self._workers:
-            self._add_worker()
-        elif all(not w.is_alive() for w in self._workers):  # the workers ran out of runs before these came
-            self._workers.clear()
+        if not self._active:  # none yet, or they ran out of runs before these came
             self._add_worker()
 
     def results(self, group):
