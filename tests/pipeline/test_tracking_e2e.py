@@ -28,6 +28,15 @@ FLAGS = [
 
 
 @pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """This module's own `mlflow server`: its tests count the registry's versions of `taxi` and read its
+    `champion`, which the session's shared server also gets from other taxi runs (the faults scenario's)."""
+    server = helpers.MlflowServer(str(tmp_path_factory.mktemp("tracking_mlflow"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def tracked_runs(mlflow_server, tmp_path_factory):
     base = tmp_path_factory.mktemp("tracked")
     data = helpers.write_taxi_sample(str(base / "data"), rows=1500)
