@@ -27,7 +27,7 @@ STAMP := $(VENV)/.installed-$(word 1,$(shell printf '%s' '$(CURDIR)' | cksum))
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint docs bench bench-trainer bench-text bench-drift bench-serving bench-tuning bench-transform-sample lock lock-compat lock-current clean help
+.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint docs bench bench-trainer bench-text bench-drift bench-serving bench-edge bench-tuning bench-transform-sample lock lock-compat lock-current clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
@@ -42,6 +42,7 @@ help:
 	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
+	@echo "make bench-edge     --tflite per task: TFLite sizes, agreement with the SavedModel, latency (about 4 min)"
 	@echo "make bench-tuning   what --tune buys and costs on the taxi data: a poor learning rate and the defaults,\n                     each run untuned and tuned (about 10 min)"
 	@echo "make bench-transform-sample  model quality with Transform's analysis on every training row vs. on a sample\n                     (--transform-max-rows), 3 seeds each on 20x data (about 8 min)"
 	@echo "make test-current  the current lane (TFX 1.21) in a Debian 13 root where this host cannot run it (root)"
@@ -144,6 +145,9 @@ bench-drift: $(STAMP)
 
 bench-serving: $(STAMP)
 	$(BIN)/python -m benchmarks.serving_benchmark $(ARGS)
+
+bench-edge: $(STAMP)
+	$(BIN)/python -m benchmarks.edge_benchmark $(ARGS)
 
 bench-tuning: $(STAMP)
 	$(BIN)/python -m benchmarks.tuning_benchmark $(ARGS)

@@ -427,10 +427,42 @@ def trainer(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def edge_models(result: Dict[str, Any]) -> str:
+    """`make bench-edge`'s TFLite models per task: size, agreement with the SavedModel, latency at batch 1."""
+    machine = result["machine"]
+    lines = [
+        f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores: `tfxflow run --tflite` on the "
+        "bundled taxi data per task, each variant checked on the eval split's golden rows in a process of its own "
+        "(components/edge_probe.py); latency of one row through the signature, the SavedModel's from the "
+        "serving check:",
+        "",
+        "| task | model | size | max difference | p50 at batch 1 | load | runs in |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for run in result["edge_runs"]:
+        saved = run["saved_model"]
+        edge = run["edge"]
+        lines.append(
+            f"| {run['task']} | SavedModel | {saved['bytes'] / 1024:,.0f} KiB | - | {saved['p50_ms']:.2f} ms | - | "
+            "TF Serving |"
+        )
+        runtime = f"Select TF ops ({', '.join(edge['select_tf_ops'])})" if edge["select_tf_ops"] else "builtin ops only"
+        for variant in edge["published"]:
+            entry = edge["variants"][variant]
+            gap = max(entry["max_diff"].values())
+            lines.append(
+                f"| {run['task']} | `{entry['file']}` | {entry['bytes'] / 1024:,.0f} KiB | {gap:.2g} | "
+                f"{entry['p50_ms']:.2f} ms | {entry['load_ms']:.1f} ms | {runtime} |"
+            )
+    return "\n".join(lines)
+
+
 def kind(result: Dict[str, Any]) -> str:
     """Which block a results file renders: its marker's name in the docs."""
     if "cases" in result:
         return "tuning"
+    if "edge_runs" in result:
+        return "edge"
     if "same_distribution" in result:
         return "drift"
     if "fine_tuning" in result:
@@ -451,6 +483,7 @@ RENDERERS: Dict[str, Callable[[Dict[str, Any]], str]] = {
     "drift": drift,
     "serving": serving,
     "trainer": trainer,
+    "edge": edge_models,
 }
 
 

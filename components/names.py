@@ -21,6 +21,7 @@ TUNER = "Tuner"
 TRAINER = "Trainer"
 EVALUATOR = "Evaluator"
 SERVING_CHECK = "ServingCheck"
+EDGE_EXPORT = "EdgeExport"
 PUSHER = "Pusher"
 
 # MLflow's tag of a nested run (its UI shows it under the parent): a tuning trial under its pipeline run.

@@ -49,7 +49,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, json_utils, proto_utils
 
-from tfxflow.components import names, object_store
+from tfxflow.components import edge, names, object_store
 
 INCOMING_PREFIX = ".incoming-"
 CLAIMS_DIR = ".claims"  # on an object store, one empty object per version a push has taken
@@ -57,6 +57,9 @@ STALE_INCOMING_S = 3600  # an incoming folder this old belongs to a push that di
 STATISTICS_KEY = "statistics"
 # Where a pushed version keeps the statistics of its training data (a SavedModel's folder for extra files).
 STATISTICS_DIR = "assets.extra/tfxflow/statistics"
+EDGE_KEY = "edge_model"
+# Where a pushed version keeps its TFLite models and their check (components/edge.py), when the run made them.
+EDGE_DIR = "assets.extra/tfxflow/edge"
 # The rollback log of a serving base: a JSON list of entries (pipeline/tools/rollback.py); TF Serving ignores it.
 ROLLBACK_LOG = ".tfxflow-rollbacks.json"
 # Custom properties of the PushedModel artifact.
@@ -234,18 +237,38 @@ def _copy_statistics(statistics_uri: str, version_dir: str) -> None:
             fileio.copy(source, os.path.join(target, os.path.basename(source)))
 
 
-def push_atomically(model_path: str, base: str, version: int, statistics_uri: Optional[str] = None) -> str:
-    """Copies the SavedModel at `model_path` (with the statistics at `statistics_uri`) to `<base>/<version>/`
-    through a hidden folder, or on an object store with `saved_model.pb` last; returns the version's path."""
+def _copy_edge(edge_uri: str, version_dir: str) -> None:
+    """Copies the published TFLite models of `edge_uri` and their `edge.json` into the version's `EDGE_DIR`."""
+    result = edge.read_result(edge_uri)
+    if not result or not result.get("published"):
+        return
+    target = os.path.join(version_dir, EDGE_DIR)
+    fileio.makedirs(target)
+    for name in [result["variants"][v]["file"] for v in result["published"]] + [edge.RESULT_FILE]:
+        fileio.copy(os.path.join(edge_uri, name), os.path.join(target, name))
+
+
+def _copy_extras(version_dir: str, statistics_uri: Optional[str], edge_uri: Optional[str]) -> None:
+    if statistics_uri:
+        _copy_statistics(statistics_uri, version_dir)
+    if edge_uri:
+        _copy_edge(edge_uri, version_dir)
+
+
+def push_atomically(
+    model_path: str, base: str, version: int, statistics_uri: Optional[str] = None, edge_uri: Optional[str] = None
+) -> str:
+    """Copies the SavedModel at `model_path` (with the statistics at `statistics_uri` and the TFLite models at
+    `edge_uri`) to `<base>/<version>/` through a hidden folder, or on an object store with `saved_model.pb`
+    last; returns the version's path."""
     if object_store.is_remote(base):
-        return _push_to_object_store(model_path, base, version, statistics_uri)
+        return _push_to_object_store(model_path, base, version, statistics_uri, edge_uri)
     target = f"{base.rstrip('/')}/{version}"
     incoming = f"{base.rstrip('/')}/{INCOMING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     fileio.makedirs(base)
     try:
         io_utils.copy_dir(model_path, incoming)
-        if statistics_uri:
-            _copy_statistics(statistics_uri, incoming)
+        _copy_extras(incoming, statistics_uri, edge_uri)
     except Exception:
         # A failed copy (disk full, a vanished mount) takes its partial folder with it, so the space comes back.
         if fileio.exists(incoming):
@@ -267,15 +290,16 @@ def _claim(base: str, version: int) -> int:
     return version
 
 
-def _push_to_object_store(model_path: str, base: str, version: int, statistics_uri: Optional[str]) -> str:
+def _push_to_object_store(
+    model_path: str, base: str, version: int, statistics_uri: Optional[str], edge_uri: Optional[str]
+) -> str:
     version = _claim(base, version)
     target = f"{base.rstrip('/')}/{version}"
     staging = tempfile.mkdtemp(prefix="tfxflow-push-")
     try:
         local = os.path.join(staging, "version")
         io_utils.copy_dir(model_path, local)
-        if statistics_uri:
-            _copy_statistics(statistics_uri, local)
+        _copy_extras(local, statistics_uri, edge_uri)
         for required in ("saved_model.pb", "variables"):
             if not os.path.exists(os.path.join(local, required)):
                 raise RuntimeError(f"{model_path}: no {required}; nothing was pushed to {base}")
@@ -362,9 +386,13 @@ class Executor(tfx_pusher.Executor):
             return
         after_rollback = after_rollback_text(rollbacks, served_versions(base)) if rollbacks else None
         version = next_version(base, now)
-        statistics = input_dict.get(STATISTICS_KEY)
+        statistics, edge_model = input_dict.get(STATISTICS_KEY), input_dict.get(EDGE_KEY)
         serving_path = push_atomically(
-            model_path, base, version, artifact_utils.get_single_uri(statistics) if statistics else None
+            model_path,
+            base,
+            version,
+            artifact_utils.get_single_uri(statistics) if statistics else None,
+            artifact_utils.get_single_uri(edge_model) if edge_model else None,
         )
         logging.info("Model written to serving path %s.", serving_path)
         if after_rollback:
@@ -384,6 +412,7 @@ class PusherSpec(standard_component_specs.PusherSpec):
     INPUTS = {
         **standard_component_specs.PusherSpec.INPUTS,
         STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+        EDGE_KEY: ChannelParameter(type=edge.EdgeModel, optional=True),
     }
 
 
@@ -402,6 +431,7 @@ class Pusher(base_component.BaseComponent):
         keep_versions: int = names.DEFAULT_KEEP_VERSIONS,
         statistics: Optional[types.BaseChannel] = None,
         infra_blessing: Optional[types.BaseChannel] = None,
+        edge_model: Optional[types.BaseChannel] = None,
     ):
         destination = pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory)
@@ -412,6 +442,7 @@ class Pusher(base_component.BaseComponent):
                 model_blessing=model_blessing,
                 infra_blessing=infra_blessing,
                 statistics=statistics,
+                edge_model=edge_model,
                 push_destination=destination,
                 custom_config=json_utils.dumps({"keep_versions": keep_versions}),
                 pushed_model=types.Channel(type=standard_artifacts.PushedModel),

@@ -348,6 +348,11 @@ class EvaluationConfig:
         "(0: no bound)",
         check=at_least(0, " (0: no bound)"),
     )
+    tflite: bool = setting(
+        False,
+        help="also convert the blessed model to TensorFlow Lite (float32 and int8, the Transform graph inside), "
+        "check it against the SavedModel and publish it in the pushed version's assets.extra/tfxflow/edge/",
+    )
 
     def check(self) -> None:
         """Raises ConfigError naming the flag of a value that cannot work."""

@@ -22,6 +22,7 @@ from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from tfxflow.components import csv_input, drift, eval_metrics, names
+from tfxflow.components import edge as edge_lib
 from tfxflow.components import evaluator as evaluator_lib
 from tfxflow.components import pusher as pusher_lib
 from tfxflow.components import serving_check as serving_check_lib
@@ -422,6 +423,17 @@ def create_pipeline(
         required_signatures=required_signatures,
     ).with_id(names.SERVING_CHECK)
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
+    # The blessed model as TensorFlow Lite, checked against the SavedModel; the Pusher publishes it in the
+    # version (components/edge.py).
+    edge_export = None
+    if evaluation.tflite:
+        edge_export = edge_lib.EdgeExport(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            infra_blessing=serving_check.outputs["blessing"],
+            examples=example_gen.outputs["examples"],
+            schema=schema_gen.outputs["schema"],
+        ).with_id(names.EDGE_EXPORT)
     pusher = pusher_lib.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
@@ -429,6 +441,7 @@ def create_pipeline(
         base_directory=model_base,
         keep_versions=keep_versions,
         statistics=statistics_gen.outputs["statistics"],
+        edge_model=edge_export.outputs["edge_model"] if edge_export is not None else None,
     ).with_id(names.PUSHER)
     tracking_nodes = []
     if tracking is not None:
@@ -500,6 +513,7 @@ def create_pipeline(
             *model_resolvers,
             evaluator,
             serving_check,
+            *([edge_export] if edge_export is not None else []),
             *tracking_nodes[1:2],
             pusher,
             *tracking_nodes[2:],

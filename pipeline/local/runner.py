@@ -666,6 +666,10 @@ def print_summary(
     for reason in result.blessing_failures if result.blessed is False and not result.blessing_revoked else ():
         lines.append(f"                  not blessed: {reason}")
     lines += serving_check_lines(result.serving_check, config.evaluation.max_latency_ms)
+    if result.edge is not None:
+        from tfxflow.components import edge
+
+        lines.append(f"  edge (TFLite):  {edge.summary_line(result.edge)}")
     if result.pushed_version:
         lines.append(f"  pushed:         version {result.pushed_version} -> {result.pushed_destination}")
         if result.after_rollback:

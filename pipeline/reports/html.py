@@ -478,6 +478,31 @@ def _serving(page: RunPage) -> str:
             width=560,
             label_width=90,
         )
+    return body + _edge(page)
+
+
+def _edge(page: RunPage) -> str:
+    """The TFLite models of a --tflite run: each variant's size, agreement and latency, or why there are none."""
+    if page.edge is None:
+        return ""
+    from tfxflow.components import edge
+
+    body = f"<h3>TensorFlow Lite</h3><p>{esc(edge.summary_line(page.edge))}</p>"
+    rows = [
+        (
+            entry["file"],
+            "yes" if entry.get("published") else "no",
+            f"{entry['bytes'] / 1024:,.0f} KiB",
+            fmt(max(entry.get("max_diff", {}).values(), default=float("nan"))),
+            fmt(entry.get("p50_ms", float("nan"))),
+            fmt(entry.get("load_ms", float("nan"))),
+            entry.get("reason", ""),
+        )
+        for _, entry in sorted(page.edge.get("variants", {}).items())
+    ]
+    if rows:
+        headers = ("file", "published", "size", "max difference", "p50 ms at batch 1", "load ms", "why not")
+        body += _table(headers, rows, numeric=(2, 3, 4, 5))
     return body
 
 

@@ -207,6 +207,10 @@ def _metrics(page: RunPage) -> List[Block]:
                 + (f": {line}." if line else ".")
             )
         )
+    if page.edge is not None:
+        from tfxflow.components import edge
+
+        blocks.append(Paragraph(f"TensorFlow Lite (--tflite): {edge.summary_line(page.edge)}."))
     return blocks
 
 

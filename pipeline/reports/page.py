@@ -157,6 +157,7 @@ class RunPage:
     tuning: Optional[dict] = None  # the Tuner's trials.json, with its one-line `summary`
     evaluation: Optional[EvalSection] = None
     serving_check: Optional[dict] = None
+    edge: Optional[dict] = None  # EdgeExport's edge.json (--tflite)
     features: Optional[dict] = None  # the feature config the Trainer used (components/model/features.py)
     lineage: Dict[str, str] = dataclasses.field(default_factory=dict)  # what -> id or URI
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)  # section -> why it is absent or partial
@@ -697,6 +698,7 @@ def collect(
     _training(page, report)
     _evaluation(page, report, executions)
     page.serving_check = report.serving_check
+    page.edge = report.edge
     if report.serving_check is None:
         page.notes["serving"] = "no serving check ran in this run"
     if page.failure is None and failed is not None:

@@ -67,6 +67,8 @@ class RunReport:
     analyze_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
     # ServingCheck's serving_check.json (components/serving_check.py), when it ran.
     serving_check: Optional[dict] = None
+    # EdgeExport's edge.json (components/edge.py), when the run made TFLite models (--tflite).
+    edge: Optional[dict] = None
     # A blessed model the Pusher did not push (it was rolled back), and a push that replaced a rollback's copy
     # (components/pusher.py); a blessing `tfxflow rollback` revoked (handed on by a cached Evaluator).
     not_pushed_reason: Optional[str] = None
@@ -211,6 +213,11 @@ def _fill_results(report: RunReport) -> None:
         from tfxflow.components.serving_check import read_result
 
         report.serving_check = read_result(served.uri)
+    edge_model = first_output(report.component(names.EDGE_EXPORT), "edge_model")
+    if edge_model is not None:
+        from tfxflow.components import edge
+
+        report.edge = edge.read_result(edge_model.uri)
     pushed = first_output(report.component(names.PUSHER), "pushed_model")
     if pushed is not None:
         report.not_pushed_reason = _prop(pushed, NOT_PUSHED_REASON)

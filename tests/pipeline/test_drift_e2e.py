@@ -1,6 +1,7 @@
 """The drift check against data it did not see: a fresh random sample of the taxi file passes, a real shift is
 refused with a message that says what moved and what to do, and accepting the shifted data makes it the
-baseline without turning the check off.
+baseline without turning the check off. The first run also exports its model to TFLite (--tflite), published
+in the version it pushes.
 
 One run trains and pushes a model on 1,500 random rows first; the other runs use the same home, one after another
 on the session's pool of long runs (tests/conftest.py's `long_runs`), and the tests read what they did.
@@ -11,8 +12,10 @@ import shlex
 
 import pytest
 
-from tests import helpers
+from tests import edge_checks, helpers
+from tfxflow.components import edge
 from tfxflow.components.baseline import ACCEPTED_AT, ACCEPTED_REASON
+from tfxflow.components.pusher import EDGE_DIR
 from tfxflow.pipeline.local.runner import NAME_WIDTH
 from tfxflow.pipeline.reports.run_record import open_store
 
@@ -30,12 +33,12 @@ def _steps(base):
     again and the old rows again; with what each test reads of the home after them."""
     first, fresh = helpers.write_taxi_samples([(str(base / "first"), 1500), (str(base / "fresh"), 1000)], seed=7)
     home = str(base / "home")
-    steps = {"base": base, "home": home, "fresh": fresh, "serving": os.path.join(home, "serving")}
+    steps = {"base": base, "home": home, "first_data": first, "fresh": fresh, "serving": os.path.join(home, "serving")}
 
     def run(data, *extra):
         return helpers.run_cli("run", "--home", home, "--data-root", data, *FLAGS, *extra)
 
-    steps["first"] = run(first, *UNTRACKED)
+    steps["first"] = run(first, *UNTRACKED, "--tflite")  # its TFLite export: tests/pipeline/test_edge_e2e.py
     if steps["first"].returncode != 0:
         return steps
     steps["fresh_run"] = run(fresh, *UNTRACKED)
@@ -130,3 +133,27 @@ def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stay
     back = blessed["back"]
     assert back.returncode == DATA_REFUSED, back.stderr[-3000:]
     assert "feature 'fare': COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH" in back.stderr
+
+
+def test_the_first_model_is_published_with_tflite_models_that_answer_as_it_does(blessed):
+    folder, result = edge_checks.published(blessed["home"], "taxi")
+    edge_checks.check_result(result, blessed["first"].stdout)
+    # Taxi's vocabularies hash unseen values into buckets: FarmHash has no builtin TFLite kernel.
+    assert result["select_tf_ops"] == ["AsString", "SparseToDense", "StringToHashBucketFast"]
+    assert result["variants"]["float32"]["max_diff"]["probabilities"] < 1e-5
+    columns = edge_checks.raw_columns(folder)
+    answer, _ = edge_checks.check_against_saved_model(
+        folder, edge_checks.rows_with_every_column(blessed["first_data"], columns)
+    )
+    assert answer["probabilities"].std() > 0.01
+    # The run page and the model card say the same as the summary.
+    version = os.path.basename(folder)
+    with open(os.path.join(blessed["home"], "model_cards", "taxi", f"{version}.md"), encoding="utf-8") as f:
+        assert f"TensorFlow Lite (--tflite): {edge.summary_line(result)}." in f.read()
+    pages = sorted(p for p in os.listdir(os.path.join(blessed["home"], "reports")) if p.endswith(".html"))
+    with open(os.path.join(blessed["home"], "reports", pages[0]), encoding="utf-8") as f:
+        page = f.read()
+    assert "<h3>TensorFlow Lite</h3>" in page and "model-int8.tflite" in page
+    # The versions the later runs pushed, without --tflite, hold no edge folder; the first one keeps its own.
+    later = helpers.pushed_versions(blessed["serving"], "taxi")[1:]
+    assert later and not any(os.path.exists(os.path.join(blessed["serving"], "taxi", v, EDGE_DIR)) for v in later)

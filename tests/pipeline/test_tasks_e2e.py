@@ -2,9 +2,11 @@
 unchanged, the pushed model answers through every signature, its metrics are in MLflow and on the page and
 are scikit-learn's on the model's own predictions, and a worse model is not blessed; a multi-class model whose
 classes are listed out of sorted order, or not listed (Transform's vocabulary), names its top score as the raw
-label of the rows. And TFX module files: two of Google's own, shipped in the installed tfx package, run unchanged;
-a module with only a run_fn or only a preprocessing_fn runs beside the built-in other half; a run_fn that exports
-nothing the Evaluator can use is refused in one line.
+label of the rows. The first run of each drafted task and the vocabulary-named penguins export TFLite models
+(--tflite) that answer as the served model does. And TFX module files: two of Google's own, shipped in the
+installed tfx package, run unchanged; a module with only a run_fn or only a preprocessing_fn runs beside the
+built-in other half; a run_fn that exports nothing the Evaluator can use is refused in one line; Google's taxi
+module's model, with no raw-column signature, is pushed without a TFLite model and says why.
 
 The runs are independent (one home each) and run on the session's pool of long runs (tests/conftest.py's
 `long_runs`), beside the Kubeflow end-to-end runs: most of a run is single-threaded (imports, Beam's in-memory
@@ -25,7 +27,8 @@ import tfx
 import yaml
 from sklearn import metrics as sk
 
-from tests import helpers
+from tests import edge_checks, helpers
+from tfxflow.components.pusher import EDGE_DIR
 from tfxflow.pipeline.config import bundled_dataset_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
@@ -64,13 +67,13 @@ def _draft(data, out, label):
 
 
 def _drafted_task(base, name, label, rows, seed):
-    """A task drafted from a random taxi sample by infer-schema, then its run and a worse run (learning rate 0:
-    the initial weights) on the same data."""
+    """A task drafted from a random taxi sample by infer-schema, then its run (with its TFLite export) and a worse
+    run (learning rate 0: the initial weights) on the same data."""
     data = helpers.write_taxi_samples([(str(base / f"{name}-data"), rows)], seed=seed)[0]
     schema, features = _draft(data, str(base / f"{name}-draft"), label)
     home = str(base / f"{name}-home")
-    first = _run(home, data, schema, features, "--train-steps", "200", dataset=name)
-    worse = _run(home, data, schema, features, "--train-steps", "20", "--learning-rate", "0", dataset=name)
+    first = _run(home, data, schema, features, "--train-steps", "200", "--tflite", dataset=name)
+    worse = _run(home, data, schema, features, "--train-steps", "20", "--learning-rate", "0", "--tflite", dataset=name)
     return {"data": data, "schema": schema, "features": features, "home": home, "first": first, "worse": worse}
 
 
@@ -110,8 +113,9 @@ def _named_classes(base):
             config["label"]["classes"] = classes
         (base / f"species-{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         home = str(base / f"species-{name}-home")
+        tflite = ["--tflite"] if name == "vocabulary" else []  # classes named by the run's own vocabulary
         result = _run(
-            home, data, schema, str(base / f"species-{name}.yaml"), "--train-steps", "100", dataset="penguins"
+            home, data, schema, str(base / f"species-{name}.yaml"), "--train-steps", "100", *tflite, dataset="penguins"
         )
         runs[name] = {"home": home, "result": result}
     return runs
@@ -223,7 +227,9 @@ def jobs(base):
         "multiclass": lambda: _drafted_task(base, "payment", "payment_type", 3000, seed=21),
         "named_classes": lambda: _named_classes(base),
         "regression": lambda: _drafted_task(base, "fare", "fare", 3000, seed=22),
-        "taxi_module": lambda: _taxi_module(base, "google", TAXI_MODULE, TAXI_LABEL, "--train-steps", "300"),
+        "taxi_module": lambda: _taxi_module(
+            base, "google", TAXI_MODULE, TAXI_LABEL, "--train-steps", "300", "--tflite"
+        ),
         "imdb_module": lambda: _imdb(base),
         "penguin_module": lambda: _penguin(base),
         "keras3_module": lambda: _taxi_module(base, "keras3", KERAS3_MODULE, TAXI_LABEL, "--train-steps", "300"),
@@ -592,3 +598,46 @@ def test_a_module_with_only_a_preprocessing_fn_trains_the_built_in_model_on_its_
     assert answer["probabilities"].shape == (8, 1)
     info = _training_info(run["home"])
     assert info["inputs"] == 16  # Google's preprocessing_fn's features, all but its label tips_xf
+
+
+@pytest.mark.long_runs("multiclass", "named_classes")
+def test_a_multiclass_models_tflite_names_the_same_classes(runs):
+    run = runs["multiclass"]
+    folder, result = edge_checks.published(run["home"], "payment")
+    edge_checks.check_result(result, run["first"].stdout)
+    rows = edge_checks.rows_with_every_column(run["data"], edge_checks.raw_columns(folder))
+    answer, expected = edge_checks.check_against_saved_model(folder, rows)
+    assert answer["classes"][0].tolist() == expected["classes"][0].tolist() and len(answer["classes"][0]) >= 3
+    # The worse run was not blessed: nothing converted.
+    assert "edge (TFLite):  not converted: the model is not blessed" in run["worse"].stdout
+
+    named = runs["named_classes"]
+    folder, result = edge_checks.published(named["vocabulary"]["home"], "penguins")
+    edge_checks.check_result(result, named["vocabulary"]["result"].stdout)
+    assert result["select_tf_ops"] == []  # numbers only: builtin ops, which LiteRT runs without Flex
+    answer, _ = edge_checks.check_against_saved_model(
+        folder, helpers.read_csv_rows(os.path.join(named["data"], "data.csv"), 200)
+    )
+    assert [c.decode() for c in answer["classes"][0]] == ["Chinstrap", "Gentoo", "Adelie"]
+
+
+@pytest.mark.long_runs("regression")
+def test_a_regressions_tflite_answers_in_the_labels_units(runs):
+    run = runs["regression"]
+    folder, result = edge_checks.published(run["home"], "fare")
+    edge_checks.check_result(result, run["first"].stdout)
+    rows = edge_checks.rows_with_every_column(run["data"], edge_checks.raw_columns(folder))
+    answer, _ = edge_checks.check_against_saved_model(folder, rows)
+    assert 3 < float(np.median(answer["predictions"])) < 40  # dollars
+
+
+@pytest.mark.long_runs("taxi_module")
+def test_a_module_model_without_a_raw_signature_is_pushed_alone_with_the_reason(runs):
+    run = runs["taxi_module"]
+    _ok(run["result"])
+    assert (
+        "edge (TFLite):  not converted: the model has no 'serving_raw' signature (one tensor per raw column) to "
+        "convert" in run["result"].stdout
+    )
+    (version,) = helpers.pushed_versions(os.path.join(run["home"], "serving"), "google")
+    assert not os.path.exists(os.path.join(run["home"], "serving", "google", version, EDGE_DIR))

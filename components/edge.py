@@ -1,0 +1,334 @@
+"""EdgeExport: the blessed model as TensorFlow Lite, checked against the SavedModel before it is published.
+
+After the ServingCheck, a model that the Evaluator and the check blessed is converted (components/edge_convert.py)
+from its `serving_raw` signature, the Transform graph inside: a client sends raw columns, as to TF Serving's REST
+API. Two variants: float32 (`model.tflite`) and dynamic-range int8 (`model-int8.tflite`, weights in 8 bits).
+
+Each variant then answers the ServingCheck's golden rows (eval rows with every serving column) in a process of
+its own that imports only numpy and the interpreter (components/edge_probe.py, `python -I`), and must agree with
+the SavedModel's `serving_raw` on every output: numbers within `|edge - saved| <= tol * (1 + |saved|)`, text
+equal. `tol`: 1e-5 for float32 (the same arithmetic; only the order of float additions may differ) and 0.02
+for int8 (8-bit weights move a probability by a few thousandths on the models this pipeline trains; a larger
+move is a variant that should not ship). A variant that disagrees or fails in the interpreter is not published,
+the reason kept; without a float32 that agrees, nothing is. Its size, load time and latency at batch 1 are
+recorded in `edge.json` beside the files; the Pusher copies both into the version folder it pushes
+(`assets.extra/tfxflow/edge/`), so a `.tflite` belongs to its version and appears with it, complete or not at all.
+
+A model that cannot be converted (a module file's own ops, an op TFLite has no kernel for even with Select TF
+ops, a signature that is not there) records the reason; the Pusher publishes the SavedModel alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from absl import logging
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.io import fileio
+from tfx.types import artifact, artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.types.system_artifacts import Model as _ModelKind
+from tfx.utils import path_utils
+
+from tfxflow.components import artifact_files, names
+
+RESULT_FILE = "edge.json"
+FILES = {"float32": "model.tflite", "int8": "model-int8.tflite"}
+TOLERANCES = {"float32": 1e-5, "int8": 0.02}
+LATENCY_CALLS = 200
+PROBE_TIMEOUT_S = 600
+DEFAULT_GOLDEN_ROWS = 64
+
+
+class EdgeModel(artifact.Artifact):
+    """TFLite models of one trained model and their check (`edge.json`)."""
+
+    TYPE_NAME = "tfxflow.EdgeModel"
+    TYPE_ANNOTATION = _ModelKind
+
+
+def _blessed(blessings: List[types.Artifact]) -> bool:
+    return all(b.get_int_custom_property("blessed") == 1 for b in blessings) and bool(blessings)
+
+
+def differences(expected: Dict[str, Any], found: Dict[str, Any], tolerance: float) -> Dict[str, Any]:
+    """{output: its largest |edge - saved|} and the problems, for numbers within tol * (1 + |saved|), text equal."""
+    import numpy as np
+
+    largest, problems = {}, []
+    for name, values in sorted(expected.items()):
+        if name not in found:
+            problems.append(f"output '{name}' is missing")
+            continue
+        want, got = np.asarray(values), np.asarray(found[name])
+        if want.shape != got.shape:
+            problems.append(f"output '{name}' has shape {list(got.shape)}, the SavedModel's {list(want.shape)}")
+            continue
+        if want.dtype.kind in "UO":
+            unequal = int((want != got).sum())
+            largest[name] = unequal
+            if unequal:
+                problems.append(f"output '{name}' differs in {unequal} of {want.size} values")
+            continue
+        want, got = want.astype(np.float64), got.astype(np.float64)
+        both_nan = np.isnan(want) & np.isnan(got)
+        gap = np.where(both_nan, 0.0, np.nan_to_num(np.abs(want - got), nan=np.inf))
+        largest[name] = float(gap.max()) if gap.size else 0.0
+        over = gap > tolerance * (1 + np.abs(np.nan_to_num(want)))
+        if over.any():
+            problems.append(
+                f"output '{name}' differs by up to {largest[name]:.3g} (tolerance {tolerance:g} x (1 + |value|)) "
+                f"in {int(over.sum())} of {want.size} values"
+            )
+    return {"max_diff": largest, "problems": problems}
+
+
+def _saved_model_outputs(model_dir: str, signature: str, inputs: Dict[str, list]) -> Dict[str, Any]:
+    import numpy as np
+    import tensorflow as tf
+
+    function = tf.saved_model.load(model_dir).signatures[signature]
+    specs = function.structured_input_signature[1]
+    tensors = {name: tf.constant(inputs[name], dtype=spec.dtype) for name, spec in specs.items()}
+    answer = {}
+    for name, value in sorted(function(**tensors).items()):
+        array = value.numpy()
+        array = array.reshape(len(array), -1)
+        answer[name] = (
+            np.vectorize(lambda v: v.decode("utf-8"))(array).tolist()
+            if array.dtype.kind in "SO"
+            else array.astype(np.float64).tolist()
+        )
+    return answer
+
+
+def _input_dtypes(model_dir: str, signature: str) -> Dict[str, str]:
+    import tensorflow as tf
+
+    specs = tf.saved_model.load(model_dir).signatures[signature].structured_input_signature[1]
+    return {name: "string" if spec.dtype == tf.string else spec.dtype.name for name, spec in specs.items()}
+
+
+def probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
+    """components/edge_probe.py's answer to `request`, run in a fresh, isolated interpreter."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "edge_probe.py")
+    done = subprocess.run(
+        [sys.executable, "-I", script],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {
+            variant: {"error": f"the interpreter's process failed ({done.returncode}): {tail}"}
+            for variant in request["models"]
+        }
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def export(
+    model_dir: str, out_dir: str, golden: List[Dict[str, Any]], signature: str = names.RAW_SIGNATURE
+) -> Dict[str, Any]:
+    """Converts `model_dir`'s `signature`, checks each variant on the `golden` rows (dicts of raw column values)
+    in components/edge_probe.py, and leaves in `out_dir` the variants that agree and `edge.json`; returns what
+    `edge.json` holds."""
+    from tfxflow.components import edge_convert
+
+    result: Dict[str, Any] = {"signature": signature, "rows": len(golden), "variants": {}, "published": []}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tfxflow-edge-") as work:
+        try:
+            converted = edge_convert.convert(model_dir, signature, work)
+        except edge_convert.Unconvertible as err:
+            result["reason"] = f"not converted to TFLite: {err}"
+            result["convert_s"] = round(time.perf_counter() - start, 2)
+            _write(out_dir, result)
+            return result
+    result["convert_s"] = round(time.perf_counter() - start, 2)
+    ops = edge_convert.ops(converted["float32"])
+    result["ops"] = ops
+    result["select_tf_ops"] = sorted(op[len("Flex") :] for op in ops if op.startswith("Flex"))
+    fileio.makedirs(out_dir)
+    paths = {}
+    for variant, blob in converted.items():
+        paths[variant] = os.path.join(out_dir, FILES[variant])
+        with fileio.open(paths[variant], "wb") as f:
+            f.write(blob)
+    if not golden:
+        result["reason"] = "the eval split has no row with every serving column to check the TFLite model on"
+        found = {}
+    else:
+        inputs = {column: [row[column] for row in golden] for column in golden[0]}
+        expected = _saved_model_outputs(model_dir, signature, inputs)
+        needs_flex = {variant: bool(result["select_tf_ops"]) for variant in converted}
+        request = {
+            "models": paths,
+            "signature": signature,
+            "inputs": inputs,
+            "dtypes": _input_dtypes(model_dir, signature),
+            "latency_calls": LATENCY_CALLS,
+            "needs_flex": needs_flex,
+        }
+        found = probe(request)
+    for variant, blob in converted.items():
+        entry: Dict[str, Any] = {"file": FILES[variant], "bytes": len(blob), "tolerance": TOLERANCES[variant]}
+        answer = found.get(variant, {})
+        if "error" in answer:
+            entry["reason"] = f"the interpreter failed: {answer['error']}"
+        elif golden:
+            entry.update({k: answer[k] for k in ("runtime", "load_ms", "p50_ms", "p99_ms")})
+            compared = differences(expected, answer["outputs"], TOLERANCES[variant])
+            entry["max_diff"] = compared["max_diff"]
+            if compared["problems"]:
+                entry["reason"] = "; ".join(compared["problems"])
+        else:
+            entry["reason"] = result["reason"]
+        entry["published"] = "reason" not in entry and (variant == "float32" or "float32" in result["published"])
+        if entry["published"]:
+            result["published"].append(variant)
+        else:
+            fileio.remove(paths[variant])
+        result["variants"][variant] = entry
+    if "float32" not in result["published"]:
+        result.setdefault(
+            "reason", f"the float32 TFLite model disagrees: {result['variants']['float32'].get('reason')}"
+        )
+        for variant in result["published"]:
+            fileio.remove(paths[variant])
+        result["published"] = []
+    _write(out_dir, result)
+    return result
+
+
+def _write(out_dir: str, result: Dict[str, Any]) -> None:
+    fileio.makedirs(out_dir)
+    with fileio.open(os.path.join(out_dir, RESULT_FILE), "w") as f:
+        f.write(json.dumps(result, indent=1, sort_keys=True))
+
+
+def read_result(uri: str) -> Optional[Dict[str, Any]]:
+    """An EdgeModel folder's `edge.json`, or None."""
+    return artifact_files.read_json(uri, RESULT_FILE)
+
+
+def summary_line(result: Dict[str, Any]) -> str:
+    """One line: each published variant's size and agreement, latency, what runs it; or why there is none."""
+    if not result.get("published"):
+        return result.get("reason") or "not published"
+    parts = []
+    for variant in result["published"]:
+        entry = result["variants"][variant]
+        gap = max(entry.get("max_diff", {}).values(), default=0.0)
+        parts.append(f"{entry['file']} {entry['bytes'] / 1024:.0f} KiB (max diff {gap:.2g})")
+    first = result["variants"][result["published"][0]]
+    runs = (
+        f"needs Select TF ops ({', '.join(result['select_tf_ops'])})"
+        if result.get("select_tf_ops")
+        else "builtin ops only"
+    )
+    return f"{', '.join(parts)}; {first.get('p50_ms', 0):.2f} ms at batch 1 in {first.get('runtime')}; {runs}"
+
+
+class Executor(base_executor.BaseExecutor):
+    """Converts and checks a blessed model; writes the variants that agree and `edge.json`."""
+
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
+        from tensorflow_metadata.proto.v0 import schema_pb2
+        from tfx.utils import io_utils
+
+        from tfxflow.components import serving_check
+
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        edge_model = artifact_utils.get_single_instance(output_dict["edge_model"])
+        blessings = input_dict.get("model_blessing", []) + input_dict.get("infra_blessing", [])
+        if not _blessed(blessings):
+            result = {"published": [], "reason": "not converted: the model is not blessed"}
+            _write(edge_model.uri, result)
+        else:
+            model_dir = path_utils.serving_model_path(model.uri)
+            try:
+                raw_columns = sorted(_input_dtypes(model_dir, names.RAW_SIGNATURE))
+            except KeyError:
+                raw_columns = None
+            if raw_columns is None:
+                result = {
+                    "published": [],
+                    "reason": f"not converted: the model has no '{names.RAW_SIGNATURE}' "
+                    "signature (one tensor per raw column) to convert",
+                }
+                _write(edge_model.uri, result)
+            else:
+                schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
+                schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
+                columns = serving_check.serving_columns(schema)
+                examples = artifact_utils.get_single_instance(input_dict["examples"])
+                files = [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
+                count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
+                _, golden, _ = serving_check.golden_rows(files, raw_columns, list(columns), count)
+                result = export(model_dir, edge_model.uri, golden)
+        edge_model.set_int_custom_property("published", int(bool(result.get("published"))))
+        edge_model.set_string_custom_property("summary", summary_line(result))
+        if result.get("published"):
+            logging.info("EdgeExport: %s", summary_line(result))
+        else:
+            logging.warning("EdgeExport: no TFLite model: %s", result.get("reason"))
+
+
+class EdgeExportSpec(ComponentSpec):
+    """Inputs: the model, its two blessings, the examples (golden rows from the eval split) and the schema."""
+
+    PARAMETERS = {
+        "golden_rows": ExecutionParameter(type=int, optional=True),
+    }
+    INPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+        "infra_blessing": ChannelParameter(type=standard_artifacts.InfraBlessing),
+        "examples": ChannelParameter(type=standard_artifacts.Examples),
+        "schema": ChannelParameter(type=standard_artifacts.Schema),
+    }
+    OUTPUTS = {"edge_model": ChannelParameter(type=EdgeModel)}
+
+
+class EdgeExport(base_component.BaseComponent):
+    """Converts a blessed `model` to TFLite and checks it; the Pusher publishes its `edge_model` with the
+    version."""
+
+    SPEC_CLASS = EdgeExportSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(
+        self,
+        model: types.BaseChannel,
+        model_blessing: types.BaseChannel,
+        infra_blessing: types.BaseChannel,
+        examples: types.BaseChannel,
+        schema: types.BaseChannel,
+        golden_rows: int = DEFAULT_GOLDEN_ROWS,
+    ):
+        super().__init__(
+            spec=EdgeExportSpec(
+                model=model,
+                model_blessing=model_blessing,
+                infra_blessing=infra_blessing,
+                examples=examples,
+                schema=schema,
+                golden_rows=int(golden_rows),
+                edge_model=types.Channel(type=EdgeModel),
+            )
+        )

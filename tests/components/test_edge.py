@@ -1,0 +1,176 @@
+"""TFLite export (components/edge.py, edge_convert.py, edge_probe.py) on SavedModels made here with the ops a
+Transform graph holds: vocabulary tables read from files (string and int64 keys), tft.apply_buckets' UpperBound,
+Keras's one-hot DenseBincount. TensorFlow's own kernels are the reference: every rewrite must answer as they do,
+out-of-vocabulary values and NaN included, in TFLite's interpreter in a process of its own."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfxflow.components import edge, edge_convert
+
+pytestmark = pytest.mark.integration
+
+WORDS = ["Cash", "Credit Card", "No Charge", "Dispute"]
+AREAS = [8, 32, 76, 28, 6]
+BOUNDARIES = [0.5, 2.0, 7.5, 20.0]
+
+
+def _vocabulary(folder, name, values):
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(str(v) for v in values) + "\n")
+    return path
+
+
+class _TransformLike(tf.Module):
+    """Raw columns in, a probability out, through the ops and file tables a tf.Transform graph uses."""
+
+    def __init__(self, folder):
+        super().__init__()
+        init = tf.lookup.TextFileInitializer
+        index = tf.lookup.TextFileIndex
+        self.words = tf.lookup.StaticHashTable(
+            init(_vocabulary(folder, "payment_type", WORDS), tf.string, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER),
+            default_value=-1,
+        )
+        self.areas = tf.lookup.StaticHashTable(
+            init(_vocabulary(folder, "area", AREAS), tf.int64, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER),
+            default_value=-1,
+        )
+        self.weights = tf.Variable(np.linspace(-1.0, 1.0, len(WORDS) + 1 + len(AREAS) + 1 + 5, dtype=np.float32))
+
+    @tf.function(
+        input_signature=[
+            {
+                "payment_type": tf.TensorSpec([None], tf.string, name="payment_type"),
+                "area": tf.TensorSpec([None], tf.int64, name="area"),
+                "miles": tf.TensorSpec([None], tf.float32, name="miles"),
+            }
+        ]
+    )
+    def serve(self, features):
+        word = self.words.lookup(features["payment_type"])
+        word = tf.where(word < 0, tf.cast(self.words.size(), tf.int64), word)  # one OOV bucket past the list
+        area = self.areas.lookup(features["area"])
+        area = tf.where(area < 0, tf.cast(self.areas.size(), tf.int64), area)
+        bucket = tf.raw_ops.UpperBound(
+            sorted_inputs=tf.constant([BOUNDARIES]), values=tf.reshape(features["miles"], [1, -1]), out_type=tf.int64
+        )
+        bucket = tf.reshape(bucket, [-1, 1])
+        one_hot = tf.raw_ops.DenseBincount(
+            input=tf.cast(bucket, tf.int32), size=5, weights=tf.constant([], tf.float32), binary_output=True
+        )
+        encoded = tf.concat(
+            [
+                tf.one_hot(word, len(WORDS) + 1),
+                tf.one_hot(area, len(AREAS) + 1),
+                one_hot,
+            ],
+            axis=1,
+        )
+        logit = tf.reduce_sum(encoded * self.weights, axis=1, keepdims=True)
+        return {"probabilities": tf.sigmoid(logit), "scores": tf.concat([logit, 2 * logit], axis=1)}
+
+
+@pytest.fixture(scope="module")
+def transform_like(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("edge")
+    module = _TransformLike(str(tmp_path_factory.mktemp("vocabularies")))
+    model = str(folder / "model")
+    tf.saved_model.save(module, model, signatures={"serving_raw": module.serve})
+    return model
+
+
+def _rows():
+    """In-vocabulary values, values outside both vocabularies, NaN and boundaries exactly."""
+    return [
+        {"payment_type": word, "area": area, "miles": miles}
+        for word, area, miles in [
+            ("Cash", 8, 0.1),
+            ("Credit Card", 76, 2.0),
+            ("Dispute", 6, 7.5),
+            ("No Charge", 28, 50.0),
+            ("Unknown", 999, 1.0),
+            ("", -3, float("nan")),
+            ("cash", 32, 20.0),
+            ("Cash", 12345678901, 0.5),
+        ]
+    ]
+
+
+def test_a_transform_like_graph_converts_to_builtin_ops_and_answers_as_tensorflow(transform_like, tmp_path):
+    result = edge.export(transform_like, str(tmp_path / "edge"), _rows())
+    assert result["published"] == ["float32", "int8"], result
+    # Every op of the file tables, UpperBound and DenseBincount became a builtin: no Select TF ops.
+    assert result["select_tf_ops"] == []
+    assert {"HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT"} <= set(result["ops"])
+    assert not {"UpperBound", "DenseBincount"} & set(result["ops"])
+    float32 = result["variants"]["float32"]
+    assert float32["max_diff"]["probabilities"] < 1e-6 and float32["max_diff"]["scores"] < 1e-5
+    assert float32["runtime"] in ("litert", "tensorflow") and float32["p50_ms"] > 0 and float32["load_ms"] > 0
+    assert sorted(os.listdir(tmp_path / "edge")) == ["edge.json", "model-int8.tflite", "model.tflite"]
+    with open(tmp_path / "edge" / "edge.json", encoding="utf-8") as f:
+        assert json.load(f) == json.loads(json.dumps(result))
+
+
+def test_the_tflite_model_alone_gives_tensorflows_answers_row_by_row(transform_like, tmp_path):
+    rows = _rows()
+    edge.export(transform_like, str(tmp_path / "edge"), rows)
+    loaded = tf.saved_model.load(transform_like).signatures["serving_raw"]
+    columns = {k: [r[k] for r in rows] for k in rows[0]}
+    expected = loaded(
+        payment_type=tf.constant(columns["payment_type"]),
+        area=tf.constant(columns["area"], tf.int64),
+        miles=tf.constant(columns["miles"], tf.float32),
+    )
+    interpreter = tf.lite.Interpreter(model_path=str(tmp_path / "edge" / "model.tflite"))
+    answer = interpreter.get_signature_runner("serving_raw")(
+        payment_type=np.array([v.encode() for v in columns["payment_type"]], dtype=object),
+        area=np.array(columns["area"], np.int64),
+        miles=np.array(columns["miles"], np.float32),
+    )
+    # Row 5 (NaN miles) falls in UpperBound's last bucket in both; rows 4, 5 and 7 hold unknown values.
+    np.testing.assert_allclose(answer["probabilities"], expected["probabilities"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(answer["scores"], expected["scores"].numpy(), atol=1e-5)
+    assert len(set(np.round(answer["probabilities"].ravel(), 5))) > 4  # the rows do not all answer alike
+
+
+def test_differences_hold_numbers_to_the_tolerance_and_text_to_equality():
+    expected = {"scores": [[0.5, 100.0]], "classes": [["a", "b"]]}
+    close = {"scores": [[0.5 + 1e-6, 100.0 + 1e-4]], "classes": [["a", "b"]]}
+    assert edge.differences(expected, close, 1e-5)["problems"] == []
+    far = {"scores": [[0.6, 100.0]], "classes": [["a", "c"]]}
+    problems = edge.differences(expected, far, 1e-5)["problems"]
+    assert problems[0] == "output 'classes' differs in 1 of 2 values"
+    assert problems[1].startswith("output 'scores' differs by up to 0.1 (tolerance 1e-05 x (1 + |value|)) in 1 of 2")
+    assert edge.differences(expected, {"scores": [[0.5, 100.0]]}, 1e-5)["problems"] == ["output 'classes' is missing"]
+
+
+class _PythonOp(tf.Module):
+    @tf.function(input_signature=[{"x": tf.TensorSpec([None], tf.float32, name="x")}])
+    def serve(self, features):
+        doubled = tf.numpy_function(lambda v: v * 2, [features["x"]], tf.float32)
+        return {"predictions": tf.reshape(doubled, [-1, 1])}
+
+
+def test_a_model_with_an_op_tflite_cannot_run_is_not_converted_and_says_which(tmp_path):
+    module = _PythonOp()
+    model = str(tmp_path / "model")
+    tf.saved_model.save(module, model, signatures={"serving_raw": module.serve})
+    result = edge.export(model, str(tmp_path / "edge"), [{"x": 1.0}])
+    assert result["published"] == [], result
+    assert result["reason"] == (
+        "not converted to TFLite: op PyFunc: no TFLite kernel, builtin or Select TF op (a custom op the model "
+        "brings would need its own TFLite kernel)"
+    )
+    assert result["reason"].startswith("not converted to TFLite: ")
+    assert os.listdir(tmp_path / "edge") == ["edge.json"]  # nothing a device could load by mistake
+
+
+def test_a_model_without_the_signature_is_refused_by_name(transform_like):
+    with pytest.raises(edge_convert.Unconvertible, match="no 'serving_default' signature"):
+        edge_convert.edge_module(transform_like, "serving_default")
