@@ -90,13 +90,18 @@ def differences(expected: Dict[str, Any], found: Dict[str, Any], tolerance: floa
     return {"max_diff": largest, "problems": problems}
 
 
+def _columns(function) -> Dict[str, Any]:
+    """{column: (argument, TensorSpec)} of a signature: a column's name is its TensorSpec's (what TF Serving's
+    REST API and the TFLite signature take), the argument its sanitized Python name ('a/b' becomes 'a_b')."""
+    return {spec.name or arg: (arg, spec) for arg, spec in function.structured_input_signature[1].items()}
+
+
 def _saved_model_outputs(model_dir: str, signature: str, inputs: Dict[str, list]) -> Dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
     function = tf.saved_model.load(model_dir).signatures[signature]
-    specs = function.structured_input_signature[1]
-    tensors = {name: tf.constant(inputs[name], dtype=spec.dtype) for name, spec in specs.items()}
+    tensors = {arg: tf.constant(inputs[column], dtype=spec.dtype) for column, (arg, spec) in _columns(function).items()}
     answer = {}
     for name, value in sorted(function(**tensors).items()):
         array = value.numpy()
@@ -110,10 +115,14 @@ def _saved_model_outputs(model_dir: str, signature: str, inputs: Dict[str, list]
 
 
 def _input_dtypes(model_dir: str, signature: str) -> Dict[str, str]:
+    """{column: numpy dtype name, "string" for text} of the signature's inputs; KeyError without it."""
     import tensorflow as tf
 
-    specs = tf.saved_model.load(model_dir).signatures[signature].structured_input_signature[1]
-    return {name: "string" if spec.dtype == tf.string else spec.dtype.name for name, spec in specs.items()}
+    function = tf.saved_model.load(model_dir).signatures[signature]
+    return {
+        column: "string" if spec.dtype == tf.string else spec.dtype.name
+        for column, (_, spec) in _columns(function).items()
+    }
 
 
 def probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
@@ -140,74 +149,91 @@ def export(
     model_dir: str, out_dir: str, golden: List[Dict[str, Any]], signature: str = names.RAW_SIGNATURE
 ) -> Dict[str, Any]:
     """Converts `model_dir`'s `signature`, checks each variant on the `golden` rows (dicts of raw column values)
-    in components/edge_probe.py, and leaves in `out_dir` the variants that agree and `edge.json`; returns what
-    `edge.json` holds."""
-    from tfxflow.components import edge_convert
-
+    in components/edge_probe.py, and leaves in `out_dir` (a local folder or an object store's) the variants that
+    agree and `edge.json`; returns what `edge.json` holds."""
     result: Dict[str, Any] = {"signature": signature, "rows": len(golden), "variants": {}, "published": []}
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tfxflow-edge-") as work:
-        try:
-            converted = edge_convert.convert(model_dir, signature, work)
-        except edge_convert.Unconvertible as err:
-            result["reason"] = f"not converted to TFLite: {err}"
-            result["convert_s"] = round(time.perf_counter() - start, 2)
-            _write(out_dir, result)
-            return result
+        converted = _convert(model_dir, signature, work, result)
+        if converted:
+            _check(model_dir, signature, golden, work, converted, result)
+        fileio.makedirs(out_dir)
+        for variant in result["published"]:
+            name = FILES[variant]
+            fileio.copy(os.path.join(work, name), os.path.join(out_dir, name), overwrite=True)
+    _write(out_dir, result)
+    return result
+
+
+def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) -> Dict[str, bytes]:
+    """{variant: .tflite bytes}, each also written to `work`; {} with result["reason"] when it cannot be."""
+    from tfxflow.components import edge_convert
+    from tfxflow.components.model import text
+
+    start = time.perf_counter()
+    try:
+        text.load_ops_for(model_dir)  # a text model's TF Text ops, to load it in a step of its own (a pod)
+        converted = edge_convert.convert(model_dir, signature, work)
+    except edge_convert.Unconvertible as err:
+        result["reason"] = f"not converted to TFLite: {err}"
+        converted = {}
+    except Exception as err:  # noqa: BLE001 - a model this step cannot convert is pushed alone, never fails the run
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+        result["reason"] = f"not converted to TFLite: {type(err).__name__}: {first[:300]}"
+        converted = {}
     result["convert_s"] = round(time.perf_counter() - start, 2)
-    ops = edge_convert.ops(converted["float32"])
-    result["ops"] = ops
-    result["select_tf_ops"] = sorted(op[len("Flex") :] for op in ops if op.startswith("Flex"))
-    fileio.makedirs(out_dir)
-    paths = {}
+    if converted:
+        ops = edge_convert.ops(converted["float32"])
+        result["ops"] = ops
+        result["select_tf_ops"] = sorted(op[len("Flex") :] for op in ops if op.startswith("Flex"))
     for variant, blob in converted.items():
-        paths[variant] = os.path.join(out_dir, FILES[variant])
-        with fileio.open(paths[variant], "wb") as f:
+        with open(os.path.join(work, FILES[variant]), "wb") as f:
             f.write(blob)
+    return converted
+
+
+def _check(
+    model_dir: str, signature: str, golden: List[Dict[str, Any]], work: str, converted: Dict[str, bytes], result
+) -> None:
+    """Runs each variant on the golden rows in the probe; fills result's variants and what is published."""
+    found: Dict[str, Any] = {}
     if not golden:
         result["reason"] = "the eval split has no row with every serving column to check the TFLite model on"
-        found = {}
     else:
         inputs = {column: [row[column] for row in golden] for column in golden[0]}
         expected = _saved_model_outputs(model_dir, signature, inputs)
-        needs_flex = {variant: bool(result["select_tf_ops"]) for variant in converted}
         request = {
-            "models": paths,
+            "models": {variant: os.path.join(work, FILES[variant]) for variant in converted},
             "signature": signature,
             "inputs": inputs,
             "dtypes": _input_dtypes(model_dir, signature),
             "latency_calls": LATENCY_CALLS,
-            "needs_flex": needs_flex,
+            "needs_flex": {variant: bool(result["select_tf_ops"]) for variant in converted},
         }
         found = probe(request)
     for variant, blob in converted.items():
         entry: Dict[str, Any] = {"file": FILES[variant], "bytes": len(blob), "tolerance": TOLERANCES[variant]}
         answer = found.get(variant, {})
-        if "error" in answer:
+        if not golden:
+            entry["reason"] = result["reason"]
+        elif "error" in answer:
             entry["reason"] = f"the interpreter failed: {answer['error']}"
-        elif golden:
+        else:
             entry.update({k: answer[k] for k in ("runtime", "load_ms", "p50_ms", "p99_ms")})
             compared = differences(expected, answer["outputs"], TOLERANCES[variant])
             entry["max_diff"] = compared["max_diff"]
             if compared["problems"]:
                 entry["reason"] = "; ".join(compared["problems"])
-        else:
-            entry["reason"] = result["reason"]
+        # A smaller variant only beside a float32 that agrees.
         entry["published"] = "reason" not in entry and (variant == "float32" or "float32" in result["published"])
         if entry["published"]:
             result["published"].append(variant)
-        else:
-            fileio.remove(paths[variant])
         result["variants"][variant] = entry
     if "float32" not in result["published"]:
-        result.setdefault(
-            "reason", f"the float32 TFLite model disagrees: {result['variants']['float32'].get('reason')}"
-        )
-        for variant in result["published"]:
-            fileio.remove(paths[variant])
+        float32 = result["variants"]["float32"]
+        result.setdefault("reason", f"the float32 TFLite model is not published: {float32.get('reason')}")
+        for entry in result["variants"].values():
+            entry["published"] = False
         result["published"] = []
-    _write(out_dir, result)
-    return result
 
 
 def _write(out_dir: str, result: Dict[str, Any]) -> None:

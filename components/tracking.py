@@ -17,7 +17,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Dict, List, Mapping, Optional, TypedDict
+from typing import Any, Dict, List, Mapping, Optional, Tuple, TypedDict
 
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
@@ -26,6 +26,7 @@ from tfx.types import standard_artifacts
 
 from tfxflow.components import names
 from tfxflow.components import tracking_outbox as outbox_lib
+from tfxflow.components.edge import EdgeModel
 
 RUN_KEY_TAG = "tfxflow.pipeline_run"
 PIPELINE_TAG = "tfxflow.pipeline"
@@ -612,6 +613,34 @@ def _log_trial(mlflow_client, parent_run_id: str, op: Dict[str, Any]) -> None:
     mlflow_client.set_terminated(run_id, status=op["status"], end_time=op.get("end_time"))
 
 
+def edge_figures(result: Optional[Dict[str, Any]]) -> Dict[str, float]:
+    """MLflow metrics of EdgeExport's edge.json: per published variant its size, largest difference from the
+    SavedModel, p50 latency at batch 1 and load time."""
+    figures: Dict[str, float] = {}
+    for variant in (result or {}).get("published", []):
+        entry = result["variants"][variant]
+        figures[f"edge.{variant}.kib"] = round(entry["bytes"] / 1024, 1)
+        figures[f"edge.{variant}.max_diff"] = max(entry.get("max_diff", {}).values(), default=0.0)
+        for key in ("p50_ms", "load_ms"):
+            if entry.get(key) is not None:
+                figures[f"edge.{variant}.{key}"] = entry[key]
+    return figures
+
+
+def _edge_records(edge_model) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+    """EdgeExport's edge.json, and the published files and edge.json as local paths to log (on an object store,
+    none: MLflow logs local files; the files are in the pushed version)."""
+    if edge_model is None:
+        return None, []
+    from tfxflow.components import edge
+
+    result = edge.read_result(edge_model.uri)
+    if result is None or not os.path.isdir(edge_model.uri):
+        return result, []
+    names_ = [result["variants"][v]["file"] for v in result.get("published", [])] + [edge.RESULT_FILE]
+    return result, [os.path.join(edge_model.uri, name) for name in names_]
+
+
 class RecordResult(TypedDict):
     blessed: int
 
@@ -630,6 +659,7 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     serving_check: InputArtifact[standard_artifacts.InfraBlessing],
     tracking_uri: Parameter[str],
     tuning: InputArtifact[standard_artifacts.TunerResults] = None,
+    edge_model: InputArtifact[EdgeModel] = None,
     experiment: Parameter[str] = "",
     run_key: Parameter[str] = "",
     tracking_mode: Parameter[str] = "required",
@@ -675,6 +705,8 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
 
     served = serving_check_lib.read_result(serving_check.uri) or {}
     metrics += [Metric(f"serving.{name}", value, 0, 0) for name, value in serving_check_lib.figures(served).items()]
+    edge_result, edge_files = _edge_records(edge_model)
+    metrics += [Metric(name, value, 0, 0) for name, value in edge_figures(edge_result).items()]
     blessed = int(blessing.get_int_custom_property("blessed") == 1)
     params = [
         (f"trainer.{k}", json.dumps(v) if isinstance(v, (list, dict)) else str(v))
@@ -716,7 +748,12 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
         ops[0]["metrics"] = list(ops[0]["metrics"]) + tuned_metrics
         tags.update(tuned_tags)
         ops += trial_ops
+    if edge_result is not None:
+        from tfxflow.components import edge
+
+        tags["tfxflow.edge"] = edge.summary_line(edge_result)[:5000]
     ops.append({"op": "set_tags", "tags": tags})
+    ops += [{"op": "log_artifact", "path": path, "artifact_path": "edge"} for path in edge_files]
     with tempfile.TemporaryDirectory() as folder:
         for name, content in (
             ("evaluation.json", evaluation_by_slice),

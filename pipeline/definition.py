@@ -479,6 +479,7 @@ def create_pipeline(
             blessing=evaluator.outputs["blessing"],
             serving_check=serving_check.outputs["blessing"],
             **({"tuning": tuner.outputs["tuner_results"]} if tuner is not None else {}),
+            **({"edge_model": edge_export.outputs["edge_model"]} if edge_export is not None else {}),
             tracking_uri=tracking.uri,
             experiment=tracking.experiment,
             run_key=tracking.run_key,

@@ -49,6 +49,8 @@ class _TransformLike(tf.Module):
                 "payment_type": tf.TensorSpec([None], tf.string, name="payment_type"),
                 "area": tf.TensorSpec([None], tf.int64, name="area"),
                 "miles": tf.TensorSpec([None], tf.float32, name="miles"),
+                # A column whose name is no Python name: the signature's argument is "tolls_mile".
+                "tolls_mile": tf.TensorSpec([None], tf.float32, name="tolls/mile"),
             }
         ]
     )
@@ -72,7 +74,9 @@ class _TransformLike(tf.Module):
             ],
             axis=1,
         )
-        logit = tf.reduce_sum(encoded * self.weights, axis=1, keepdims=True)
+        logit = tf.reduce_sum(encoded * self.weights, axis=1, keepdims=True) + tf.reshape(
+            features["tolls_mile"], [-1, 1]
+        )
         return {"probabilities": tf.sigmoid(logit), "scores": tf.concat([logit, 2 * logit], axis=1)}
 
 
@@ -88,7 +92,7 @@ def transform_like(tmp_path_factory):
 def _rows():
     """In-vocabulary values, values outside both vocabularies, NaN and boundaries exactly."""
     return [
-        {"payment_type": word, "area": area, "miles": miles}
+        {"payment_type": word, "area": area, "miles": miles, "tolls/mile": miles / 10}
         for word, area, miles in [
             ("Cash", 8, 0.1),
             ("Credit Card", 76, 2.0),
@@ -126,12 +130,14 @@ def test_the_tflite_model_alone_gives_tensorflows_answers_row_by_row(transform_l
         payment_type=tf.constant(columns["payment_type"]),
         area=tf.constant(columns["area"], tf.int64),
         miles=tf.constant(columns["miles"], tf.float32),
+        tolls_mile=tf.constant(columns["tolls/mile"], tf.float32),
     )
     interpreter = tf.lite.Interpreter(model_path=str(tmp_path / "edge" / "model.tflite"))
     answer = interpreter.get_signature_runner("serving_raw")(
         payment_type=np.array([v.encode() for v in columns["payment_type"]], dtype=object),
         area=np.array(columns["area"], np.int64),
         miles=np.array(columns["miles"], np.float32),
+        **{"tolls/mile": np.array(columns["tolls/mile"], np.float32)},  # TFLite's signature takes the column's name
     )
     # Row 5 (NaN miles) falls in UpperBound's last bucket in both; rows 4, 5 and 7 hold unknown values.
     np.testing.assert_allclose(answer["probabilities"], expected["probabilities"].numpy(), atol=1e-6)

@@ -24,12 +24,12 @@ import pytest
 import tensorflow as tf
 import tfx
 
-from tests import helpers
+from tests import edge_checks, helpers
 from tests.kfp_harness import LocalKfp
 from tests.pipeline.conftest import FORK_STEPS, IMAGE, kubeflow_config
-from tfxflow.components import object_store
+from tfxflow.components import edge, object_store
 from tfxflow.components.model.features import FeatureConfig
-from tfxflow.pipeline.config import TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig, bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf
 
 pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
@@ -70,6 +70,7 @@ def _drafted(base, dataset, label, serving_mount, endpoint):
         beam_mode="in_memory",
         allowed_anomaly_types=(),
         training=TrainingConfig(train_steps=120, batch_size=32, eval_every_steps=40),
+        evaluation=EvaluationConfig(tflite=True),  # --tflite: EdgeExport as a pod, its files on the store
     )
 
 
@@ -256,6 +257,7 @@ def _served(task_runs, model):
     return tf.saved_model.load(os.path.join(task_runs["serving"], model, version))
 
 
+@pytest.mark.long_runs("wine")
 def test_multiclass_drafts_run_on_kubeflow_and_the_model_names_the_cultivars(task_runs):
     run = task_runs["runs"]["wine"]
     _succeeded(run)
@@ -296,6 +298,17 @@ def test_multiclass_drafts_run_on_kubeflow_and_the_model_names_the_cultivars(tas
     assert "od280/od315_of_diluted_wines" in {v.name for v in columns.values()}
     values = {k: tf.constant([float(r[v.name]) for r in rows], v.dtype) for k, v in columns.items()}
     np.testing.assert_allclose(raw(**values)["scores"].numpy(), answer["scores"].numpy(), atol=1e-5)
+    # --tflite: EdgeExport's pod wrote its models on the store; the Pusher put them in the version, and they take
+    # the columns by their own names ("od280/od315_of_diluted_wines").
+    with helpers.environment(task_runs["s3"].env):
+        object_store.clear_client_cache()
+        object_store.download(run.task_outputs("EdgeExport", "edge_model")[0], str(local / "edge"))
+    object_store.clear_client_cache()
+    assert {edge.RESULT_FILE, edge.FILES["float32"]} <= set(os.listdir(local / "edge"))
+    folder, result = edge_checks.published(task_runs["serving"], "wine")
+    assert result["published"][:1] == ["float32"] and result["select_tf_ops"] == []
+    answer, _ = edge_checks.check_against_saved_model(folder, rows)
+    assert [c.decode() for c in answer["classes"][0]] == ["class_0", "class_1", "class_2"]
 
 
 def test_a_module_file_reaches_its_steps_through_the_object_store(task_runs):

@@ -136,7 +136,7 @@ def test_a_shift_is_refused_then_accepted_as_the_new_baseline_and_the_check_stay
 
 
 def test_the_first_model_is_published_with_tflite_models_that_answer_as_it_does(blessed):
-    folder, result = edge_checks.published(blessed["home"], "taxi")
+    folder, result = edge_checks.published(blessed["serving"], "taxi")
     edge_checks.check_result(result, blessed["first"].stdout)
     # Taxi's vocabularies hash unseen values into buckets: FarmHash has no builtin TFLite kernel.
     assert result["select_tf_ops"] == ["AsString", "SparseToDense", "StringToHashBucketFast"]

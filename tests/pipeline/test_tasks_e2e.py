@@ -28,6 +28,7 @@ import yaml
 from sklearn import metrics as sk
 
 from tests import edge_checks, helpers
+from tfxflow.components import edge
 from tfxflow.components.pusher import EDGE_DIR
 from tfxflow.pipeline.config import bundled_dataset_dir
 
@@ -603,16 +604,28 @@ def test_a_module_with_only_a_preprocessing_fn_trains_the_built_in_model_on_its_
 @pytest.mark.long_runs("multiclass", "named_classes")
 def test_a_multiclass_models_tflite_names_the_same_classes(runs):
     run = runs["multiclass"]
-    folder, result = edge_checks.published(run["home"], "payment")
+    folder, result = edge_checks.published(os.path.join(run["home"], "serving"), "payment")
     edge_checks.check_result(result, run["first"].stdout)
     rows = edge_checks.rows_with_every_column(run["data"], edge_checks.raw_columns(folder))
     answer, expected = edge_checks.check_against_saved_model(folder, rows)
     assert answer["classes"][0].tolist() == expected["classes"][0].tolist() and len(answer["classes"][0]) >= 3
     # The worse run was not blessed: nothing converted.
     assert "edge (TFLite):  not converted: the model is not blessed" in run["worse"].stdout
+    # MLflow has the figures, the summary and the files (the run's artifacts under edge/).
+    metrics, tags = _mlflow_metrics(run["home"], "payment")
+    float32 = result["variants"]["float32"]
+    assert metrics["edge.float32.kib"] == pytest.approx(float32["bytes"] / 1024, abs=0.1)
+    assert metrics["edge.float32.p50_ms"] == pytest.approx(float32["p50_ms"])
+    assert tags["tfxflow.edge"] == edge.summary_line(result)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{run['home']}/mlflow/mlflow.db")
+    run_id = client.search_runs([client.get_experiment_by_name("tfxflow-payment").experiment_id])[-1].info.run_id
+    logged = sorted(os.path.basename(a.path) for a in client.list_artifacts(run_id, "edge"))
+    assert logged == sorted([edge.RESULT_FILE] + [result["variants"][v]["file"] for v in result["published"]])
 
     named = runs["named_classes"]
-    folder, result = edge_checks.published(named["vocabulary"]["home"], "penguins")
+    folder, result = edge_checks.published(os.path.join(named["vocabulary"]["home"], "serving"), "penguins")
     edge_checks.check_result(result, named["vocabulary"]["result"].stdout)
     assert result["select_tf_ops"] == []  # numbers only: builtin ops, which LiteRT runs without Flex
     answer, _ = edge_checks.check_against_saved_model(
@@ -624,7 +637,7 @@ def test_a_multiclass_models_tflite_names_the_same_classes(runs):
 @pytest.mark.long_runs("regression")
 def test_a_regressions_tflite_answers_in_the_labels_units(runs):
     run = runs["regression"]
-    folder, result = edge_checks.published(run["home"], "fare")
+    folder, result = edge_checks.published(os.path.join(run["home"], "serving"), "fare")
     edge_checks.check_result(result, run["first"].stdout)
     rows = edge_checks.rows_with_every_column(run["data"], edge_checks.raw_columns(folder))
     answer, _ = edge_checks.check_against_saved_model(folder, rows)
