@@ -32,9 +32,8 @@ from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.dsl.io import fileio
-from tfx.types import artifact, artifact_utils, standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
-from tfx.types.system_artifacts import Model as _ModelKind
 from tfx.utils import path_utils
 
 from tfxflow.components import artifact_files, names
@@ -45,13 +44,6 @@ TOLERANCES = {"float32": 1e-5, "int8": 0.02}
 LATENCY_CALLS = 200
 PROBE_TIMEOUT_S = 600
 DEFAULT_GOLDEN_ROWS = 64
-
-
-class EdgeModel(artifact.Artifact):
-    """TFLite models of one trained model and their check (`edge.json`)."""
-
-    TYPE_NAME = "tfxflow.EdgeModel"
-    TYPE_ANNOTATION = _ModelKind
 
 
 def _blessed(blessings: List[types.Artifact]) -> bool:
@@ -243,7 +235,7 @@ def _write(out_dir: str, result: Dict[str, Any]) -> None:
 
 
 def read_result(uri: str) -> Optional[Dict[str, Any]]:
-    """An EdgeModel folder's `edge.json`, or None."""
+    """The `edge.json` of an EdgeExport output folder, or None."""
     return artifact_files.read_json(uri, RESULT_FILE)
 
 
@@ -328,7 +320,9 @@ class EdgeExportSpec(ComponentSpec):
         "examples": ChannelParameter(type=standard_artifacts.Examples),
         "schema": ChannelParameter(type=standard_artifacts.Schema),
     }
-    OUTPUTS = {"edge_model": ChannelParameter(type=EdgeModel)}
+    # A Model artifact, as TFX's own TFLiteRewriter leaves a TFLite model in one (a custom type cannot travel
+    # through Kubeflow: TFX's launcher imports it by its schema title, `<top-level module>.<Class>`).
+    OUTPUTS = {"edge_model": ChannelParameter(type=standard_artifacts.Model)}
 
 
 class EdgeExport(base_component.BaseComponent):
@@ -355,6 +349,6 @@ class EdgeExport(base_component.BaseComponent):
                 examples=examples,
                 schema=schema,
                 golden_rows=int(golden_rows),
-                edge_model=types.Channel(type=EdgeModel),
+                edge_model=types.Channel(type=standard_artifacts.Model),
             )
         )

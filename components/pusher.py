@@ -412,7 +412,7 @@ class PusherSpec(standard_component_specs.PusherSpec):
     INPUTS = {
         **standard_component_specs.PusherSpec.INPUTS,
         STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
-        EDGE_KEY: ChannelParameter(type=edge.EdgeModel, optional=True),
+        EDGE_KEY: ChannelParameter(type=standard_artifacts.Model, optional=True),
     }
 
 

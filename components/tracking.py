@@ -26,7 +26,6 @@ from tfx.types import standard_artifacts
 
 from tfxflow.components import names
 from tfxflow.components import tracking_outbox as outbox_lib
-from tfxflow.components.edge import EdgeModel
 
 RUN_KEY_TAG = "tfxflow.pipeline_run"
 PIPELINE_TAG = "tfxflow.pipeline"
@@ -659,7 +658,7 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     serving_check: InputArtifact[standard_artifacts.InfraBlessing],
     tracking_uri: Parameter[str],
     tuning: InputArtifact[standard_artifacts.TunerResults] = None,
-    edge_model: InputArtifact[EdgeModel] = None,
+    edge_model: InputArtifact[standard_artifacts.Model] = None,
     experiment: Parameter[str] = "",
     run_key: Parameter[str] = "",
     tracking_mode: Parameter[str] = "required",
