@@ -44,7 +44,8 @@ def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
             check=True,
             capture_output=True,
         )
-        args += ["--schema", f"{out}/schema.pbtxt", "--feature-config", f"{out}/features.yaml", "--dataset", task]
+        args += ["--data-root", bundled_taxi_data_root(), "--dataset", task]
+        args += ["--schema", f"{out}/schema.pbtxt", "--feature-config", f"{out}/features.yaml"]
         model = task
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     if done.returncode != 0:
