@@ -221,6 +221,45 @@ def test_the_drift_block_is_rendered_from_its_results_file_and_met_its_goals():
     assert wanted and all(s["refused"] for s in wanted)
 
 
+def test_the_edge_block_is_rendered_from_its_results_file_and_every_task_published_an_agreeing_model():
+    """`make bench-edge`'s figures in docs/evaluation-and-serving.md: each task's run published a float32 model
+    within its tolerance of the SavedModel, and an int8 one is smaller where it was published."""
+    from tfxflow.components import edge
+
+    result = _only_block("edge", readme_tables.edge_models)
+    assert [r["task"] for r in result["edge_runs"]] == ["binary", "multiclass", "regression"]
+    for run in result["edge_runs"]:
+        published = run["edge"]["published"]
+        variants = run["edge"]["variants"]
+        assert published[:1] == ["float32"], run["task"]
+        for variant in published:
+            # Published only within tol x (1 + |value|) on every golden row (components/edge.py).
+            assert variants[variant]["published"] and "reason" not in variants[variant]
+            assert variants[variant]["tolerance"] == edge.TOLERANCES[variant] and variants[variant]["p50_ms"] > 0
+        assert variants["int8"]["bytes"] < variants["float32"]["bytes"]
+    rendered = readme_tables.edge_models(result)
+    assert rendered.count("| SavedModel |") == 3 and rendered.count("`model.tflite`") == 3
+
+
+def test_the_edge_block_renders_each_published_variant_and_what_runs_it():
+    entry = {"file": "model.tflite", "bytes": 2048, "max_diff": {"scores": 1e-7}, "p50_ms": 0.25, "load_ms": 1.5}
+    result = {
+        "commit": "abc",
+        "machine": {"date": "2026-01-02", "cpus": 2},
+        "edge_runs": [
+            {
+                "task": "binary",
+                "saved_model": {"bytes": 10240, "p50_ms": 0.75},
+                "edge": {"published": ["float32"], "variants": {"float32": entry}, "select_tf_ops": ["AsString"]},
+            }
+        ],
+    }
+    rendered = readme_tables.edge_models(result)
+    assert "| binary | SavedModel | 10 KiB | - | 0.75 ms | - | TF Serving |" in rendered
+    assert "| binary | `model.tflite` | 2 KiB | 1e-07 | 0.25 ms | 1.5 ms | Select TF ops (AsString) |" in rendered
+    assert readme_tables.kind(result) == "edge" and "(commit abc), 2 CPU cores" in rendered
+
+
 def _tree(tmp_path, docs, results):
     """A copy of the chapters `docs` and the results files `results` under tmp_path, as the repository has them."""
     os.makedirs(tmp_path / "docs")
