@@ -207,6 +207,11 @@ def _check(
         answer = found.get(variant, {})
         if not golden:
             entry["reason"] = result["reason"]
+        elif "error" in answer and "Select TensorFlow op" in answer["error"]:
+            entry["reason"] = (
+                f"the interpreter here cannot run its Select TF ops ({', '.join(result['select_tf_ops'])}): this "
+                "TensorFlow's tf.lite.Interpreter has no Flex delegate, and a model is not published unchecked"
+            )
         elif "error" in answer:
             entry["reason"] = f"the interpreter failed: {answer['error']}"
         else:
