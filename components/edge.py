@@ -262,8 +262,39 @@ def summary_line(result: Dict[str, Any]) -> str:
     return f"{', '.join(parts)}; {first.get('p50_ms', 0):.2f} ms at batch 1 in {first.get('runtime')}; {runs}"
 
 
+def _golden(input_dict: Dict[str, List[types.Artifact]], columns_of_model: List[str], count: int) -> List[dict]:
+    """The ServingCheck's golden rows: eval rows with every raw column the model takes, as {column: value}."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.utils import io_utils
+
+    from tfxflow.components import serving_check
+
+    schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
+    schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    files = [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
+    columns = serving_check.serving_columns(schema)
+    return serving_check.golden_rows(files, columns_of_model, list(columns), count)[1]
+
+
+def _export_blessed(model_dir: str, out_dir: str, input_dict, count: int) -> Dict[str, Any]:
+    from tfxflow.components.model import text
+
+    text.load_ops_for(model_dir)  # a text model's TF Text ops, to load it in a step of its own (a pod)
+    try:
+        columns = sorted(_input_dtypes(model_dir, names.RAW_SIGNATURE))
+    except KeyError:
+        return {
+            "published": [],
+            "reason": f"not converted: the model has no '{names.RAW_SIGNATURE}' signature (one tensor per raw "
+            "column) to convert",
+        }
+    return export(model_dir, out_dir, _golden(input_dict, columns, count))
+
+
 class Executor(base_executor.BaseExecutor):
-    """Converts and checks a blessed model; writes the variants that agree and `edge.json`."""
+    """Converts and checks a blessed model; writes the variants that agree and `edge.json`. Whatever goes wrong
+    here is the reason there is no TFLite model, never a failed run: the SavedModel is pushed alone."""
 
     def Do(
         self,
@@ -271,39 +302,21 @@ class Executor(base_executor.BaseExecutor):
         output_dict: Dict[str, List[types.Artifact]],
         exec_properties: Dict[str, Any],
     ) -> None:
-        from tensorflow_metadata.proto.v0 import schema_pb2
-        from tfx.utils import io_utils
-
-        from tfxflow.components import serving_check
-
         model = artifact_utils.get_single_instance(input_dict["model"])
         edge_model = artifact_utils.get_single_instance(output_dict["edge_model"])
         blessings = input_dict.get("model_blessing", []) + input_dict.get("infra_blessing", [])
+        count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
         if not _blessed(blessings):
-            result = {"published": [], "reason": "not converted: the model is not blessed"}
-            _write(edge_model.uri, result)
+            result: Dict[str, Any] = {"published": [], "reason": "not converted: the model is not blessed"}
         else:
-            model_dir = path_utils.serving_model_path(model.uri)
             try:
-                raw_columns = sorted(_input_dtypes(model_dir, names.RAW_SIGNATURE))
-            except KeyError:
-                raw_columns = None
-            if raw_columns is None:
-                result = {
-                    "published": [],
-                    "reason": f"not converted: the model has no '{names.RAW_SIGNATURE}' "
-                    "signature (one tensor per raw column) to convert",
-                }
-                _write(edge_model.uri, result)
-            else:
-                schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
-                schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
-                columns = serving_check.serving_columns(schema)
-                examples = artifact_utils.get_single_instance(input_dict["examples"])
-                files = [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
-                count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
-                _, golden, _ = serving_check.golden_rows(files, raw_columns, list(columns), count)
-                result = export(model_dir, edge_model.uri, golden)
+                result = _export_blessed(path_utils.serving_model_path(model.uri), edge_model.uri, input_dict, count)
+            except Exception as err:  # noqa: BLE001 - the SavedModel is pushed alone; the reason says why
+                logging.exception("EdgeExport failed")
+                first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+                result = {"published": [], "reason": f"not exported to TFLite: {type(err).__name__}: {first[:300]}"}
+        if not result.get("published"):
+            _write(edge_model.uri, result)
         edge_model.set_int_custom_property("published", int(bool(result.get("published"))))
         edge_model.set_string_custom_property("summary", summary_line(result))
         if result.get("published"):

@@ -180,3 +180,33 @@ def test_a_model_with_an_op_tflite_cannot_run_is_not_converted_and_says_which(tm
 def test_a_model_without_the_signature_is_refused_by_name(transform_like):
     with pytest.raises(edge_convert.Unconvertible, match="no 'serving_default' signature"):
         edge_convert.edge_module(transform_like, "serving_default")
+
+
+def _artifact(kind, uri, blessed=None):
+    found = kind()
+    found.uri = uri
+    if blessed is not None:
+        found.set_int_custom_property("blessed", blessed)
+    return found
+
+
+def test_the_step_never_fails_the_run_it_says_why_there_is_no_tflite_model(tmp_path):
+    from tfx.types import standard_artifacts as sa
+
+    os.makedirs(tmp_path / "model" / "Format-Serving")  # a model folder with no SavedModel in it
+    inputs = {
+        "model": [_artifact(sa.Model, str(tmp_path / "model"))],
+        "model_blessing": [_artifact(sa.ModelBlessing, str(tmp_path / "b"), blessed=1)],
+        "infra_blessing": [_artifact(sa.InfraBlessing, str(tmp_path / "i"), blessed=1)],
+    }
+    out = _artifact(sa.Model, str(tmp_path / "edge"))
+    edge.Executor().Do(inputs, {"edge_model": [out]}, {})
+    result = edge.read_result(out.uri)
+    assert result["published"] == [] and result["reason"].startswith("not exported to TFLite: NotFoundError: "), result
+    assert result["reason"].endswith("Format-Serving/saved_model.pb; No such file or directory")
+    assert out.get_int_custom_property("published") == 0
+    assert out.get_string_custom_property("summary") == result["reason"]
+
+    inputs["infra_blessing"] = [_artifact(sa.InfraBlessing, str(tmp_path / "i2"), blessed=0)]  # the check failed
+    edge.Executor().Do(inputs, {"edge_model": [out]}, {})
+    assert edge.read_result(out.uri) == {"published": [], "reason": "not converted: the model is not blessed"}
