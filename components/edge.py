@@ -20,6 +20,7 @@ ops, a signature that is not there) records the reason; the Pusher publishes the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -88,11 +89,19 @@ def _columns(function) -> Dict[str, Any]:
     return {spec.name or arg: (arg, spec) for arg, spec in function.structured_input_signature[1].items()}
 
 
+@functools.lru_cache(maxsize=1)
+def _loaded(model_dir: str):
+    """The SavedModel, loaded once for the steps of one export (`export` clears it)."""
+    import tensorflow as tf
+
+    return tf.saved_model.load(model_dir)
+
+
 def _saved_model_outputs(model_dir: str, signature: str, inputs: Dict[str, list]) -> Dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    function = tf.saved_model.load(model_dir).signatures[signature]
+    function = _loaded(model_dir).signatures[signature]
     tensors = {arg: tf.constant(inputs[column], dtype=spec.dtype) for column, (arg, spec) in _columns(function).items()}
     answer = {}
     for name, value in sorted(function(**tensors).items()):
@@ -110,31 +119,42 @@ def _input_dtypes(model_dir: str, signature: str) -> Dict[str, str]:
     """{column: numpy dtype name, "string" for text} of the signature's inputs; KeyError without it."""
     import tensorflow as tf
 
-    function = tf.saved_model.load(model_dir).signatures[signature]
+    function = _loaded(model_dir).signatures[signature]
     return {
         column: "string" if spec.dtype == tf.string else spec.dtype.name
         for column, (_, spec) in _columns(function).items()
     }
 
 
-def probe(request: Dict[str, Any], timeout: float = PROBE_TIMEOUT_S) -> Dict[str, Any]:
-    """components/edge_probe.py's answer to `request`, run in a fresh, isolated interpreter."""
+def start_probe() -> subprocess.Popen:
+    """components/edge_probe.py in a fresh, isolated interpreter, importing its runtime until it gets a request."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "edge_probe.py")
-    done = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-I", script],
-        input=json.dumps(request),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
-    if done.returncode != 0 or not done.stdout.strip():
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+
+
+def probe(request: Dict[str, Any], started: Optional[subprocess.Popen] = None, timeout: float = PROBE_TIMEOUT_S):
+    """components/edge_probe.py's answer to `request`, in the process `started` (else a new one)."""
+    process = started or start_probe()
+    try:
+        out, err = process.communicate(json.dumps(request), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        out, err = "", f"no answer within {timeout:g} s"
+    if process.returncode != 0 or not out.strip():
+        tail = (err.strip().splitlines() or ["no output"])[-1]
         return {
-            variant: {"error": f"the interpreter's process failed ({done.returncode}): {tail}"}
+            variant: {"error": f"the interpreter's process failed ({process.returncode}): {tail}"}
             for variant in request["models"]
         }
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def export(
@@ -144,16 +164,28 @@ def export(
     in components/edge_probe.py, and leaves in `out_dir` (a local folder or an object store's) the variants that
     agree and `edge.json`; returns what `edge.json` holds."""
     result: Dict[str, Any] = {"signature": signature, "rows": len(golden), "variants": {}, "published": []}
-    with tempfile.TemporaryDirectory(prefix="tfxflow-edge-") as work:
-        converted = _convert(model_dir, signature, work, result)
-        if converted:
-            _check(model_dir, signature, golden, work, converted, result)
-        fileio.makedirs(out_dir)
-        for variant in result["published"]:
-            name = FILES[variant]
-            fileio.copy(os.path.join(work, name), os.path.join(out_dir, name), overwrite=True)
+    started = start_probe() if golden else None  # it imports its runtime on the other core meanwhile
+    try:
+        with tempfile.TemporaryDirectory(prefix="tfxflow-edge-") as work:
+            converted = _convert(model_dir, signature, work, result)
+            if converted:
+                _check(model_dir, signature, golden, work, converted, result, started)
+            _publish(work, out_dir, result)
+    finally:
+        _loaded.cache_clear()
+        if started is not None and started.poll() is None:  # not asked: the conversion failed
+            started.kill()
+            started.communicate()
     _write(out_dir, result)
     return result
+
+
+def _publish(work: str, out_dir: str, result: Dict[str, Any]) -> None:
+    """Copies the published variants from `work` to `out_dir` (a local folder or an object store's)."""
+    fileio.makedirs(out_dir)
+    for variant in result["published"]:
+        name = FILES[variant]
+        fileio.copy(os.path.join(work, name), os.path.join(out_dir, name), overwrite=True)
 
 
 def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) -> Dict[str, bytes]:
@@ -164,7 +196,7 @@ def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) 
     start = time.perf_counter()
     try:
         text.load_ops_for(model_dir)  # a text model's TF Text ops, to load it in a step of its own (a pod)
-        converted = edge_convert.convert(model_dir, signature, work)
+        converted = edge_convert.convert(model_dir, signature, work, _loaded(model_dir))
     except edge_convert.Unconvertible as err:
         result["reason"] = f"not converted to TFLite: {err}"
         converted = {}
@@ -184,7 +216,13 @@ def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) 
 
 
 def _check(
-    model_dir: str, signature: str, golden: List[Dict[str, Any]], work: str, converted: Dict[str, bytes], result
+    model_dir: str,
+    signature: str,
+    golden: List[Dict[str, Any]],
+    work: str,
+    converted: Dict[str, bytes],
+    result: Dict[str, Any],
+    started: Optional[subprocess.Popen] = None,
 ) -> None:
     """Runs each variant on the golden rows in the probe; fills result's variants and what is published."""
     found: Dict[str, Any] = {}
@@ -201,7 +239,7 @@ def _check(
             "latency_calls": LATENCY_CALLS,
             "needs_flex": {variant: bool(result["select_tf_ops"]) for variant in converted},
         }
-        found = probe(request)
+        found = probe(request, started)
     for variant, blob in converted.items():
         entry: Dict[str, Any] = {"file": FILES[variant], "bytes": len(blob), "tolerance": TOLERANCES[variant]}
         answer = found.get(variant, {})
@@ -284,6 +322,7 @@ def _export_blessed(model_dir: str, out_dir: str, input_dict, count: int) -> Dic
     try:
         columns = sorted(_input_dtypes(model_dir, names.RAW_SIGNATURE))
     except KeyError:
+        _loaded.cache_clear()
         return {
             "published": [],
             "reason": f"not converted: the model has no '{names.RAW_SIGNATURE}' signature (one tensor per raw "

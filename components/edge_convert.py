@@ -261,10 +261,10 @@ def rewrite(graph_def, tables):
     return out
 
 
-def edge_module(model_dir: str, signature: str) -> tf.Module:
+def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
     """A module whose `serve` answers as the SavedModel's `signature` does (same inputs and outputs by name),
-    with constant tables: what the converter takes."""
-    loaded = tf.saved_model.load(model_dir)
+    with constant tables: what the converter takes. `loaded`: the SavedModel, if loaded already."""
+    loaded = loaded if loaded is not None else tf.saved_model.load(model_dir)
     if signature not in loaded.signatures:
         raise Unconvertible(f"the model has no '{signature}' signature (it has {sorted(loaded.signatures)})")
     function = loaded.signatures[signature]
@@ -302,12 +302,12 @@ def edge_module(model_dir: str, signature: str) -> tf.Module:
     return Edge()
 
 
-def convert(model_dir: str, signature: str, work_dir: str) -> Dict[str, bytes]:
+def convert(model_dir: str, signature: str, work_dir: str, loaded=None) -> Dict[str, bytes]:
     """{variant: .tflite bytes} of the model's `signature`, its one TFLite signature named `signature` too;
     raises Unconvertible naming what failed."""
     import os
 
-    module = edge_module(model_dir, signature)
+    module = edge_module(model_dir, signature, loaded)
     saved = os.path.join(work_dir, "edge_savedmodel")
     tf.saved_model.save(module, saved, signatures={signature: module.serve})
     converted = {}

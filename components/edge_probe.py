@@ -65,6 +65,10 @@ def _run(path, signature, inputs, calls, needs_flex):
 def main():
     import numpy as np
 
+    try:  # what it will run the models with is imported while the caller converts them (seconds for TensorFlow)
+        import ai_edge_litert.interpreter  # noqa: F401
+    except ImportError:
+        import tensorflow  # noqa: F401
     request = json.load(sys.stdin)
     inputs = {}
     for name, values in request["inputs"].items():
