@@ -91,9 +91,13 @@ def _columns(function) -> Dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _loaded(model_dir: str):
-    """The SavedModel, loaded once for the steps of one export (`export` clears it)."""
+    """The SavedModel, loaded once for the steps of one export (`export` clears it), TF Text's ops registered
+    first where it uses them (a text model in a step of its own, a pod)."""
     import tensorflow as tf
 
+    from tfxflow.components.model import text
+
+    text.load_ops_for(model_dir)
     return tf.saved_model.load(model_dir)
 
 
@@ -191,18 +195,15 @@ def _publish(work: str, out_dir: str, result: Dict[str, Any]) -> None:
 def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) -> Dict[str, bytes]:
     """{variant: .tflite bytes}, each also written to `work`; {} with result["reason"] when it cannot be."""
     from tfxflow.components import edge_convert
-    from tfxflow.components.model import text
 
     start = time.perf_counter()
     try:
-        text.load_ops_for(model_dir)  # a text model's TF Text ops, to load it in a step of its own (a pod)
         converted = edge_convert.convert(model_dir, signature, work, _loaded(model_dir))
     except edge_convert.Unconvertible as err:
         result["reason"] = f"not converted to TFLite: {err}"
         converted = {}
     except Exception as err:  # noqa: BLE001 - a model this step cannot convert is pushed alone, never fails the run
-        first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
-        result["reason"] = f"not converted to TFLite: {type(err).__name__}: {first[:300]}"
+        result["reason"] = f"not converted to TFLite: {edge_convert.error_line(err)}"
         converted = {}
     result["convert_s"] = round(time.perf_counter() - start, 2)
     if converted:
@@ -237,7 +238,7 @@ def _check(
             "inputs": inputs,
             "dtypes": _input_dtypes(model_dir, signature),
             "latency_calls": LATENCY_CALLS,
-            "needs_flex": {variant: bool(result["select_tf_ops"]) for variant in converted},
+            "needs_flex": bool(result["select_tf_ops"]),
         }
         found = probe(request, started)
     for variant, blob in converted.items():
@@ -277,6 +278,14 @@ def _write(out_dir: str, result: Dict[str, Any]) -> None:
         f.write(json.dumps(result, indent=1, sort_keys=True))
 
 
+def published_files(result: Dict[str, Any]) -> List[str]:
+    """The names of what an EdgeExport folder publishes: its agreeing variants' files and `edge.json`; none
+    where no variant is published."""
+    if not result.get("published"):
+        return []
+    return [result["variants"][variant]["file"] for variant in result["published"]] + [RESULT_FILE]
+
+
 def read_result(uri: str) -> Optional[Dict[str, Any]]:
     """The `edge.json` of an EdgeExport output folder, or None."""
     return artifact_files.read_json(uri, RESULT_FILE)
@@ -302,32 +311,24 @@ def summary_line(result: Dict[str, Any]) -> str:
 
 def _golden(input_dict: Dict[str, List[types.Artifact]], columns_of_model: List[str], count: int) -> List[dict]:
     """The ServingCheck's golden rows: eval rows with every raw column the model takes, as {column: value}."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-    from tfx.utils import io_utils
-
     from tfxflow.components import serving_check
 
-    schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
-    schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
-    examples = artifact_utils.get_single_instance(input_dict["examples"])
-    files = [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
+    schema, files = serving_check.golden_sources(input_dict)
     columns = serving_check.serving_columns(schema)
     return serving_check.golden_rows(files, columns_of_model, list(columns), count)[1]
 
 
 def _export_blessed(model_dir: str, out_dir: str, input_dict, count: int) -> Dict[str, Any]:
-    from tfxflow.components.model import text
-
-    text.load_ops_for(model_dir)  # a text model's TF Text ops, to load it in a step of its own (a pod)
     try:
         columns = sorted(_input_dtypes(model_dir, names.RAW_SIGNATURE))
     except KeyError:
-        _loaded.cache_clear()
-        return {
+        result = {
             "published": [],
             "reason": f"not converted: the model has no '{names.RAW_SIGNATURE}' signature (one tensor per raw "
             "column) to convert",
         }
+        _write(out_dir, result)
+        return result
     return export(model_dir, out_dir, _golden(input_dict, columns, count))
 
 
@@ -347,15 +348,18 @@ class Executor(base_executor.BaseExecutor):
         count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
         if not _blessed(blessings):
             result: Dict[str, Any] = {"published": [], "reason": "not converted: the model is not blessed"}
+            _write(edge_model.uri, result)
         else:
             try:
                 result = _export_blessed(path_utils.serving_model_path(model.uri), edge_model.uri, input_dict, count)
             except Exception as err:  # noqa: BLE001 - the SavedModel is pushed alone; the reason says why
+                from tfxflow.components import edge_convert
+
                 logging.exception("EdgeExport failed")
-                first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
-                result = {"published": [], "reason": f"not exported to TFLite: {type(err).__name__}: {first[:300]}"}
-        if not result.get("published"):
-            _write(edge_model.uri, result)
+                result = {"published": [], "reason": f"not exported to TFLite: {edge_convert.error_line(err)}"}
+                _write(edge_model.uri, result)
+            finally:
+                _loaded.cache_clear()
         edge_model.set_int_custom_property("published", int(bool(result.get("published"))))
         edge_model.set_string_custom_property("summary", summary_line(result))
         if result.get("published"):

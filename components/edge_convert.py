@@ -334,7 +334,12 @@ def _converter_reason(err: Exception) -> str:
             f"op {', '.join(refused)}: no TFLite kernel, builtin or Select TF op (a custom op the model brings would "
             "need its own TFLite kernel)"
         )
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return error_line(err)
+
+
+def error_line(err: BaseException) -> str:
+    """`<type>: <first non-empty line of the message>` (at most 300 characters of it): a reason in one line."""
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     return f"{type(err).__name__}: {first[:300]}"
 
 

@@ -2,7 +2,8 @@
 interpreter, the model read from its file.
 
 Reads one JSON request on stdin: `models` ({variant: .tflite path}), `signature`, `inputs` ({column: values}),
-`dtypes` ({column: numpy dtype name, "string" for text}), `latency_calls`. Answers one JSON line on stdout: per
+`dtypes` ({column: numpy dtype name, "string" for text}), `latency_calls`, `needs_flex` (the models use Select TF
+ops). Answers one JSON line on stdout: per
 variant its `outputs` ({name: [[...], ...]}), `load_ms` (interpreter and signature made), `p50_ms` and `p99_ms`
 (one row per call), or its `error`; and `runtime`: "litert" where the `ai_edge_litert` runtime is installed and
 the model needs no Select TF ops, else "tensorflow" (tf.lite.Interpreter, which links the Flex delegate).
@@ -82,7 +83,7 @@ def main():
     for variant, path in sorted(request["models"].items()):
         try:
             answer[variant] = _run(
-                path, request["signature"], inputs, int(request.get("latency_calls", 0)), request["needs_flex"][variant]
+                path, request["signature"], inputs, int(request.get("latency_calls", 0)), request["needs_flex"]
             )
         except Exception as err:  # noqa: BLE001 - any interpreter failure is the answer for this variant
             answer[variant] = {"error": f"{type(err).__name__}: {str(err).strip()[:500]}"}

@@ -239,12 +239,12 @@ def _copy_statistics(statistics_uri: str, version_dir: str) -> None:
 
 def _copy_edge(edge_uri: str, version_dir: str) -> None:
     """Copies the published TFLite models of `edge_uri` and their `edge.json` into the version's `EDGE_DIR`."""
-    result = edge.read_result(edge_uri)
-    if not result or not result.get("published"):
+    published = edge.published_files(edge.read_result(edge_uri) or {})
+    if not published:
         return
     target = os.path.join(version_dir, EDGE_DIR)
     fileio.makedirs(target)
-    for name in [result["variants"][v]["file"] for v in result["published"]] + [edge.RESULT_FILE]:
+    for name in published:
         fileio.copy(os.path.join(edge_uri, name), os.path.join(target, name))
 
 

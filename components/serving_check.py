@@ -138,6 +138,18 @@ def golden_rows(
     return examples, instances, instance_rows
 
 
+def golden_sources(input_dict: Dict[str, List[types.Artifact]]):
+    """(the schema of `input_dict["schema"]`, the file pattern of `input_dict["examples"]`'s eval split): what
+    golden rows are read with."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.utils import io_utils
+
+    schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
+    schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    return schema, [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
+
+
 def evaluated_signature(eval_config_json: str) -> str:
     """The signature the Evaluator calls: its eval config's, else `serving_default`. Read as JSON (protobuf's
     field names or their camelCase) without TFMA, which takes seconds to import."""
@@ -431,23 +443,16 @@ class Executor(base_executor.BaseExecutor):
         output_dict: Dict[str, List[types.Artifact]],
         exec_properties: Dict[str, Any],
     ) -> None:
-        from tensorflow_metadata.proto.v0 import schema_pb2
-        from tfx.utils import io_utils
-
         model = artifact_utils.get_single_instance(input_dict["model"])
-        examples = artifact_utils.get_single_instance(input_dict["examples"])
-        schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
         blessing = artifact_utils.get_single_instance(output_dict["blessing"])
         config = features_lib.as_config(json_utils.loads(exec_properties["features"]), roles_required=False)
         required = json_utils.loads(exec_properties.get("required_signatures") or "null") or list(SIGNATURES)
         tolerance = float(exec_properties.get("tolerance") or DEFAULT_TOLERANCE)
         max_latency_ms = float(exec_properties.get("max_latency_ms") or 0.0)
-        schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
+        schema, files = golden_sources(input_dict)
         columns = serving_columns(schema)
         all_columns = [f.name for f in schema.feature]
         model_dir = path_utils.serving_model_path(model.uri)
-        split_uri = artifact_utils.get_split_uri([examples], "eval")
-        files = [os.path.join(split_uri, "*")]
         count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
         result: Dict[str, Any] = {"model": model_dir, "tolerance": tolerance, "max_latency_ms": max_latency_ms}
         # The probe imports TensorFlow on the other core while the golden requests are built here and the

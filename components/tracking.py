@@ -636,8 +636,9 @@ def _edge_records(edge_model) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     result = edge.read_result(edge_model.uri)
     if result is None or not os.path.isdir(edge_model.uri):
         return result, []
-    names_ = [result["variants"][v]["file"] for v in result.get("published", [])] + [edge.RESULT_FILE]
-    return result, [os.path.join(edge_model.uri, name) for name in names_]
+    # edge.json also where nothing was published: it says why.
+    logged = edge.published_files(result) or [edge.RESULT_FILE]
+    return result, [os.path.join(edge_model.uri, name) for name in logged]
 
 
 class RecordResult(TypedDict):
