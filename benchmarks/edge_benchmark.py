@@ -76,7 +76,10 @@ def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
 
 
 def table(runs: List[Dict[str, Any]]) -> List[str]:
-    lines = [f"{'task':<11} {'variant':<8} {'KiB':>6} {'max diff':>9} {'p50 ms':>7} {'load ms':>8}  runtime"]
+    lines = [
+        f"{'task':<11} {'variant':<8} {'KiB':>6} {'max diff':>9} {'eval metric':>22} {'p50 ms':>7} {'load ms':>8}  "
+        "runtime"
+    ]
     for run in runs:
         if run["returncode"] != 0:
             lines.append(f"{run['task']:<11} failed: {run['error']}")
@@ -84,9 +87,11 @@ def table(runs: List[Dict[str, Any]]) -> List[str]:
         for variant in run["edge"]["published"]:
             entry = run["edge"]["variants"][variant]
             gap = max(entry["max_diff"].values())
+            scored = entry.get("eval", {})
+            metric = f"{scored['metric']} {scored['value']:.4f}" if scored else "-"
             lines.append(
-                f"{run['task']:<11} {variant:<8} {entry['bytes'] / 1024:>6.0f} {gap:>9.2g} {entry['p50_ms']:>7.2f} "
-                f"{entry['load_ms']:>8.1f}  {entry['runtime']}"
+                f"{run['task']:<11} {variant:<8} {entry['bytes'] / 1024:>6.0f} {gap:>9.2g} {metric:>22} "
+                f"{entry['p50_ms']:>7.2f} {entry['load_ms']:>8.1f}  {entry['runtime']}"
             )
     return lines
 

@@ -428,30 +428,37 @@ def trainer(result: Dict[str, Any]) -> str:
 
 
 def edge_models(result: Dict[str, Any]) -> str:
-    """`make bench-edge`'s TFLite models per task: size, agreement with the SavedModel, latency at batch 1."""
+    """`make bench-edge`'s TFLite models per task: size, agreement with the SavedModel, the task's metric on the
+    eval rows, latency at batch 1."""
     machine = result["machine"]
     lines = [
         f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores: `tfxflow run --tflite` on the "
         "bundled taxi data per task, each variant checked on the eval split's golden rows in a process of its own "
-        "(components/edge_probe.py); latency of one row through the signature, the SavedModel's from the "
-        "serving check:",
+        "(components/edge_probe.py) and scored on the eval rows that have every serving column (the task's default "
+        "metric, the SavedModel's on the same rows beside it); latency of one row through the signature, the "
+        "SavedModel's from the serving check:",
         "",
-        "| task | model | size | max difference | p50 at batch 1 | load | runs in |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "| task | model | size | max difference | metric on eval rows | p50 at batch 1 | load | runs in |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for run in result["edge_runs"]:
         saved = run["saved_model"]
         edge = run["edge"]
+        scored = edge.get("eval", {})
+        metric = "-"
+        if "metric" in scored:
+            metric = f"{scored['metric']} {scored['saved_model']:.4f} ({scored['rows']:,} rows)"
         lines.append(
-            f"| {run['task']} | SavedModel | {saved['bytes'] / 1024:,.0f} KiB | - | {saved['p50_ms']:.2f} ms | - | "
-            "TF Serving |"
+            f"| {run['task']} | SavedModel | {saved['bytes'] / 1024:,.0f} KiB | - | {metric} | "
+            f"{saved['p50_ms']:.2f} ms | - | TF Serving |"
         )
         runtime = f"Select TF ops ({', '.join(edge['select_tf_ops'])})" if edge["select_tf_ops"] else "builtin ops only"
         for variant in edge["published"]:
             entry = edge["variants"][variant]
             gap = max(entry["max_diff"].values())
+            value = f"{entry['eval']['value']:.4f}" if "eval" in entry else "-"
             lines.append(
-                f"| {run['task']} | `{entry['file']}` | {entry['bytes'] / 1024:,.0f} KiB | {gap:.2g} | "
+                f"| {run['task']} | `{entry['file']}` | {entry['bytes'] / 1024:,.0f} KiB | {gap:.2g} | {value} | "
                 f"{entry['p50_ms']:.2f} ms | {entry['load_ms']:.1f} ms | {runtime} |"
             )
     return "\n".join(lines)

@@ -9,9 +9,11 @@ its own that imports only numpy and the interpreter (components/edge_probe.py, `
 the SavedModel's `serving_raw` on every output: numbers within `|edge - saved| <= tol * (1 + |saved|)`, text
 equal. `tol`: 1e-5 for float32 (the same arithmetic; only the order of float additions may differ) and 0.02
 for int8 (8-bit weights move a probability by a few thousandths on the models this pipeline trains; a larger
-move is a variant that should not ship). A variant that disagrees or fails in the interpreter is not published,
-the reason kept; without a float32 that agrees, nothing is. Its size, load time and latency at batch 1 are
-recorded in `edge.json` beside the files; the Pusher copies both into the version folder it pushes
+move is a variant that should not ship). Each variant also scores up to EVAL_ROWS eval rows (those with every
+serving column) by the task's default blessing metric (binary_accuracy, accuracy, r2; `task_metric`), which must be
+within METRIC_MARGINS of the SavedModel's on the same rows. A variant that disagrees or fails in the interpreter is
+not published, the reason kept; without a float32 that agrees, nothing is. Its size, load time and latency at
+batch 1 are recorded in `edge.json` beside the files; the Pusher copies both into the version folder it pushes
 (`assets.extra/tfxflow/edge/`), so a `.tflite` belongs to its version and appears with it, complete or not at all.
 
 A model that cannot be converted (a module file's own ops, an op TFLite has no kernel for even with Select TF
@@ -20,6 +22,7 @@ ops, a signature that is not there) records the reason; the Pusher publishes the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -27,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 from tfx import types
@@ -45,6 +48,13 @@ TOLERANCES = {"float32": 1e-5, "int8": 0.02}
 LATENCY_CALLS = 200
 PROBE_TIMEOUT_S = 600
 DEFAULT_GOLDEN_ROWS = 64
+# Eval rows each variant scores (at most; those with a value in every serving column, in file order).
+EVAL_ROWS = 2_000
+# How far a variant's metric on those rows may be from the SavedModel's on the same rows. float32 computes the same
+# function (golden rows agree within 1e-5), so a row changes sides only where an answer lies that close to 0.5 or
+# to a tie: a thousandth of the rows is far above that. int8 moves an answer by up to its tolerance, 0.02: only rows
+# that close to the threshold can change sides, and more than one in a hundred would be a model not to ship.
+METRIC_MARGINS = {"float32": 0.001, "int8": 0.01}
 
 
 def _blessed(blessings: List[types.Artifact]) -> bool:
@@ -81,6 +91,41 @@ def differences(expected: Dict[str, Any], found: Dict[str, Any], tolerance: floa
                 f"in {int(over.sum())} of {want.size} values"
             )
     return {"max_diff": largest, "problems": problems}
+
+
+def task_metric(task: str, labels: Sequence[float], predictions: Sequence[Sequence[float]]) -> Tuple[str, float]:
+    """(name, value) of the task's default blessing metric (model/tasks.py) of `predictions` (the task's prediction
+    output, one row per label) against `labels` in the label's units, rows without a label left out: binary
+    `binary_accuracy` (probability > 0.5, as Keras and TFMA count), multiclass `accuracy` (the highest score's
+    index), regression `r2`."""
+    import numpy as np
+
+    from tfxflow.components.model import tasks
+
+    name = tasks.TASK_SPECS[task].default_metric
+    labels = np.asarray(labels, np.float64).reshape(-1)
+    predictions = np.asarray(predictions, np.float64).reshape(len(labels), -1)
+    known = ~np.isnan(labels)
+    labels, predictions = labels[known], predictions[known]
+    if not len(labels):
+        return name, float("nan")
+    if task == tasks.BINARY:
+        return name, float(np.mean((predictions[:, 0] > 0.5) == (labels > 0.5)))
+    if task == tasks.MULTICLASS:
+        return name, float(np.mean(np.argmax(predictions, axis=1) == labels))
+    spread = float(np.sum((labels - labels.mean()) ** 2))
+    return name, (1.0 - float(np.sum((labels - predictions[:, 0]) ** 2)) / spread) if spread else float("nan")
+
+
+@dataclasses.dataclass
+class Scoring:
+    """Eval rows to score each variant on: `inputs` ({column: values}) and their `labels` (the label's units), the
+    model's `task` and the signature `output` the metric reads (the task's prediction key)."""
+
+    task: str
+    output: str
+    inputs: Dict[str, list]
+    labels: List[float]
 
 
 def _columns(function) -> Dict[str, Any]:
@@ -162,18 +207,26 @@ def probe(request: Dict[str, Any], started: Optional[subprocess.Popen] = None, t
 
 
 def export(
-    model_dir: str, out_dir: str, golden: List[Dict[str, Any]], signature: str = names.RAW_SIGNATURE
+    model_dir: str,
+    out_dir: str,
+    golden: List[Dict[str, Any]],
+    signature: str = names.RAW_SIGNATURE,
+    scoring: Optional[Scoring] = None,
+    unscored: str = "",
 ) -> Dict[str, Any]:
     """Converts `model_dir`'s `signature`, checks each variant on the `golden` rows (dicts of raw column values)
-    in components/edge_probe.py, and leaves in `out_dir` (a local folder or an object store's) the variants that
-    agree and `edge.json`; returns what `edge.json` holds."""
+    and on `scoring`'s eval rows (else `unscored` says why there are none) in components/edge_probe.py, and leaves
+    in `out_dir` (a local folder or an object store's) the variants that agree and `edge.json`; returns what
+    `edge.json` holds."""
     result: Dict[str, Any] = {"signature": signature, "rows": len(golden), "variants": {}, "published": []}
+    if scoring is None:
+        result["eval"] = {"skipped": unscored or "no eval rows were given"}
     started = start_probe() if golden else None  # it imports its runtime on the other core meanwhile
     try:
         with tempfile.TemporaryDirectory(prefix="tfxflow-edge-") as work:
             converted = _convert(model_dir, signature, work, result)
             if converted:
-                _check(model_dir, signature, golden, work, converted, result, started)
+                _check(model_dir, signature, golden, work, converted, result, started, scoring)
             _publish(work, out_dir, result)
     finally:
         _loaded.cache_clear()
@@ -224,8 +277,10 @@ def _check(
     converted: Dict[str, bytes],
     result: Dict[str, Any],
     started: Optional[subprocess.Popen] = None,
+    scoring: Optional[Scoring] = None,
 ) -> None:
-    """Runs each variant on the golden rows in the probe; fills result's variants and what is published."""
+    """Runs each variant on the golden rows and `scoring`'s eval rows in the probe; fills result's variants and
+    what is published."""
     found: Dict[str, Any] = {}
     if not golden:
         result["reason"] = "the eval split has no row with every serving column to check the TFLite model on"
@@ -240,6 +295,11 @@ def _check(
             "latency_calls": LATENCY_CALLS,
             "needs_flex": bool(result["select_tf_ops"]),
         }
+        if scoring is not None:
+            request["score"] = {"inputs": scoring.inputs, "output": scoring.output}
+            saved = _saved_model_outputs(model_dir, signature, scoring.inputs)[scoring.output]
+            metric, value = task_metric(scoring.task, scoring.labels, saved)
+            result["eval"] = {"rows": len(scoring.labels), "metric": metric, "saved_model": round(value, 6)}
         found = probe(request, started)
     for variant, blob in converted.items():
         entry: Dict[str, Any] = {"file": FILES[variant], "bytes": len(blob), "tolerance": TOLERANCES[variant]}
@@ -257,8 +317,11 @@ def _check(
             entry.update({k: answer[k] for k in ("runtime", "load_ms", "p50_ms", "p99_ms")})
             compared = differences(expected, answer["outputs"], TOLERANCES[variant])
             entry["max_diff"] = compared["max_diff"]
-            if compared["problems"]:
-                entry["reason"] = "; ".join(compared["problems"])
+            problems = compared["problems"]
+            if scoring is not None:
+                problems += _scored(scoring, variant, answer.get("scored"), result["eval"], entry)
+            if problems:
+                entry["reason"] = "; ".join(problems)
         # A smaller variant only beside a float32 that agrees.
         entry["published"] = "reason" not in entry and (variant == "float32" or "float32" in result["published"])
         if entry["published"]:
@@ -270,6 +333,21 @@ def _check(
         for entry in result["variants"].values():
             entry["published"] = False
         result["published"] = []
+
+
+def _scored(scoring: Scoring, variant: str, scored, evaluated: Dict[str, Any], entry: Dict[str, Any]) -> List[str]:
+    """Puts the variant's metric on the eval rows in `entry["eval"]`; the problem where it is further than its
+    margin from the SavedModel's (`evaluated`)."""
+    if scored is None:
+        return ["it gave no answer for the eval rows"]
+    metric, value = task_metric(scoring.task, scoring.labels, scored)
+    gap = abs(value - evaluated["saved_model"])
+    margin = METRIC_MARGINS[variant]
+    entry["eval"] = {"metric": metric, "value": round(value, 6), "gap": round(gap, 6), "margin": margin}
+    if gap <= margin:
+        return []
+    rows, saved = evaluated["rows"], evaluated["saved_model"]
+    return [f"its {metric} on {rows:,} eval rows is {value:.4f}, the SavedModel's {saved:.4f} (margin {margin:g})"]
 
 
 def _write(out_dir: str, result: Dict[str, Any]) -> None:
@@ -306,16 +384,49 @@ def summary_line(result: Dict[str, Any]) -> str:
         if result.get("select_tf_ops")
         else "builtin ops only"
     )
-    return f"{', '.join(parts)}; {first.get('p50_ms', 0):.2f} ms at batch 1 in {first.get('runtime')}; {runs}"
+    line = f"{', '.join(parts)}; {first.get('p50_ms', 0):.2f} ms at batch 1 in {first.get('runtime')}; {runs}"
+    evaluated = result.get("eval", {})
+    if "metric" in evaluated:
+        scored = ", ".join(
+            f"{result['variants'][variant]['eval']['value']:.4f}"
+            for variant in result["published"]
+            if "eval" in result["variants"][variant]
+        )
+        line += (
+            f"; {evaluated['metric']} on {evaluated['rows']:,} eval rows {scored} "
+            f"(SavedModel {evaluated['saved_model']:.4f})"
+        )
+    return line
 
 
-def _golden(input_dict: Dict[str, List[types.Artifact]], columns_of_model: List[str], count: int) -> List[dict]:
-    """The ServingCheck's golden rows: eval rows with every raw column the model takes, as {column: value}."""
-    from tfxflow.components import serving_check
+def eval_rows(
+    input_dict: Dict[str, List[types.Artifact]], model_dir: str, columns: List[str], count: int, scored: int = EVAL_ROWS
+) -> Tuple[List[dict], Optional[Scoring], str]:
+    """(the ServingCheck's golden rows: the first `count` eval rows with every raw column the model takes, as
+    {column: value}; up to `scored` such rows to score with their labels, or None; why there are none). Labels
+    are the model's own `transform_features` answer, as the Evaluator reads them."""
+    import tensorflow as tf
 
-    schema, files = serving_check.golden_sources(input_dict)
-    columns = serving_check.serving_columns(schema)
-    return serving_check.golden_rows(files, columns_of_model, list(columns), count)[1]
+    from tfxflow.components import model_info, serving_check
+    from tfxflow.components.model import export as export_lib
+    from tfxflow.components.model import tasks
+
+    _, files = serving_check.golden_sources(input_dict)
+    rows, complete = export_lib.sample_rows(files, columns, max(count, scored))
+    records = [row for row, whole in zip(rows, complete, strict=True) if whole]
+    instances = [serving_check.instance_of(tf.train.Example.FromString(row), columns) for row in records]
+    info = model_info.read(model_dir) or {}
+    label = (info.get("label") or {}).get("name")
+    transform = _loaded(model_dir).signatures.get(names.TRANSFORM_SIGNATURE)
+    if info.get("task") not in tasks.TASK_SPECS or not label or transform is None:
+        why = "the model records no task, label and transform_features signature (a module file's model)"
+        return instances[:count], None, f"not scored on eval rows: {why}"
+    if not records:
+        return [], None, "not scored on eval rows: none has a value in every serving column"
+    records = records[:scored]
+    labels = transform(examples=tf.constant(records))[label].numpy().astype("float64").reshape(-1).tolist()
+    inputs = {column: [row[column] for row in instances[: len(records)]] for column in columns}
+    return instances[:count], Scoring(info["task"], info["prediction_key"], inputs, labels), ""
 
 
 def _export_blessed(model_dir: str, out_dir: str, input_dict, count: int) -> Dict[str, Any]:
@@ -329,7 +440,8 @@ def _export_blessed(model_dir: str, out_dir: str, input_dict, count: int) -> Dic
         }
         _write(out_dir, result)
         return result
-    return export(model_dir, out_dir, _golden(input_dict, columns, count))
+    golden, scoring, unscored = eval_rows(input_dict, model_dir, columns, count)
+    return export(model_dir, out_dir, golden, scoring=scoring, unscored=unscored)
 
 
 class Executor(base_executor.BaseExecutor):

@@ -3,10 +3,11 @@ interpreter, the model read from its file.
 
 Reads one JSON request on stdin: `models` ({variant: .tflite path}), `signature`, `inputs` ({column: values}),
 `dtypes` ({column: numpy dtype name, "string" for text}), `latency_calls`, `needs_flex` (the models use Select TF
-ops). Answers one JSON line on stdout: per
-variant its `outputs` ({name: [[...], ...]}), `load_ms` (interpreter and signature made), `p50_ms` and `p99_ms`
-(one row per call), or its `error`; and `runtime`: "litert" where the `ai_edge_litert` runtime is installed and
-the model needs no Select TF ops, else "tensorflow" (tf.lite.Interpreter, which links the Flex delegate).
+ops), and optionally `score` ({"inputs": {column: values}, "output": name}: eval rows in one call). Answers one JSON
+line on stdout: per variant its `outputs` ({name: [[...], ...]}), `scored` (the `score` rows' values of its
+output), `load_ms` (interpreter and signature made), `p50_ms` and `p99_ms` (one row per call), or its `error`; and
+`runtime`: "litert" where the `ai_edge_litert` runtime is installed and the model needs no Select TF ops, else
+"tensorflow" (tf.lite.Interpreter, which links the Flex delegate).
 """
 
 import json
@@ -27,7 +28,18 @@ def _interpreter(needs_flex: bool):
     return tf.lite.Interpreter, "tensorflow"
 
 
-def _run(path, signature, inputs, calls, needs_flex):
+def _rows(array):
+    """[[...], ...] of an output: one list per row, text as str."""
+    import numpy as np
+
+    array = np.asarray(array)
+    rows = array.reshape(len(array), -1)
+    if array.dtype.kind in "SO":
+        return [[v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in row] for row in rows]
+    return np.asarray(rows, dtype=np.float64).tolist()
+
+
+def _run(path, signature, inputs, calls, needs_flex, score=None):
     import numpy as np
 
     interpreter_class, runtime = _interpreter(needs_flex)
@@ -43,47 +55,46 @@ def _run(path, signature, inputs, calls, needs_flex):
         start = time.perf_counter()
         runner(**one)
         times.append(time.perf_counter() - start)
-    answer = {}
-    for name, values in sorted(outputs.items()):
-        array = np.asarray(values)
-        if array.dtype.kind in "SO":
-            answer[name] = [
-                [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in row]
-                for row in array.reshape(len(array), -1)
-            ]
-        else:
-            answer[name] = np.asarray(array, dtype=np.float64).reshape(len(array), -1).tolist()
     latency = np.asarray(times) * 1000
-    return {
+    answer = {
         "runtime": runtime,
-        "outputs": answer,
+        "outputs": {name: _rows(values) for name, values in sorted(outputs.items())},
         "load_ms": round(load_ms, 2),
         "p50_ms": round(float(np.percentile(latency, 50)), 4) if calls else None,
         "p99_ms": round(float(np.percentile(latency, 99)), 4) if calls else None,
     }
+    if score is not None:
+        answer["scored"] = _rows(runner(**score["inputs"])[score["output"]])
+    return answer
+
+
+def _arrays(values_by_column, dtypes):
+    """{column: numpy array} of {column: JSON values}: text as bytes objects, None as NaN."""
+    import numpy as np
+
+    return {
+        name: np.array([v.encode("utf-8") for v in values], dtype=object)
+        if dtypes[name] == "string"
+        else np.array([np.nan if v is None else v for v in values], dtype=dtypes[name])
+        for name, values in values_by_column.items()
+    }
 
 
 def main():
-    import numpy as np
-
     try:  # what it will run the models with is imported while the caller converts them (seconds for TensorFlow)
         import ai_edge_litert.interpreter  # noqa: F401
     except ImportError:
         import tensorflow  # noqa: F401
     request = json.load(sys.stdin)
-    inputs = {}
-    for name, values in request["inputs"].items():
-        dtype = request["dtypes"][name]
-        inputs[name] = (
-            np.array([v.encode("utf-8") for v in values], dtype=object)
-            if dtype == "string"
-            else np.array([np.nan if v is None else v for v in values], dtype=dtype)
-        )
+    inputs = _arrays(request["inputs"], request["dtypes"])
+    score = request.get("score")
+    if score is not None:
+        score = {"inputs": _arrays(score["inputs"], request["dtypes"]), "output": score["output"]}
     answer = {}
     for variant, path in sorted(request["models"].items()):
         try:
             answer[variant] = _run(
-                path, request["signature"], inputs, int(request.get("latency_calls", 0)), request["needs_flex"]
+                path, request["signature"], inputs, int(request.get("latency_calls", 0)), request["needs_flex"], score
             )
         except Exception as err:  # noqa: BLE001 - any interpreter failure is the answer for this variant
             answer[variant] = {"error": f"{type(err).__name__}: {str(err).strip()[:500]}"}

@@ -126,16 +126,23 @@ def golden_rows(
         example = tf.train.Example.FromString(row)
         feature = example.features.feature
         if whole:
-            instance = {}
-            for column in columns:
-                value = export.feature_values(feature[column])[0]
-                instance[column] = value.decode("utf-8") if isinstance(value, bytes) else value
-            instances.append(instance)
+            instances.append(instance_of(example, columns))
             instance_rows.append(i)
         for name in [n for n in feature if n not in keep]:
             del feature[name]
         examples.append(example.SerializeToString(deterministic=True))
     return examples, instances, instance_rows
+
+
+def instance_of(example, columns: Sequence[str]) -> Dict[str, Any]:
+    """A tf.Example that has one value in every one of `columns` as a JSON instance: {column: value}, text as str."""
+    from tfxflow.components.model import export
+
+    instance = {}
+    for column in columns:
+        value = export.feature_values(example.features.feature[column])[0]
+        instance[column] = value.decode("utf-8") if isinstance(value, bytes) else value
+    return instance
 
 
 def golden_sources(input_dict: Dict[str, List[types.Artifact]]):

@@ -614,7 +614,7 @@ def _log_trial(mlflow_client, parent_run_id: str, op: Dict[str, Any]) -> None:
 
 def edge_figures(result: Optional[Dict[str, Any]]) -> Dict[str, float]:
     """MLflow metrics of EdgeExport's edge.json: per published variant its size, largest difference from the
-    SavedModel, p50 latency at batch 1 and load time."""
+    SavedModel, p50 latency at batch 1, load time and its metric on the eval rows (`edge.<variant>.<metric>`)."""
     figures: Dict[str, float] = {}
     for variant in (result or {}).get("published", []):
         entry = result["variants"][variant]
@@ -623,6 +623,8 @@ def edge_figures(result: Optional[Dict[str, Any]]) -> Dict[str, float]:
         for key in ("p50_ms", "load_ms"):
             if entry.get(key) is not None:
                 figures[f"edge.{variant}.{key}"] = entry[key]
+        if "eval" in entry:
+            figures[f"edge.{variant}.{entry['eval']['metric']}"] = entry["eval"]["value"]
     return figures
 
 

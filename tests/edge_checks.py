@@ -6,6 +6,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests import helpers
@@ -94,5 +95,12 @@ def check_result(result, out):
         assert int8["reason"].startswith("output '") and " differs by up to " in int8["reason"], int8
         assert not int8["published"]
     assert result["rows"] > 0 and float32["p50_ms"] > 0
+    # Each published variant scored the eval rows within its margin of the SavedModel's metric on them.
+    scored = result["eval"]
+    assert scored["rows"] >= result["rows"] and scored["metric"] in ("binary_accuracy", "accuracy", "r2"), scored
+    for variant in result["published"]:
+        entry = result["variants"][variant]["eval"]
+        assert entry["metric"] == scored["metric"] and entry["gap"] <= edge.METRIC_MARGINS[variant], entry
+        assert entry["gap"] == pytest.approx(abs(entry["value"] - scored["saved_model"]), abs=1e-6)
     line = out.split("  edge (TFLite):  ", 1)[1].splitlines()[0]
     assert line == edge.summary_line(result)

@@ -494,6 +494,7 @@ def _edge(page: RunPage) -> str:
             "yes" if entry.get("published") else "no",
             f"{entry['bytes'] / 1024:,.0f} KiB",
             fmt(max(entry.get("max_diff", {}).values(), default=float("nan"))),
+            fmt(entry.get("eval", {}).get("value", float("nan"))),
             fmt(entry.get("p50_ms", float("nan"))),
             fmt(entry.get("load_ms", float("nan"))),
             entry.get("reason", ""),
@@ -501,8 +502,14 @@ def _edge(page: RunPage) -> str:
         for _, entry in sorted(page.edge.get("variants", {}).items())
     ]
     if rows:
-        headers = ("file", "published", "size", "max difference", "p50 ms at batch 1", "load ms", "why not")
-        body += _table(headers, rows, numeric=(2, 3, 4, 5))
+        scored = page.edge.get("eval", {})
+        metric = (
+            f"{scored['metric']} on {scored['rows']:,} eval rows (SavedModel {fmt(scored['saved_model'])})"
+            if "metric" in scored
+            else "eval metric"
+        )
+        headers = ("file", "published", "size", "max difference", metric, "p50 ms at batch 1", "load ms", "why not")
+        body += _table(headers, rows, numeric=(2, 3, 4, 5, 6))
     return body
 
 

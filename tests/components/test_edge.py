@@ -210,3 +210,70 @@ def test_the_step_never_fails_the_run_it_says_why_there_is_no_tflite_model(tmp_p
     inputs["infra_blessing"] = [_artifact(sa.InfraBlessing, str(tmp_path / "i2"), blessed=0)]  # the check failed
     edge.Executor().Do(inputs, {"edge_model": [out]}, {})
     assert edge.read_result(out.uri) == {"published": [], "reason": "not converted: the model is not blessed"}
+
+
+def test_the_task_metric_is_scikit_learns_on_the_same_answers():
+    from sklearn import metrics as sk
+
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 2, 300).astype(float)
+    probabilities = rng.random((300, 1))
+    labels[3] = np.nan  # a row without a label is left out, as the Evaluator leaves it
+    known = ~np.isnan(labels)
+    name, value = edge.task_metric("binary", labels, probabilities)
+    assert name == "binary_accuracy"
+    assert value == pytest.approx(sk.accuracy_score(labels[known], probabilities[known, 0] > 0.5))
+    classes = rng.integers(0, 4, 300)
+    scores = rng.random((300, 4))
+    assert edge.task_metric("multiclass", classes, scores) == (
+        "accuracy",
+        pytest.approx(sk.accuracy_score(classes, scores.argmax(axis=1))),
+    )
+    target = rng.normal(10, 3, 300)
+    predicted = target + rng.normal(0, 1, 300)
+    assert edge.task_metric("regression", target, predicted[:, None]) == (
+        "r2",
+        pytest.approx(sk.r2_score(target, predicted)),
+    )
+
+
+def _scoring(rows, labels):
+    return edge.Scoring("binary", "probabilities", {k: [r[k] for r in rows] for k in rows[0]}, labels)
+
+
+def test_each_variant_scores_the_eval_rows_as_the_saved_model_does(transform_like, tmp_path):
+    rows = _rows() * 4
+    labels = [float(i % 3 == 0) for i in range(len(rows))]
+    result = edge.export(transform_like, str(tmp_path / "edge"), _rows(), scoring=_scoring(rows, labels))
+    loaded = tf.saved_model.load(transform_like).signatures["serving_raw"]
+    columns = {k: [r[k] for r in rows] for k in rows[0]}
+    saved = loaded(
+        payment_type=tf.constant(columns["payment_type"]),
+        area=tf.constant(columns["area"], tf.int64),
+        miles=tf.constant(columns["miles"], tf.float32),
+        tolls_mile=tf.constant(columns["tolls/mile"], tf.float32),
+    )["probabilities"].numpy()
+    want = float(np.mean((saved[:, 0] > 0.5) == (np.array(labels) > 0.5)))
+    assert 0 < want < 1  # the rows are not all on one side
+    assert result["eval"] == {"rows": 32, "metric": "binary_accuracy", "saved_model": pytest.approx(want)}
+    for variant in ("float32", "int8"):
+        scored = result["variants"][variant]["eval"]
+        assert scored["value"] == pytest.approx(want) and scored["gap"] <= edge.METRIC_MARGINS[variant], scored
+    assert result["published"] == ["float32", "int8"]
+    assert edge.summary_line(result).endswith(
+        f"; binary_accuracy on 32 eval rows {want:.4f}, {want:.4f} (SavedModel {want:.4f})"
+    )
+
+
+def test_a_variant_further_from_the_saved_models_metric_than_its_margin_is_not_published(
+    transform_like, tmp_path, monkeypatch
+):
+    rows = _rows()
+    monkeypatch.setitem(edge.METRIC_MARGINS, "int8", -1.0)  # any gap, even none, is over it
+    result = edge.export(transform_like, str(tmp_path / "edge"), rows, scoring=_scoring(rows, [1.0] * len(rows)))
+    assert result["published"] == ["float32"]
+    saved = result["eval"]["saved_model"]
+    assert result["variants"]["int8"]["reason"] == (
+        f"its binary_accuracy on 8 eval rows is {saved:.4f}, the SavedModel's {saved:.4f} (margin -1)"
+    )
+    assert sorted(os.listdir(tmp_path / "edge")) == ["edge.json", "model.tflite"]

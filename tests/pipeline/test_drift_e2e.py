@@ -154,6 +154,7 @@ def test_the_first_model_is_published_with_tflite_models_that_answer_as_it_does(
     with open(os.path.join(blessed["home"], "reports", pages[0]), encoding="utf-8") as f:
         page = f.read()
     assert "<h3>TensorFlow Lite</h3>" in page and "model-int8.tflite" in page
+    assert f"binary_accuracy on {result['eval']['rows']:,} eval rows (SavedModel " in page
     # The versions the later runs pushed, without --tflite, hold no edge folder; the first one keeps its own.
     later = helpers.pushed_versions(blessed["serving"], "taxi")[1:]
     assert later and not any(os.path.exists(os.path.join(blessed["serving"], "taxi", v, EDGE_DIR)) for v in later)

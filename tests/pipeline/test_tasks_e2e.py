@@ -610,6 +610,11 @@ def _check_named_penguins_tflite(named):
         folder, helpers.read_csv_rows(os.path.join(named["data"], "data.csv"), 200)
     )
     assert [c.decode() for c in answer["classes"][0]] == ["Chinstrap", "Gentoo", "Adelie"]
+    # Every eval row has every column: the rows scored are the Evaluator's, so TFMA's accuracy is the SavedModel's.
+    metrics, _ = _mlflow_metrics(named["vocabulary"]["home"], "penguins")
+    assert result["eval"]["rows"] == metrics["eval.example_count"]
+    assert result["eval"]["saved_model"] == pytest.approx(metrics["eval.accuracy"], abs=1e-6)
+    assert metrics["edge.float32.accuracy"] == pytest.approx(result["variants"]["float32"]["eval"]["value"])
 
 
 @pytest.mark.long_runs("multiclass", "named_classes")
