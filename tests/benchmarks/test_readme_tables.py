@@ -236,13 +236,25 @@ def test_the_edge_block_is_rendered_from_its_results_file_and_every_task_publish
             # Published only within tol x (1 + |value|) on every golden row (components/edge.py).
             assert variants[variant]["published"] and "reason" not in variants[variant]
             assert variants[variant]["tolerance"] == edge.TOLERANCES[variant] and variants[variant]["p50_ms"] > 0
+            # And its metric on the eval rows within its margin of the SavedModel's on the same rows.
+            scored = variants[variant]["eval"]
+            assert abs(scored["value"] - run["edge"]["eval"]["saved_model"]) <= edge.METRIC_MARGINS[variant]
         assert variants["int8"]["bytes"] < variants["float32"]["bytes"]
+        assert run["edge"]["eval"]["rows"] >= 1000  # of the 3,726 eval rows, those with every serving column
     rendered = readme_tables.edge_models(result)
     assert rendered.count("| SavedModel |") == 3 and rendered.count("`model.tflite`") == 3
 
 
 def test_the_edge_block_renders_each_published_variant_and_what_runs_it():
-    entry = {"file": "model.tflite", "bytes": 2048, "max_diff": {"scores": 1e-7}, "p50_ms": 0.25, "load_ms": 1.5}
+    entry = {
+        "file": "model.tflite",
+        "bytes": 2048,
+        "max_diff": {"scores": 1e-7},
+        "p50_ms": 0.25,
+        "load_ms": 1.5,
+        "eval": {"metric": "binary_accuracy", "value": 0.8125, "gap": 0.0, "margin": 0.001},
+    }
+    scored = {"rows": 1234, "metric": "binary_accuracy", "saved_model": 0.8125}
     result = {
         "commit": "abc",
         "machine": {"date": "2026-01-02", "cpus": 2},
@@ -250,14 +262,26 @@ def test_the_edge_block_renders_each_published_variant_and_what_runs_it():
             {
                 "task": "binary",
                 "saved_model": {"bytes": 10240, "p50_ms": 0.75},
-                "edge": {"published": ["float32"], "variants": {"float32": entry}, "select_tf_ops": ["AsString"]},
+                "edge": {
+                    "published": ["float32"],
+                    "variants": {"float32": entry},
+                    "select_tf_ops": ["AsString"],
+                    "eval": scored,
+                },
             }
         ],
     }
     rendered = readme_tables.edge_models(result)
-    assert "| binary | SavedModel | 10 KiB | - | 0.75 ms | - | TF Serving |" in rendered
-    assert "| binary | `model.tflite` | 2 KiB | 1e-07 | 0.25 ms | 1.5 ms | Select TF ops (AsString) |" in rendered
+    assert "| binary | SavedModel | 10 KiB | - | binary_accuracy 0.8125 (1,234 rows) | 0.75 ms | - | TF Serving |" in (
+        rendered
+    )
+    assert "| binary | `model.tflite` | 2 KiB | 1e-07 | 0.8125 | 0.25 ms | 1.5 ms | Select TF ops (AsString) |" in (
+        rendered
+    )
     assert readme_tables.kind(result) == "edge" and "(commit abc), 2 CPU cores" in rendered
+    # A model not scored (a module file's) has a dash there.
+    del result["edge_runs"][0]["edge"]["eval"], entry["eval"]
+    assert "| binary | `model.tflite` | 2 KiB | 1e-07 | - | 0.25 ms |" in readme_tables.edge_models(result)
 
 
 def _tree(tmp_path, docs, results):
