@@ -42,7 +42,7 @@ help:
 	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
-	@echo "make bench-edge     --tflite per task: TFLite sizes, agreement with the SavedModel, latency (about 4 min)"
+	@echo "make bench-edge     --tflite per task and a text model: TFLite sizes, agreement with the SavedModel, latency\n                     (about 5 min)"
 	@echo "make bench-tuning   what --tune buys and costs on the taxi data: a poor learning rate and the defaults,\n                     each run untuned and tuned (about 10 min)"
 	@echo "make bench-transform-sample  model quality with Transform's analysis on every training row vs. on a sample\n                     (--transform-max-rows), 3 seeds each on 20x data (about 8 min)"
 	@echo "make test-current  the current lane (TFX 1.21) in a Debian 13 root where this host cannot run it (root)"

@@ -1,13 +1,14 @@
-"""Edge benchmark: what `tfxflow run --tflite` publishes for each task on the bundled taxi data, and how it
-compares with the served SavedModel.
+"""Edge benchmark: what `tfxflow run --tflite` publishes for each task on the bundled taxi data and for a text
+model, and how it compares with the served SavedModel.
 
-    make bench-edge                       # three runs (binary, multi-class, regression), about 4 minutes
+    make bench-edge                       # four runs (binary, multi-class, regression, text), about 5 minutes
 
 Binary runs the curated taxi schema; multi-class (payment_type) and regression (fare) run infer-schema's drafts,
-as `make bench` does. Each run converts its blessed model (components/edge.py), checks it on the eval split's
-golden rows in a process of its own and publishes it in the pushed version; this reads the version's
-`edge.json` and the ServingCheck's figures for the SavedModel, prints a table and writes JSON
-(benchmarks/results/edge-<date>.json).
+as `make bench` does; text runs infer-schema's draft of Debian's package descriptions (tests/data: their
+archive section from the description and the package name). Each run converts its blessed model
+(components/edge.py), checks it on the eval split's golden rows and scores it on the eval rows in a process of
+its own and publishes it in the pushed version; this reads the version's `edge.json` and the ServingCheck's
+figures for the SavedModel, prints a table and writes JSON (benchmarks/results/edge-<date>.json).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +26,8 @@ from typing import Any, Dict, List, Optional
 
 from benchmarks import provenance
 
-TASKS = (("binary", None), ("multiclass", "payment_type"), ("regression", "fare"))
+TASKS = (("binary", None), ("multiclass", "payment_type"), ("regression", "fare"), ("text", "section"))
+DEBIAN = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "debian_packages.csv")
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
 
 
@@ -38,13 +41,18 @@ def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
     args = [TFXFLOW, "run", "--home", home, "--tracking", "off", "--tflite"]
     model = "taxi"
     if label is not None:
+        data = bundled_taxi_data_root()
+        if task == "text":
+            data = os.path.join(work, "debian-data")
+            os.makedirs(data, exist_ok=True)
+            shutil.copy(DEBIAN, os.path.join(data, "packages.csv"))
         out = os.path.join(work, f"draft-{task}")
         subprocess.run(
-            [TFXFLOW, "infer-schema", "--data-root", bundled_taxi_data_root(), "--out", out, "--label", label],
+            [TFXFLOW, "infer-schema", "--data-root", data, "--out", out, "--label", label],
             check=True,
             capture_output=True,
         )
-        args += ["--data-root", bundled_taxi_data_root(), "--dataset", task]
+        args += ["--data-root", data, "--dataset", task]
         args += ["--schema", f"{out}/schema.pbtxt", "--feature-config", f"{out}/features.yaml"]
         model = task
     done = subprocess.run(args, capture_output=True, text=True, check=False)

@@ -433,7 +433,8 @@ def edge_models(result: Dict[str, Any]) -> str:
     machine = result["machine"]
     lines = [
         f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores: `tfxflow run --tflite` on the "
-        "bundled taxi data per task, each variant checked on the eval split's golden rows in a process of its own "
+        "bundled taxi data per task and on Debian's package descriptions (text), each variant checked on the eval "
+        "split's golden rows in a process of its own "
         "(components/edge_probe.py) and scored on the eval rows that have every serving column (the task's default "
         "metric, the SavedModel's on the same rows beside it); latency of one row through the signature, the "
         "SavedModel's from the serving check:",
@@ -452,7 +453,10 @@ def edge_models(result: Dict[str, Any]) -> str:
             f"| {run['task']} | SavedModel | {saved['bytes'] / 1024:,.0f} KiB | - | {metric} | "
             f"{saved['p50_ms']:.2f} ms | - | TF Serving |"
         )
-        runtime = f"Select TF ops ({', '.join(edge['select_tf_ops'])})" if edge["select_tf_ops"] else "builtin ops only"
+        needs = [f"Select TF ops ({', '.join(edge['select_tf_ops'])})"] if edge["select_tf_ops"] else []
+        if edge.get("text_ops"):
+            needs.append(f"TF Text's TFLite ops ({', '.join(edge['text_ops'])})")
+        runtime = " and ".join(needs) or "builtin ops only"
         for variant in edge["published"]:
             entry = edge["variants"][variant]
             gap = max(entry["max_diff"].values())
@@ -461,6 +465,14 @@ def edge_models(result: Dict[str, Any]) -> str:
                 f"| {run['task']} | `{entry['file']}` | {entry['bytes'] / 1024:,.0f} KiB | {gap:.2g} | {value} | "
                 f"{entry['p50_ms']:.2f} ms | {entry['load_ms']:.1f} ms | {runtime} |"
             )
+    dropped = [
+        f"- {run['task']}: `{entry['file']}` not published: {entry.get('reason', 'no reason recorded')}"
+        for run in result["edge_runs"]
+        for variant, entry in sorted(run["edge"]["variants"].items())
+        if variant not in run["edge"]["published"]
+    ]
+    if dropped:
+        lines += ["", "Variants the check dropped in these runs:", "", *dropped]
     return "\n".join(lines)
 
 

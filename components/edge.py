@@ -263,6 +263,7 @@ def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) 
         ops = edge_convert.ops(converted["float32"])
         result["ops"] = ops
         result["select_tf_ops"] = sorted(op[len("Flex") :] for op in ops if op.startswith("Flex"))
+        result["text_ops"] = sorted(op for op in ops if op in edge_convert.TEXT_OPS)
     for variant, blob in converted.items():
         with open(os.path.join(work, FILES[variant]), "wb") as f:
             f.write(blob)
@@ -294,6 +295,7 @@ def _check(
             "dtypes": _input_dtypes(model_dir, signature),
             "latency_calls": LATENCY_CALLS,
             "needs_flex": bool(result["select_tf_ops"]),
+            "text_ops": bool(result.get("text_ops")),
         }
         if scoring is not None:
             request["score"] = {"inputs": scoring.inputs, "output": scoring.output}
@@ -379,11 +381,10 @@ def summary_line(result: Dict[str, Any]) -> str:
         gap = max(entry.get("max_diff", {}).values(), default=0.0)
         parts.append(f"{entry['file']} {entry['bytes'] / 1024:.0f} KiB (max diff {gap:.2g})")
     first = result["variants"][result["published"][0]]
-    runs = (
-        f"needs Select TF ops ({', '.join(result['select_tf_ops'])})"
-        if result.get("select_tf_ops")
-        else "builtin ops only"
-    )
+    needs = [f"Select TF ops ({', '.join(result['select_tf_ops'])})"] if result.get("select_tf_ops") else []
+    if result.get("text_ops"):
+        needs.append(f"TF Text's TFLite ops ({', '.join(result['text_ops'])})")
+    runs = f"needs {' and '.join(needs)}" if needs else "builtin ops only"
     line = f"{', '.join(parts)}; {first.get('p50_ms', 0):.2f} ms at batch 1 in {first.get('runtime')}; {runs}"
     evaluated = result.get("eval", {})
     if "metric" in evaluated:

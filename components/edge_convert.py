@@ -14,11 +14,19 @@ model's filled table, and the graph is rebuilt around tables whose keys and valu
 Every rewrite is exact. What is left without a builtin kernel (StringToHashBucketFast: the FarmHash of an
 out-of-vocabulary value, AsString before it) converts with Select TF ops, and the model then needs the Flex
 delegate (TensorFlow's interpreter, or a LiteRT build with Select TF ops); `ops()` says which.
+
+A text column's tokenization in the Transform graph (TF Text's classic WordPiece, regex splits, tf.Transform's
+ragged-tensor asserts in V1 control flow) has no TFLite counterpart. Where the model records how each text column
+was tokenized (model_info's `text`), its token ids and attention mask are found in the frozen graph by their
+values on a few sentences, and everything that made them is cut off: the edge model tokenizes with
+`text.edge_tokenize` (TF Text's FastBertTokenizer, whose two ops TF Text registers as TFLite custom ops,
+`TEXT_OPS`) and feeds the model part the same ids.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -27,6 +35,14 @@ import tensorflow as tf
 # Variants: the name, and the converter's optimisation. Dynamic-range int8 quantises the weight matrices only;
 # float16 also rounds the Transform's constants (bucket boundaries, means) to 16 bits and is not offered.
 VARIANTS = ("float32", "int8")
+
+
+# TF Text's ops an edge tokenizer converts to: TFLite custom ops, their kernels in
+# `tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` (components/edge_probe.py registers them).
+TEXT_OPS = ("FastBertNormalize", "FastWordpieceTokenizeWithOffsets")
+# Sentences whose token ids find a text column's ids and mask in the frozen graph: distinct lengths, plain words
+# (where the served tokenizer and the edge one agree by construction).
+_PROBE_TEXTS = ("the quick brown fox jumps over the lazy dog", "", "hello world", "a b c d e f g h i j k l m n o p")
 
 
 class Unconvertible(Exception):
@@ -261,9 +277,153 @@ def rewrite(graph_def, tables):
     return out
 
 
+def _text_records(model_dir: str) -> Dict[str, Dict[str, Any]]:
+    """{text column: how it was tokenized (export.model_info's `text`), with its vocabulary read and its edge
+    tokenizer built}; {} for a model without text columns or without the record."""
+    from tfxflow.components import model_info
+    from tfxflow.components.model import text as text_lib
+    from tfxflow.components.model.tokenization import Tokenization
+
+    found = {}
+    for column, record in ((model_info.read(model_dir) or {}).get("text") or {}).items():
+        tokens = text_lib.read_vocabulary(os.path.join(model_dir, "assets", record["vocabulary"]))
+        tokenization = Tokenization(**record["tokenization"])
+        try:
+            tokenizer = text_lib.edge_tokenizer(tokens, tokenization)
+        except text_lib.EdgeTokenizationError as err:
+            raise Unconvertible(f"text column '{column}': {err}") from None
+        found[column] = {**record, "tokens": tokens, "tokenization": tokenization, "tokenizer": tokenizer}
+    return found
+
+
+def _edge_ids(texts, record) -> Tuple[tf.Tensor, tf.Tensor]:
+    from tfxflow.components.model import text as text_lib
+
+    length = int(record["sequence_length"])
+    return text_lib.edge_tokenize(texts, record["tokens"], length, record["tokenization"], record["tokenizer"])
+
+
+def _evaluate(
+    graph_def, tables, feeds: Dict[str, np.ndarray], fetches: List[str], together: bool = False
+) -> Dict[str, np.ndarray]:
+    """{fetch: its value} of the rewritten graph on `feeds` ({input tensor name: values}), its tables filled;
+    a fetch with no value (in a branch of V1 control flow not taken) is left out. `together`: in one run, {}
+    where one of them has no value."""
+    with tf.Graph().as_default() as graph:
+        mapping = {
+            f"{name}:0": tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(tf.constant(keys, key_dtype), tf.constant(values, value_dtype)),
+                default_value=tf.constant(-1, value_dtype),
+            ).resource_handle
+            for name, (keys, values, key_dtype, value_dtype) in tables.items()
+        }
+        found = tf.graph_util.import_graph_def(graph_def, input_map=mapping, return_elements=fetches, name="m")
+        fed = {f"m/{name}": value for name, value in feeds.items()}
+        values = {}
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.tables_initializer())
+            if together:
+                try:
+                    return dict(zip(fetches, session.run(found, feed_dict=fed), strict=True))
+                except tf.errors.InvalidArgumentError:
+                    return {}
+            for name, tensor in zip(fetches, found, strict=True):
+                try:
+                    values[name] = session.run(tensor, feed_dict=fed)
+                except tf.errors.InvalidArgumentError:
+                    continue
+        return values
+
+
+def _text_tensors(graph_def, tables, input_specs, inputs, records) -> Dict[str, Tuple[str, ...]]:
+    """{ids or mask feature name: the tensors of the graph that carry it}: the int64 [batch, sequence_length]
+    tensors at the inlined functions' boundaries (the Transform graph's outputs, the model's inputs) whose values
+    on _PROBE_TEXTS are the edge tokenizer's ids or mask of them. Unconvertible where one is not found."""
+    texts = tf.constant(list(_PROBE_TEXTS))
+    rows = len(_PROBE_TEXTS)
+    feeds = {}
+    for name in inputs:
+        column = name.split(":")[0]
+        spec = next(s for s in input_specs.values() if (s.name or "") == column)
+        if column in records:
+            feeds[name] = np.array([t.encode() for t in _PROBE_TEXTS], dtype=object)
+        elif spec.dtype == tf.string:
+            feeds[name] = np.array([b""] * rows, dtype=object)
+        else:
+            feeds[name] = np.zeros([rows], spec.dtype.as_numpy_dtype)
+    boundaries = [
+        f"{node.name}:0"
+        for node in graph_def.node
+        if node.op == "Identity"
+        and ("/output/_" in node.name or "/input/_" in node.name)
+        and node.attr["T"].type == tf.int64.as_datatype_enum
+    ]
+    wanted = {}
+    for record in records.values():
+        ids, mask = (t.numpy() for t in _edge_ids(texts, record))
+        wanted.update({record["ids"]: ids, record["mask"]: mask})
+
+    def matching(values):
+        return {
+            feature: tuple(n for n, v in values.items() if v.shape == want.shape and (v == want).all())
+            for feature, want in wanted.items()
+        }
+
+    # The Transform layer's outputs first, in one run (they are computed whatever the branches); the other
+    # boundaries one by one where they are not enough (a fetch in a branch not taken has no value).
+    layer = [name for name in boundaries if "transform_features_layer" in name and "/output/_" in name]
+    found = matching(_evaluate(graph_def, tables, feeds, layer, together=True))
+    if not all(found.values()):
+        found = matching(_evaluate(graph_def, tables, feeds, boundaries))
+    missing = [feature for feature, tensors in found.items() if not tensors]
+    if missing:
+        raise Unconvertible(
+            f"text features {', '.join(missing)} were not found in the graph (or the edge tokenizer does not give "
+            "the served ids on plain words)"
+        )
+    return found
+
+
+def _cut_text(graph_def, replaced: Dict[str, Tuple[str, ...]], outputs: List[str]):
+    """The graph with each replaced tensor a placeholder `edge_text/<feature>` and only what the outputs need
+    by data: the Transform graph's tokenizer (and the control edges its asserts hung on others) is gone."""
+    by_tensor = {tensor: feature for feature, tensors in replaced.items() for tensor in tensors}
+    graph = tf.compat.v1.GraphDef()
+    graph.versions.CopyFrom(graph_def.versions)
+    for feature in replaced:
+        shape = tf.compat.v1.AttrValue(shape=tf.TensorShape([None, None]).as_proto())
+        graph.node.append(_node(f"edge_text/{feature}", "Placeholder", [], dtype=_type(tf.int64), shape=shape))
+    for node in graph_def.node:
+        copy = graph.node.add()
+        copy.CopyFrom(node)
+        del copy.input[:]
+        for tensor in node.input:
+            name = tensor if ":" in tensor or tensor.startswith("^") else f"{tensor}:0"
+            copy.input.append(f"edge_text/{by_tensor[name]}" if name in by_tensor else tensor)
+    nodes = {node.name: node for node in graph.node}
+    needed, stack = set(), [name.split(":")[0] for name in outputs]
+    while stack:  # reached by data edges only
+        name = stack.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        stack.extend(i.split(":")[0] for i in nodes[name].input if not i.startswith("^"))
+    pruned = tf.compat.v1.GraphDef()
+    pruned.versions.CopyFrom(graph.versions)
+    for node in graph.node:
+        if node.name in needed:
+            copy = pruned.node.add()
+            copy.CopyFrom(node)
+            kept = [i for i in node.input if not i.startswith("^") or i[1:] in needed]
+            del copy.input[:]
+            copy.input.extend(kept)
+    return pruned
+
+
 def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
     """A module whose `serve` answers as the SavedModel's `signature` does (same inputs and outputs by name),
-    with constant tables: what the converter takes. `loaded`: the SavedModel, if loaded already."""
+    with constant tables and its text columns tokenized by `text.edge_tokenize`: what the converter takes.
+    `loaded`: the SavedModel, if loaded already."""
     loaded = loaded if loaded is not None else tf.saved_model.load(model_dir)
     if signature not in loaded.signatures:
         raise Unconvertible(f"the model has no '{signature}' signature (it has {sorted(loaded.signatures)})")
@@ -276,6 +436,14 @@ def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
     inputs = [t.name for t in frozen.inputs if t.dtype != tf.resource]
     outputs = dict(zip(sorted(function.structured_outputs), [t.name for t in frozen.outputs], strict=True))
     kept = {name: table for name, table in tables.items() if table[2] != tf.int64}
+    records = {column: r for column, r in _text_records(model_dir).items() if f"{column}:0" in inputs}
+    if records:
+        replaced = _text_tensors(graph, kept, input_specs, inputs, records)
+        graph = _cut_text(graph, replaced, list(outputs.values()))
+        present = {node.name for node in graph.node}
+        kept = {name: table for name, table in kept.items() if name in present}
+        # A text column the model part no longer reads through the graph is still an input of the signature.
+        inputs = [name for name in inputs if name.split(":")[0] in present]
 
     class Edge(tf.Module):
         def __init__(self):
@@ -291,6 +459,9 @@ def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
         @tf.function(input_signature=[dict(input_specs)], autograph=False)
         def serve(self, features):
             mapping = {name: features[name.split(":")[0]] for name in inputs}
+            for column, record in records.items():
+                ids, mask = _edge_ids(features[column], record)
+                mapping.update({f"edge_text/{record['ids']}:0": ids, f"edge_text/{record['mask']}:0": mask})
             # tf.identity: the handle becomes a capture of this function (a resource handle itself cannot be
             # mapped into an imported graph under eager execution).
             mapping.update({f"{name}:0": tf.identity(t.resource_handle) for name, t in self.tables.items()})
@@ -299,27 +470,34 @@ def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
             )
             return {key: tf.identity(tensor, name=key) for key, tensor in zip(outputs, found, strict=True)}
 
-    return Edge()
+    edge = Edge()
+    edge.text_columns = sorted(records)
+    return edge
 
 
 def convert(model_dir: str, signature: str, work_dir: str, loaded=None) -> Dict[str, bytes]:
     """{variant: .tflite bytes} of the model's `signature`, its one TFLite signature named `signature` too;
     raises Unconvertible naming what failed."""
-    import os
-
     module = edge_module(model_dir, signature, loaded)
     saved = os.path.join(work_dir, "edge_savedmodel")
     tf.saved_model.save(module, saved, signatures={signature: module.serve})
     converted = {}
+    builtin = set(_builtin_names().values())
     for variant in VARIANTS:
         converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=[signature])
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+        # Custom ops only for an edge tokenizer's TEXT_OPS (any other is refused below, as without it).
+        converter.allow_custom_ops = bool(module.text_columns)
         if variant == "int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         try:
             converted[variant] = converter.convert()
         except Exception as err:  # the converter raises many kinds; the message names the op
             raise Unconvertible(_converter_reason(err)) from err
+        custom = [op for op in ops(converted[variant]) if op not in builtin and op not in TEXT_OPS]
+        custom = [op for op in custom if not op.startswith("Flex")]
+        if custom:
+            raise Unconvertible(_refused(custom))
     return converted
 
 
@@ -329,12 +507,14 @@ def _converter_reason(err: Exception) -> str:
 
     text = str(err)
     refused = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op", text)))
-    if refused:
-        return (
-            f"op {', '.join(refused)}: no TFLite kernel, builtin or Select TF op (a custom op the model brings would "
-            "need its own TFLite kernel)"
-        )
-    return error_line(err)
+    return _refused(refused) if refused else error_line(err)
+
+
+def _refused(names: List[str]) -> str:
+    return (
+        f"op {', '.join(names)}: no TFLite kernel, builtin or Select TF op (a custom op the model brings would need "
+        "its own TFLite kernel)"
+    )
 
 
 def error_line(err: BaseException) -> str:
@@ -343,12 +523,18 @@ def error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {first[:300]}"
 
 
+def _builtin_names() -> Dict[int, str]:
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    return {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+
+
 def ops(model: bytes) -> Dict[str, int]:
     """How many of each op the model's graphs use (custom ops by name: Flex ops start with 'Flex')."""
     from tensorflow.lite.python import schema_py_generated as schema
 
     parsed = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
-    builtin = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    builtin = _builtin_names()
     counts: Dict[str, int] = collections.Counter()
     for graph in parsed.subgraphs or []:
         for op in graph.operators or []:

@@ -1,13 +1,14 @@
 """Runs TFLite models as a device would: a process of its own (`python -I`), nothing imported but numpy and the
-interpreter, the model read from its file.
+interpreter (and TF Text's TFLite kernels for a text model), the model read from its file.
 
 Reads one JSON request on stdin: `models` ({variant: .tflite path}), `signature`, `inputs` ({column: values}),
 `dtypes` ({column: numpy dtype name, "string" for text}), `latency_calls`, `needs_flex` (the models use Select TF
-ops), and optionally `score` ({"inputs": {column: values}, "output": name}: eval rows in one call). Answers one JSON
-line on stdout: per variant its `outputs` ({name: [[...], ...]}), `scored` (the `score` rows' values of its
-output), `load_ms` (interpreter and signature made), `p50_ms` and `p99_ms` (one row per call), or its `error`; and
-`runtime`: "litert" where the `ai_edge_litert` runtime is installed and the model needs no Select TF ops, else
-"tensorflow" (tf.lite.Interpreter, which links the Flex delegate).
+ops), `text_ops` (they use TF Text's TFLite custom ops), and optionally `score` ({"inputs": {column: values},
+"output": name}: eval rows in one call). Answers one JSON line on stdout: per variant its `outputs` ({name:
+[[...], ...]}), `scored` (the `score` rows' values of its output), `load_ms` (interpreter and signature made),
+`p50_ms` and `p99_ms` (one row per call), or its `error`; and `runtime`: "litert" where the `ai_edge_litert`
+runtime is installed and the model needs neither Select TF ops nor TF Text's, else "tensorflow"
+(tf.lite.Interpreter, which links the Flex delegate; with TF Text's kernels registered where it needs them).
 """
 
 import json
@@ -15,7 +16,18 @@ import sys
 import time
 
 
-def _interpreter(needs_flex: bool):
+def _interpreter(needs_flex: bool, text_ops: bool = False):
+    """(a function making an interpreter of a model file, what it is)."""
+    if text_ops:
+        import functools
+
+        import tensorflow_text
+        from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
+
+        registered = functools.partial(
+            InterpreterWithCustomOps, custom_op_registerers=tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS
+        )
+        return registered, "tensorflow with TF Text's ops"
     if not needs_flex:
         try:
             from ai_edge_litert.interpreter import Interpreter
@@ -39,10 +51,10 @@ def _rows(array):
     return np.asarray(rows, dtype=np.float64).tolist()
 
 
-def _run(path, signature, inputs, calls, needs_flex, score=None):
+def _run(path, signature, inputs, calls, needs_flex, score=None, text_ops=False):
     import numpy as np
 
-    interpreter_class, runtime = _interpreter(needs_flex)
+    interpreter_class, runtime = _interpreter(needs_flex, text_ops)
     start = time.perf_counter()
     interpreter = interpreter_class(model_path=path)
     runner = interpreter.get_signature_runner(signature)
@@ -94,7 +106,13 @@ def main():
     for variant, path in sorted(request["models"].items()):
         try:
             answer[variant] = _run(
-                path, request["signature"], inputs, int(request.get("latency_calls", 0)), request["needs_flex"], score
+                path,
+                request["signature"],
+                inputs,
+                int(request.get("latency_calls", 0)),
+                request["needs_flex"],
+                score,
+                bool(request.get("text_ops")),
             )
         except Exception as err:  # noqa: BLE001 - any interpreter failure is the answer for this variant
             answer[variant] = {"error": f"{type(err).__name__}: {str(err).strip()[:500]}"}

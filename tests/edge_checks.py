@@ -17,11 +17,12 @@ from tfxflow.components import edge, lane, pusher
 FLEX_HERE = lane.name() == lane.COMPAT
 
 
-def assert_refused_for_flex(serving, model, out):
-    """The run said its model needs Select TF ops no interpreter here runs, and its version has no edge folder."""
+def assert_refused_for_flex(serving, model, out, first_op="AsString"):
+    """The run said its model needs Select TF ops (`first_op` first) no interpreter here runs, and its version
+    has no edge folder."""
     line = out.split("  edge (TFLite):  ", 1)[1].splitlines()[0]
     assert line.startswith(
-        "the float32 TFLite model is not published: the interpreter here cannot run its Select TF ops (AsString, "
+        f"the float32 TFLite model is not published: the interpreter here cannot run its Select TF ops ({first_op}"
     ), line
     (version,) = helpers.pushed_versions(serving, model)[:1]
     assert not os.path.exists(os.path.join(serving, model, version, pusher.EDGE_DIR))
@@ -41,8 +42,8 @@ def raw_columns(folder):
     return sorted(spec.name for spec in specs.values())
 
 
-def rows_with_every_column(data, columns, count=120):
-    rows = helpers.read_csv_rows(os.path.join(data, "data.csv"), 2000)
+def rows_with_every_column(data, columns, count=120, file="data.csv"):
+    rows = helpers.read_csv_rows(os.path.join(data, file), 2000)
     return [r for r in rows if all(r[c] != "" for c in columns)][:count]
 
 
@@ -69,12 +70,12 @@ def check_against_saved_model(folder, rows):
         for arg, spec in specs.items()
     }
     with open(os.path.join(folder, pusher.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
-        published = json.load(f)["published"]
+        result = json.load(f)
     answers = {}
-    for variant in published:
+    for variant in result["published"]:
         tolerance = edge.TOLERANCES[variant] * UNSEEN_ROWS_FACTOR[variant]
         path = os.path.join(folder, pusher.EDGE_DIR, edge.FILES[variant])
-        answer = tf.lite.Interpreter(model_path=path).get_signature_runner("serving_raw")(**feeds)
+        answer = _interpreter(path, bool(result.get("text_ops"))).get_signature_runner("serving_raw")(**feeds)
         assert sorted(answer) == sorted(expected)
         for name, want in expected.items():
             if want.dtype.kind in "SO":
@@ -83,6 +84,18 @@ def check_against_saved_model(folder, rows):
                 np.testing.assert_allclose(answer[name], want, atol=tolerance, rtol=tolerance, err_msg=variant)
         answers[variant] = answer
     return answers["float32"], expected
+
+
+def _interpreter(path, text_ops):
+    """TFLite's interpreter of `path`, with TF Text's TFLite kernels registered for a text model."""
+    if not text_ops:
+        return tf.lite.Interpreter(model_path=path)
+    import tensorflow_text
+    from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
+
+    return InterpreterWithCustomOps(
+        model_path=path, custom_op_registerers=tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS
+    )
 
 
 def check_result(result, out):

@@ -7,6 +7,7 @@ after the Trainer (TF Serving ignores it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -18,6 +19,7 @@ import tf_keras as keras
 from tfxflow.components import names
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import tasks
+from tfxflow.components.model import text as text_lib
 
 SERVING_SIGNATURE = names.SERVING_SIGNATURE
 RAW_SIGNATURE = names.RAW_SIGNATURE
@@ -123,6 +125,19 @@ def model_info(
     }
     if encoders:
         info["encoders"] = dict(encoders)
+    if config.text:
+        # How each text column became token ids in the Transform graph: what an edge tokenizer must redo
+        # (components/edge_convert.py), the vocabulary being the SavedModel's asset of that name.
+        info["text"] = {
+            column: {
+                "ids": config.transformed_name(column),
+                "mask": config.mask_name(column),
+                "sequence_length": config.sequence_length,
+                "vocabulary": text_lib.asset_name(column),
+                "tokenization": dataclasses.asdict(config.tokenization),
+            }
+            for column in config.text
+        }
     return info
 
 

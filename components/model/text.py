@@ -336,3 +336,57 @@ def tokenize(
     dense = ids.to_tensor(default_value=tf.constant(pad, tf.int64), shape=[None, sequence_length])
     mask = tf.sequence_mask(lengths, sequence_length, dtype=tf.int64)
     return dense, mask
+
+
+class EdgeTokenizationError(ValueError):
+    """The tokenization has no TFLite counterpart (`edge_tokenize`); the message says which setting."""
+
+
+def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization):
+    """TF Text's FastBertTokenizer for `edge_tokenize` (building it takes a second or so: build it once).
+
+    Its normalization is Unicode's compatibility folding where it lower-cases ("™" becomes "tm", "ß" "ss", "²"
+    "2"; BERT's tokenizers keep them), it keeps or makes [UNK] what BERT's drop (U+FFFD, control, format and
+    private-use characters), it reads BERT's special tokens written in the text as words, and it makes a word
+    [UNK] past `max_chars` bytes instead of characters: elsewhere its ids are the served graph's
+    (tests/components/model/test_text.py holds it to that on Debian's descriptions in 15 languages)."""
+    import tensorflow_text as tf_text
+
+    if tokenization.lower_case != tokenization.accents_stripped:
+        raise EdgeTokenizationError(
+            "FastBertTokenizer lower-cases exactly when it strips accents: lower_case "
+            f"{tokenization.lower_case} with strip_accents {tokenization.accents_stripped} has no TFLite tokenizer"
+        )
+    return tf_text.FastBertTokenizer(
+        vocab=list(vocabulary),
+        token_out_type=tf.int64,
+        unknown_token=UNK,
+        lower_case_nfd_strip_accents=tokenization.lower_case,
+        max_bytes_per_word=tokenization.max_chars,
+    )
+
+
+def edge_tokenize(
+    text: tf.Tensor, vocabulary: Sequence[str], sequence_length: int, tokenization: Tokenization, tokenizer=None
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """`tokenize`'s ([batch, sequence_length] ids, mask) made with ops TFLite runs: `edge_tokenizer`'s (TF
+    Text's FastBertNormalize and FastWordpieceTokenizeWithOffsets, custom ops whose TFLite kernels TF Text
+    registers; `tokenizer`: one built already) and builtin ops for [CLS], [SEP], the truncation and the padding
+    (no RaggedTensorToTensor, which TFLite runs only as a Select TF op)."""
+    pad, cls, sep = special_ids(vocabulary)
+    pieces = (tokenizer or edge_tokenizer(vocabulary, tokenization)).tokenize(text)
+    if pieces.ragged_rank == 2:
+        pieces = pieces.merge_dims(1, 2)
+    width = sequence_length - 2
+    lengths = tf.minimum(pieces.row_lengths(), width)[:, tf.newaxis]
+    column = tf.range(width, dtype=tf.int64)[tf.newaxis, :]
+    # Each row's first `width` pieces gathered from the flat values; past a row's end, the pad appended last.
+    values = tf.concat([pieces.flat_values, tf.constant([pad], tf.int64)], axis=0)
+    past = tf.cast(tf.size(pieces.flat_values), tf.int64)
+    kept = tf.gather(values, tf.where(column < lengths, pieces.row_splits[:-1, tf.newaxis] + column, past))
+    position = tf.range(sequence_length, dtype=tf.int64)[tf.newaxis, :]
+    shifted = tf.concat([tf.fill([tf.shape(kept)[0], 1], tf.constant(cls, tf.int64)), kept], axis=1)
+    shifted = tf.concat([shifted, tf.fill([tf.shape(kept)[0], 1], tf.constant(pad, tf.int64))], axis=1)
+    ids = tf.where(position == lengths + 1, tf.constant(sep, tf.int64), shifted)
+    mask = tf.cast(position <= lengths + 1, tf.int64)
+    return ids, mask

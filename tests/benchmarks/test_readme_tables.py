@@ -227,7 +227,7 @@ def test_the_edge_block_is_rendered_from_its_results_file_and_every_task_publish
     from tfxflow.components import edge
 
     result = _only_block("edge", readme_tables.edge_models)
-    assert [r["task"] for r in result["edge_runs"]] == ["binary", "multiclass", "regression"]
+    assert [r["task"] for r in result["edge_runs"]] == ["binary", "multiclass", "regression", "text"]
     for run in result["edge_runs"]:
         published = run["edge"]["published"]
         variants = run["edge"]["variants"]
@@ -240,9 +240,13 @@ def test_the_edge_block_is_rendered_from_its_results_file_and_every_task_publish
             scored = variants[variant]["eval"]
             assert abs(scored["value"] - run["edge"]["eval"]["saved_model"]) <= edge.METRIC_MARGINS[variant]
         assert variants["int8"]["bytes"] < variants["float32"]["bytes"]
-        assert run["edge"]["eval"]["rows"] >= 1000  # of the 3,726 eval rows, those with every serving column
+        # Taxi: those of the 3,726 eval rows with every serving column; text: all 679 (each has both columns).
+        assert run["edge"]["eval"]["rows"] >= (1000 if run["task"] != "text" else 679)
     rendered = readme_tables.edge_models(result)
-    assert rendered.count("| SavedModel |") == 3 and rendered.count("`model.tflite`") == 3
+    assert rendered.count("| SavedModel |") == 4 and rendered.count("`model.tflite`") == 4
+    text = result["edge_runs"][3]["edge"]
+    assert text["text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
+    assert "| text | `model.tflite` |" in rendered and "TF Text's TFLite ops (FastBertNormalize" in rendered
 
 
 def test_the_edge_block_renders_each_published_variant_and_what_runs_it():
@@ -279,6 +283,12 @@ def test_the_edge_block_renders_each_published_variant_and_what_runs_it():
         rendered
     )
     assert readme_tables.kind(result) == "edge" and "(commit abc), 2 CPU cores" in rendered
+    assert "dropped" not in rendered  # every variant of the run published
+    result["edge_runs"][0]["edge"]["variants"]["int8"] = {**entry, "file": "model-int8.tflite", "reason": "far"}
+    assert readme_tables.edge_models(result).endswith(
+        "Variants the check dropped in these runs:\n\n- binary: `model-int8.tflite` not published: far"
+    )
+    del result["edge_runs"][0]["edge"]["variants"]["int8"]
     # A model not scored (a module file's) has a dash there.
     del result["edge_runs"][0]["edge"]["eval"], entry["eval"]
     assert "| binary | `model.tflite` | 2 KiB | 1e-07 | - | 0.25 ms |" in readme_tables.edge_models(result)

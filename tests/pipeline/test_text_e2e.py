@@ -26,7 +26,7 @@ import pytest
 import tensorflow as tf
 from sklearn import metrics as sk
 
-from tests import helpers
+from tests import edge_checks, helpers
 from tests.pipeline.test_tasks_e2e import (
     _draft,
     _eval_split,
@@ -70,7 +70,8 @@ def _debian(base, name, *extra, every=1):
 def jobs(base):
     """{name: a function that makes that run} under the folder `base` (tests/conftest.py's `long_runs`)."""
     return {
-        "default": lambda: _debian(base, "debian"),
+        # With its TFLite export: the text tokenized by TF Text's TFLite ops (components/edge_convert.py).
+        "default": lambda: _debian(base, "debian", "--tflite"),
         # The pretrained encoder with one flag: the fine-tuning recipe's batches of 32, 3 epochs.
         "minilm": lambda: _debian(base, "minilm", "--init-checkpoint", MINILM, every=EVERY),
         # A Transformer from scratch on the same rows, batches and steps: 4 layers of 256, AdamW with warmup.
@@ -172,6 +173,27 @@ def test_text_from_drafts_pushes_a_model_that_answers_raw_text(runs):
     info = _check_text_run(runs["default"], "debian", min_accuracy=DEFAULT_MIN_ACCURACY)
     assert info["preset"] == "default" and info["optimizer"] == "adam"
     assert 6000 < info["text_vocabulary"]["description_xf"] <= 10000  # learned from the training split
+
+
+@pytest.mark.current_lane
+@pytest.mark.long_runs("default")
+def test_a_text_models_tflite_tokenizes_on_the_device_and_answers_as_the_served_model(runs):
+    run = runs["default"]
+    serving = os.path.join(run["home"], "serving")
+    if not edge_checks.FLEX_HERE:  # the package column's unseen values hash into buckets: a Select TF op
+        edge_checks.assert_refused_for_flex(serving, "debian", run["result"].stdout, "StringToHashBucketFast")
+        return
+    folder, result = edge_checks.published(serving, "debian")
+    edge_checks.check_result(result, run["result"].stdout)
+    assert result["text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
+    assert result["select_tf_ops"] == ["StringToHashBucketFast"] and "RegexSplitWithOffsets" not in result["ops"]
+    # Every eval row has a description and a package: the rows scored are the Evaluator's.
+    metrics, _ = _mlflow_metrics(run["home"], "debian")
+    assert result["eval"]["rows"] == metrics["eval.example_count"]
+    assert result["eval"]["saved_model"] == pytest.approx(metrics["eval.accuracy"], abs=1e-6)
+    rows = edge_checks.rows_with_every_column(run["data"], ["description", "package"], file="packages.csv")
+    answer, expected = edge_checks.check_against_saved_model(folder, rows)
+    assert (answer["classes"] == expected["classes"]).all() and len(rows) == 120
 
 
 @pytest.mark.long_runs("bert_mini")
