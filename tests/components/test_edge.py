@@ -280,63 +280,63 @@ def test_a_variant_further_from_the_saved_models_metric_than_its_margin_is_not_p
 
 
 @pytest.fixture(scope="module")
-def text_model(tmp_path_factory):
+def text_model(text_transform, tmp_path_factory):
     """A text model as the Trainer exports it (export.export_serving_model): the built-in preprocessing_fn's
-    Transform graph tokenizing Debian's descriptions (TF Text's WordPiece, tf.Transform's ragged asserts), a
-    small Keras model on the ids and mask, and model_info's record of the tokenization."""
-    import tensorflow_transform as tft
+    Transform graph of a text column beside a number (tests.components.tiny_transform's "text": TF Text's
+    WordPiece, tf.Transform's ragged asserts, a z-score), a small Keras model on the ids, mask and number, and
+    model_info's record of the tokenization; and the raw eval rows as {column: value}."""
     import tf_keras as keras
 
-    from tests.components.model.test_text import analyze, config, debian_rows
     from tfxflow.components.model import export
 
-    cfg = config()
-    rows = debian_rows(300)
-    _, output = analyze(rows, cfg, str(tmp_path_factory.mktemp("text-transform")))
-    # The raw data's metadata beside the Transform graph, as TFX's Transform writes it (the exporter reads it).
-    from tensorflow_transform.tf_metadata import metadata_io
-
-    raw = {"description": tf.io.VarLenFeature(tf.string), "section": tf.io.FixedLenFeature([], tf.string)}
-    metadata_io.write_metadata(
-        tft.DatasetMetadata.from_feature_spec(raw), os.path.join(output.transform_savedmodel_dir, "..", "metadata")
-    )
-    ids = keras.Input([cfg.sequence_length], dtype="int64", name="description_xf")
-    mask = keras.Input([cfg.sequence_length], dtype="int64", name="description_xf_mask")
-    embedded = keras.layers.Embedding(1000, 8)(ids)
+    cfg = text_transform["config"]
+    length = cfg.sequence_length
+    ids = keras.Input([length], dtype="int64", name="words_xf")
+    mask = keras.Input([length], dtype="int64", name="words_xf_mask")
+    number = keras.Input([1], dtype="float32", name="x1_xf")
+    embedded = keras.layers.Embedding(200, 8)(ids)
     weights = keras.layers.Lambda(lambda m: tf.cast(m, tf.float32)[..., None])(mask)
     pooled = keras.layers.Lambda(lambda v: tf.reduce_sum(v[0] * v[1], 1) / tf.reduce_sum(v[1], 1))([embedded, weights])
-    model = keras.Model([ids, mask], keras.layers.Dense(6, activation="softmax")(pooled))
+    joined = keras.layers.Concatenate()([pooled, number])
+    model = keras.Model([ids, mask, number], keras.layers.Dense(1, activation="sigmoid")(joined))
     folder = str(tmp_path_factory.mktemp("text-model") / "model")
-    export.export_serving_model(model, output, cfg, folder, class_names=list(cfg.label.classes))
+    export.export_serving_model(model, text_transform["output"], cfg, folder)
+    rows = []
+    files = [f for pattern in text_transform["raw_eval"] for f in tf.io.gfile.glob(pattern)]
+    for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+        feature = tf.train.Example.FromString(record.numpy()).features.feature
+        rows.append({"words": feature["words"].bytes_list.value[0].decode(), "x1": feature["x1"].float_list.value[0]})
     return folder, rows, cfg
 
 
 def test_a_text_model_tokenizes_with_tf_texts_tflite_ops_and_answers_as_the_served_graph(text_model, tmp_path):
     folder, rows, cfg = text_model
-    assert edge_convert._text_records(folder)["description"]["sequence_length"] == cfg.sequence_length
-    golden = [{"description": r["description"]} for r in rows[:64]]
-    result = edge.export(folder, str(tmp_path / "edge"), golden)
+    assert edge_convert._text_records(folder)["words"]["sequence_length"] == cfg.sequence_length
+    result = edge.export(folder, str(tmp_path / "edge"), rows[:64])
     assert result["published"] == ["float32", "int8"], result
     # The Transform graph's tokenizer is cut off: TF Text's two TFLite ops and builtins, no Select TF op.
     assert result["text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
     assert result["select_tf_ops"] == [] and "RegexSplitWithOffsets" not in result["ops"]
     assert result["variants"]["float32"]["runtime"] == "tensorflow with TF Text's ops"
-    assert result["variants"]["float32"]["max_diff"]["scores"] < 1e-5
+    assert result["variants"]["float32"]["max_diff"]["probabilities"] < 1e-5
     assert "needs TF Text's TFLite ops (FastBertNormalize, FastWordpieceTokenizeWithOffsets)" in edge.summary_line(
         result
     )
-    # Here, with TF Text's kernels registered, on rows the golden ones were not: the served model's classes.
+    # Here, with TF Text's kernels registered, on rows the golden ones were not: the served model's answers.
     import tensorflow_text
     from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
 
-    others = [r["description"] for r in rows[100:160]]
+    others = rows[100:200]
     interpreter = InterpreterWithCustomOps(
         model_path=str(tmp_path / "edge" / "model.tflite"),
         custom_op_registerers=tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS,
     )
     answer = interpreter.get_signature_runner("serving_raw")(
-        description=np.array([t.encode() for t in others], dtype=object)
+        words=np.array([r["words"].encode() for r in others], dtype=object),
+        x1=np.array([r["x1"] for r in others], dtype=np.float32),
     )
-    served = tf.saved_model.load(folder).signatures["serving_raw"](description=tf.constant(others))
-    np.testing.assert_allclose(answer["scores"], served["scores"].numpy(), atol=1e-5)
-    assert (answer["classes"] == served["classes"].numpy()).all()
+    served = tf.saved_model.load(folder).signatures["serving_raw"](
+        words=tf.constant([r["words"] for r in others]), x1=tf.constant([r["x1"] for r in others])
+    )
+    np.testing.assert_allclose(answer["probabilities"], served["probabilities"].numpy(), atol=1e-5)
+    assert answer["probabilities"].std() > 0.01  # the rows do not all answer alike
