@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -298,10 +299,14 @@ def _check(
             "text_ops": bool(result.get("text_ops")),
         }
         if scoring is not None:
-            request["score"] = {"inputs": scoring.inputs, "output": scoring.output}
             saved = _saved_model_outputs(model_dir, signature, scoring.inputs)[scoring.output]
             metric, value = task_metric(scoring.task, scoring.labels, saved)
-            result["eval"] = {"rows": len(scoring.labels), "metric": metric, "saved_model": round(value, 6)}
+            if math.isnan(value):  # nothing to hold a variant to
+                result["eval"] = {"skipped": f"the eval rows give no {metric} (no label, or one label value)"}
+                scoring = None
+            else:
+                request["score"] = {"inputs": scoring.inputs, "output": scoring.output}
+                result["eval"] = {"rows": len(scoring.labels), "metric": metric, "saved_model": round(value, 6)}
         found = probe(request, started)
     for variant, blob in converted.items():
         entry: Dict[str, Any] = {"file": FILES[variant], "bytes": len(blob), "tolerance": TOLERANCES[variant]}

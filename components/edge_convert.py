@@ -341,10 +341,11 @@ def _text_tensors(graph_def, tables, input_specs, inputs, records) -> Dict[str, 
     on _PROBE_TEXTS are the edge tokenizer's ids or mask of them. Unconvertible where one is not found."""
     texts = tf.constant(list(_PROBE_TEXTS))
     rows = len(_PROBE_TEXTS)
+    specs = {**input_specs, **{spec.name: spec for spec in input_specs.values() if spec.name}}
     feeds = {}
     for name in inputs:
         column = name.split(":")[0]
-        spec = next(s for s in input_specs.values() if (s.name or "") == column)
+        spec = specs[column]
         if column in records:
             feeds[name] = np.array([t.encode() for t in _PROBE_TEXTS], dtype=object)
         elif spec.dtype == tf.string:
@@ -442,7 +443,8 @@ def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
         graph = _cut_text(graph, replaced, list(outputs.values()))
         present = {node.name for node in graph.node}
         kept = {name: table for name, table in kept.items() if name in present}
-        # A text column the model part no longer reads through the graph is still an input of the signature.
+        # The graph's own placeholder of a text column went with its tokenizer: the column reaches the model
+        # through the edge tokenizer alone (it stays an input of the signature).
         inputs = [name for name in inputs if name.split(":")[0] in present]
 
     class Edge(tf.Module):

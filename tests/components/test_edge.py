@@ -265,6 +265,14 @@ def test_each_variant_scores_the_eval_rows_as_the_saved_model_does(transform_lik
     )
 
 
+def test_eval_rows_without_a_metric_hold_no_variant_back(transform_like, tmp_path):
+    rows = _rows()
+    scoring = edge.Scoring("regression", "probabilities", {k: [r[k] for r in rows] for k in rows[0]}, [3.0] * 8)
+    result = edge.export(transform_like, str(tmp_path / "edge"), rows, scoring=scoring)
+    assert result["eval"] == {"skipped": "the eval rows give no r2 (no label, or one label value)"}
+    assert result["published"] == ["float32", "int8"] and "eval" not in result["variants"]["float32"]
+
+
 def test_a_variant_further_from_the_saved_models_metric_than_its_margin_is_not_published(
     transform_like, tmp_path, monkeypatch
 ):
