@@ -430,6 +430,8 @@ def trainer(result: Dict[str, Any]) -> str:
 def edge_models(result: Dict[str, Any]) -> str:
     """`make bench-edge`'s TFLite models per task: size, agreement with the SavedModel, the task's metric on the
     eval rows, latency at batch 1."""
+    from tfxflow.components import edge as edge_lib
+
     machine = result["machine"]
     lines = [
         f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores: `tfxflow run --tflite` on the "
@@ -453,10 +455,7 @@ def edge_models(result: Dict[str, Any]) -> str:
             f"| {run['task']} | SavedModel | {saved['bytes'] / 1024:,.0f} KiB | - | {metric} | "
             f"{saved['p50_ms']:.2f} ms | - | TF Serving |"
         )
-        needs = [f"Select TF ops ({', '.join(edge['select_tf_ops'])})"] if edge["select_tf_ops"] else []
-        if edge.get("text_ops"):
-            needs.append(f"TF Text's TFLite ops ({', '.join(edge['text_ops'])})")
-        runtime = " and ".join(needs) or "builtin ops only"
+        runtime = edge_lib.ops_beyond_builtins(edge) or "builtin ops only"
         for variant in edge["published"]:
             entry = edge["variants"][variant]
             gap = max(entry["max_diff"].values())

@@ -376,6 +376,15 @@ def read_result(uri: str) -> Optional[Dict[str, Any]]:
     return artifact_files.read_json(uri, RESULT_FILE)
 
 
+def ops_beyond_builtins(result: Dict[str, Any]) -> str:
+    """What an interpreter needs beyond TFLite's builtin ops to run the converted model, e.g. "Select TF ops
+    (StringToHashBucketFast) and TF Text's TFLite ops (FastBertNormalize, ...)"; "" for builtin ops only."""
+    needs = [f"Select TF ops ({', '.join(result['select_tf_ops'])})"] if result.get("select_tf_ops") else []
+    if result.get("text_ops"):
+        needs.append(f"TF Text's TFLite ops ({', '.join(result['text_ops'])})")
+    return " and ".join(needs)
+
+
 def summary_line(result: Dict[str, Any]) -> str:
     """One line: each published variant's size and agreement, latency, what runs it; or why there is none."""
     if not result.get("published"):
@@ -386,10 +395,8 @@ def summary_line(result: Dict[str, Any]) -> str:
         gap = max(entry.get("max_diff", {}).values(), default=0.0)
         parts.append(f"{entry['file']} {entry['bytes'] / 1024:.0f} KiB (max diff {gap:.2g})")
     first = result["variants"][result["published"][0]]
-    needs = [f"Select TF ops ({', '.join(result['select_tf_ops'])})"] if result.get("select_tf_ops") else []
-    if result.get("text_ops"):
-        needs.append(f"TF Text's TFLite ops ({', '.join(result['text_ops'])})")
-    runs = f"needs {' and '.join(needs)}" if needs else "builtin ops only"
+    needs = ops_beyond_builtins(result)
+    runs = f"needs {needs}" if needs else "builtin ops only"
     line = f"{', '.join(parts)}; {first.get('p50_ms', 0):.2f} ms at batch 1 in {first.get('runtime')}; {runs}"
     evaluated = result.get("eval", {})
     if "metric" in evaluated:
@@ -417,7 +424,7 @@ def eval_rows(
     from tfxflow.components.model import export as export_lib
     from tfxflow.components.model import tasks
 
-    _, files = serving_check.golden_sources(input_dict)
+    files = serving_check.eval_files(input_dict)
     rows, complete = export_lib.sample_rows(files, columns, max(count, scored))
     records = [row for row, whole in zip(rows, complete, strict=True) if whole]
     instances = [serving_check.instance_of(tf.train.Example.FromString(row), columns) for row in records]
@@ -487,7 +494,7 @@ class Executor(base_executor.BaseExecutor):
 
 
 class EdgeExportSpec(ComponentSpec):
-    """Inputs: the model, its two blessings, the examples (golden rows from the eval split) and the schema."""
+    """Inputs: the model, its two blessings and the examples (golden and scored rows from the eval split)."""
 
     PARAMETERS = {
         "golden_rows": ExecutionParameter(type=int, optional=True),
@@ -497,7 +504,6 @@ class EdgeExportSpec(ComponentSpec):
         "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
         "infra_blessing": ChannelParameter(type=standard_artifacts.InfraBlessing),
         "examples": ChannelParameter(type=standard_artifacts.Examples),
-        "schema": ChannelParameter(type=standard_artifacts.Schema),
     }
     # A Model artifact, as TFX's own TFLiteRewriter leaves a TFLite model in one (a custom type cannot travel
     # through Kubeflow: TFX's launcher imports it by its schema title, `<top-level module>.<Class>`).
@@ -517,7 +523,6 @@ class EdgeExport(base_component.BaseComponent):
         model_blessing: types.BaseChannel,
         infra_blessing: types.BaseChannel,
         examples: types.BaseChannel,
-        schema: types.BaseChannel,
         golden_rows: int = DEFAULT_GOLDEN_ROWS,
     ):
         super().__init__(
@@ -526,7 +531,6 @@ class EdgeExport(base_component.BaseComponent):
                 model_blessing=model_blessing,
                 infra_blessing=infra_blessing,
                 examples=examples,
-                schema=schema,
                 golden_rows=int(golden_rows),
                 edge_model=types.Channel(type=standard_artifacts.Model),
             )

@@ -303,6 +303,14 @@ def _edge_ids(texts, record) -> Tuple[tf.Tensor, tf.Tensor]:
     return text_lib.edge_tokenize(texts, record["tokens"], length, record["tokenization"], record["tokenizer"])
 
 
+def _constant_table(keys, values, key_dtype, value_dtype) -> tf.lookup.StaticHashTable:
+    """A table read from the model (`_tables`' entry) as one of constants, -1 where a key is missing."""
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(keys, key_dtype), tf.constant(values, value_dtype)),
+        default_value=tf.constant(-1, value_dtype),
+    )
+
+
 def _evaluate(
     graph_def, tables, feeds: Dict[str, np.ndarray], fetches: List[str], together: bool = False
 ) -> Dict[str, np.ndarray]:
@@ -310,13 +318,7 @@ def _evaluate(
     a fetch with no value (in a branch of V1 control flow not taken) is left out. `together`: in one run, {}
     where one of them has no value."""
     with tf.Graph().as_default() as graph:
-        mapping = {
-            f"{name}:0": tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(tf.constant(keys, key_dtype), tf.constant(values, value_dtype)),
-                default_value=tf.constant(-1, value_dtype),
-            ).resource_handle
-            for name, (keys, values, key_dtype, value_dtype) in tables.items()
-        }
+        mapping = {f"{name}:0": _constant_table(*table).resource_handle for name, table in tables.items()}
         found = tf.graph_util.import_graph_def(graph_def, input_map=mapping, return_elements=fetches, name="m")
         fed = {f"m/{name}": value for name, value in feeds.items()}
         values = {}
@@ -450,13 +452,7 @@ def edge_module(model_dir: str, signature: str, loaded=None) -> tf.Module:
     class Edge(tf.Module):
         def __init__(self):
             super().__init__()
-            self.tables = {
-                name: tf.lookup.StaticHashTable(
-                    tf.lookup.KeyValueTensorInitializer(tf.constant(keys, key_dtype), tf.constant(values, value_dtype)),
-                    default_value=tf.constant(-1, value_dtype),
-                )
-                for name, (keys, values, key_dtype, value_dtype) in kept.items()
-            }
+            self.tables = {name: _constant_table(*table) for name, table in kept.items()}
 
         @tf.function(input_signature=[dict(input_specs)], autograph=False)
         def serve(self, features):

@@ -145,16 +145,20 @@ def instance_of(example, columns: Sequence[str]) -> Dict[str, Any]:
     return instance
 
 
+def eval_files(input_dict: Dict[str, List[types.Artifact]]) -> List[str]:
+    """The file pattern of `input_dict["examples"]`'s eval split: where golden rows are read."""
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    return [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
+
+
 def golden_sources(input_dict: Dict[str, List[types.Artifact]]):
-    """(the schema of `input_dict["schema"]`, the file pattern of `input_dict["examples"]`'s eval split): what
-    golden rows are read with."""
+    """(the schema of `input_dict["schema"]`, `eval_files`): what golden rows are read with."""
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx.utils import io_utils
 
     schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
     schema = io_utils.parse_pbtxt_file(os.path.join(schema_uri, "schema.pbtxt"), schema_pb2.Schema())
-    examples = artifact_utils.get_single_instance(input_dict["examples"])
-    return schema, [os.path.join(artifact_utils.get_split_uri([examples], "eval"), "*")]
+    return schema, eval_files(input_dict)
 
 
 def evaluated_signature(eval_config_json: str) -> str:

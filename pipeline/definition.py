@@ -432,7 +432,6 @@ def create_pipeline(
             model_blessing=evaluator.outputs["blessing"],
             infra_blessing=serving_check.outputs["blessing"],
             examples=example_gen.outputs["examples"],
-            schema=schema_gen.outputs["schema"],
         ).with_id(names.EDGE_EXPORT)
     pusher = pusher_lib.Pusher(
         model=trainer.outputs["model"],

@@ -106,6 +106,21 @@ def _rows():
     ]
 
 
+def _columns(rows):
+    return {k: [r[k] for r in rows] for k in rows[0]}
+
+
+def _saved_answers(model, rows):
+    """The SavedModel's `serving_raw` answers to `rows`, as TensorFlow's own kernels give them."""
+    columns = _columns(rows)
+    return tf.saved_model.load(model).signatures["serving_raw"](
+        payment_type=tf.constant(columns["payment_type"]),
+        area=tf.constant(columns["area"], tf.int64),
+        miles=tf.constant(columns["miles"], tf.float32),
+        tolls_mile=tf.constant(columns["tolls/mile"], tf.float32),
+    )
+
+
 def test_a_transform_like_graph_converts_to_builtin_ops_and_answers_as_tensorflow(transform_like, tmp_path):
     result = edge.export(transform_like, str(tmp_path / "edge"), _rows())
     assert result["published"] == ["float32", "int8"], result
@@ -124,14 +139,8 @@ def test_a_transform_like_graph_converts_to_builtin_ops_and_answers_as_tensorflo
 def test_the_tflite_model_alone_gives_tensorflows_answers_row_by_row(transform_like, tmp_path):
     rows = _rows()
     edge.export(transform_like, str(tmp_path / "edge"), rows)
-    loaded = tf.saved_model.load(transform_like).signatures["serving_raw"]
-    columns = {k: [r[k] for r in rows] for k in rows[0]}
-    expected = loaded(
-        payment_type=tf.constant(columns["payment_type"]),
-        area=tf.constant(columns["area"], tf.int64),
-        miles=tf.constant(columns["miles"], tf.float32),
-        tolls_mile=tf.constant(columns["tolls/mile"], tf.float32),
-    )
+    columns = _columns(rows)
+    expected = _saved_answers(transform_like, rows)
     interpreter = tf.lite.Interpreter(model_path=str(tmp_path / "edge" / "model.tflite"))
     answer = interpreter.get_signature_runner("serving_raw")(
         payment_type=np.array([v.encode() for v in columns["payment_type"]], dtype=object),
@@ -238,21 +247,14 @@ def test_the_task_metric_is_scikit_learns_on_the_same_answers():
 
 
 def _scoring(rows, labels):
-    return edge.Scoring("binary", "probabilities", {k: [r[k] for r in rows] for k in rows[0]}, labels)
+    return edge.Scoring("binary", "probabilities", _columns(rows), labels)
 
 
 def test_each_variant_scores_the_eval_rows_as_the_saved_model_does(transform_like, tmp_path):
     rows = _rows() * 4
     labels = [float(i % 3 == 0) for i in range(len(rows))]
     result = edge.export(transform_like, str(tmp_path / "edge"), _rows(), scoring=_scoring(rows, labels))
-    loaded = tf.saved_model.load(transform_like).signatures["serving_raw"]
-    columns = {k: [r[k] for r in rows] for k in rows[0]}
-    saved = loaded(
-        payment_type=tf.constant(columns["payment_type"]),
-        area=tf.constant(columns["area"], tf.int64),
-        miles=tf.constant(columns["miles"], tf.float32),
-        tolls_mile=tf.constant(columns["tolls/mile"], tf.float32),
-    )["probabilities"].numpy()
+    saved = _saved_answers(transform_like, rows)["probabilities"].numpy()
     want = float(np.mean((saved[:, 0] > 0.5) == (np.array(labels) > 0.5)))
     assert 0 < want < 1  # the rows are not all on one side
     assert result["eval"] == {"rows": 32, "metric": "binary_accuracy", "saved_model": pytest.approx(want)}
@@ -267,7 +269,7 @@ def test_each_variant_scores_the_eval_rows_as_the_saved_model_does(transform_lik
 
 def test_eval_rows_without_a_metric_hold_no_variant_back(transform_like, tmp_path):
     rows = _rows()
-    scoring = edge.Scoring("regression", "probabilities", {k: [r[k] for r in rows] for k in rows[0]}, [3.0] * 8)
+    scoring = edge.Scoring("regression", "probabilities", _columns(rows), [3.0] * 8)
     result = edge.export(transform_like, str(tmp_path / "edge"), rows, scoring=scoring)
     assert result["eval"] == {"skipped": "the eval rows give no r2 (no label, or one label value)"}
     assert result["published"] == ["float32", "int8"] and "eval" not in result["variants"]["float32"]
