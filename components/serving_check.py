@@ -34,6 +34,7 @@ import atexit
 import base64
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import json
 import os
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 from tfx import types
@@ -240,12 +241,20 @@ class _Probe:
         """Whether it still runs and has had no go."""
         return self.process.poll() is None and not self.process.stdin.closed
 
-    def result(self, request: Dict[str, Any], timeout: float) -> Dict[str, Any]:
-        """Hands it `request` and returns its answer, or an error after `timeout` seconds."""
+    def send(self, request: Dict[str, Any]) -> None:
+        """Hands it `request`: it loads the model and answers the rows, then waits for `result` to time it."""
         with open(self.request_path, "w", encoding="utf-8") as f:  # read by the probe at the go
             json.dump(request, f)
         with contextlib.suppress(BrokenPipeError):  # a probe that died already: its output says why
             self.process.stdin.write(b"go\n")
+            self.process.stdin.flush()
+
+    def result(self, request: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+        """Hands it `request` (None: the one `send` handed it), lets it time the model, and returns its answer,
+        or an error after `timeout` seconds."""
+        if request is not None:
+            self.send(request)
+        with contextlib.suppress(BrokenPipeError):  # its input ends: the second go
             self.process.stdin.close()
         try:
             self.process.wait(timeout=timeout)
@@ -306,14 +315,32 @@ def discard_warm_probe() -> None:
         probe.close()
 
 
+@dataclasses.dataclass
+class ProbeCall:
+    """What `started_probe` yields. `send(request)` hands the probe its request: it loads the model and answers
+    the rows on the other core while the caller goes on. Calling it lets the probe time the model (the caller
+    waits, so nothing of its competes) and returns the result; `request` is handed over first where `send` was
+    not called."""
+
+    probe: _Probe
+    deadline: float
+
+    def send(self, request: Dict[str, Any]) -> None:
+        self.probe.send(request)
+
+    def __call__(self, request: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return self.probe.result(request, max(0.0, self.deadline - time.monotonic()))
+
+
 @contextlib.contextmanager
-def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[Dict[str, Any]], Dict[str, Any]]]:
+def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[ProbeCall]:
     """Starts components/serving_probe.py in a fresh, isolated interpreter (or takes over the one `warm_probe`
-    started) and yields a function that hands it a request and returns its result. The probe imports
-    TensorFlow (seconds) while the caller builds the request and works, then waits for the function's go: its
-    load and timings run alone. The process is killed when the block is left without it. While the probe
-    imports, what this process freed goes back to the system (the two processes' memory peaks together once it
-    loads the model); the collection's half second runs beside the probe's import. `timeout` counts from here."""
+    started) and yields the `ProbeCall` that hands it a request and returns its result. The probe imports
+    TensorFlow (seconds) while the caller builds the request, then loads the model while the caller computes
+    what it compares the answers with; its timings run alone. The process is killed when the block is left
+    without it. While the probe imports, what this process freed goes back to the system (the two processes'
+    memory peaks together once it loads the model); the collection's half second runs beside the probe's
+    import. `timeout` counts from here."""
     global _warm
     deadline = time.monotonic() + timeout
     probe, _warm = _warm, None
@@ -323,7 +350,7 @@ def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[Callable[[Dict[s
         probe = _Probe()
     try:
         give_back_free_memory()
-        yield lambda request: probe.result(request, max(0.0, deadline - time.monotonic()))
+        yield ProbeCall(probe, deadline)
     finally:
         probe.close()
 
@@ -466,9 +493,9 @@ class Executor(base_executor.BaseExecutor):
         model_dir = path_utils.serving_model_path(model.uri)
         count = int(exec_properties.get("golden_rows") or DEFAULT_GOLDEN_ROWS)
         result: Dict[str, Any] = {"model": model_dir, "tolerance": tolerance, "max_latency_ms": max_latency_ms}
-        # The probe imports TensorFlow on the other core while the golden requests are built here and the
-        # Evaluator's model answers them.
-        with started_probe() as probe_result:
+        # The probe imports TensorFlow on the other core while the golden requests are built here, and loads the
+        # model while the Evaluator's model answers them here.
+        with started_probe() as probe:
             examples_bytes, instances, instance_rows = golden_rows(files, config.feature_columns, list(columns), count)
             result["golden_rows"] = len(examples_bytes)
             if not examples_bytes:
@@ -488,8 +515,10 @@ class Executor(base_executor.BaseExecutor):
                     "seconds": SECONDS_PER_BATCH,
                     "batch_sizes": list(BATCH_SIZES),
                 }
+                # The probe loads the model and answers on the other core while the Evaluator's model does here.
+                probe.send(request)
                 expected = evaluator_predictions(model_dir, eval_config, examples_bytes)
-                result.update(probe_result(request))
+                result.update(probe())
                 reasons = verdict(result, expected, columns, all_columns, tolerance, max_latency_ms, required)
                 result["expected"] = {output: values.tolist() for output, values in expected.items()}
         result["required_signatures"] = list(required)

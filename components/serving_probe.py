@@ -1,8 +1,9 @@
 """Loads a SavedModel the way TF Serving does and serves requests to it, in a process that imports only
 TensorFlow: `python -I serving_probe.py REQUEST.json RESULT.json`. It imports TensorFlow, then waits for a line
-(or the end) of its standard input before it reads the request and loads the model: its caller works meanwhile
-(and writes the request), and the load and the timings below run with nothing of the caller's competing for the
-cores.
+(or the end) of its standard input before it reads the request, loads the model and answers the request's rows;
+then for a second line (or the end) before the timings. Its caller works meanwhile: it writes the request, then
+computes the answers to compare on its own core while the model loads here, and gives the second go when it has
+finished, so that the timings run with nothing of the caller's competing for the cores.
 
 TF Serving loads a version with the C++ SavedModel loader (the "serve" tag set, the init op that fills
 vocabulary tables from the model's assets) and answers a request by running the named SignatureDef's
@@ -220,8 +221,8 @@ def ops_tf_lacks(model_dir, ops=None):
 
 def probe(request_path):
     """Imports TensorFlow, waits for the go, then loads the model and answers the rows of the request (read
-    at the go: the caller starts this process before it has built it); returns the result dict, or None when
-    the input ends with no go and no request (the caller left without one)."""
+    at the go: the caller starts this process before it has built it), and times it after a second go; returns
+    the result dict, or None when the input ends with no go and no request (the caller left without one)."""
     import tensorflow as tf
 
     # What `import tensorflow` brings by itself: only what loading and serving add counts.
@@ -278,6 +279,7 @@ def probe(request_path):
     if not answered:
         session.close()
         return result
+    sys.stdin.readline()  # the caller's second go: it has finished its own work (or left: the input ends)
     timed = signatures[answered[0]]
     output = _fetches(timed, request["outputs"])
     single = _feeds(timed, examples[:1], instances[:1])
