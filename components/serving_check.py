@@ -249,11 +249,9 @@ class _Probe:
             self.process.stdin.write(b"go\n")
             self.process.stdin.flush()
 
-    def result(self, request: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
-        """Hands it `request` (None: the one `send` handed it), lets it time the model, and returns its answer,
-        or an error after `timeout` seconds."""
-        if request is not None:
-            self.send(request)
+    def result(self, timeout: float) -> Dict[str, Any]:
+        """Lets it time the model (the request `send` handed it) and returns its answer, or an error after
+        `timeout` seconds."""
         with contextlib.suppress(BrokenPipeError):  # its input ends: the second go
             self.process.stdin.close()
         try:
@@ -318,18 +316,22 @@ def discard_warm_probe() -> None:
 @dataclasses.dataclass
 class ProbeCall:
     """What `started_probe` yields. `send(request)` hands the probe its request: it loads the model and answers
-    the rows on the other core while the caller goes on. Calling it lets the probe time the model (the caller
-    waits, so nothing of its competes) and returns the result; `request` is handed over first where `send` was
-    not called."""
+    the rows on the other core while the caller goes on, and meanwhile what this process freed goes back to the
+    system (the two processes' memory peaks together once the model is loaded; the collection's half second runs
+    beside the probe's import or load). Calling it lets the probe time the model (the caller waits, so nothing of
+    its competes) and returns the result; `request` is handed over first where `send` was not called."""
 
     probe: _Probe
     deadline: float
 
     def send(self, request: Dict[str, Any]) -> None:
         self.probe.send(request)
+        give_back_free_memory()
 
     def __call__(self, request: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        return self.probe.result(request, max(0.0, self.deadline - time.monotonic()))
+        if request is not None:
+            self.send(request)
+        return self.probe.result(max(0.0, self.deadline - time.monotonic()))
 
 
 @contextlib.contextmanager
@@ -338,9 +340,7 @@ def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[ProbeCall]:
     started) and yields the `ProbeCall` that hands it a request and returns its result. The probe imports
     TensorFlow (seconds) while the caller builds the request, then loads the model while the caller computes
     what it compares the answers with; its timings run alone. The process is killed when the block is left
-    without it. While the probe imports, what this process freed goes back to the system (the two processes'
-    memory peaks together once it loads the model); the collection's half second runs beside the probe's
-    import. `timeout` counts from here."""
+    without it. `timeout` counts from here."""
     global _warm
     deadline = time.monotonic() + timeout
     probe, _warm = _warm, None
@@ -349,7 +349,6 @@ def started_probe(timeout: float = PROBE_TIMEOUT_S) -> Iterator[ProbeCall]:
             probe.close()
         probe = _Probe()
     try:
-        give_back_free_memory()
         yield ProbeCall(probe, deadline)
     finally:
         probe.close()

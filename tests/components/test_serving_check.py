@@ -228,10 +228,10 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
     assert reason.startswith("does not serve: ") and result["error"] in reason
 
 
-def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_starts(monkeypatch):
+def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_gets_its_request(monkeypatch):
     """glibc keeps freed blocks in its heap for reuse: buffers of 1 KB (malloc's, not Python's small-object
-    pools) freed around a few kept ones stay resident until `malloc_trim`; started_probe gives them back while
-    the probe's process imports TensorFlow, before it loads the model beside this one."""
+    pools) freed around a few kept ones stay resident until `malloc_trim`; the probe's request gives them back
+    while the probe's process imports TensorFlow or loads the model, beside this process's own work."""
     kept, freed = [], []
     for i in range(300_000):
         (kept if i % 50 == 0 else freed).append(bytes(1000))
@@ -242,11 +242,31 @@ def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_starts(mon
     assert len(kept) == 6_000
 
     order = []
+
+    class Input:
+        closed = False
+
+        def write(self, data):
+            order.append(data.decode().strip())
+
+        def flush(self):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    def started(*args, **kwargs):
+        order.append("started")
+        process = _Exited()
+        process.stdin = Input()
+        return process
+
     monkeypatch.setattr(serving_check, "give_back_free_memory", lambda: order.append("given back"))
-    monkeypatch.setattr(serving_check.subprocess, "Popen", lambda *a, **k: order.append("started") or _Exited())
-    with serving_check.started_probe():
-        pass
-    assert order == ["started", "given back"]
+    monkeypatch.setattr(serving_check.subprocess, "Popen", started)
+    with serving_check.started_probe() as probe:
+        assert order == ["started"]  # nothing is given back before the request goes
+        probe.send({"model_dir": "m"})
+        assert order == ["started", "go", "given back"]
 
 
 class _Exited:
