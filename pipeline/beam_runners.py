@@ -90,6 +90,12 @@ class BeamRunner:
     extra_args: Tuple[str, ...] = ()  # appended verbatim (--beam-arg), for options no flag covers
 
     @property
+    def workers_in_this_process(self) -> bool:
+        """Whether Beam's workers are this process itself (the DirectRunner in memory or in threads), so what it
+        pickles for them never leaves it."""
+        return self.runner == "direct" and self.direct_mode in (None, "in_memory", "multi_threading")
+
+    @property
     def workers_are_remote(self) -> bool:
         """Whether Beam's workers run outside this process, so they read and write every path themselves."""
         if self.runner == "direct":

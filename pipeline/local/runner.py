@@ -329,7 +329,11 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
             },
         )
     try:
-        with progress.heartbeat, fewer_full_collections():  # stopped and joined however the run ends
+        with (
+            progress.heartbeat,  # stopped and joined however the run ends
+            fewer_full_collections(),
+            beam_speedups.payloads_in_process(config.beam_runner.workers_in_this_process),
+        ):
             LocalDagRunner().run(pipeline)
     except BaseException as err:
         progress.fail("FAILED" if isinstance(err, Exception) else "STOPPED")  # SIGTERM, Ctrl-C: BaseException

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -256,6 +257,8 @@ SCRIPT = textwrap.dedent(
     from tfxflow.pipeline import beam_speedups
 
     levels = [0]
+    # dill 0.4 wraps its logger in an adapter; Beam 2.7x pickles with cloudpickle, not dill, by default.
+    dill_logger = getattr(dill_module.log, "logger", dill_module.log)
     original_set_level = dill_module.log.setLevel
     def counted_set_level(level):
         levels[0] += 1
@@ -301,12 +304,28 @@ SCRIPT = textwrap.dedent(
     from apache_beam.runners.worker import statesampler
     from tensorflow_data_validation.utils import quantiles_util
     counts.update(levels_after=levels[0], before=before, after=after,
-                  level=dill_module.log.level, weigher=statecache.get_deep_size.__module__,
+                  level=dill_logger.level, weigher=statecache.get_deep_size.__module__,
                   signatures=core.get_signature.__module__, specs=userstate.get_dofn_specs.__module__,
                   sampler_period=statesampler.StateSampler.__init__.__defaults__,
                   histograms=getattr(quantiles_util.generate_equi_width_histogram, beam_speedups.MARK, False))
     dill_module._trace(True)
-    counts["traced_level"] = dill_module.log.level
+    counts["traced_level"] = dill_logger.level
+    from apache_beam.internal import dill_pickler
+    counts["pickles_with_dill"] = pickler.desired_pickle_lib is dill_pickler
+    import bz2, zlib
+    kinds = []
+    for module in (bz2, zlib):  # how each payload is compressed, while the pipeline runs in this process
+        def counted(data, *args, _original=module.compress, _name=module.__name__, **kwargs):
+            kinds.append(f"{_name} {(list(args) + list(kwargs.values()) + ['default'])[0]}")
+            return _original(data, *args, **kwargs)
+        module.compress = counted
+    with beam_speedups.payloads_in_process(True):
+        counts["in_process"] = run()
+    counts["in_process_kinds"] = sorted(set(kinds))
+    kinds.clear()
+    with beam_speedups.payloads_in_process(False):
+        counts["for_remote_workers"] = run()
+    counts["for_remote_workers_kinds"] = sorted(set(kinds))
     print(json.dumps(counts))
     """
 )
@@ -319,11 +338,18 @@ def test_a_pipeline_gives_the_same_results_without_setting_the_level_per_pickle(
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     # The side input's sums, then the stateful DoFn's running sums of one key (1, 1+2, 1+2+4).
     assert counts["before"] == counts["after"] == [31, 32, 33, 1, 3, 7]
-    # Beam as pinned: dill's level is set at every pickle and unpickle.
-    assert counts["levels_before"] >= 100
-    # Applied: the level is never set again (it is WARN already), and tracing still switches it.
-    assert counts["levels_after"] == 0
-    assert counts["level"] == 30 and counts["traced_level"] == 20  # logging.WARN, logging.INFO
+    # The same results with the payloads stored for this process (zlib's level 0), and for remote workers (bz2).
+    assert counts["in_process"] == counts["for_remote_workers"] == counts["before"]
+    # (Beam's coders are pickled with zlib at level 9 either way.)
+    assert [k for k in counts["in_process_kinds"] if k != "zlib 9"] == [f"zlib {beam_speedups.IN_PROCESS_LEVEL}"]
+    assert [k for k in counts["for_remote_workers_kinds"] if k != "zlib 9"] == ["bz2 9"]
+    if counts["pickles_with_dill"]:  # Beam 2.59
+        # Beam as pinned: dill's level is set at every pickle and unpickle.
+        assert counts["levels_before"] >= 100
+        # Applied: the level is never set again (it is WARN already), and tracing still switches it.
+        assert counts["levels_after"] == 0
+        assert counts["level"] == 30  # logging.WARN
+    assert counts["traced_level"] == 20  # logging.INFO: tracing still switches it
     assert counts["weigher"] == "tfxflow.pipeline.beam_speedups"  # installed where the state cache calls it
     assert counts["signatures"] == "tfxflow.pipeline.beam_speedups"  # and where DoFns' methods are read
     assert counts["specs"] == "tfxflow.pipeline.beam_speedups"  # and where their state and timers are found
@@ -819,3 +845,144 @@ def test_statistics_of_the_taxi_data_are_tfdvs_with_histograms_over_arrays(monke
     assert made["ours"] == made["tfdv"]
     histograms = [h for f in made["ours"].datasets[0].features for h in f.num_stats.histograms if h.type == h.STANDARD]
     assert len(histograms) >= 8 and all(sum(b.sample_count for b in h.buckets) > 0 for h in histograms)
+
+
+def test_the_pinned_beams_picklers_compress_each_payload_with_bz2_through_their_module():
+    """What speedup 10 replaces: each pickler compresses through its module's `bz2` (unless asked for zlib, which
+    Beam's coders are) and decompresses the same way."""
+    import importlib
+
+    found = 0
+    for name in beam_speedups.PICKLERS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        found += 1
+        source = inspect.getsource(module)
+        assert "import bz2" in source
+        assert "c = bz2.compress(s, compresslevel=9)" in source
+        assert "s = bz2.decompress(c)" in source
+        assert source.count("bz2.") == 2
+    assert found >= 1
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_payloads_are_read_back_by_beams_picklers_however_they_were_compressed(in_process):
+    import base64
+
+    from apache_beam.internal import pickler
+
+    beam_speedups.apply()
+    value = {"fn": _Holder, "values": list(range(1000)), "text": "payload " * 200}
+    with beam_speedups.payloads_in_process(in_process):
+        encoded = pickler.dumps(value)
+    raw = base64.b64decode(encoded)
+    assert raw.startswith(b"BZh") is not in_process
+    assert raw[:1] == (b"\x78" if in_process else b"B")
+    for inside in (True, False):  # read back in either state
+        with beam_speedups.payloads_in_process(inside):
+            assert pickler.loads(encoded) == value
+    assert beam_speedups.PAYLOADS._in_process == 0  # every block left
+
+
+@pytest.mark.parametrize(
+    "runner, inside",
+    [
+        (beam_runners.BeamRunner(), True),
+        (beam_runners.BeamRunner(direct_mode="in_memory", direct_workers=2), True),
+        (beam_runners.BeamRunner(direct_mode="multi_threading", direct_workers=2), True),
+        (beam_runners.BeamRunner(direct_mode="multi_processing", direct_workers=2), False),
+        (beam_runners.BeamRunner(runner="portable"), False),
+        (beam_runners.BeamRunner(runner="flink", flink_master="flink:8081"), False),
+    ],
+    ids=["default", "in-memory", "threads", "processes", "portable", "flink"],
+)
+def test_only_workers_in_this_process_get_payloads_compressed_for_it(runner, inside):
+    assert runner.workers_in_this_process is inside
+
+
+def test_the_pinned_cloudpickle_reads_every_loaded_modules_name_for_each_package_a_function_refers_to():
+    """What speedup 11 replaces, where Beam vendors cloudpickle (2.7x); Beam 2.59 pickles with dill, which does not
+    search for submodules."""
+    import importlib.util
+
+    from apache_beam.internal import pickler
+
+    if importlib.util.find_spec("apache_beam.internal.cloudpickle") is None:
+        from apache_beam.internal import dill_pickler
+
+        assert pickler.desired_pickle_lib is dill_pickler
+        return
+    cloudpickle = importlib.import_module(beam_speedups.VENDORED_CLOUDPICKLE)
+    state = inspect.getsource(cloudpickle._function_getstate)
+    assert 'slotstate["_cloudpickle_submodules"] = _find_imported_submodules(' in state
+    original = getattr(cloudpickle, beam_speedups.SUBMODULES)
+    search = inspect.getsource(getattr(original, "__wrapped__", original))
+    if not getattr(original, beam_speedups.MARK, False):
+        assert "for name in list(sys.modules):" in search
+        assert 'tokens = set(name[len(prefix):].split("."))' in search
+
+
+def _cloudpickles_search():
+    """cloudpickle's own `_find_imported_submodules` (the installed package's, as Beam vendors it)."""
+    import cloudpickle
+
+    return cloudpickle.cloudpickle._find_imported_submodules
+
+
+def test_indexed_submodules_are_cloudpickles_for_the_functions_of_every_loaded_module():
+    import tensorflow as tf  # noqa: F401 (some 10,000 modules, as in a run)
+
+    original = _cloudpickles_search()
+    find = beam_speedups.submodules_index()
+    compared = found = 0
+    for module in list(sys.modules.values()):
+        if module is None:
+            continue
+        try:
+            members = list(vars(module).values())
+        except TypeError:
+            continue
+        for fn in members[:50]:
+            if not isinstance(fn, types.FunctionType):
+                continue
+            code = fn.__code__
+            # The function's globals and closure, as cloudpickle passes them.
+            deps = [fn.__globals__[n] for n in code.co_names if n in fn.__globals__]
+            deps += [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+            expected = original(code, deps)
+            assert find(code, deps) == expected, (module.__name__, fn)
+            compared += 1
+            found += len(expected)
+    assert compared > 5000 and found > 100
+
+
+def _filled(cell) -> bool:
+    try:
+        return cell.cell_contents is not _filled  # an empty cell raises
+    except ValueError:
+        return False
+
+
+def test_the_submodule_index_is_made_again_when_a_module_is_loaded():
+    import email
+
+    find = beam_speedups.submodules_index()
+    code = compile("email.quoprimime", "<test>", "eval")
+    before = find(code, [email])
+    assert "email.quoprimime" not in sys.modules or before
+    import email.quoprimime
+
+    assert find(code, [email]) == [sys.modules["email.quoprimime"]]
+    # One removed and another loaded: the index is made again.
+    saved = sys.modules.pop("email.quoprimime")
+    try:
+        import email.base64mime
+
+        code = compile("email.quoprimime, email.base64mime", "<test>", "eval")
+        assert find(code, [email]) == _cloudpickles_search()(code, [email])
+        assert sys.modules["email.base64mime"] in find(code, [email])
+        assert saved not in find(code, [email])
+    finally:
+        sys.modules["email.quoprimime"] = saved
