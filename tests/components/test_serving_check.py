@@ -230,8 +230,8 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
 
 def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_gets_its_request(monkeypatch):
     """glibc keeps freed blocks in its heap for reuse: buffers of 1 KB (malloc's, not Python's small-object
-    pools) freed around a few kept ones stay resident until `malloc_trim`; the probe's request gives them back
-    while the probe's process imports TensorFlow or loads the model, beside this process's own work."""
+    pools) freed around a few kept ones stay resident until `malloc_trim`; handing the probe its request gives
+    them back first, before the probe's process loads the model beside this one."""
     kept, freed = [], []
     for i in range(300_000):
         (kept if i % 50 == 0 else freed).append(bytes(1000))
@@ -266,7 +266,7 @@ def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_gets_its_r
     with serving_check.started_probe() as probe:
         assert order == ["started"]  # nothing is given back before the request goes
         probe.send({"model_dir": "m"})
-        assert order == ["started", "go", "given back"]
+        assert order == ["started", "given back", "go"]  # given back before the probe loads the model
 
 
 class _Exited:
