@@ -305,6 +305,12 @@ def _tree(tmp_path, docs, results):
     return tmp_path
 
 
+def _named_in(doc: str) -> str:
+    """The results file of the pipeline block in docs/`doc`."""
+    text = open(os.path.join(REPO, "docs", doc), encoding="utf-8").read()
+    return re.search(r"<!-- pipeline-benchmark: benchmarks/results/(\S+) -->", text).group(1)
+
+
 def _block_span(text: str, kind: str):
     start = text.index(f"<!-- {kind}: ")
     return start, text.index(f"<!-- /{kind} -->", start) + len(f"<!-- /{kind} -->")
@@ -331,7 +337,7 @@ def test_write_puts_the_block_in_place_of_the_one_of_its_kind_naming_the_new_fil
 
 
 def test_write_replaces_the_pipeline_block_of_the_results_lane(tmp_path):
-    compat, current = "pipeline-20261204-6.json", "pipeline-current-20261205-6.json"
+    compat, current = (_named_in(doc) for doc in ("benchmarks.md", "environment.md"))  # each lane's block's file
     root = _tree(tmp_path, ["benchmarks.md", "environment.md"], [compat, current, "pipeline-current-20261205-5.json"])
     benchmarks_before = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert f"<!-- pipeline-benchmark: benchmarks/results/{compat} -->" in benchmarks_before
