@@ -515,7 +515,6 @@ class Executor(base_executor.BaseExecutor):
                     "seconds": SECONDS_PER_BATCH,
                     "batch_sizes": list(BATCH_SIZES),
                 }
-                # The probe loads the model and answers on the other core while the Evaluator's model does here.
                 probe.send(request)
                 expected = evaluator_predictions(model_dir, eval_config, examples_bytes)
                 result.update(probe())

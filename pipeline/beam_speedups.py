@@ -148,7 +148,7 @@ def apply() -> None:
     _merge_histograms_over_arrays()
     _compress_payloads_for_where_they_go()
     _index_loaded_submodules()
-    _trace_once_for_both_inspections()
+    _trace_once_for_the_inspections()
 
 
 def _set_dill_level_on_change() -> None:
@@ -618,19 +618,19 @@ def submodules_index() -> Callable[[types.CodeType, Any], list]:
             else:
                 known["index"] = add(names, {})
             known["names"] = names
+        used = set(code.co_names)
         subimports = []
         for x in packages:
             prefix = x.__name__ + "."
             for name in known["index"].get(prefix, ()):
-                tokens = set(name[len(prefix) :].split("."))
-                if not tokens - set(code.co_names):
+                if not set(name[len(prefix) :].split(".")) - used:
                     subimports.append(sys.modules[name])
         return subimports
 
     return find
 
 
-def _trace_once_for_both_inspections() -> None:
+def _trace_once_for_the_inspections() -> None:
     inspect_module = importlib.import_module(INSPECTIONS)
     if getattr(inspect_module.impl_helper, MARK, False):
         return
