@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import provenance, readme_tables
-from tfxflow.components import drift
+from tfxflow.components.validation import drift
 from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
 
 SCHEMA_PATH = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")

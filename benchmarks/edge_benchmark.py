@@ -6,7 +6,7 @@ model, and how it compares with the served SavedModel.
 Binary runs the curated taxi schema; multi-class (payment_type) and regression (fare) run infer-schema's drafts,
 as `make bench` does; text runs infer-schema's draft of Debian's package descriptions (tests/data: their
 archive section from the description and the package name). Each run converts its blessed model
-(components/edge.py), checks it on the eval split's golden rows and scores it on the eval rows in a process of
+(components/edge/edge.py), checks it on the eval split's golden rows and scores it on the eval rows in a process of
 its own and publishes it in the pushed version; this reads the version's `edge.json` and the ServingCheck's
 figures for the SavedModel, prints a table and writes JSON (benchmarks/results/edge-<date>.json).
 """
@@ -33,7 +33,8 @@ TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
 
 def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
     """One run of `task` with --tflite; what its pushed version's edge.json and the serving check say."""
-    from tfxflow.components import edge, pusher
+    from tfxflow.components import serving_dir
+    from tfxflow.components.edge import edge
     from tfxflow.pipeline.config import bundled_taxi_data_root
     from tfxflow.pipeline.reports import run_record
 
@@ -59,8 +60,8 @@ def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
     if done.returncode != 0:
         return {"task": task, "returncode": done.returncode, "error": done.stderr.strip().splitlines()[-1:]}
     base = os.path.join(home, "serving", model)
-    version = str(pusher.served_versions(base)[-1])
-    with open(os.path.join(base, version, pusher.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
+    version = str(serving_dir.served_versions(base)[-1])
+    with open(os.path.join(base, version, serving_dir.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
         result = json.load(f)
     metadata = os.path.join(home, "metadata", "metadata.sqlite")
     record = run_record.read_run(metadata, f"tfxflow-{model}")
@@ -74,7 +75,7 @@ def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
             "bytes": sum(
                 os.path.getsize(os.path.join(d, n))
                 for d, _, files in os.walk(os.path.join(base, version))
-                if pusher.EDGE_DIR not in d
+                if serving_dir.EDGE_DIR not in d
                 for n in files
             ),
             "p50_ms": (check.get("latency_ms") or {}).get("p50"),

@@ -430,15 +430,16 @@ def trainer(result: Dict[str, Any]) -> str:
 def edge_models(result: Dict[str, Any]) -> str:
     """`make bench-edge`'s TFLite models per task: size, agreement with the SavedModel, the task's metric on the
     eval rows, latency at batch 1."""
-    from tfxflow.components import edge as edge_lib
+    from tfxflow.components.edge import edge as edge_lib
 
     machine = result["machine"]
     lines = [
         f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores: `tfxflow run --tflite` on the "
         "bundled taxi data per task and on Debian's package descriptions (text), each variant checked on the eval "
         "split's golden rows in a process of its own "
-        "(components/edge_probe.py) and scored on the eval rows that have every serving column (the task's default "
-        "metric, the SavedModel's on the same rows beside it); latency of one row through the signature, the "
+        "(components/edge/edge_probe.py) and scored on the eval rows that have every serving column (the "
+        "task's default metric, the SavedModel's on the same rows beside it); latency of one row through the "
+        "signature, the "
         "SavedModel's from the serving check:",
         "",
         "| task | model | size | max difference | metric on eval rows | p50 at batch 1 | load | runs in |",

@@ -115,9 +115,10 @@ def one(spec: Dict[str, Any]) -> Dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from tfxflow.components.model import hardware, presets
     from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.model import presets
     from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.components.training import hardware
 
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:

@@ -204,9 +204,10 @@ def bench_ours(
     """This project's Trainer for one configuration; steady-state throughput over epochs 2..n."""
     import tensorflow_transform as tft
 
-    from tfxflow.components.model import export, hardware, trainer
+    from tfxflow.components.model import export
     from tfxflow.components.model import keras_model as model_lib
     from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.components.training import hardware, trainer
     from tfxflow.pipeline.config import bundled_dataset_dir
 
     features = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
@@ -353,7 +354,7 @@ def main(argv=None) -> int:
     import logging
 
     logging.getLogger().setLevel(logging.WARNING)
-    from tfxflow.components.model.trainer import skip_autograph_for_tf_keras
+    from tfxflow.components.training.trainer import skip_autograph_for_tf_keras
 
     skip_autograph_for_tf_keras()  # for both trainers: it is a process-wide TF setting
     # The code measured is the checkout's as the runs start, whatever is committed while they run.

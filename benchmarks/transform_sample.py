@@ -1,4 +1,4 @@
-"""Does Transform's analysis sample (`--transform-max-rows`, components/transform.py) cost model quality? The
+"""Does Transform's analysis sample (`--transform-max-rows`, components/training/transform.py) cost model quality? The
 pipeline on scaled taxi data (20x: 300,040 rows), each seed twice from a cold home: Transform analyzing every
 training row, and analyzing every k-th of them (default: a bound of 40,000, every 6th of the 225,000 training
 rows: 37,550 analyzed, fewer than the 250,000 the default bound of 500,000 leaves at least). The same eval split

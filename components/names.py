@@ -49,7 +49,7 @@ SPLIT_PREFIX = "Split-"
 # The Trainer's record of its epochs, devices and timing, beside the model in its ModelRun output.
 TRAINING_INFO_FILE = "training_info.json"
 
-# The exported model's record of its task, label and classes, inside the SavedModel (components/model_info.py).
+# The exported model's record of its task, label and classes, inside the SavedModel (components/model/model_info.py).
 MODEL_INFO_FILE = os.path.join("assets.extra", "tfxflow_model.json")
 
 # The exported model's signatures and its output (components/model/export.py).

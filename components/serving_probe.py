@@ -227,7 +227,7 @@ def probe(request_path):
 
     # What `import tensorflow` brings by itself: only what loading and serving add counts.
     result = {"tensorflow": tf.__version__, "modules_of_tensorflow": _foreign()}
-    go = sys.stdin.readline()  # the caller's go (components/serving_check.py's started_probe)
+    go = sys.stdin.readline()  # the caller's go (components/serving/serving_check.py's started_probe)
     if not go and not os.path.exists(request_path):
         return None  # started ahead of a check that never came (its caller ended): nothing to answer
     with open(request_path, encoding="utf-8") as f:

@@ -2,7 +2,7 @@
 
 Every Beam component gets the same arguments, through the pipeline-level `beam_pipeline_args` of
 `create_pipeline`: StatisticsGen, Transform and the Evaluator run Beam pipelines; CsvExampleGen's executor is a
-Beam executor that streams its files itself (components/csv_input.py). Presets (`--beam-runner`):
+Beam executor that streams its files itself (components/ingest/csv_input.py). Presets (`--beam-runner`):
 
 - `direct`: Beam's DirectRunner in this process (`--beam-mode`, `--beam-workers`).
 - `portable`: Beam's PortableRunner against a job service: `embed` (Beam's in-process job service, which runs

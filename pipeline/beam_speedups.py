@@ -283,7 +283,7 @@ def specs_memo(get_dofn_specs: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _read_tfrecords_in_blocks() -> None:
     from apache_beam.io import tfrecordio
 
-    from tfxflow.components.tf_example import masked_crc
+    from tfxflow.components.ingest.tf_example import masked_crc
 
     source = getattr(tfrecordio, TFRECORD_SOURCE)
     if getattr(source.read_records, MARK, False):

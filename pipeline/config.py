@@ -11,10 +11,10 @@ from tfxflow.components import names
 from tfxflow.components import settings as settings_lib
 from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.model.features import FeatureConfig
-from tfxflow.components.model.hardware import HardwareConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.components.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
-from tfxflow.components.tracking_outbox import DEFAULT_WAIT_S as DEFAULT_TRACKING_WAIT_S
+from tfxflow.components.tracking.tracking_outbox import DEFAULT_WAIT_S as DEFAULT_TRACKING_WAIT_S
+from tfxflow.components.training.hardware import HardwareConfig
 from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline import user_module as user_module_lib
 from tfxflow.pipeline.beam_runners import BeamRunner
@@ -35,7 +35,7 @@ TRACKING_MODES = ("required", "optional", "off")
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     """Trainer knobs; steps count batches of `batch_size`. Each field with a `key` becomes that entry of the
-    Trainer's `custom_config` (components/model/trainer.py and keras_model.py read it strictly).
+    Trainer's `custom_config` (components/training/trainer.py and keras_model.py read it strictly).
 
     A knob left None takes its default when the run is configured (`resolve_training`): training from scratch's
     (presets.py), or with --init-checkpoint BERT's fine-tuning recipe (presets.FINE_TUNING) and the checkpoint's
@@ -199,7 +199,7 @@ class TrainingConfig:
         check=lambda v: None if v is None or (len(v) == 2 and 1 <= v[0] <= v[1]) else "two steps, first <= last",
     )
     # The built-in preprocessing's analyzers (means, deviations, quantiles, vocabularies) on a systematic sample
-    # of a larger training split (components/transform.py): what they compute has converged long before.
+    # of a larger training split (components/training/transform.py): what they compute has converged long before.
     transform_max_rows: int = setting(
         500_000,
         flag="--transform-max-rows",
@@ -229,7 +229,7 @@ def _tune_space_problem(text: str) -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class TuningConfig:
-    """The tuning step (components/tuner.py): off unless `tune`; a budget of trials and/or minutes."""
+    """The tuning step (components/tuning/tuner.py): off unless `tune`; a budget of trials and/or minutes."""
 
     tune: bool = setting(
         False,
@@ -260,7 +260,7 @@ class TuningConfig:
     )
     tune_seed: Optional[int] = setting(None, type=int, metavar="N", help="the search's seed (default: --seed)")
     # One trial of the built-in models keeps about one core busy (one Python process, mostly
-    # single-threaded): a second process running trials of the same study uses another (components/tuner.py).
+    # single-threaded): a second process running trials of the same study uses another (components/tuning/tuner.py).
     tune_workers: int = setting(
         0,
         metavar="N",
@@ -652,12 +652,12 @@ class Paths:
 
     @property
     def tuning_dir(self) -> str:
-        """The tuning's Optuna studies (components/tuner.py): a killed tuning resumes from here."""
+        """The tuning's Optuna studies (components/tuning/tuner.py): a killed tuning resumes from here."""
         return os.path.join(self.home, "tuning")
 
     @property
     def tracking_outbox(self) -> str:
-        """What a run could not log to MLflow while its server did not answer (components/tracking_outbox.py):
+        """What a run could not log to MLflow while its server did not answer (components/tracking/tracking_outbox.py):
         beside the metadata store, whose run lock guards both."""
         return os.path.join(os.path.dirname(self.metadata_path), "mlflow_outbox")
 

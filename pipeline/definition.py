@@ -21,27 +21,30 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from tfxflow.components import csv_input, drift, eval_metrics, names
-from tfxflow.components import edge as edge_lib
-from tfxflow.components import evaluator as evaluator_lib
-from tfxflow.components import pusher as pusher_lib
-from tfxflow.components import serving_check as serving_check_lib
-from tfxflow.components import tracking as tracking_lib
-from tfxflow.components import transform as transform_lib
-from tfxflow.components import tuner as tuner_lib
-from tfxflow.components import user_trainer as user_trainer_lib
-from tfxflow.components.baseline import BlessedDataStatisticsStrategy, ServedBaseline
-from tfxflow.components.gate import DataGate
+from tfxflow.components import names
+from tfxflow.components.edge import edge as edge_lib
+from tfxflow.components.evaluation import eval_metrics
+from tfxflow.components.evaluation import evaluator as evaluator_lib
+from tfxflow.components.ingest import csv_input
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import presets, search_space, tasks
-from tfxflow.components.schema import EmbeddedSchema
+from tfxflow.components.serving import pusher as pusher_lib
+from tfxflow.components.serving import serving_check as serving_check_lib
+from tfxflow.components.tracking import tracking as tracking_lib
+from tfxflow.components.training import transform as transform_lib
+from tfxflow.components.training import user_trainer as user_trainer_lib
+from tfxflow.components.tuning import tuner as tuner_lib
+from tfxflow.components.validation import drift
+from tfxflow.components.validation.baseline import BlessedDataStatisticsStrategy, ServedBaseline
+from tfxflow.components.validation.gate import DataGate
+from tfxflow.components.validation.schema import EmbeddedSchema
 from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig, TuningConfig, check_tuning
 from tfxflow.pipeline.user_module import UserModule
 
 PREPROCESSING_FN = "tfxflow.components.model.preprocessing.preprocessing_fn"
-RUN_FN = "tfxflow.components.model.trainer.run_fn"
+RUN_FN = "tfxflow.components.training.trainer.run_fn"
 # Where the baselines (the model to beat, the data to compare with) come from: resolvers over ML Metadata, or
-# a step that reads the serving directory (for Kubeflow, which runs no resolver; components/baseline.py).
+# a step that reads the serving directory (for Kubeflow, which runs no resolver; components/validation/baseline.py).
 BASELINE_SOURCES = ("metadata", "serving")
 
 
@@ -179,7 +182,7 @@ def create_pipeline(
     gate re-runs.
 
     With `tracking`, MlflowStart runs first (ExampleGen waits for it), MlflowRecord logs the run's data,
-    training and evaluation before the Pusher, and MlflowFinish records the push (components/tracking.py).
+    training and evaluation before the Pusher, and MlflowFinish records the push (components/tracking/tracking.py).
 
     Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs; the
     runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
@@ -207,8 +210,8 @@ def create_pipeline(
     (Kubeflow), the probe would be lost with the Evaluator's.
 
     `tuning` (with `tune` set): a Tuner between Transform and the Trainer searches the built-in Trainer's
-    settings (components/tuner.py), or runs the module's tuner_fn in TFX's Tuner (components/module_tuner.py);
-    the Trainer trains with its best trial's values. `tuning_dir` keeps its
+    settings (components/tuning/tuner.py), or runs the module's tuner_fn in TFX's Tuner
+    (components/tuning/module_tuner.py); the Trainer trains with its best trial's values. `tuning_dir` keeps its
     Optuna study across runs (a killed tuning resumes); "" keeps it in the step's output.
     """
     if baseline_source not in BASELINE_SOURCES:
@@ -303,7 +306,7 @@ def create_pipeline(
         # that nothing reads.
         disable_analyzer_cache=True,
         force_tf_compat_v1=True,
-        # The built-in analyzers on a sample of a larger training split (components/transform.py). Not a module
+        # The built-in analyzers on a sample of a larger training split (components/training/transform.py). Not a module
         # file's preprocessing_fn (it may count rows or list a label's classes), nor a multi-class label whose
         # classes come from Transform's vocabulary: a class left out of the sample would have no index.
         max_analyze_rows=(
@@ -326,9 +329,9 @@ def create_pipeline(
     if tuning is not None and tuning.tune:
         check_tuning(tuning, user_module, training, features)
     if tuning is not None and tuning.tune and user_module is not None and user_module.tuner_fn:
-        # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/module_tuner.py). Not
+        # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/tuning/module_tuner.py). Not
         # imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
-        from tfxflow.components import module_tuner
+        from tfxflow.components.tuning import module_tuner
 
         tuner = module_tuner.Tuner(
             module_file=user_module.path,
@@ -360,7 +363,7 @@ def create_pipeline(
         ).with_id(names.TUNER)
     trainer = Trainer(
         **(
-            # TFX's executor, and the built-in Trainer's record of the run (components/user_trainer.py).
+            # TFX's executor, and the built-in Trainer's record of the run (components/training/user_trainer.py).
             {
                 "module_file": user_module.path,
                 "custom_executor_spec": executor_spec.ExecutorClassSpec(user_trainer_lib.Executor),
@@ -410,9 +413,9 @@ def create_pipeline(
         warm_serving_probe=warm_serving_probe,
     ).with_id(names.EVALUATOR)
     # A version appears complete or not at all, with its training data's statistics; the newest
-    # `keep_versions` are kept (components/pusher.py).
+    # `keep_versions` are kept (components/serving/pusher.py).
     # The candidate loads and answers in a TensorFlow-only process as the Evaluator's model did, within the
-    # latency bound (components/serving_check.py); the Pusher checks its InfraBlessing.
+    # latency bound (components/serving/serving_check.py); the Pusher checks its InfraBlessing.
     serving_check = serving_check_lib.ServingCheck(
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
@@ -424,7 +427,7 @@ def create_pipeline(
     ).with_id(names.SERVING_CHECK)
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
     # The blessed model as TensorFlow Lite, checked against the SavedModel; the Pusher publishes it in the
-    # version (components/edge.py).
+    # version (components/edge/edge.py).
     edge_export = None
     if evaluation.tflite:
         edge_export = edge_lib.EdgeExport(
@@ -444,7 +447,7 @@ def create_pipeline(
     ).with_id(names.PUSHER)
     tracking_nodes = []
     if tracking is not None:
-        from tfxflow.components import mlflow_auth
+        from tfxflow.components.tracking import mlflow_auth
 
         # Exec properties land in ML Metadata, the run log and a compiled spec: credentials travel in the
         # environment instead (tracking_store.resolve_tracking_uri moves them there).

@@ -12,8 +12,8 @@ import shutil
 import urllib.parse
 from typing import MutableMapping, Optional
 
-from tfxflow.components import mlflow_auth
-from tfxflow.components.tracking_outbox import root_error
+from tfxflow.components.tracking import mlflow_auth
+from tfxflow.components.tracking.tracking_outbox import root_error
 
 TRACKING_ENV = mlflow_auth.TRACKING_URI_ENV
 EMBEDDED_DB = os.path.join("mlflow", "mlflow.db")

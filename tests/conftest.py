@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tfxflow.components.model import hardware
+from tfxflow.components.training import hardware
 
 # tf.keras is Keras 2 (tf-keras) in the tests' process too, as the CLI and the Kubeflow steps make it: before
 # TensorFlow loads, which decides at import (tf.Transform's own switch comes too late where TF came first).

@@ -1,4 +1,4 @@
-"""What `tfxflow run --tflite` leaves in a pushed version (components/edge.py), checked the same way for each
+"""What `tfxflow run --tflite` leaves in a pushed version (components/edge/edge.py), checked the same way for each
 task's run: the published TFLite models run here in TFLite's interpreter on rows of the run's CSV and compared
 with the served SavedModel's `serving_raw` (tests/pipeline/test_tasks_e2e.py, test_drift_e2e.py)."""
 
@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
-from tfxflow.components import edge, lane, pusher
+from tfxflow.components import lane, serving_dir
+from tfxflow.components.edge import edge
 
 # TF 2.16's tf.lite.Interpreter links the Flex delegate; TF 2.21's has none (docs/environment.md): in the current
 # lane a model that needs Select TF ops is checked by nothing, and so not published.
@@ -25,14 +26,14 @@ def assert_refused_for_flex(serving, model, out, first_op="AsString"):
         f"the float32 TFLite model is not published: the interpreter here cannot run its Select TF ops ({first_op}"
     ), line
     (version,) = helpers.pushed_versions(serving, model)[:1]
-    assert not os.path.exists(os.path.join(serving, model, version, pusher.EDGE_DIR))
+    assert not os.path.exists(os.path.join(serving, model, version, serving_dir.EDGE_DIR))
 
 
 def published(serving, model, version_index=0):
     """The folder of a version pushed under `serving` (a home's serving/) and its edge.json."""
     versions = helpers.pushed_versions(serving, model)
     folder = os.path.join(serving, model, versions[version_index])
-    with open(os.path.join(folder, pusher.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
+    with open(os.path.join(folder, serving_dir.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
         return folder, json.load(f)
 
 
@@ -69,12 +70,12 @@ def check_against_saved_model(folder, rows):
         else np.array(values[arg], dtype=spec.dtype.as_numpy_dtype)
         for arg, spec in specs.items()
     }
-    with open(os.path.join(folder, pusher.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
+    with open(os.path.join(folder, serving_dir.EDGE_DIR, edge.RESULT_FILE), encoding="utf-8") as f:
         result = json.load(f)
     answers = {}
     for variant in result["published"]:
         tolerance = edge.TOLERANCES[variant] * UNSEEN_ROWS_FACTOR[variant]
-        path = os.path.join(folder, pusher.EDGE_DIR, edge.FILES[variant])
+        path = os.path.join(folder, serving_dir.EDGE_DIR, edge.FILES[variant])
         answer = _interpreter(path, bool(result.get("text_ops"))).get_signature_runner("serving_raw")(**feeds)
         assert sorted(answer) == sorted(expected)
         for name, want in expected.items():

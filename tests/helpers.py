@@ -14,7 +14,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfxflow.components import tracking_outbox
+from tfxflow.components.tracking import tracking_outbox
 from tfxflow.pipeline import tracking_store
 from tfxflow.pipeline.config import bundled_taxi_data_root
 
@@ -175,7 +175,7 @@ def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str,
     import mlflow
     import numpy as np
 
-    from tfxflow.components.tracking import fluent_api_at
+    from tfxflow.components.tracking.tracking import fluent_api_at
     from tfxflow.pipeline.config import bundled_dataset_dir
 
     examples = serialize_examples(
@@ -692,7 +692,8 @@ def ingested_taxi_statistics(folder, header: str, lines):
     pathlib folder to work in."""
     import tensorflow_data_validation as tfdv
 
-    from tfxflow.components import csv_input, drift
+    from tfxflow.components.ingest import csv_check, csv_input
+    from tfxflow.components.validation import drift
     from tfxflow.pipeline.config import bundled_dataset_dir
 
     schema = tfdv.load_schema_text(os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"))
@@ -701,6 +702,6 @@ def ingested_taxi_statistics(folder, header: str, lines):
     examples = folder / "examples"
     examples.mkdir()
     csv_input.ingest(
-        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_input.rules_from_schema(schema)
+        [str(folder / "in" / "data.csv")], {"train": str(examples)}, [1], csv_check.rules_from_schema(schema)
     )
     return tfdv.generate_statistics_from_tfrecord(str(examples / "*"), stats_options=drift.stats_options(schema=schema))

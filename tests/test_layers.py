@@ -1,13 +1,20 @@
 """The package's layers, read from every import statement, those inside functions and relative ones included:
-components never reach up into the pipeline (the settings machinery both use lives in components/), neither
-runner (pipeline/local, pipeline/kfp) imports the other, and no two modules import each other, directly or round a
-longer cycle."""
+components never reach up into the pipeline (the settings machinery both use lives in components/), a component
+subsystem imports only the shared modules and the subsystems before it, neither runner (pipeline/local,
+pipeline/kfp) imports the other, and no two modules import each other, directly or round a longer cycle."""
 
 import ast
+import importlib
+import inspect
 import os
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("pipeline", "components", "schemas")
+# components/'s subsystems in the order a module may import them: each may import the ones before it and the
+# modules directly in components/ (the shared ones), never one after it.
+SUBSYSTEMS = ("model", "ingest", "validation", "training", "tuning", "evaluation", "edge", "serving", "tracking")
 
 
 def _graph() -> dict:
@@ -110,3 +117,67 @@ def test_no_import_cycle():
     # A package's __init__ importing its own submodules is not a cycle of layers.
     cycles = [c for c in cycles if not all(m.startswith(c[0] + ".") or m == c[0] for m in c[1:])]
     assert not cycles, cycles
+
+
+def _subsystem(module: str):
+    """The index of `module`'s subsystem in SUBSYSTEMS; -1 for the shared modules of components/; None outside."""
+    parts = module.split(".")
+    if parts[:2] != ["tfxflow", "components"]:
+        return None
+    if len(parts) == 2 or (len(parts) == 3 and parts[2] not in SUBSYSTEMS):
+        return -1
+    return SUBSYSTEMS.index(parts[2])
+
+
+def test_every_folder_of_components_is_a_subsystem_in_the_order():
+    folders = {
+        name
+        for name in os.listdir(os.path.join(REPO, "components"))
+        if os.path.isfile(os.path.join(REPO, "components", name, "__init__.py"))
+    }
+    assert folders == set(SUBSYSTEMS)
+
+
+def test_a_subsystem_imports_only_the_shared_modules_and_the_subsystems_before_it():
+    graph = _graph()
+    backwards = {
+        module: sorted(i for i in imports if (_subsystem(i) or -1) > _subsystem(module))
+        for module, imports in graph.items()
+        if _subsystem(module) is not None
+    }
+    assert not {m: i for m, i in backwards.items() if i}
+    # The rule reads real arrows: the Trainer reads what ingestion counted, the serving check the golden rows.
+    assert "tfxflow.components.ingest.csv_input" in graph["tfxflow.components.training.trainer"]
+    assert "tfxflow.components.evaluation.golden" in graph["tfxflow.components.serving.serving_check"]
+
+
+def test_the_shared_modules_import_no_subsystem():
+    graph = _graph()
+    shared = [m for m in graph if _subsystem(m) == -1]
+    assert len([m for m in shared if m != "tfxflow.components"]) <= 12  # components/ keeps at most a dozen modules
+    assert not {m: sorted(graph[m]) for m in shared if any(_subsystem(i) != -1 for i in graph[m])}
+
+
+@pytest.mark.parametrize("subsystem", SUBSYSTEMS)
+def test_each_subsystem_exports_the_components_it_defines(subsystem):
+    package = importlib.import_module(f"tfxflow.components.{subsystem}")
+    assert all(callable(getattr(package, name)) for name in package.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        package.Nothing  # noqa: B018 (the attribute access is the test)
+    # Every TFX component a module of the subsystem defines (a class or a function component) is exported.
+    from tfx.dsl.components.base import base_component
+
+    folder = os.path.join(REPO, "components", subsystem)
+    defined = set()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py") and name != "__init__.py" and name not in ("edge_probe.py",):
+            module = importlib.import_module(f"tfxflow.components.{subsystem}.{name[:-3]}")
+            defined |= {
+                attribute
+                for attribute, value in vars(module).items()
+                if getattr(value, "__module__", None) == module.__name__
+                and inspect.isclass(value)
+                and issubclass(value, base_component.BaseComponent)
+            }
+    exported = {getattr(package, name).__name__ for name in package.__all__}
+    assert defined <= exported, defined - exported

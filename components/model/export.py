@@ -127,7 +127,7 @@ def model_info(
         info["encoders"] = dict(encoders)
     if config.text:
         # How each text column became token ids in the Transform graph: what an edge tokenizer must redo
-        # (components/edge_convert.py), the vocabulary being the SavedModel's asset of that name.
+        # (components/edge/edge_convert.py), the vocabulary being the SavedModel's asset of that name.
         info["text"] = {
             column: {
                 "ids": config.transformed_name(column),

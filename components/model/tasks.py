@@ -104,7 +104,7 @@ TASK_SPECS: Dict[str, Task] = {
 
 ALL_BLESSING_METRICS = tuple(m.name for task in TASK_SPECS.values() for m in task.blessing_metrics)
 
-# The Evaluator's metric classes (TFMA's, and components/eval_metrics.py's) and the names they report, which
+# The Evaluator's metric classes (TFMA's, and components/evaluation/eval_metrics.py's) and the names they report, which
 # the blessing's --blessing-metric and the run page use.
 METRIC_CLASSES = {
     "BinaryAccuracy": "binary_accuracy",

@@ -1,5 +1,5 @@
 """What several subcommands share: the help formatter, deprecated spellings, and the flags of the settings
-`run` and `kubeflow compile` both take (declared once in pipeline/config.py and components/model/hardware.py)."""
+`run` and `kubeflow compile` both take (declared once in pipeline/config.py and components/training/hardware.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from typing import Any, Optional, Tuple
 
 from tfxflow.components import settings
-from tfxflow.components.model.hardware import HardwareConfig
+from tfxflow.components.training.hardware import HardwareConfig
 from tfxflow.pipeline.beam_runners import BEAM_MODES
 from tfxflow.pipeline.config import (
     HOME_ENV,

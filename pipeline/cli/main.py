@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import List, Optional
 
-from tfxflow.components.model import hardware
+from tfxflow.components.training import hardware
 from tfxflow.pipeline.cli import common, compare, data, kubeflow, mlflow_sync, report, rollback
 from tfxflow.pipeline.cli import run as run_cli
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_DATA_GATE, EXIT_TERMINATED

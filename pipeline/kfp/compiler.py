@@ -31,8 +31,9 @@ import os
 import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components import lane, mlflow_auth, names, object_store
+from tfxflow.components import lane, names, object_store
 from tfxflow.components.settings import setting
+from tfxflow.components.tracking import mlflow_auth
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
@@ -446,7 +447,7 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.data_types import RuntimeParameter
 
-    from tfxflow.components import tracking as tracking_lib
+    from tfxflow.components.tracking import tracking as tracking_lib
     from tfxflow.pipeline.definition import create_pipeline
 
     defaults = config.parameter_defaults()

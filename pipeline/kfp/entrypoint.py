@@ -50,7 +50,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from tfxflow.components import lane, object_store
-from tfxflow.components.model import hardware
+from tfxflow.components.training import hardware
 
 TYPES_FLAG = "--tfxflow_artifact_types"
 LANE_FLAG = "--tfxflow_lane"
@@ -306,7 +306,7 @@ def reading_value_inputs(parse):
 
 def step_label(args: Sequence[str]) -> str:
     """The step's name for its log, from its executor class: `transform` for tfx.components.transform.executor.
-    Executor (and tfxflow.components.transform.Executor), `DataGate` for components.gate.DataGate_Executor,
+    Executor (and tfxflow.components.training.transform.Executor), `DataGate` for components.gate.DataGate_Executor,
     `csv_input` for components.csv_input.Executor."""
     if EXECUTOR_FLAG not in args:
         return "step"

@@ -22,16 +22,16 @@ STABLE, CANARY = "stable", "canary"
 def served_versions(model_base: str) -> List[int]:
     """The complete versions (holding `saved_model.pb`) under a local `<serving_dir>/<model>`, oldest first,
     without those `tfxflow rollback` rolled back (its log in the folder): neither is a candidate for a label."""
-    from tfxflow.components import pusher
+    from tfxflow.components import serving_dir
 
     if not os.path.isdir(model_base):
         raise ConfigError(f"--serving-dir: {model_base}: no such folder")
     rolled_back = {
         int(v)
-        for entry in pusher.read_rollbacks(model_base)
+        for entry in serving_dir.read_rollbacks(model_base)
         for v in entry.get("versions", [entry["rolled_back_version"]])
     }
-    return [version for version in pusher.served_versions(model_base) if version not in rolled_back]
+    return [version for version in serving_dir.served_versions(model_base) if version not in rolled_back]
 
 
 def choose_versions(available: Sequence[int], stable: Optional[int], canary: Optional[int]) -> Tuple[int, int]:

@@ -174,7 +174,7 @@ def _run_locked(config, log_file: str, force: bool) -> int:
 def _failed(err: Exception, config, log_file: str) -> int:
     """Prints why the run failed and what to do; returns its exit status."""
     from tfxflow.components.errors import DataError, UserCodeError
-    from tfxflow.components.tracking_outbox import TrackingUnavailable
+    from tfxflow.components.tracking.tracking_outbox import TrackingUnavailable
 
     if isinstance(err, TrackingUnavailable):
         print(f"\nerror: {err}", file=sys.stderr)

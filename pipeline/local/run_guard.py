@@ -223,7 +223,7 @@ def recover_interrupted(
         return None
     recovery = Recovery(run, executions, removed, removed_bytes)
     if run.get("tracking_uri") and run.get("run_key"):
-        from tfxflow.components import tracking as tracking_lib
+        from tfxflow.components.tracking import tracking as tracking_lib
 
         try:
             recovery.mlflow_run_id = _kill_mlflow_run(tracking_lib, run)
@@ -236,7 +236,7 @@ def recover_interrupted(
 def _kill_mlflow_run(tracking_lib, run: dict) -> Optional[str]:
     """Marks the MLflow run of the dead run KILLED (kept in the outbox when its server does not answer now);
     its id, or None when there is none still RUNNING."""
-    from tfxflow.components import tracking_outbox
+    from tfxflow.components.tracking import tracking_outbox
 
     settings = tracking_lib.TrackingSettings(
         run["tracking_uri"],

@@ -12,8 +12,9 @@ import time
 import uuid
 from typing import Callable, Iterator, List, Optional, TextIO
 
-from tfxflow.components import names, tracking_outbox
-from tfxflow.components.mlflow_auth import redact_uri
+from tfxflow.components import names
+from tfxflow.components.tracking import tracking_outbox
+from tfxflow.components.tracking.mlflow_auth import redact_uri
 from tfxflow.pipeline.config import RunConfig
 from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat, tree_rss_bytes
 from tfxflow.pipeline.local import run_guard
@@ -148,9 +149,9 @@ def stdout_to(log_file: str):
 
 
 def warm_probe_rules(component: str, status: str) -> None:
-    """The serving probe the Evaluator may start ahead (components/serving_check.py): not for a model from the
+    """The serving probe the Evaluator may start ahead (components/serving/serving_check.py): not for a model from the
     cache (its check comes from the cache too), and ended once the check is over, whoever answered it."""
-    from tfxflow.components import serving_check
+    from tfxflow.components.serving import serving_check
 
     if component == names.TRAINER:
         serving_check.allow_warm_probe(status == "ran")
@@ -186,7 +187,7 @@ def imports_kept_out_of_collections() -> Iterator[None]:
 # resident (2.16's, about ten); TF-DF's, tens of MB.
 ADDON_OP_PACKAGES = ("tensorflow_text", "tensorflow_decision_forests", "struct2tensor")
 # keras_tuner, which `tfx.components` imports for its Tuner, where TFX imports it inside `except ImportError`
-# (components/lane.py); only a module file's tuner_fn runs TFX's Tuner (components/module_tuner.py).
+# (components/lane.py); only a module file's tuner_fn runs TFX's Tuner (components/tuning/module_tuner.py).
 TUNER_PACKAGES = ("keras_tuner",)
 
 
@@ -256,7 +257,7 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         from tfx.orchestration import metadata
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-        from tfxflow.components.model import hardware
+        from tfxflow.components.training import hardware
         from tfxflow.pipeline import beam_speedups
         from tfxflow.pipeline.definition import create_pipeline
 
@@ -264,8 +265,12 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         # Every component shares this process and Transform initialises TensorFlow's devices before the
         # Trainer runs, so the Trainer's device settings are applied now.
         hardware.configure_devices(config.training.hardware)
-        from tfxflow.components import serving_check
-        from tfxflow.components import tracking as tracking_lib
+        from tfxflow.components.evaluation import evaluator
+        from tfxflow.components.serving import serving_check
+        from tfxflow.components.tracking import tracking as tracking_lib
+
+        # A small evaluation starts the serving check's probe, which the check (next, in this process) takes over.
+        evaluator.warm_up = serving_check.warm_probe
 
         paths = config.paths
         for folder in (paths.pipeline_root, os.path.dirname(paths.metadata_path), paths.serving_dir):
@@ -348,6 +353,7 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         run_guard.mark_ended(paths.metadata_path)
         serving_check.discard_warm_probe()  # one the Evaluator started for a check that did not run
         serving_check.allow_warm_probe(True)
+        evaluator.warm_up = None
     wall = time.monotonic() - started
     result = report_lib.read_run(paths.metadata_path, config.pipeline_name)
     if result is None:
@@ -355,7 +361,7 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
     if result.not_pushed_reason:
         # This run's Evaluator blessed a model that was rolled back (the Pusher refused it): its new blessing is
         # revoked as the rollback revoked the old ones, so the next run's baseline stays the served model.
-        from tfxflow.components.pusher import read_rollbacks
+        from tfxflow.components.serving.pusher import read_rollbacks
         from tfxflow.pipeline.tools.rollback import revoke_blessings
 
         for line in revoke_blessings(paths.metadata_path, config.pipeline_name, read_rollbacks(config.model_base_dir)):
@@ -425,7 +431,7 @@ def _failure_text(err: Exception) -> str:
 
 def _mlflow_run_id(tracking) -> Optional[str]:
     """The MLflow run of a pipeline run that stopped, or None when MLflow does not answer (at once)."""
-    from tfxflow.components import tracking as tracking_lib
+    from tfxflow.components.tracking import tracking as tracking_lib
 
     try:
         run = tracking_outbox.call(
@@ -440,7 +446,7 @@ def _mlflow_run_id(tracking) -> Optional[str]:
 def _close_failed_run(tracking, err: BaseException) -> None:
     """Marks the MLflow run of a failed pipeline run FAILED, with the error (kept in the outbox where the server
     does not answer); never hides the original error."""
-    from tfxflow.components import tracking as tracking_lib
+    from tfxflow.components.tracking import tracking as tracking_lib
 
     unanswered = isinstance(err, tracking_outbox.TrackingUnavailable)
     try:
@@ -454,7 +460,7 @@ def _close_failed_run(tracking, err: BaseException) -> None:
 def _log_durations(tracking, timings: List[ComponentTiming], wall: float) -> Optional[str]:
     """Each component's seconds (and the run's) as metrics of the MLflow run (kept in the outbox where the server
     does not answer: the run finished, so this never stops it); returns the run id, "" when not known."""
-    from tfxflow.components import tracking as tracking_lib
+    from tfxflow.components.tracking import tracking as tracking_lib
 
     now = int(time.time() * 1000)
     metrics = [(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
@@ -492,7 +498,7 @@ def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
 
 def newest_version(config: RunConfig) -> str:
     """The version TF Serving serves from the serving directory (the newest), in words."""
-    from tfxflow.components.pusher import versions
+    from tfxflow.components.serving.pusher import versions
 
     base = config.model_base_dir
     existing = versions(base)
@@ -520,7 +526,7 @@ def print_failure(
 
 def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[str]:
     """The summary's serving-check lines: the verdict, what was compared, the figures, and any reasons."""
-    from tfxflow.components.serving_check import summary_line
+    from tfxflow.components.serving.serving_check import summary_line
 
     if check is None:
         return []
@@ -549,7 +555,7 @@ def tuning_lines(results: Optional[dict], timings: List[ComponentTiming]) -> Lis
     """The summary's tuning lines: trials by state, the best trial, and the tuning's time against the Trainer's."""
     if not results:
         return []
-    from tfxflow.components import tuner as tuner_lib
+    from tfxflow.components.tuning import tuner as tuner_lib
 
     seconds = {t.name: t.seconds for t in timings}
     lines = [f"  tuning:         {tuner_lib.summary(results)}"]
@@ -671,7 +677,7 @@ def print_summary(
         lines.append(f"                  not blessed: {reason}")
     lines += serving_check_lines(result.serving_check, config.evaluation.max_latency_ms)
     if result.edge is not None:
-        from tfxflow.components import edge
+        from tfxflow.components.edge import edge
 
         lines.append(f"  edge (TFLite):  {edge.summary_line(result.edge)}")
     if result.pushed_version:

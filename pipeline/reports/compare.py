@@ -25,7 +25,7 @@ KEY_METRICS = tuple(
         if name not in ("example_count", "mean_label", "mean_prediction")
     )
 ) + ("val.loss", "data.rows.train", "data.anomalies", "duration.pipeline")
-TASK_TAG = "tfxflow.task"  # components/tracking.py's MlflowRecord sets it
+TASK_TAG = "tfxflow.task"  # components/tracking/tracking.py's MlflowRecord sets it
 VOLATILE_PARAMS = ("data.serving_data",)  # never worth a column on their own
 
 

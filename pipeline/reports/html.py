@@ -462,7 +462,7 @@ def _serving(page: RunPage) -> str:
     check = page.serving_check
     if check is None:
         return _note(page.notes.get("serving") or "no serving check")
-    from tfxflow.components.serving_check import figures, summary_line  # light: no TFX at import of this module
+    from tfxflow.components.serving.serving_check import figures, summary_line  # light: no TFX at import of this module
 
     passed = bool(check.get("blessed"))
     body = f"<p>{_badge('passed' if passed else 'failed', 'yes' if passed else 'no')} {esc(summary_line(check))}</p>"
@@ -485,7 +485,7 @@ def _edge(page: RunPage) -> str:
     """The TFLite models of a --tflite run: each variant's size, agreement and latency, or why there are none."""
     if page.edge is None:
         return ""
-    from tfxflow.components import edge
+    from tfxflow.components.edge import edge
 
     body = f"<h3>TensorFlow Lite</h3><p>{esc(edge.summary_line(page.edge))}</p>"
     rows = [

@@ -196,7 +196,7 @@ def _metrics(page: RunPage) -> List[Block]:
     if ev.blessing_failures:
         blocks.append(Bullets(tuple(f"failed: {r}" for r in ev.blessing_failures)))
     if page.serving_check:
-        from tfxflow.components.serving_check import summary_line
+        from tfxflow.components.serving.serving_check import summary_line
 
         line = summary_line(page.serving_check)
         blocks.append(Heading("Serving", 3))
@@ -208,7 +208,7 @@ def _metrics(page: RunPage) -> List[Block]:
             )
         )
     if page.edge is not None:
-        from tfxflow.components import edge
+        from tfxflow.components.edge import edge
 
         blocks.append(Paragraph(f"TensorFlow Lite (--tflite): {edge.summary_line(page.edge)}."))
     return blocks

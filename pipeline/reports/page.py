@@ -15,8 +15,9 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from tfxflow.components import drift, names
+from tfxflow.components import names
 from tfxflow.components.model import tasks
+from tfxflow.components.validation import drift
 from tfxflow.pipeline.reports import run_record
 
 MAX_FEATURES = 50  # per split: the page stays small for a wide data set
@@ -236,7 +237,7 @@ def load_statistics(statistics_uri: str, split: str):
     from tensorflow_metadata.proto.v0 import statistics_pb2
     from tfx.dsl.io import fileio
 
-    from tfxflow.components.gate import STATISTICS_FILE
+    from tfxflow.components.validation.gate import STATISTICS_FILE
 
     path = os.path.join(names.split_dir(statistics_uri, split), STATISTICS_FILE)
     if not fileio.exists(path):
@@ -297,8 +298,8 @@ def summarize_split(statistics, split: str) -> SplitSummary:
 
 
 def distance_checks(baseline, current, schema, kind: str) -> Tuple[List[DistanceCheck], List[str]]:
-    """components/drift.py's comparisons of `current` against `baseline`, each with its bins for a chart."""
-    from tfxflow.components import drift
+    """components/validation/drift.py's comparisons of `current` against `baseline`, each with its bins for a chart."""
+    from tfxflow.components.validation import drift
 
     comparisons, notes = drift.compare_statistics(baseline, current, schema, kind)
     base_rows, base_features = drift.feature_statistics(baseline)
@@ -381,8 +382,8 @@ def _schema(schema_artifact):
 def _gate(page: RunPage, store, report: run_record.RunReport, execution, skew: bool) -> None:
     """Anomalies, drift charts and, for a refusal, its message: re-derived from the gate's inputs in ML
     Metadata with the gate's own functions (an in-process executor's exception is not kept in ML Metadata)."""
-    from tfxflow.components import gate
-    from tfxflow.components.baseline import served_info
+    from tfxflow.components.validation import gate
+    from tfxflow.components.validation.baseline import served_info
 
     record = report.component(names.DATA_GATE)
     inputs = _inputs(store, record.execution_id)
@@ -450,11 +451,11 @@ def _skew(page: RunPage, current, schema, serving_root: str, recompute: bool) ->
         return []
     import tensorflow_data_validation as tfdv
 
-    from tfxflow.components import csv_input, gate
     from tfxflow.components.errors import DataError
+    from tfxflow.components.validation import folder_statistics, gate
 
     try:
-        serving = csv_input.csv_statistics(serving_root, schema)
+        serving = folder_statistics.csv_statistics(serving_root, schema)
     except (DataError, OSError) as err:  # the files changed or went away since the run
         page.notes["skew"] = f"skew vs. the serving data in {serving_root}: not computed again ({err})"
         return []
@@ -468,7 +469,7 @@ def _skew(page: RunPage, current, schema, serving_root: str, recompute: bool) ->
 
 
 def _anomaly_type(check: DistanceCheck) -> str:
-    from tfxflow.components import drift
+    from tfxflow.components.validation import drift
 
     return next(t for name, t in drift.MEASURES.values() if name == check.measure)
 
@@ -530,9 +531,9 @@ def _evaluation(page: RunPage, report: run_record.RunReport, executions: Mapping
     if evaluation is None:
         page.notes["evaluation"] = "no Evaluator ran in this run"
         return
-    from tfxflow.components import model_info
-    from tfxflow.components.evaluator import read_prediction_pairs
-    from tfxflow.components.tracking import confusion_matrix, evaluation_metrics
+    from tfxflow.components.evaluation.evaluator import read_prediction_pairs
+    from tfxflow.components.model import model_info
+    from tfxflow.components.tracking.tracking import confusion_matrix, evaluation_metrics
 
     model = run_record.first_output(report.component(names.TRAINER), "model")
     described = (
@@ -688,7 +689,7 @@ def collect(
         if config:
             page.features = json.loads(config).get("features")
     if report.tuning:
-        from tfxflow.components import tuner as tuner_lib
+        from tfxflow.components.tuning import tuner as tuner_lib
 
         page.tuning = {
             **report.tuning,

@@ -37,7 +37,7 @@ class ComponentRecord:
 
 
 def sample_text(plan: Dict[str, Dict[str, int]]) -> str:
-    """A sample of large splits ({split: {"rows", "every", "sampled"}}, components/sampling.py) in words, e.g.
+    """A sample of large splits ({split: {"rows", "every", "sampled"}}, components/ingest/sampling.py) in words, e.g.
     "a sample of 93,660 of the 374,640 eval rows (every 4th)"; "" for none."""
     return "; ".join(
         f"a sample of {s['sampled']:,} of the {s['rows']:,} {split} rows (every {_nth(s['every'])})"
@@ -61,22 +61,23 @@ class RunReport:
     gate_checks: Optional[str] = None  # the data gate's one-line account of what it compared
     mlflow_run_id: Optional[str] = None
     blessing_failures: List[str] = dataclasses.field(default_factory=list)  # why the model was not blessed
-    # The Evaluator's sample of a large split: {split: {"rows", "every", "sampled"}} (components/evaluator.py).
+    # The Evaluator's sample of a large split: {split: {"rows", "every", "sampled"}}
+    # (components/evaluation/evaluator.py).
     eval_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
-    # Transform's analysis sample of a large split, alike (components/transform.py).
+    # Transform's analysis sample of a large split, alike (components/training/transform.py).
     analyze_sample: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
-    # ServingCheck's serving_check.json (components/serving_check.py), when it ran.
+    # ServingCheck's serving_check.json (components/serving/serving_check.py), when it ran.
     serving_check: Optional[dict] = None
-    # EdgeExport's edge.json (components/edge.py), when the run made TFLite models (--tflite).
+    # EdgeExport's edge.json (components/edge/edge.py), when the run made TFLite models (--tflite).
     edge: Optional[dict] = None
     # A blessed model the Pusher did not push (it was rolled back), and a push that replaced a rollback's copy
-    # (components/pusher.py); a blessing `tfxflow rollback` revoked (handed on by a cached Evaluator).
+    # (components/serving/pusher.py); a blessing `tfxflow rollback` revoked (handed on by a cached Evaluator).
     not_pushed_reason: Optional[str] = None
     after_rollback: Optional[str] = None
     blessing_revoked: Optional[str] = None
-    # The Trainer's training_info.json (components/model/trainer.py), when it ran.
+    # The Trainer's training_info.json (components/training/trainer.py), when it ran.
     training: Optional[dict] = None
-    tuning: Optional[dict] = None  # the Tuner's trials.json (components/tuner.py)
+    tuning: Optional[dict] = None  # the Tuner's trials.json (components/tuning/tuner.py)
 
     def eval_sample_text(self) -> str:
         """E.g. "a sample of 93,660 of the 374,640 eval rows (every 4th)", or ""."""
@@ -168,11 +169,15 @@ def first_output(record: Optional[ComponentRecord], key: str) -> Optional[metada
 
 
 def _fill_results(report: RunReport) -> None:
-    from tfxflow.components.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON, ROLLED_BACK  # imports TFX: only for a run
+    from tfxflow.components.serving.pusher import (  # imports TFX: only for a run
+        AFTER_ROLLBACK,
+        NOT_PUSHED_REASON,
+        ROLLED_BACK,
+    )
 
     stats = first_output(report.component(names.STATISTICS_GEN), "statistics")
     if stats is not None:
-        from tfxflow.components.tracking import split_rows  # imports TFX: only when there is a run to report
+        from tfxflow.components.tracking.tracking import split_rows  # imports TFX: only when there is a run to report
 
         report.rows = split_rows(stats.uri)
     model_run = first_output(report.component(names.TRAINER), "model_run")
@@ -185,7 +190,7 @@ def _fill_results(report: RunReport) -> None:
                 report.training = json.load(f)
     tuned = first_output(report.component(names.TUNER), "tuner_results")
     if tuned is not None:
-        from tfxflow.components import tuner as tuner_lib  # imports TFX: only for a run that tuned
+        from tfxflow.components.tuning import tuner as tuner_lib  # imports TFX: only for a run that tuned
 
         report.tuning = tuner_lib.read_results(tuned.uri)
     checks = first_output(report.component(names.DATA_GATE), "checks")
@@ -201,7 +206,7 @@ def _fill_results(report: RunReport) -> None:
         report.blessed = bool(_prop(blessing, "blessed"))
         report.blessing_revoked = _prop(blessing, ROLLED_BACK) if not report.blessed else None
     if evaluation is not None:
-        from tfxflow.components.tracking import blessing_failures, overall_metrics
+        from tfxflow.components.tracking.tracking import blessing_failures, overall_metrics
 
         if _prop(evaluation, "eval_sample"):
             report.eval_sample = json.loads(_prop(evaluation, "eval_sample"))
@@ -210,12 +215,12 @@ def _fill_results(report: RunReport) -> None:
             report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))
     served = first_output(report.component(names.SERVING_CHECK), "blessing")
     if served is not None:
-        from tfxflow.components.serving_check import read_result
+        from tfxflow.components.serving.serving_check import read_result
 
         report.serving_check = read_result(served.uri)
     edge_model = first_output(report.component(names.EDGE_EXPORT), "edge_model")
     if edge_model is not None:
-        from tfxflow.components import edge
+        from tfxflow.components.edge import edge
 
         report.edge = edge.read_result(edge_model.uri)
     pushed = first_output(report.component(names.PUSHER), "pushed_model")

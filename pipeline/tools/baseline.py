@@ -1,6 +1,6 @@
 """`tfxflow accept-data`: make a run's data the drift baseline, once someone has looked at it.
 
-The drift check compares new data with the data behind the last blessed model (components/baseline.py).
+The drift check compares new data with the data behind the last blessed model (components/validation/baseline.py).
 When the world has changed for good (new prices, a new fleet), every later run would be refused until
 someone turns the check off, and then it catches nothing. Accepting records, on the run's statistics
 artifact in ML Metadata, who accepted it, when and why; the baseline resolver then takes those statistics
@@ -17,7 +17,7 @@ import time
 from typing import Callable, Dict, Optional
 
 from tfxflow.components import names
-from tfxflow.components.baseline import ACCEPTED_AT, ACCEPTED_BY, ACCEPTED_REASON
+from tfxflow.components.validation.baseline import ACCEPTED_AT, ACCEPTED_BY, ACCEPTED_REASON
 from tfxflow.pipeline.config import ConfigError, Paths
 from tfxflow.pipeline.reports import run_record as report_lib
 

@@ -42,8 +42,9 @@ import tempfile
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from tfxflow.components import object_store, pusher
-from tfxflow.components.tracking import REPUBLISHED_AS_TAG
+from tfxflow.components import object_store, serving_dir
+from tfxflow.components.serving import pusher
+from tfxflow.components.tracking.tracking import REPUBLISHED_AS_TAG
 from tfxflow.pipeline.config import ConfigError
 from tfxflow.pipeline.staging import forget_last_run
 
@@ -51,7 +52,7 @@ MLMD_PUSHED_MODEL = "PushedModel"
 MLMD_MODEL_BLESSING = "ModelBlessing"
 ROLLED_BACK_TAG = "tfxflow.rolled_back"  # on each rolled-back registered version
 LAST_ROLLBACK_TAG = "tfxflow.last_rollback"  # on the registered model
-PUSHED_VERSION_TAG = "tfxflow.pushed_version"  # set by MlflowFinish (components/tracking.py)
+PUSHED_VERSION_TAG = "tfxflow.pushed_version"  # set by MlflowFinish (components/tracking/tracking.py)
 
 
 @dataclasses.dataclass
@@ -95,7 +96,7 @@ def _origin_chain(version: int, log: List[dict]) -> List[int]:
 
 def plan(base: str, to: Optional[int] = None) -> Plan:
     """Chooses the target and the models rolled back; raises ConfigError when a rollback cannot be done."""
-    served = pusher.served_versions(base)
+    served = serving_dir.served_versions(base)
     if not served:
         raise ConfigError(
             f"no model versions in {base}: nothing to roll back (--serving-dir and --model-name must "
@@ -111,7 +112,7 @@ def plan(base: str, to: Optional[int] = None) -> Plan:
     if to == current:
         raise ConfigError(f"--to {to} is the version being served: nothing to roll back")
     try:
-        log = pusher.read_rollbacks(base)
+        log = serving_dir.read_rollbacks(base)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     fingerprints = {version: pusher.model_fingerprint(f"{base.rstrip('/')}/{version}") for version in served}
@@ -194,16 +195,16 @@ def republish(chosen: Plan, reason: str, by: str, now: float) -> Tuple[int, List
     ]
     # The log first: a push that starts while the copy is made already refuses the rolled-back models. A crash
     # in between leaves the bad model served and recorded; `tfxflow rollback` again finishes the job.
-    log_path = pusher.write_rollbacks(base, chosen.log + entries)
+    log_path = serving_dir.write_rollbacks(base, chosen.log + entries)
     try:
         published = _publish(f"{base.rstrip('/')}/{chosen.target}", base, new_version)
     except BaseException:
-        pusher.write_rollbacks(base, chosen.log)
+        serving_dir.write_rollbacks(base, chosen.log)
         raise
     if published != new_version:
         for entry in entries:
             entry["new_version"] = published
-        pusher.write_rollbacks(base, chosen.log + entries)
+        serving_dir.write_rollbacks(base, chosen.log + entries)
     return published, entries, log_path
 
 
@@ -228,7 +229,7 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
     returns what it did and did not, one line each. Raises only what the MLflow client raises."""
     from mlflow.exceptions import MlflowException
 
-    from tfxflow.components.tracking import CHAMPION_ALIAS
+    from tfxflow.components.tracking.tracking import CHAMPION_ALIAS
 
     chosen = result.plan
     try:
@@ -291,7 +292,7 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
 
 def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]:
     """`move_tracking` on the store at `uri`, never raising: what could not be done is a line of the result."""
-    from tfxflow.components.mlflow_auth import redact_uri
+    from tfxflow.components.tracking.mlflow_auth import redact_uri
     from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
 
     if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
@@ -299,7 +300,7 @@ def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]
     try:
         # A server that does not answer, or a user who may not move the alias, fails in seconds with a reason.
         check_tracking(uri, model_name=registered_name)
-        from tfxflow.components.tracking import client
+        from tfxflow.components.tracking.tracking import client
 
         return move_tracking(client(uri), registered_name, result)
     except TrackingError as err:

@@ -72,14 +72,14 @@ def column_values(data_root: str, column: str) -> collections.Counter:
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
 
-    from tfxflow.components import csv_input
+    from tfxflow.components.ingest import csv_check
 
     counts: collections.Counter = collections.Counter()
-    for path in csv_input.csv_files(data_root):
-        with csv_input.open_csv(path) as stream:
-            header = csv_input.read_header(stream)
+    for path in csv_check.csv_files(data_root):
+        with csv_check.open_csv(path) as stream:
+            header = csv_check.read_header(stream)
         table = pa_csv.read_csv(
-            csv_input.open_csv(path),
+            csv_check.open_csv(path),
             parse_options=pa_csv.ParseOptions(newlines_in_values=True),
             convert_options=pa_csv.ConvertOptions(
                 include_columns=[column],
@@ -271,7 +271,7 @@ def draft_comparators(
     number's distribution."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from tfxflow.components import drift
+    from tfxflow.components.validation import drift
 
     for feature in schema.feature:
         if feature.name in texts:  # nearly every value is new: shares of whole values say nothing
@@ -295,11 +295,11 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from tfxflow.components import csv_input
+    from tfxflow.components.validation import folder_statistics
     from tfxflow.pipeline.config import ConfigError, check_data_root
 
     check_data_root(data_root)
-    statistics = csv_input.csv_statistics(data_root)
+    statistics = folder_statistics.csv_statistics(data_root)
     # As TFX's SchemaGen infers (infer_feature_shape=True): a column with a value in every row gets a fixed shape
     # of one, read as a dense tensor (what TFX's own module files expect); one with empty cells has none (a
     # VarLen, sparse tensor) and keeps a value count without a minimum (allow_empty_cells).

@@ -224,7 +224,7 @@ def test_the_drift_block_is_rendered_from_its_results_file_and_met_its_goals():
 def test_the_edge_block_is_rendered_from_its_results_file_and_every_task_published_an_agreeing_model():
     """`make bench-edge`'s figures in docs/evaluation-and-serving.md: each task's run published a float32 model
     within its tolerance of the SavedModel, and an int8 one is smaller where it was published."""
-    from tfxflow.components import edge
+    from tfxflow.components.edge import edge
 
     result = _only_block("edge", readme_tables.edge_models)
     assert [r["task"] for r in result["edge_runs"]] == ["binary", "multiclass", "regression", "text"]
@@ -233,7 +233,7 @@ def test_the_edge_block_is_rendered_from_its_results_file_and_every_task_publish
         variants = run["edge"]["variants"]
         assert published[:1] == ["float32"], run["task"]
         for variant in published:
-            # Published only within tol x (1 + |value|) on every golden row (components/edge.py).
+            # Published only within tol x (1 + |value|) on every golden row (components/edge/edge.py).
             assert variants[variant]["published"] and "reason" not in variants[variant]
             assert variants[variant]["tolerance"] == edge.TOLERANCES[variant] and variants[variant]["p50_ms"] > 0
             # And its metric on the eval rows within its margin of the SavedModel's on the same rows.

@@ -30,8 +30,9 @@ def text_transform(tmp_path_factory):
 def task_models(task_transforms, tmp_path_factory):
     """A model of each task trained on its tiny Transform output's raw examples and exported:
     {task: {"export_dir", "info", "tiny"}}."""
-    from tfxflow.components.model import export, trainer
+    from tfxflow.components.model import export
     from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.training import trainer
 
     found = {}
     for task, tiny in task_transforms.items():

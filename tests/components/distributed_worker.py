@@ -16,8 +16,8 @@ import numpy as np
 
 def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", grad_accum_steps: str = "1") -> None:
     from tests.components.tiny_transform import write_tiny_transform
-    from tfxflow.components.model import hardware, trainer
     from tfxflow.components.model import keras_model as model_lib
+    from tfxflow.components.training import hardware, trainer
 
     config = hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1, xla=scenario == "xla")
     applied = hardware.configure_devices(config)

@@ -1,11 +1,11 @@
-"""A real Examples artifact of `rows` rows split 3:1 into train and eval by components/csv_input.py (its hash
+"""A real Examples artifact of `rows` rows split 3:1 into train and eval by components/ingest/csv_input.py (its hash
 split and its record of each split's size), for the tests of what reads a sample of a split."""
 
 import tensorflow as tf
 from tfx.types import artifact_utils, standard_artifacts
 
-from tfxflow.components import csv_input
-from tfxflow.components.csv_input import ColumnRule
+from tfxflow.components.ingest import csv_input
+from tfxflow.components.ingest.csv_input import ColumnRule
 
 RULES = {"x": ColumnRule("INT"), "y": ColumnRule("FLOAT")}
 

@@ -27,7 +27,8 @@ import tfx
 from tests import edge_checks, helpers
 from tests.kfp_harness import LocalKfp
 from tests.pipeline.conftest import FORK_STEPS, IMAGE, kubeflow_config
-from tfxflow.components import edge, object_store
+from tfxflow.components import object_store
+from tfxflow.components.edge import edge
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig, bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf

@@ -4,7 +4,7 @@ status 2 (configuration) or 3 (data refused), no traceback, and the served model
 One good run trains and pushes a model first; every bad case then runs the CLI against the same home, with
 tracking off (this module asserts no MLflow record; the refusals' records are tests/pipeline/test_tracking_e2e.py's
 and test_drift_e2e.py's). One case per path a refusal takes: ExampleGen's reading of the CSV (every kind of
-unreadable value and file, message for message, is tests/components/test_csv_input.py's, through the same
+unreadable value and file, message for message, is tests/components/ingest/test_csv_input.py's, through the same
 reader), the data gate's schema and drift checks, and the two export formats named by their cause.
 Configuration errors (exit status 2) are tests/pipeline/test_config.py's and tests/pipeline/cli/test_run.py's.
 """

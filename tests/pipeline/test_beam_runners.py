@@ -431,7 +431,7 @@ def test_portable_run_succeeds_through_the_job_service(portable_run):
     with open(log_file, encoding="utf-8") as f:
         log = f.read()
     # Each Beam component's pipelines ran as jobs of Beam's job service through the portable runner, with
-    # LOOPBACK workers (CsvExampleGen streams its files itself: components/csv_input.py).
+    # LOOPBACK workers (CsvExampleGen streams its files itself: components/ingest/csv_input.py).
     for component in ("StatisticsGen", "Transform", "Evaluator"):
         start = log.index(f"Component {component} is running.")
         window = log[start : log.index(f"Component {component} is finished.", start)]

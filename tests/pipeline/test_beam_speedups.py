@@ -413,7 +413,7 @@ def test_tfrecords_read_in_blocks_are_tensorflows_records_with_beams_claims(tmp_
     from apache_beam.io import tfrecordio
     from apache_beam.io.filesystem import CompressionTypes
 
-    from tfxflow.components.tf_example import masked_crc
+    from tfxflow.components.ingest.tf_example import masked_crc
     from tfxflow.pipeline import beam_speedups
 
     records = _records()
@@ -435,7 +435,7 @@ def test_tfrecords_read_in_blocks_are_tensorflows_records_with_beams_claims(tmp_
 def test_masked_crc_is_beams(tmp_path):
     from apache_beam.io import tfrecordio
 
-    from tfxflow.components.tf_example import masked_crc
+    from tfxflow.components.ingest.tf_example import masked_crc
 
     for record in _records(seed=5)[:50]:
         assert masked_crc(record) == tfrecordio._TFRecordUtil._masked_crc32c(record)
@@ -450,7 +450,7 @@ def test_a_corrupt_tfrecord_file_raises_beams_error(tmp_path, damage):
     from apache_beam.io import tfrecordio
     from apache_beam.io.filesystem import CompressionTypes
 
-    from tfxflow.components.tf_example import masked_crc
+    from tfxflow.components.ingest.tf_example import masked_crc
     from tfxflow.pipeline import beam_speedups
 
     records = _records()[:20]
@@ -833,7 +833,7 @@ def test_statistics_of_the_taxi_data_are_tfdvs_with_histograms_over_arrays(monke
     import tensorflow_data_validation as tfdv
     from tensorflow_data_validation.utils import quantiles_util
 
-    from tfxflow.components import drift
+    from tfxflow.components.validation import drift
     from tfxflow.pipeline.config import bundled_taxi_data_root
 
     frame = pd.read_csv(f"{bundled_taxi_data_root()}/data.csv").sample(3000, random_state=1)

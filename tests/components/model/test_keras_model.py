@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from tfxflow.components.model import keras_model as model_lib
-from tfxflow.components.model import trainer as trainer_lib
 from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.training import trainer as trainer_lib
 
 CONFIG = FeatureConfig.from_dict(
     {
@@ -92,7 +92,7 @@ def test_autograph_leaves_tf_keras_code_alone():
 
 
 def test_custom_config_of_the_training_settings_parses_strictly_on_the_trainer_side():
-    from tfxflow.components.model.hardware import HardwareConfig
+    from tfxflow.components.training.hardware import HardwareConfig
     from tfxflow.pipeline.config import TrainingConfig
 
     training = TrainingConfig(

@@ -77,7 +77,7 @@ def test_a_trial_is_judged_by_the_blessing_metric_where_training_reports_it():
 def test_the_best_values_read_back_with_keras_tuner_as_tfxs_tuner_writes_them():
     import keras_tuner
 
-    from tfxflow.components import tuner
+    from tfxflow.components.tuning import tuner
 
     space = ss.resolve(False)
     written = json.loads(json.dumps(tuner.keras_tuner_config(space, {"learning_rate": 0.003, "width": 64})))

@@ -288,7 +288,7 @@ def test_ops_beyond_tensorflow_are_found_and_only_tf_servings_own_pass(learned, 
 
     import tensorflow_text as tf_text
 
-    from tfxflow.components import serving_check
+    from tfxflow.components.serving import serving_check
 
     _, _, output = learned
 

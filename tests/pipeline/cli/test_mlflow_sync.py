@@ -7,8 +7,8 @@ import os
 import pytest
 
 from tests import helpers
-from tests.components.test_tracking_outbox import Proxy
-from tfxflow.components import tracking, tracking_outbox
+from tests.components.tracking.test_tracking_outbox import Proxy
+from tfxflow.components.tracking import tracking, tracking_outbox
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_TRACKING
 

@@ -9,8 +9,8 @@ import pytest
 from mlflow import MlflowClient
 
 from tests import helpers
-from tests.components.test_tracking_outbox import Proxy
-from tfxflow.components import tracking
+from tests.components.tracking.test_tracking_outbox import Proxy
+from tfxflow.components.tracking import tracking
 from tfxflow.pipeline import staging
 
 pytestmark = pytest.mark.e2e

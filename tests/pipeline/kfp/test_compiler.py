@@ -548,7 +548,7 @@ def test_a_profile_writes_under_its_own_prefixes_and_other_buckets_are_its_own_b
 
 
 def test_the_trainer_requires_the_gpus_it_requests_and_may_use():
-    from tfxflow.components.model.hardware import HardwareConfig
+    from tfxflow.components.training.hardware import HardwareConfig
 
     config = kubeflow_config("minio://mlpipeline/v2/artifacts", gpus=4)
     assert kf.check_kubeflow_config(config).training.hardware.require_gpus == 4
@@ -596,7 +596,7 @@ def test_a_tuned_pipeline_has_a_tuning_step_on_the_trainers_resources_feeding_it
     tuner_platform = executors[spec["components"]["Tuner"]["executorLabel"]]
     assert tuner_platform["nodeSelector"] == executors[spec["components"]["Trainer"]["executorLabel"]]["nodeSelector"]
     args = _executor(spec, "Tuner")["container"]["args"]
-    assert args[args.index("--executor_class_path") + 1] == "tfxflow.components.tuner.Executor"
+    assert args[args.index("--executor_class_path") + 1] == "tfxflow.components.tuning.tuner.Executor"
 
 
 def test_tuning_a_module_files_run_fn_is_refused_naming_both_flags(tmp_path):
@@ -636,7 +636,7 @@ def test_a_modules_tuner_fn_compiles_to_tfxs_tuner_with_its_wheel_on_the_object_
     }
     assert tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"]["producerTask"] == "Tuner"
     args = _executor(spec, "Tuner")["container"]["args"]
-    assert args[args.index("--executor_class_path") + 1] == "tfxflow.components.module_tuner.Executor"
+    assert args[args.index("--executor_class_path") + 1] == "tfxflow.components.tuning.module_tuner.Executor"
     assert _executor(spec, "Tuner")["container"]["resources"] == _executor(spec, "Trainer")["container"]["resources"]
     module_path = tasks["Tuner"]["inputs"]["parameters"]["module_path"]["runtimeValue"]["constant"]
     wheel = module_path.split("@", 1)[1]

@@ -322,9 +322,9 @@ def test_step_labels():
     from tfxflow.pipeline.kfp.entrypoint import step_label
 
     assert step_label(["--executor_class_path", "tfx.components.transform.executor.Executor"]) == "transform"
-    assert step_label(["--executor_class_path", "tfxflow.components.transform.Executor"]) == "transform"
-    assert step_label(["--executor_class_path", "tfxflow.components.gate.DataGate_Executor"]) == "DataGate"
-    assert step_label(["--executor_class_path", "tfxflow.components.csv_input.Executor"]) == "csv_input"
+    assert step_label(["--executor_class_path", "tfxflow.components.training.transform.Executor"]) == "transform"
+    assert step_label(["--executor_class_path", "tfxflow.components.validation.gate.DataGate_Executor"]) == "DataGate"
+    assert step_label(["--executor_class_path", "tfxflow.components.ingest.csv_input.Executor"]) == "csv_input"
     assert step_label([]) == "step"
 
 

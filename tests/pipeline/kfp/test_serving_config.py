@@ -43,11 +43,11 @@ def test_versions_default_to_the_newest_and_the_one_before(tmp_path):
 
 
 def test_rolled_back_versions_are_neither_stable_nor_canary(tmp_path):
-    from tfxflow.components import pusher
+    from tfxflow.components import serving_dir
 
     serving = _serving_dir(tmp_path, [100, 200, 300, 400])
     # 300 was rolled back to 200, served again as 400 (the log `tfxflow rollback` writes).
-    pusher.write_rollbacks(
+    serving_dir.write_rollbacks(
         str(serving / "taxi"),
         [{"rolled_back_version": 300, "versions": [300], "fingerprint": "f", "to_version": 200, "new_version": 400}],
     )

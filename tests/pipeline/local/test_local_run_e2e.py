@@ -280,7 +280,7 @@ def test_rollback_serves_the_previous_model_and_the_next_run_does_not_push_it_ag
     versions = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")
     served = versions[-1]
     assert int(served) > int(bad) and bad in versions  # a new, highest version; the bad one stays, unserved
-    from tfxflow.components.pusher import model_fingerprint
+    from tfxflow.components.serving.pusher import model_fingerprint
 
     first_version = helpers.pushed_versions(os.path.join(home, "serving"), "taxi")[0]
     assert model_fingerprint(os.path.join(serving, served)) == model_fingerprint(os.path.join(serving, first_version))

@@ -155,7 +155,7 @@ def test_recovery_cancels_running_executions_and_removes_only_unpublished_output
 def test_recovery_marks_the_dead_runs_mlflow_run_killed(tmp_path, mlflow_server):
     from mlflow import MlflowClient
 
-    from tfxflow.components import tracking
+    from tfxflow.components.tracking import tracking
 
     metadata = str(tmp_path / "metadata" / "metadata.sqlite")
     os.makedirs(os.path.dirname(metadata))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tfxflow.components.gate import DataGateError
+from tfxflow.components.validation.gate import DataGateError
 from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.heartbeat import format_elapsed
 from tfxflow.pipeline.local import runner
@@ -197,7 +197,7 @@ def test_the_collector_resumes_when_the_set_up_fails_and_its_thresholds_come_bac
 
 
 def test_a_probe_is_started_ahead_only_for_a_new_model_and_ended_once_its_check_is_over(monkeypatch):
-    from tfxflow.components import serving_check
+    from tfxflow.components.serving import serving_check
 
     calls = []
     monkeypatch.setattr(serving_check, "allow_warm_probe", lambda allowed: calls.append(("allow", allowed)))
@@ -217,7 +217,7 @@ def test_a_probe_is_started_ahead_only_for_a_new_model_and_ended_once_its_check_
 
 
 def test_no_probe_starts_ahead_where_the_runner_disallows_it(monkeypatch):
-    from tfxflow.components import serving_check
+    from tfxflow.components.serving import serving_check
 
     monkeypatch.setattr(serving_check, "_Probe", lambda: pytest.fail("a probe was started"))
     serving_check.allow_warm_probe(False)

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
-from tfxflow.components import pusher
+from tfxflow.components import serving_dir
+from tfxflow.components.serving import pusher
 from tfxflow.pipeline.cli import main as cli
 from tfxflow.pipeline.config import ConfigError
 from tfxflow.pipeline.tools import rollback
@@ -46,7 +47,7 @@ def test_fingerprint_is_the_model_not_its_folder(models, tmp_path):
     _serve(base, [(100, models["a"])], tmp_path)
     fingerprint = pusher.model_fingerprint(models["a"])
     # The version folder holds the statistics (and could hold warmup requests) besides: the same model.
-    assert os.path.isdir(os.path.join(base, "100", pusher.STATISTICS_DIR))
+    assert os.path.isdir(os.path.join(base, "100", serving_dir.STATISTICS_DIR))
     assert pusher.model_fingerprint(os.path.join(base, "100")) == fingerprint
     assert pusher.model_fingerprint(models["b"]) != fingerprint
     changed = shutil.copytree(models["a"], str(tmp_path / "changed"))
@@ -69,15 +70,15 @@ def test_default_rollback_serves_the_previous_model_as_the_highest_version(model
     assert (done.plan.current, done.plan.target, done.plan.rolled_back) == (NOW + 10, NOW, [NOW + 10])
     assert done.new_version == NOW + 20
     # The copy is the highest complete version, so TF Serving's `latest` policy serves it; the bad one stays.
-    assert pusher.served_versions(base) == [NOW, NOW + 10, NOW + 20]
-    assert sorted(os.listdir(base)) == [pusher.ROLLBACK_LOG, str(NOW), str(NOW + 10), str(NOW + 20)]
+    assert serving_dir.served_versions(base) == [NOW, NOW + 10, NOW + 20]
+    assert sorted(os.listdir(base)) == [serving_dir.ROLLBACK_LOG, str(NOW), str(NOW + 10), str(NOW + 20)]
     copy = os.path.join(base, str(NOW + 20))
     assert pusher.model_fingerprint(copy) == pusher.model_fingerprint(models["a"])
     assert _predict(copy) == 1.0
-    with open(os.path.join(copy, pusher.STATISTICS_DIR, "Split-train", "FeatureStats.pb"), "rb") as f:
+    with open(os.path.join(copy, serving_dir.STATISTICS_DIR, "Split-train", "FeatureStats.pb"), "rb") as f:
         assert f.read() == f"stats {NOW}".encode()  # the target's training data statistics came with it
 
-    with open(os.path.join(base, pusher.ROLLBACK_LOG), encoding="utf-8") as f:
+    with open(os.path.join(base, serving_dir.ROLLBACK_LOG), encoding="utf-8") as f:
         [entry] = json.load(f)
     assert entry == {
         "rolled_back_version": NOW + 10,
@@ -91,7 +92,7 @@ def test_default_rollback_serves_the_previous_model_as_the_highest_version(model
         "at_epoch": NOW + 20,
         "reason": "precision fell on the night shift",
     }
-    assert done.entries == [entry] and done.log_path == os.path.join(base, pusher.ROLLBACK_LOG)
+    assert done.entries == [entry] and done.log_path == os.path.join(base, serving_dir.ROLLBACK_LOG)
     assert pusher.rolled_back_text(entry) == (
         f"rolled back from version {NOW + 10} on {entry['at']} by ann@host: precision fell on the night shift"
     )
@@ -102,7 +103,7 @@ def test_to_rolls_back_every_newer_model_and_later_rollbacks_skip_them(models, t
     _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"]), (NOW + 20, models["c"])], tmp_path)
     done = rollback.rollback(base, to=NOW, by="ann@host", clock=lambda: NOW + 30)
     assert (done.plan.target, done.plan.rolled_back, done.new_version) == (NOW, [NOW + 10, NOW + 20], NOW + 30)
-    assert [e["fingerprint"] for e in pusher.read_rollbacks(base)] == [
+    assert [e["fingerprint"] for e in serving_dir.read_rollbacks(base)] == [
         pusher.model_fingerprint(models["b"]),
         pusher.model_fingerprint(models["c"]),
     ]
@@ -124,7 +125,7 @@ def test_to_rolls_back_every_newer_model_and_later_rollbacks_skip_them(models, t
     again = rollback.rollback(base, clock=lambda: NOW + 60)
     assert (again.plan.target, again.plan.rolled_back, again.new_version) == (NOW + 30, [NOW + 50], NOW + 60)
     assert again.entries[0]["versions"] == [NOW + 20, NOW + 50]
-    assert pusher.served_versions(base)[-1] == NOW + 60 and _predict(os.path.join(base, str(NOW + 60))) == 1.0
+    assert serving_dir.served_versions(base)[-1] == NOW + 60 and _predict(os.path.join(base, str(NOW + 60))) == 1.0
 
 
 def test_default_target_skips_copies_of_the_served_model(models, tmp_path):
@@ -162,7 +163,7 @@ def test_refusals_change_nothing(models, tmp_path):
     assert _refused(base, to=NOW + 10) == (
         f"--to {NOW + 10} holds the same model as the served version {NOW + 20}: serving it again would change nothing"
     )
-    with open(os.path.join(base, pusher.ROLLBACK_LOG), "w", encoding="utf-8") as f:
+    with open(os.path.join(base, serving_dir.ROLLBACK_LOG), "w", encoding="utf-8") as f:
         f.write("[{")
     assert "does not parse" in _refused(base)
 
@@ -176,7 +177,7 @@ def test_cli_rolls_back_and_says_what_moved(models, tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    new = pusher.served_versions(base)[-1]
+    new = serving_dir.served_versions(base)[-1]
     assert out.startswith(f"tfxflow: taxi rolled back: version {NOW + 10} -> {new}, a copy of version {NOW} (model ")
     assert f"  served now: {base}/{new}\n" in out
     assert f"  rolled back: {NOW + 10} (model {pusher.model_fingerprint(models['b'])[:12]}) by " in out
@@ -243,7 +244,7 @@ def test_unreachable_tracking_still_rolls_back(models, tmp_path):
     _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"])], tmp_path)
     uri = f"http://127.0.0.1:{helpers.free_port()}"
     done = rollback.rollback(base, tracking_uri=uri, registered_name="taxi", clock=lambda: NOW + 20)
-    assert pusher.served_versions(base)[-1] == NOW + 20
+    assert serving_dir.served_versions(base)[-1] == NOW + 20
     [line] = done.tracking
     assert line.startswith(f"not updated: MLflow tracking server {uri} cannot be reached")
 
@@ -260,13 +261,13 @@ def test_rollback_on_an_object_store(models, tmp_path, s3_server, monkeypatch):
         _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"])], tmp_path)
         assert pusher.model_fingerprint(f"{base}/{NOW}") == pusher.model_fingerprint(models["a"])
         done = rollback.rollback(base, reason="bad", clock=lambda: NOW + 20)
-        assert done.new_version == NOW + 20 and pusher.served_versions(base) == [NOW, NOW + 10, NOW + 20]
+        assert done.new_version == NOW + 20 and serving_dir.served_versions(base) == [NOW, NOW + 10, NOW + 20]
         assert pusher.model_fingerprint(f"{base}/{NOW + 20}") == pusher.model_fingerprint(models["a"])
         assert (
-            object_store.read_bytes(f"{base}/{NOW + 20}/{pusher.STATISTICS_DIR}/Split-train/FeatureStats.pb")
+            object_store.read_bytes(f"{base}/{NOW + 20}/{serving_dir.STATISTICS_DIR}/Split-train/FeatureStats.pb")
             == f"stats {NOW}".encode()
         )
-        assert [e["rolled_back_version"] for e in pusher.read_rollbacks(base)] == [NOW + 10]
+        assert [e["rolled_back_version"] for e in serving_dir.read_rollbacks(base)] == [NOW + 10]
     finally:
         object_store.clear_client_cache()
 
@@ -361,7 +362,7 @@ def test_rollback_revokes_the_blessing_so_the_resolvers_take_the_served_model(mo
     from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
     from tfx.types import standard_artifacts as sa
 
-    from tfxflow.components.baseline import BlessedDataStatisticsStrategy
+    from tfxflow.components.validation.baseline import BlessedDataStatisticsStrategy
 
     base = str(tmp_path / "serving" / "taxi")
     _serve(base, [(NOW, models["a"]), (NOW + 10, models["b"])], tmp_path)
@@ -419,12 +420,12 @@ def test_rollback_revokes_the_blessing_so_the_resolvers_take_the_served_model(mo
         sa.PushedModel, "/root/pushed/3", pushed=0, model_fingerprint=pusher.model_fingerprint(models["b"])
     )
     lineage.execution("Pusher", {"model": second["model"], "model_blessing": third}, {"pushed_model": refused})
-    assert rollback.revoke_blessings(metadata, "tfxflow-taxi", pusher.read_rollbacks(base)) == [
+    assert rollback.revoke_blessings(metadata, "tfxflow-taxi", serving_dir.read_rollbacks(base)) == [
         f"blessing {third.id} of model {second['model'].id} (version {NOW + 10}) revoked"
     ]
-    assert rollback.revoke_blessings(metadata, "tfxflow-taxi", pusher.read_rollbacks(base)) == [
+    assert rollback.revoke_blessings(metadata, "tfxflow-taxi", serving_dir.read_rollbacks(base)) == [
         "no blessed model of a rolled-back version in ML Metadata: nothing revoked"
     ]
-    assert rollback.revoke_blessings(metadata, "other", pusher.read_rollbacks(base)) == [
+    assert rollback.revoke_blessings(metadata, "other", serving_dir.read_rollbacks(base)) == [
         f"no pipeline other in {metadata}: no blessing revoked (--pipeline-name?)"
     ]

@@ -8,8 +8,8 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tests import helpers
-from tfxflow.components import drift
 from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.validation import drift
 from tfxflow.pipeline.config import schema_columns
 from tfxflow.pipeline.tools import schema as schema_tool
 
@@ -206,11 +206,11 @@ def test_drafts_of_each_task_load_and_watch_the_label_for_drift(drafted_tasks):
 def test_an_integer_class_label_is_compared_as_categories(drafted_tasks):
     """With the draft schema, TFDV counts an integer label's classes (is_categorical), so the drift check bins it
     by class, not by deciles."""
-    from tfxflow.components import csv_input
+    from tfxflow.components.validation import folder_statistics
 
     folder, out, _ = drafted_tasks["numbered"]
     schema = _schema(os.path.join(out, "schema.pbtxt"))
-    statistics = csv_input.csv_statistics(folder, schema)
+    statistics = folder_statistics.csv_statistics(folder, schema)
     label = next(f for f in statistics.datasets[0].features if f.path.step[0] == "cultivar")
     assert label.WhichOneof("stats") == "string_stats"
     comparisons, _ = drift.compare_statistics(statistics, statistics, schema, "drift")
