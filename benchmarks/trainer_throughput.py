@@ -207,7 +207,9 @@ def bench_ours(
     from tfxflow.components.model import export
     from tfxflow.components.model import keras_model as model_lib
     from tfxflow.components.model.features import FeatureConfig
-    from tfxflow.components.training import hardware, trainer
+    from tfxflow.components.training import hardware
+    from tfxflow.components.training.fit import train
+    from tfxflow.components.training.train_params import TrainParams
     from tfxflow.pipeline.config import bundled_dataset_dir
 
     features = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
@@ -215,11 +217,11 @@ def bench_ours(
     examples = uris["TransformOurs"]["examples"]
     clock = _Clock()
     epochs = 5
-    params = trainer.TrainParams(batch_size=batch, eval_every_steps=max(1, steps // epochs), early_stopping_patience=0)
+    params = TrainParams(batch_size=batch, eval_every_steps=max(1, steps // epochs), early_stopping_patience=0)
     hw = hardware.HardwareConfig(precision=precision, xla=xla, steps_per_execution=steps_per_execution)
     started = time.perf_counter()
     with hardware.precision_policy(precision):
-        model, history, info = trainer.train(
+        model, history, info = train(
             features,
             output,
             [os.path.join(names.split_dir(examples, "train"), "*")],
@@ -354,7 +356,7 @@ def main(argv=None) -> int:
     import logging
 
     logging.getLogger().setLevel(logging.WARNING)
-    from tfxflow.components.training.trainer import skip_autograph_for_tf_keras
+    from tfxflow.components.training.fit import skip_autograph_for_tf_keras
 
     skip_autograph_for_tf_keras()  # for both trainers: it is a process-wide TF setting
     # The code measured is the checkout's as the runs start, whatever is committed while they run.

@@ -4,7 +4,7 @@ CPU, the mean of word-piece embeddings. Both take Transform's token ids and atte
 The Transformer is BERT's layout (Hugging Face's BertModel, google-research/bert's modeling.py): learned positions
 and the embeddings' layer norm, post-layer-norm blocks of multi-head self-attention and a feed-forward layer, then
 a sentence's vector by the pooling of presets.POOLINGS. Its architecture (presets.Encoder) comes from a preset or
-from a pretrained checkpoint's config (components/model/checkpoints.py), whose weights it then takes as they are."""
+from a pretrained checkpoint's config (components/model/checkpoints/), whose weights it then takes as they are."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def model_info(
 ) -> Dict[str, Any]:
     """What the steps after the Trainer need to know of an exported model: task, label, classes, outputs; and
     of its Transformer encoders (`encoders`, by text input: architecture, word embeddings' rows, tokenization,
-    pooling), what a later run needs to start from them (components/model/checkpoints.py)."""
+    pooling), what a later run needs to start from them (components/model/checkpoints/)."""
     task = config.task_spec
     info = {
         "task": task.name,
@@ -217,9 +217,8 @@ def serving_module(model: keras.Model, transform_layer) -> tf.Module:
     and assets, but not the Keras objects that hold them.
 
     Saved as Keras objects, every layer's call would be traced into the SavedModel as well (Keras' own
-    SavedModel format), functions that nothing serving the signatures calls: on the taxi model that doubled
-    the export's time (7.7 s against 2.6 s) and the time every consumer takes to load it (2.1 s against 0.7 s:
-    the Evaluator, the serving check, TF Serving)."""
+    SavedModel format), functions that nothing serving the signatures calls: that makes the export slower and
+    every consumer slower to load it (the Evaluator, the serving check, TF Serving)."""
     module = tf.Module()
     module.model_variables = list(model.variables)
     # Without the attribute (another TFT), the layer itself: the same SavedModel, saved the slower way.

@@ -25,7 +25,7 @@ class ModelParams:
     """Hyperparameters of the model and its optimiser. `hidden_units` and `max_embedding_dim` override the
     preset's. The learning rate applies to the global (all-replica) batch as is, without rescaling.
 
-    `pretrained`: the checkpoint the text encoder starts from (components/model/checkpoints.py's
+    `pretrained`: the checkpoint the text encoder starts from (components/model/checkpoints/'s
     Checkpoint.to_dict(), resolved where the run is configured), whose architecture the encoder then has; a
     `preset` with it only says the other columns' layers (None: presets.PRETRAINED's)."""
 
@@ -216,7 +216,7 @@ class AccumulatingModel(keras.Model):
             self.compiled_metrics.update_state(y_i, y_pred)
             return i + 1, [t + tf.convert_to_tensor(g) for t, g in zip(totals, grads, strict=True)]
 
-        # An explicit while_loop (Keras' train function is not AutoGraph-converted, see trainer.py).
+        # An explicit while_loop (Keras' train function is not AutoGraph-converted, see components/training/fit.py).
         _, totals = tf.while_loop(
             lambda i, _: i < steps, accumulate, (tf.constant(0), [tf.zeros_like(v) for v in variables])
         )

@@ -101,7 +101,7 @@ DEFAULT_PRESET = "default"
 PRETRAINED = Preset(hidden_units=(), max_embedding_dim=16, multiple_of=8)
 
 # The Trainer's defaults, one value each: the settings and flags (pipeline/config.py's TrainingConfig) and the
-# Trainer's own parameters (trainer.TrainParams, keras_model.ModelParams) read them from here.
+# Trainer's own parameters (train_params.TrainParams, keras_model.ModelParams) read them from here.
 TRAIN_STEPS = 300
 BATCH_SIZE = 256  # per replica
 EVAL_EVERY_STEPS = 100

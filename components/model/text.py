@@ -29,7 +29,9 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tfxflow.components import object_store
 from tfxflow.components.model.tokenization import GOOGLE, HUGGING_FACE, Tokenization
+from tfxflow.components.serving_probe import model_ops, ops_tf_lacks
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED = (PAD, UNK, CLS, SEP, MASK)  # the first ids of a learned vocabulary, in this order
@@ -78,8 +80,6 @@ def load_ops_for(model_dir: str) -> bool:
     """Registers TF Text's ops when the SavedModel in `model_dir` uses any (a model with a text column, or a
     module's preprocessing_fn with TF Text). Returns whether it does: by the ops' names, so also in a process
     that registered them already."""
-    from tfxflow.components.serving_probe import model_ops, ops_tf_lacks
-
     ops = model_ops(model_dir)  # saved_model.pb read once
     if not ops & TF_SERVING_TEXT_OPS and not ops_tf_lacks(model_dir, ops):
         return False
@@ -96,8 +96,6 @@ def read_vocabulary(path: str) -> List[str]:
     """A pretrained model's vocab.txt: one token per line, the line number its id (a local path, gs://, s3:// or
     minio://). Raises VocabularyError naming the file when it cannot be read or lacks [PAD], [UNK], [CLS] or
     [SEP]."""
-    from tfxflow.components import object_store
-
     try:
         if object_store.tf_cannot_read(path):  # s3://, minio://: TensorFlow 2.16 has no S3 file system
             raw = object_store.read_bytes(path)

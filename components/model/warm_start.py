@@ -1,5 +1,5 @@
 """Warm start of the built-in Transformer encoder (`--init-checkpoint`) from a pretrained checkpoint, which
-components/model/checkpoints.py locates and reads: what must agree with the run's settings before any work (the
+components/model/checkpoints/ locates and reads: what must agree with the run's settings before any work (the
 architecture a preset names, the positions a sequence needs, the vocabulary and the casing the feature config
 says), and the assignment of its weights to the encoder of each text column.
 

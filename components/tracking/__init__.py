@@ -1,5 +1,7 @@
-"""Tracking: MLflow runs of the pipeline (tracking), the outbox that keeps them through an outage (tracking_outbox),
-a team server's authentication (mlflow_auth), and the registered model's pyfunc loader (savedmodel_pyfunc)."""
+"""Tracking: the MLflow components of the pipeline (tracking), the MLflow run they write (mlflow_runs), what the
+artifacts say (artifact_readers), the model registry (model_registry), the outbox that keeps a run through an
+outage (tracking_outbox), a team server's authentication (mlflow_auth), and the registered model's pyfunc loader
+(savedmodel_pyfunc)."""
 
 from tfxflow.components import lazy_exports
 

@@ -6,7 +6,7 @@ an outbox folder (`<home>/metadata/mlflow_outbox/<run key>.json` beside the meta
 it; files they log beside it) in order, and are sent when
 the server answers again: by the next run before it starts work, or by `tfxflow mlflow-sync`. With `--tracking
 required` the component that could not log stops the run (`TrackingUnavailable`); with `optional` the run goes
-on. The operations themselves (what a logged run is made of) are applied by components/tracking/tracking.py.
+on. The operations themselves (what a logged run is made of) are applied by components/tracking/mlflow_runs.py.
 """
 
 from __future__ import annotations

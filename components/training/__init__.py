@@ -1,5 +1,7 @@
-"""Training: Transform's executor with sampled analysis (transform), the built-in Trainer's run_fn (trainer), a module
-file's run_fn in TFX's Trainer (user_trainer), and devices, precision and distribution (hardware)."""
+"""Training: Transform's executor with sampled analysis (transform), the built-in Trainer's run_fn (trainer) and its
+training (fit, with its settings in train_params, its input in input_pipeline, its callbacks in callbacks and the
+checkpoint it starts from in pretrained), a module file's run_fn in TFX's Trainer (user_trainer), and devices,
+precision and distribution (hardware)."""
 
 from tfxflow.components import lazy_exports
 

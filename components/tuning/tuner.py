@@ -4,7 +4,7 @@ Wired as TFX wires its own Tuner: between Transform and the Trainer, its `best_h
 `best_hyperparameters.txt`, keras-tuner's HyperParameters config: `space` and `values`) is the Trainer's
 `hyperparameters` input, so the model evaluated, checked and pushed is trained with the best trial's values.
 
-Each trial is the Trainer's own training (`trainer.train`) with the trial's values in place of the settings: it
+Each trial is the Trainer's own training (`fit.train`) with the trial's values in place of the settings: it
 reads ExampleGen's examples through Transform's graph (no CSV read, no analysis), trains on the train split and
 is judged on the eval split by the per-epoch validation metric of the task's blessing metric
 (`search_space.objective_metric`). Optuna's TPE sampler (seeded) proposes the values; its median pruner stops a
@@ -302,7 +302,7 @@ def failure(results: Mapping[str, Any]) -> str:
 
 
 class TrialTrainer:
-    """The Trainer's training with a trial's values (`trainer.train`), set up once per process from the Tuner's
+    """The Trainer's training with a trial's values (`fit.train`), set up once per process from the Tuner's
     inputs (`setup`: plain values, so that a worker process gets them too); called as `train(values,
     callbacks)`, it returns the per-epoch history."""
 
@@ -313,7 +313,8 @@ class TrialTrainer:
         from tfxflow.components.model import keras_model as model_lib
         from tfxflow.components.model import text
         from tfxflow.components.training import hardware as hardware_lib
-        from tfxflow.components.training import trainer
+        from tfxflow.components.training import pretrained, trainer
+        from tfxflow.components.training.train_params import TrainParams
 
         self.setup, self.scratch = dict(setup), scratch
         self.custom = setup["custom_config"]
@@ -326,22 +327,23 @@ class TrialTrainer:
         text.load_ops_for(self.tf_transform_output.transform_savedmodel_dir)
         self.eval_rows = trainer.recorded_rows(setup["eval_files"], "eval")
         self.train_rows = trainer.recorded_rows(setup["train_files"], "train")
-        self.checkpoint = trainer.pretrained_checkpoint(base_model, scratch) if base_model.init_checkpoint else None
-        patience = trainer.TrainParams.from_dict(self.custom.get("training", {})).early_stopping_patience
+        self.checkpoint = pretrained.pretrained_checkpoint(base_model, scratch) if base_model.init_checkpoint else None
+        patience = TrainParams.from_dict(self.custom.get("training", {})).early_stopping_patience
         self.restored_best = patience > 0
 
     def __call__(self, values: Mapping[str, Any], callbacks: Sequence[Any]) -> Dict[str, List[float]]:
         from tfxflow.components.model import keras_model as model_lib
+        from tfxflow.components.training import fit, trainer
         from tfxflow.components.training import hardware as hardware_lib
-        from tfxflow.components.training import trainer
+        from tfxflow.components.training.train_params import TrainParams
 
         trial_custom = trainer.with_tuned(self.custom, values)
         model_params = model_lib.ModelParams.from_dict(trial_custom.get("model", {}))
-        train_params = trainer.TrainParams.from_dict({**trial_custom.get("training", {}), "backup_root": None})
+        train_params = TrainParams.from_dict({**trial_custom.get("training", {}), "backup_root": None})
         log_dir = tempfile.mkdtemp(prefix="trial-", dir=self.scratch)
         try:
             with hardware_lib.precision_policy(self.policy):
-                _, history, _ = trainer.train(
+                _, history, _ = fit.train(
                     self.config,
                     self.tf_transform_output,
                     self.setup["train_files"],

@@ -32,12 +32,13 @@ def task_models(task_transforms, tmp_path_factory):
     {task: {"export_dir", "info", "tiny"}}."""
     from tfxflow.components.model import export
     from tfxflow.components.model import keras_model as model_lib
-    from tfxflow.components.training import trainer
+    from tfxflow.components.training.fit import train
+    from tfxflow.components.training.train_params import TrainParams
 
     found = {}
     for task, tiny in task_transforms.items():
         folder = tmp_path_factory.mktemp(f"model_{task}")
-        model, _, info = trainer.train(
+        model, _, info = train(
             tiny["config"],
             tiny["output"],
             tiny["raw_train"],
@@ -45,7 +46,7 @@ def task_models(task_transforms, tmp_path_factory):
             train_steps=60,
             eval_steps=0,
             model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
-            train_params=trainer.TrainParams(batch_size=32, eval_every_steps=20, early_stopping_patience=0),
+            train_params=TrainParams(batch_size=32, eval_every_steps=20, early_stopping_patience=0),
             log_dir=str(folder / "logs"),
             raw_examples=True,
         )

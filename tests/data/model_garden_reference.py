@@ -1,6 +1,7 @@
 """Writes model_garden_bert/: a small BERT encoder checkpoint in Model Garden's TF2 format, made by Model Garden's
 own converter from a google-research/bert (TF1) checkpoint of random weights, and what Model Garden's BertEncoder
-computes from it (reference.npz), for the checkpoint reader's test (tests/components/model/test_checkpoints.py).
+computes from it (reference.npz), for the checkpoint reader's test
+(tests/components/model/checkpoints/test_model_garden.py).
 
 The folder is named as Google's releases are (`uncased_L-2_H-32_A-4`): `bert_config.json`, `vocab.txt`, the
 converter's `bert_model.ckpt-1.{index,data-00000-of-00001}` and its `checkpoint` file.

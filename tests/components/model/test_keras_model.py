@@ -6,7 +6,9 @@ import tensorflow as tf
 
 from tfxflow.components.model import keras_model as model_lib
 from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.training import fit
 from tfxflow.components.training import trainer as trainer_lib
+from tfxflow.components.training.train_params import TrainParams
 
 CONFIG = FeatureConfig.from_dict(
     {
@@ -76,7 +78,7 @@ def test_embedding_dim_rule_is_capped():
     ],
 )
 def test_schedule_splits_steps_into_epochs(steps, every, expected):
-    assert trainer_lib.schedule(steps, every) == expected
+    assert fit.schedule(steps, every) == expected
 
 
 def test_autograph_leaves_tf_keras_code_alone():
@@ -84,8 +86,8 @@ def test_autograph_leaves_tf_keras_code_alone():
     from tensorflow.python.autograph.core import config as autograph_config
     from tensorflow.python.autograph.impl import conversion
 
-    trainer_lib.skip_autograph_for_tf_keras()
-    trainer_lib.skip_autograph_for_tf_keras()
+    fit.skip_autograph_for_tf_keras()
+    fit.skip_autograph_for_tf_keras()
     rules = [str(r) for r in autograph_config.CONVERSION_RULES]
     assert rules.count("DoNotConvert rule for tf_keras") == 1
     assert conversion.is_allowlisted(tf_keras.Model.train_step)
@@ -109,7 +111,7 @@ def test_custom_config_of_the_training_settings_parses_strictly_on_the_trainer_s
     custom = training.custom_config(backup_root="/tmp/backup")
     model = model_lib.ModelParams.from_dict(custom["model"])
     assert (model.preset, model.hidden_units, model.learning_rate, model.dropout) == ("large", (32, 16), 0.01, 0.1)
-    params = trainer_lib.TrainParams.from_dict(custom["training"])
+    params = TrainParams.from_dict(custom["training"])
     assert (params.batch_size, params.grad_accum_steps, params.seed, params.backup_root) == (64, 2, 7, "/tmp/backup")
     assert params.early_stopping_patience == 0 and params.eval_every_steps == training.eval_every_steps
     assert HardwareConfig.from_dict(custom["hardware"]) == training.hardware
@@ -121,6 +123,6 @@ def test_unknown_custom_config_keys_are_errors_naming_them():
     with pytest.raises(ValueError, match=r"custom_config\['model'\]: unknown key\(s\) \['hidden_unit'\]"):
         model_lib.ModelParams.from_dict({"hidden_unit": [8]})
     with pytest.raises(ValueError, match=r"custom_config\['training'\]: unknown key\(s\) \['batchsize'\]"):
-        trainer_lib.TrainParams.from_dict({"batchsize": 8})
+        TrainParams.from_dict({"batchsize": 8})
     with pytest.raises(ValueError, match=r"Trainer custom_config: unknown key\(s\) \['modle'\]"):
         trainer_lib.run_fn(types.SimpleNamespace(custom_config={"features": {}, "modle": {}}))

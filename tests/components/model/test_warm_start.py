@@ -1,6 +1,7 @@
 """Warm start from a pretrained checkpoint: a checkpoint in Google's BERT names gives BERT's own pooled output
 (a NumPy BERT of google-research/bert's modeling.py, with its tanh GELU, is the reference here; Hugging Face's
-BertModel is in test_checkpoints.py), and what does not fit the run's settings is refused naming both sides."""
+BertModel is in checkpoints/test_hugging_face.py), and what does not fit the run's settings is refused naming
+both sides."""
 
 import math
 import os

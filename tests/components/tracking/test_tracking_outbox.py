@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests import helpers
-from tfxflow.components.tracking import tracking, tracking_outbox
+from tfxflow.components.tracking import mlflow_runs, model_registry, tracking, tracking_outbox
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ def server(module_server):
 
 
 def _settings(server, tmp_path, key, mode="optional", wait_s=1.0):
-    return tracking.TrackingSettings(
+    return mlflow_runs.TrackingSettings(
         server.uri, "outbox", key, {"training": {"batch_size": 32}}, mode, wait_s, str(tmp_path / "outbox")
     )
 
@@ -135,9 +135,9 @@ def _run(server, run_id):
 
 def test_unanswered_calls_wait_then_are_kept_in_order_and_delivered(server, tmp_path):
     settings = _settings(server, tmp_path, "run-a")
-    run_id = tracking.start_run(settings, "tfxflow-taxi")
+    run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
     server.stop()
-    record = tracking.Tracker.of(settings, run_id, "MlflowRecord")
+    record = mlflow_runs.Tracker.of(settings, run_id, "MlflowRecord")
     started = time.monotonic()
     assert not record.send([{"op": "log_batch", "metrics": [("eval.auc", 0.91, 0, 0)], "params": [("trainer.x", "1")]}])
     waited = time.monotonic() - started
@@ -145,7 +145,7 @@ def test_unanswered_calls_wait_then_are_kept_in_order_and_delivered(server, tmp_
     assert 1.0 <= waited < 5.0  # --tracking-wait, not MLflow's four minutes
     # Later calls of the run try briefly (RETRY_WAIT_S, not their own wait) and queue behind what waits.
     started = time.monotonic()
-    finish = tracking.Tracker.of(dataclasses.replace(settings, wait_s=30.0), run_id, "MlflowFinish")
+    finish = mlflow_runs.Tracker.of(dataclasses.replace(settings, wait_s=30.0), run_id, "MlflowFinish")
     assert not finish.send(
         [{"op": "set_tags", "tags": {"tfxflow.pushed": "no"}}, {"op": "terminate", "status": "FINISHED"}]
     )
@@ -155,7 +155,7 @@ def test_unanswered_calls_wait_then_are_kept_in_order_and_delivered(server, tmp_
     assert [op["op"] for op in entry["ops"]] == ["log_batch", "set_tags", "terminate"]
     assert tracking_outbox.describe(entry["ops"]) == "1 metric, 1 param, 1 tag, the run's close (FINISHED)"
     assert _run_status_after_restart(server, run_id) == "RUNNING"  # nothing reached it
-    lines = tracking.deliver(server.uri, settings.outbox, 5.0, replaced_by="run-b")
+    lines = mlflow_runs.deliver(server.uri, settings.outbox, 5.0, replaced_by="run-b")
     assert lines == [
         f"sent to MLflow what run run-a kept since {entry['since']}: 1 metric, 1 param, 1 tag, the run's close "
         "(FINISHED)"
@@ -163,7 +163,7 @@ def test_unanswered_calls_wait_then_are_kept_in_order_and_delivered(server, tmp_
     run = _run(server, run_id)
     assert run.info.status == "FINISHED" and run.data.metrics == {"eval.auc": 0.91}
     assert run.data.params == {"training.batch_size": "32", "trainer.x": "1"}
-    assert tracking.REPLACED_BY_TAG not in run.data.tags  # it finished: nothing replaced it
+    assert mlflow_runs.REPLACED_BY_TAG not in run.data.tags  # it finished: nothing replaced it
     assert os.listdir(settings.outbox) == []
 
 
@@ -174,10 +174,10 @@ def _run_status_after_restart(server, run_id):
 
 def test_required_tracking_raises_naming_server_since_and_meaning_then_the_run_is_closed_failed(server, tmp_path):
     settings = _settings(server, tmp_path, "run-c", mode="required", wait_s=1.0)
-    run_id = tracking.start_run(settings, "tfxflow-taxi")
+    run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
     server.stop()
     with pytest.raises(tracking_outbox.TrackingUnavailable) as err:
-        tracking.Tracker.of(settings, run_id, "MlflowRecord").send(
+        mlflow_runs.Tracker.of(settings, run_id, "MlflowRecord").send(
             [{"op": "set_tags", "tags": {"tfxflow.blessed": "yes"}}], "the model was not pushed"
         )
     problem = err.value
@@ -189,23 +189,23 @@ def test_required_tracking_raises_naming_server_since_and_meaning_then_the_run_i
     assert problem.outbox_file == os.path.join(settings.outbox, "run-c.json")
     # The run's end marks it FAILED: kept too, at once.
     started = time.monotonic()
-    tracking.finish_run(settings, "FAILED", f"TrackingUnavailable: {problem}", wait_s=0)
+    mlflow_runs.finish_run(settings, "FAILED", f"TrackingUnavailable: {problem}", wait_s=0)
     assert time.monotonic() - started < 2.0
     server.start()
-    lines = tracking.deliver(server.uri, settings.outbox, 5.0, replaced_by="run-d")
+    lines = mlflow_runs.deliver(server.uri, settings.outbox, 5.0, replaced_by="run-d")
     assert len(lines) == 1 and "the run's close (FAILED)" in lines[0]
     run = _run(server, run_id)
     assert run.info.status == "FAILED"
     assert run.data.tags["tfxflow.blessed"] == "yes"
-    assert run.data.tags[tracking.REPLACED_BY_TAG] == "pipeline run run-d"
-    assert run.data.tags[tracking.ERROR_TAG].startswith("TrackingUnavailable: MLflow tracking server")
+    assert run.data.tags[mlflow_runs.REPLACED_BY_TAG] == "pipeline run run-d"
+    assert run.data.tags[mlflow_runs.ERROR_TAG].startswith("TrackingUnavailable: MLflow tracking server")
 
 
 def test_a_refusal_is_not_an_outage_and_is_not_waited_for_but_what_it_refused_is_kept(server, tmp_path):
     from mlflow.exceptions import MlflowException
 
     settings = _settings(server, tmp_path, "run-e", wait_s=30.0)
-    tracker = tracking.Tracker.of(settings, "0" * 32, "MlflowRecord")
+    tracker = mlflow_runs.Tracker.of(settings, "0" * 32, "MlflowRecord")
     started = time.monotonic()
     with pytest.raises(MlflowException) as err:
         tracker.send([{"op": "set_tags", "tags": {"a": "b"}}])
@@ -218,7 +218,7 @@ def test_recovery_with_the_server_down_keeps_the_killed_mark_for_the_next_run(se
     from tfxflow.pipeline.local import run_guard
 
     settings = _settings(server, tmp_path, "run-f")
-    run_id = tracking.start_run(settings, "tfxflow-taxi")
+    run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
     metadata = str(tmp_path / "metadata" / "metadata.sqlite")
     os.makedirs(os.path.dirname(metadata))
     run_guard.mark_started(
@@ -233,17 +233,17 @@ def test_recovery_with_the_server_down_keeps_the_killed_mark_for_the_next_run(se
         == "1 tag, the run's close (KILLED)"
     )
     server.start()
-    tracking.deliver(server.uri, settings.outbox, 5.0, replaced_by="run-g")
+    mlflow_runs.deliver(server.uri, settings.outbox, 5.0, replaced_by="run-g")
     run = _run(server, run_id)
-    assert run.info.status == "KILLED" and "stopped without finishing" in run.data.tags[tracking.ERROR_TAG]
-    assert run.data.tags[tracking.REPLACED_BY_TAG] == "pipeline run run-g"
+    assert run.info.status == "KILLED" and "stopped without finishing" in run.data.tags[mlflow_runs.ERROR_TAG]
+    assert run.data.tags[mlflow_runs.REPLACED_BY_TAG] == "pipeline run run-g"
 
 
 def test_a_refusal_part_way_keeps_what_was_not_applied_and_raises(server, tmp_path):
     settings = _settings(server, tmp_path, "run-h")
-    run_id = tracking.start_run(settings, "tfxflow-taxi")
+    run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
     missing = str(tmp_path / "gone.json")
-    tracker = tracking.Tracker.of(settings, run_id, "MlflowRecord")
+    tracker = mlflow_runs.Tracker.of(settings, run_id, "MlflowRecord")
     with pytest.raises(FileNotFoundError):  # a local file, not the server: not waited for
         tracker.send(
             [
@@ -256,7 +256,7 @@ def test_a_refusal_part_way_keeps_what_was_not_applied_and_raises(server, tmp_pa
     assert [op["op"] for op in entry["ops"]] == ["log_artifact", "terminate"]
     assert _run(server, run_id).data.tags["tfxflow.blessed"] == "yes"  # applied once, not kept again
     # Delivery reports the refusal and leaves the entry for the user to see.
-    (line,) = tracking.deliver(server.uri, settings.outbox, 5.0)
+    (line,) = mlflow_runs.deliver(server.uri, settings.outbox, 5.0)
     assert line.startswith("MLflow refused what run run-h kept (FileNotFoundError: ")
     assert line.endswith(f"it stays in {tracking_outbox.entry_path(settings.outbox, 'run-h')}")
 
@@ -269,7 +269,7 @@ def test_a_proxy_answering_502_503_or_504_is_an_outage_and_nothing_is_lost(serve
     key = f"proxy-{status}"
     with Proxy(server.uri) as proxy:
         settings = _settings(proxy, tmp_path, key, mode="required", wait_s=1.0)
-        run_id = tracking.start_run(settings, "tfxflow-taxi")
+        run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
         proxy.answer = status
         ops = [
             {"op": "log_batch", "metrics": [("eval.auc", 0.91, 1_800_000_000_000, 0)], "params": [("trainer.x", "1")]},
@@ -277,7 +277,7 @@ def test_a_proxy_answering_502_503_or_504_is_an_outage_and_nothing_is_lost(serve
         ]
         started = time.monotonic()
         with pytest.raises(tracking_outbox.TrackingUnavailable) as err:
-            tracking.Tracker.of(settings, run_id, "MlflowRecord").send(ops, "the model was not pushed")
+            mlflow_runs.Tracker.of(settings, run_id, "MlflowRecord").send(ops, "the model was not pushed")
         # Waited and tried again, as for a server that does not answer; the reason names the status.
         assert 1.0 <= time.monotonic() - started < 5.0
         assert len(proxy.answered) >= 2 and {s for s, _ in proxy.answered} == {status}
@@ -287,15 +287,15 @@ def test_a_proxy_answering_502_503_or_504_is_an_outage_and_nothing_is_lost(serve
         assert err.value.outbox_file == tracking_outbox.entry_path(settings.outbox, key)
         assert entry["ops"] == json.loads(json.dumps(ops)) and entry["run_id"] == run_id
         assert _run(server, run_id).data.metrics == {}  # nothing got through the proxy
-        tracking.finish_run(settings, "FAILED", f"TrackingUnavailable: {err.value}", wait_s=0)  # the run's end
+        mlflow_runs.finish_run(settings, "FAILED", f"TrackingUnavailable: {err.value}", wait_s=0)  # the run's end
         proxy.answer = None
-        lines = tracking.deliver(proxy.uri, settings.outbox, 5.0)
+        lines = mlflow_runs.deliver(proxy.uri, settings.outbox, 5.0)
     assert lines == [
         f"sent to MLflow what run {key} kept since {entry['since']}: 1 metric, 1 param, 2 tags, the run's close "
         "(FAILED)"
     ]
     run = _run(server, run_id)
-    assert run.info.status == "FAILED" and run.data.tags[tracking.ERROR_TAG].endswith(f"HTTP {status})")
+    assert run.info.status == "FAILED" and run.data.tags[mlflow_runs.ERROR_TAG].endswith(f"HTTP {status})")
     assert run.data.metrics == {"eval.auc": 0.91} and run.data.params["trainer.x"] == "1"
     assert run.data.tags["tfxflow.blessed"] == "yes"
     assert os.listdir(settings.outbox) == []
@@ -308,11 +308,11 @@ def test_a_proxy_refusing_with_403_or_404_is_not_an_outage(server, tmp_path, sta
     key = f"proxy-{status}"
     with Proxy(server.uri) as proxy:
         settings = _settings(proxy, tmp_path, key, mode="required", wait_s=30.0)
-        run_id = tracking.start_run(settings, "tfxflow-taxi")
+        run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
         proxy.answer = status
         started = time.monotonic()
         with pytest.raises(MlflowException) as err:  # not TrackingUnavailable: no wait, no "has not answered"
-            tracking.Tracker.of(settings, run_id, "MlflowRecord").send([{"op": "set_tags", "tags": {"a": "b"}}])
+            mlflow_runs.Tracker.of(settings, run_id, "MlflowRecord").send([{"op": "set_tags", "tags": {"a": "b"}}])
     assert time.monotonic() - started < 5.0  # not the 30 s of --tracking-wait
     assert [s for s, _ in proxy.answered] == [status]  # asked once: a refusal is not tried again
     assert f"{status}" in str(err.value)
@@ -368,7 +368,7 @@ def _registry(server, name):
 
     mlflow_client = MlflowClient(server.uri, registry_uri=server.uri)
     versions = mlflow_client.search_model_versions(f"name='{name}'")
-    champion = mlflow_client.get_model_version_by_alias(name, tracking.CHAMPION_ALIAS)
+    champion = mlflow_client.get_model_version_by_alias(name, model_registry.CHAMPION_ALIAS)
     return {v.version: v.tags["tfxflow.pushed_version"] for v in versions}, champion.version
 
 
@@ -378,38 +378,38 @@ def test_late_records_keep_their_times_the_runs_start_and_end(server, tmp_path):
     with Proxy(server.uri, answer=502) as proxy:
         settings = _settings(proxy, tmp_path, "late-times")
         before_start = _now_ms()
-        assert tracking.start_run(settings, "tfxflow-taxi") == ""  # kept: no run id yet
+        assert mlflow_runs.start_run(settings, "tfxflow-taxi") == ""  # kept: no run id yet
         after_start = _now_ms()
         measured = _now_ms()  # as the run's end logs its durations
-        end = tracking.Tracker.of(settings, component="the run's end", mode="optional")
+        end = mlflow_runs.Tracker.of(settings, component="the run's end", mode="optional")
         assert not end.send([{"op": "log_batch", "metrics": [("duration.pipeline", 42.0, measured, 0)]}])
         before_finish = _now_ms()
         _finish(settings, "", str(tmp_path / "model"), "late-times")  # nothing pushed: its tags and the close
         after_finish = _now_ms()
         # A second run, closed FAILED by the run's end (the pipeline failed) while the server did not answer.
         failed = _settings(proxy, tmp_path, "late-failed")
-        tracking.start_run(failed, "tfxflow-taxi")
+        mlflow_runs.start_run(failed, "tfxflow-taxi")
         before_fail = _now_ms()
-        tracking.finish_run(failed, "FAILED", "RuntimeError: boom")
+        mlflow_runs.finish_run(failed, "FAILED", "RuntimeError: boom")
         after_fail = _now_ms()
         kept = tracking_outbox.load(settings.outbox, "late-times")["ops"]
         assert [op["op"] for op in kept] == ["start", "log_batch", "set_tags", "terminate"]
         time.sleep(1.5)  # delivered well after the run ended
         proxy.answer = None
         delivered = _now_ms()
-        lines = tracking.deliver(proxy.uri, settings.outbox, 5.0)
+        lines = mlflow_runs.deliver(proxy.uri, settings.outbox, 5.0)
     assert len(lines) == 2 and all(line.startswith("sent to MLflow what run ") for line in lines)
     from mlflow import MlflowClient
 
     mlflow_client = MlflowClient(server.uri)
-    run = tracking.find_run(mlflow_client, "outbox", "late-times")
+    run = mlflow_runs.find_run(mlflow_client, "outbox", "late-times")
     assert run.info.status == "FINISHED" and run.data.tags["tfxflow.pushed"] == "no"
     assert run.info.start_time == kept[0]["time"] and before_start <= run.info.start_time <= after_start
     assert before_finish <= run.info.end_time <= after_finish < delivered
     (duration,) = mlflow_client.get_metric_history(run.info.run_id, "duration.pipeline")
     assert (duration.value, duration.timestamp) == (42.0, measured)
-    run = tracking.find_run(mlflow_client, "outbox", "late-failed")
-    assert run.info.status == "FAILED" and run.data.tags[tracking.ERROR_TAG] == "RuntimeError: boom"
+    run = mlflow_runs.find_run(mlflow_client, "outbox", "late-failed")
+    assert run.info.status == "FAILED" and run.data.tags[mlflow_runs.ERROR_TAG] == "RuntimeError: boom"
     assert before_fail <= run.info.end_time <= after_fail < delivered
 
 
@@ -420,16 +420,16 @@ def test_a_late_registration_does_not_take_champion_from_a_newer_push(server, sa
     name = "late-newer"
     with Proxy(server.uri) as proxy:
         late = _settings(proxy, tmp_path / "home-a", "late-a")
-        late_id = tracking.start_run(late, "tfxflow-taxi")
+        late_id = mlflow_runs.start_run(late, "tfxflow-taxi")
         proxy.answer = 502
         _finish(late, late_id, saved_models["a"], name, NOW)
         kept = tracking_outbox.load(late.outbox, "late-a")["ops"]
         assert [op["op"] for op in kept] == ["set_tags", "log_model", "terminate"]
         proxy.answer = None
         newer = _settings(proxy, tmp_path / "home-b", "newer-b")
-        _finish(newer, tracking.start_run(newer, "tfxflow-taxi"), saved_models["b"], name, NOW + 10)
+        _finish(newer, mlflow_runs.start_run(newer, "tfxflow-taxi"), saved_models["b"], name, NOW + 10)
         assert _registry(server, name) == ({"1": str(NOW + 10)}, "1")
-        (line,) = tracking.deliver(proxy.uri, late.outbox, 5.0)
+        (line,) = mlflow_runs.deliver(proxy.uri, late.outbox, 5.0)
     assert line.startswith("sent to MLflow what run late-a kept since ") and "the pushed model's registration" in line
     assert _registry(server, name) == ({"1": str(NOW + 10), "2": str(NOW)}, "1")
     run = _run(server, late_id)
@@ -447,10 +447,10 @@ def test_a_late_registration_does_not_take_champion_from_a_rollback(server, save
     base = str(tmp_path / "serving" / name)
     with Proxy(server.uri) as proxy:
         served = _settings(proxy, tmp_path / "home", "served-b")
-        served_id = tracking.start_run(served, "tfxflow-taxi")
+        served_id = mlflow_runs.start_run(served, "tfxflow-taxi")
         _finish(served, served_id, saved_models["b"], name, NOW, pusher.push_atomically(saved_models["b"], base, NOW))
         late = _settings(proxy, tmp_path / "home", "late-c")
-        late_id = tracking.start_run(late, "tfxflow-taxi")
+        late_id = mlflow_runs.start_run(late, "tfxflow-taxi")
         proxy.answer = 503
         pushed = pusher.push_atomically(saved_models["c"], base, NOW + 10)
         _finish(late, late_id, saved_models["c"], name, NOW + 10, pushed)
@@ -464,7 +464,7 @@ def test_a_late_registration_does_not_take_champion_from_a_rollback(server, save
             done.tracking[0]
             == f"alias champion of '{name}' moved to version 1 (tagged tfxflow.republished_as {NOW + 20})"
         )
-        (line,) = tracking.deliver(proxy.uri, late.outbox, 5.0)
+        (line,) = mlflow_runs.deliver(proxy.uri, late.outbox, 5.0)
     assert line.startswith("sent to MLflow what run late-c kept since ") and "the pushed model's registration" in line
     assert _registry(server, name) == ({"1": str(NOW), "2": str(NOW + 10)}, "1")
     assert _run(server, late_id).data.tags["tfxflow.registered_version"] == "2"

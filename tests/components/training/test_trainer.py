@@ -14,17 +14,17 @@ import tf_keras as keras
 
 from tfxflow.components.model import checkpoints, export
 from tfxflow.components.model import keras_model as model_lib
-from tfxflow.components.training import hardware, trainer
+from tfxflow.components.training import callbacks as callbacks_lib
+from tfxflow.components.training import fit, hardware, input_pipeline, pretrained
+from tfxflow.components.training.train_params import TrainParams
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SMALL = model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01)
 
 
 def _train(tiny, tmp_path, steps=40, **kwargs):
-    params = kwargs.pop(
-        "train_params", trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0)
-    )
-    return trainer.train(
+    params = kwargs.pop("train_params", TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0))
+    return fit.train(
         tiny["config"],
         tiny["output"],
         tiny["train"],
@@ -54,12 +54,12 @@ def test_trains_on_transform_output_and_reports_what_it_used(tiny_transform, tmp
 
 
 def test_raw_examples_transformed_as_read_give_the_transformed_examples(tiny_transform):
-    tiny, params = tiny_transform, trainer.TrainParams(batch_size=64)
+    tiny, params = tiny_transform, TrainParams(batch_size=64)
     names = ["x1_xf", "x2_xf", "city_xf", "score_xf"]
-    transformed = trainer.make_dataset(
+    transformed = input_pipeline.make_dataset(
         tiny["eval"], tiny["output"].transformed_feature_spec(), "label", names, params, False, 64
     )
-    raw = trainer.make_dataset(
+    raw = input_pipeline.make_dataset(
         tiny["raw_eval"],
         tiny["output"].raw_feature_spec(),
         "label",
@@ -210,10 +210,10 @@ def test_a_stopped_trainer_resumes_from_its_backup(tiny_transform, tmp_path):
 
 
 def test_backup_folder_is_keyed_by_what_training_depends_on(tmp_path):
-    a = trainer.backup_dir_for(str(tmp_path), {"train_files": ["x"], "steps": 10})
-    assert a == trainer.backup_dir_for(str(tmp_path), {"steps": 10, "train_files": ["x"]})
-    assert a != trainer.backup_dir_for(str(tmp_path), {"train_files": ["x"], "steps": 11})
-    assert trainer.backup_dir_for(None, {"steps": 10}) is None
+    a = callbacks_lib.backup_dir_for(str(tmp_path), {"train_files": ["x"], "steps": 10})
+    assert a == callbacks_lib.backup_dir_for(str(tmp_path), {"steps": 10, "train_files": ["x"]})
+    assert a != callbacks_lib.backup_dir_for(str(tmp_path), {"train_files": ["x"], "steps": 11})
+    assert callbacks_lib.backup_dir_for(None, {"steps": 10}) is None
 
 
 class _WeightsRecorder(keras.callbacks.Callback):
@@ -228,7 +228,7 @@ class _WeightsRecorder(keras.callbacks.Callback):
 def test_early_stopping_stops_when_validation_loss_stalls_and_keeps_the_best_epochs_weights(tiny_transform, tmp_path):
     import numpy as np
 
-    params = trainer.TrainParams(batch_size=32, eval_every_steps=2, early_stopping_patience=1)
+    params = TrainParams(batch_size=32, eval_every_steps=2, early_stopping_patience=1)
     recorder = _WeightsRecorder()
     model, history, info = _train(
         tiny_transform,
@@ -251,17 +251,17 @@ def test_early_stopping_stops_when_validation_loss_stalls_and_keeps_the_best_epo
 def _accumulation_matches_one_whole_batch_step(tiny, params, rtol):
     """Trains one batch of 64 as 4 accumulated micro-batches of 16 and as one step: the same weights, moved.
     Returns the batch's features."""
-    tokens = trainer.id_ranges(tiny["output"], tiny["config"])
+    tokens = fit.id_ranges(tiny["output"], tiny["config"])
     accumulating = model_lib.build_model(tiny["config"], tokens, params, grad_accum_steps=4)
     plain = model_lib.build_model(tiny["config"], tokens, params)
     plain.set_weights(accumulating.get_weights())
     before = [w.copy() for w in plain.get_weights()]
-    dataset = trainer.make_dataset(
+    dataset = input_pipeline.make_dataset(
         tiny["train"],
         tiny["output"].transformed_feature_spec(),
         "label",
         plain.input_names,
-        trainer.TrainParams(batch_size=64),
+        TrainParams(batch_size=64),
         True,
         64,
         input_dtypes=model_lib.model_input_dtypes(model_lib.inputs_of(tiny["config"], tokens)),
@@ -286,7 +286,7 @@ def test_large_preset_sizes_are_multiples_of_eight(tiny_transform):
     params = model_lib.ModelParams(preset="large")
     assert all(u % 8 == 0 for u in params.units) and params.units[0] >= 1024
     model = model_lib.build_model(
-        tiny_transform["config"], trainer.id_ranges(tiny_transform["output"], tiny_transform["config"]), params
+        tiny_transform["config"], fit.id_ranges(tiny_transform["output"], tiny_transform["config"]), params
     )
     assert model.get_layer("city_xf_embedding").output_dim % 8 == 0
 
@@ -347,10 +347,10 @@ def test_two_workers_train_together_with_tf_config(tiny_transform, tmp_path):
 
 
 def test_steps_come_from_the_step_count_or_from_epochs_of_the_training_split():
-    assert trainer.steps_for(120, 3, 1000, 32) == (120, "given")
-    assert trainer.steps_for(None, 3, 1000, 32) == (96, "3 epochs of 1,000 training rows in batches of 32")
-    assert trainer.steps_for(None, 1, 10, 32) == (1, "1 epochs of 10 training rows in batches of 32")
-    assert trainer.steps_for(None, None, 1000, 32) == (300, "the default")
+    assert fit.steps_for(120, 3, 1000, 32) == (120, "given")
+    assert fit.steps_for(None, 3, 1000, 32) == (96, "3 epochs of 1,000 training rows in batches of 32")
+    assert fit.steps_for(None, 1, 10, 32) == (1, "1 epochs of 10 training rows in batches of 32")
+    assert fit.steps_for(None, None, 1000, 32) == (300, "the default")
 
 
 def test_a_checkpoint_that_changed_since_the_run_was_configured_is_refused(tmp_path):
@@ -362,13 +362,13 @@ def test_a_checkpoint_that_changed_since_the_run_was_configured_is_refused(tmp_p
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(16)]))
     configured = checkpoints.locate(prefix)
     params = model_lib.ModelParams(init_checkpoint=prefix, pretrained=configured.to_dict())
-    assert trainer.pretrained_checkpoint(params, str(tmp_path / "scratch")) == configured  # read in place
+    assert pretrained.pretrained_checkpoint(params, str(tmp_path / "scratch")) == configured  # read in place
     time.sleep(0.01)  # a later modification time, whatever the file system's resolution
     write_name_based_checkpoint(prefix, bert_checkpoint_values(4, 128, 20))  # replaced by a larger one
     with pytest.raises(checkpoints.CheckpointError, match=r"its files changed since the run was configured"):
-        trainer.pretrained_checkpoint(params, str(tmp_path / "scratch"))
+        pretrained.pretrained_checkpoint(params, str(tmp_path / "scratch"))
     # Located anew (a compiled spec of an earlier version carries no description): the new one, whole.
-    again = trainer.pretrained_checkpoint(model_lib.ModelParams(init_checkpoint=prefix), str(tmp_path / "s2"))
+    again = pretrained.pretrained_checkpoint(model_lib.ModelParams(init_checkpoint=prefix), str(tmp_path / "s2"))
     assert again.encoder.layers == 4
 
 
@@ -376,7 +376,7 @@ def test_backup_on_an_object_store_is_restored_and_mirrored_each_epoch(s3_server
     """TF cannot write s3:// or minio://: BackupAndRestore writes a local folder that is restored from the store
     before fitting and copied back after every epoch, so a retried Trainer pod resumes."""
     from tfxflow.components import object_store
-    from tfxflow.components.training.trainer import BackupMirror, local_backup
+    from tfxflow.components.training.callbacks import BackupMirror, local_backup
 
     for key, value in s3_server.env.items():
         monkeypatch.setenv(key, value)
@@ -413,7 +413,7 @@ def test_mirrored_strategy_trains_each_task_with_accumulated_gradients(task_tran
     assert result["global_batch"] == 64 and result["per_replica_batches"] == [64, 64]
     assert result["finite"] and result["losses"][-1] < result["losses"][0]
     names = tasks.spec(task).training_metrics
-    model_metrics = [m for m in result["metrics"] if m not in trainer.TELEMETRY]
+    model_metrics = [m for m in result["metrics"] if m not in callbacks_lib.TELEMETRY]
     assert model_metrics == sorted([*names, *(f"val_{n}" for n in names)])
     assert {"step_ms", "examples_per_s"} <= set(result["metrics"])  # each epoch's speed beside them
 
@@ -421,7 +421,7 @@ def test_mirrored_strategy_trains_each_task_with_accumulated_gradients(task_tran
 @pytest.mark.parametrize("task", ["multiclass", "regression"])
 def test_each_task_trains_in_bfloat16_with_a_float32_head_and_float32_signatures(task_transforms, task, tmp_path):
     tiny = task_transforms[task]
-    params = trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0, grad_accum_steps=2)
+    params = TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0, grad_accum_steps=2)
     with hardware.precision_policy("mixed_bfloat16"):
         model, history, info = _train(
             dict(tiny, train=tiny["raw_train"], eval=tiny["raw_eval"]), tmp_path, raw_examples=True, train_params=params
@@ -499,7 +499,7 @@ def test_the_inputs_of_a_modules_transformed_features(tmp_path):
             "city_xf": tft.compute_and_apply_vocabulary(inputs["city"], num_oov_buckets=2),
         }
 
-    found = trainer.transformed_inputs(_analyzed(tmp_path / "numbers", preprocessing_fn), "label_xf")
+    found = fit.transformed_inputs(_analyzed(tmp_path / "numbers", preprocessing_fn), "label_xf")
     assert [(i.name, i.kind, i.tokens) for i in found] == [
         ("city_xf", "categorical", 5),  # 3 cities + 2 OOV buckets
         ("hour_xf", "numeric", 0),
@@ -507,7 +507,7 @@ def test_the_inputs_of_a_modules_transformed_features(tmp_path):
     ]
     with_text = _analyzed(tmp_path / "text", lambda inputs: {**preprocessing_fn(inputs), "city_text": inputs["city"]})
     with pytest.raises(UserCodeError, match="makes 'city_text' as text; the built-in model takes numbers"):
-        trainer.transformed_inputs(with_text, "label_xf")
+        fit.transformed_inputs(with_text, "label_xf")
 
 
 def test_each_epoch_records_its_speed_and_a_profile_of_the_steps_asked_for(tmp_path):
@@ -515,14 +515,12 @@ def test_each_epoch_records_its_speed_and_a_profile_of_the_steps_asked_for(tmp_p
 
     import numpy as np
 
-    from tfxflow.components.training import trainer
-
     inputs = keras.Input((4,))
     model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
     model.compile(optimizer="sgd", loss="mse")
     x, y = np.ones((64, 4), np.float32), np.ones((64, 1), np.float32)
-    throughput = trainer.Throughput(examples_per_step=8, steps_per_epoch=4, sequence_length=16)
-    callbacks = trainer.make_callbacks(str(tmp_path), None, 0, throughput=throughput, profile_steps=(2, 3))
+    throughput = callbacks_lib.Throughput(examples_per_step=8, steps_per_epoch=4, sequence_length=16)
+    callbacks = callbacks_lib.make_callbacks(str(tmp_path), None, 0, throughput=throughput, profile_steps=(2, 3))
     assert callbacks[0] is throughput  # first: TensorBoard and the history see what it adds
     history = model.fit(
         x, y, batch_size=8, steps_per_epoch=4, epochs=2, validation_data=(x, y), verbose=0, callbacks=callbacks
@@ -536,12 +534,10 @@ def test_each_epoch_records_its_speed_and_a_profile_of_the_steps_asked_for(tmp_p
 
 
 def test_profiled_steps_are_the_train_function_calls_that_hold_them():
-    from tfxflow.components.training import trainer
-
-    assert trainer.profile_executions((10, 15), 20) == (1, 1)
-    assert trainer.profile_executions((30, 70), 20) == (2, 4)
-    assert trainer.profile_executions((3, 4), 1) == (3, 4)
-    assert trainer.profile_executions((0, 0), 20) == (0, 0)
+    assert callbacks_lib.profile_executions((10, 15), 20) == (1, 1)
+    assert callbacks_lib.profile_executions((30, 70), 20) == (2, 4)
+    assert callbacks_lib.profile_executions((3, 4), 1) == (3, 4)
+    assert callbacks_lib.profile_executions((0, 0), 20) == (0, 0)
 
 
 BERT_TINY = model_lib.ModelParams(preset="bert-tiny", learning_rate=1e-3)
@@ -582,7 +578,7 @@ def test_a_text_model_accumulates_gradients_as_one_step_on_the_whole_batch(text_
 
 def test_a_text_encoder_trains_in_float16_with_loss_scaling_as_in_float32(text_transform, tmp_path):
     params = model_lib.ModelParams(preset="bert-tiny", learning_rate=3e-3)
-    schedule = trainer.TrainParams(batch_size=32, eval_every_steps=20, early_stopping_patience=0)
+    schedule = TrainParams(batch_size=32, eval_every_steps=20, early_stopping_patience=0)
     with hardware.precision_policy("mixed_float16"):
         model, history, _ = _train(text_transform, tmp_path / "f16", 40, model_params=params, train_params=schedule)
     assert isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)
@@ -608,7 +604,7 @@ def test_a_text_encoder_trains_over_two_mirrored_cpus_with_accumulated_gradients
 
 
 def test_training_behind_a_slow_input_pipeline_is_found_input_bound(tiny_transform, tmp_path, monkeypatch):
-    make_dataset = trainer.make_dataset
+    make_dataset = fit.make_dataset
 
     def slow(*args, **kwargs):  # 40 ms a batch before the model sees it: far more than a step of this model
         dataset = make_dataset(*args, **kwargs)
@@ -618,7 +614,7 @@ def test_training_behind_a_slow_input_pipeline_is_found_input_bound(tiny_transfo
 
         return dataset.map(delay).map(lambda _, features, label: (features, label))
 
-    monkeypatch.setattr(trainer, "make_dataset", slow)
+    monkeypatch.setattr(fit, "make_dataset", slow)
     _, history, info = _train(tiny_transform, tmp_path, steps=20)
     trained = history.history["examples_per_s"][-1]
     # The input's pace, at most 800 examples/s (batches read ahead during validation make an epoch look faster).

@@ -1,0 +1,101 @@
+"""The Trainer's input: batches of (features, label) read from gzipped TFRecords of tf.Examples, the rows they
+hold, and how fast the pipeline alone delivers them (whether training waited on its input)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, List, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tfxflow.components.model import export
+from tfxflow.components.training.train_params import TrainParams
+
+
+def list_files(file_patterns: Iterable[str]) -> List[str]:
+    files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no examples match {list(file_patterns)}")
+    return files
+
+
+def make_dataset(
+    file_patterns: Iterable[str],
+    feature_spec: Mapping[str, Any],
+    label_key: str,
+    input_names: Iterable[str],
+    params: TrainParams,
+    training: bool,
+    batch_size: int,
+    num_workers: int = 1,
+    transform=None,
+    label_fn=None,
+    input_dtypes: Optional[Mapping[str, tf.DType]] = None,
+) -> tf.data.Dataset:
+    """Batches of `batch_size` (features, label) from gzipped TFRecords of tf.Examples (for training, the
+    effective batch: `TrainParams.effective_batch`): Transform's output, or with `transform` (the Transform
+    graph's layer) raw examples that are transformed batch by batch as they are read.
+
+    Files are read in parallel; serialized records are cached after the first pass when the files are small
+    (see TrainParams), shuffled per epoch, batched, then parsed in one vectorised `parse_example` per batch
+    and prefetched. Across several workers, each reads its own files when there are enough of them, else its
+    own share of the records. `label_fn` maps the label to the training target (a regression label's
+    `transform`); `input_dtypes` casts inputs to the model's dtypes.
+    """
+    input_names = list(input_names)
+    files = list_files(file_patterns)
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
+    if params.cache and sum(tf.io.gfile.stat(f).length for f in files) <= params.cache_max_mb * 2**20:
+        ds = ds.cache()  # larger inputs stream from disk each epoch: memory stays bounded at any data size
+    if training:
+        ds = ds.shuffle(params.shuffle_buffer, seed=params.seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(batch_size, drop_remainder=training)
+
+    # Not converted by autograph (tf.data's map converts by default): no branch here depends on a tensor, and
+    # converting the Transform layer's and Keras' Python source took a quarter of a small run's Trainer.
+    @tf.autograph.experimental.do_not_convert
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, feature_spec)
+        if transform is not None:
+            parsed = transform(parsed)
+        label = tf.reshape(parsed[label_key], [-1, 1])
+        if label_fn is not None:
+            label = label_fn(label)
+        return export.as_model_inputs(parsed, input_names, input_dtypes), label
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.FILE
+        if len(files) >= num_workers
+        else tf.data.experimental.AutoShardPolicy.DATA
+    )
+    ds = ds.with_options(options)
+    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def count_rows(file_patterns: Iterable[str]) -> int:
+    """The records of gzipped TFRecord files (a pass over them: where ExampleGen's recorded count is unknown)."""
+    dataset = tf.data.TFRecordDataset(list_files(file_patterns), compression_type="GZIP")
+    return int(dataset.reduce(np.int64(0), lambda count, _: count + 1))
+
+
+# Training is bound by its input when the input pipeline alone is at most this much faster than training took
+# examples from it: the training step (a GPU's) then waited for batches.
+INPUT_BOUND_RATIO = 1.25
+
+
+def input_speed(dataset: tf.data.Dataset, examples_per_batch: int, batches: int = 20) -> float:
+    """Examples/s the training input pipeline delivers alone, with nothing consuming them but this loop: over
+    `batches` batches after a first one (which may start its threads and fill its buffers)."""
+    iterator = iter(dataset)
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    return examples_per_batch * batches / max(time.perf_counter() - start, 1e-9)
+
+
+def input_bound(input_examples_per_s: float, trained_examples_per_s: float) -> bool:
+    """Whether training waited on its input (INPUT_BOUND_RATIO)."""
+    return input_examples_per_s < INPUT_BOUND_RATIO * trained_examples_per_s
