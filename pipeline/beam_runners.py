@@ -23,15 +23,16 @@ EXTERNAL, a worker pool at host:port (e.g. a sidecar of each Flink task manager 
 Worker dependencies. For any non-empty Beam arguments, TFX's BaseBeamExecutor calls
 `tfx.utils.dependency_utils.make_beam_dependency_flags`: unless one of `--extra_packages`, `--setup_file`,
 `--requirements_file`, `--worker_harness_container_image` or `--sdk_container_image` is set, it builds an
-sdist of the installed TFX (about 1 s per Beam component) and adds `--extra_package=<sdist>` for remote
+sdist of the installed TFX (in every Beam component) and adds `--extra_package=<sdist>` for remote
 workers to pip-install at start-up. Workers that run the project image (kubeflow/Dockerfile:
 tensorflow/tfx:1.16.0, which carries Beam's SDK worker boot, plus the lock file and this package) need no
 sdist, and as a non-root user could not install one. So every preset whose workers are not this process
 names that image with `--sdk_container_image` (Dataflow starts it; portable runners start the image of
 `--environment_config` and ignore the option), and TFX stages nothing. The image's entry point hands Beam's
 worker flags on to Beam's boot (pipeline/kfp/entrypoint.py). With `direct` options or LOOPBACK workers, the
-workers are this process or its children, which need no sdist: this project's runners keep TFX from building one
-(pipeline/beam_speedups.py, 7).
+workers are this process or its children, which need no sdist and never start a container: their arguments
+carry `IN_PROCESS_WORKERS`, a `--sdk_container_image` that no in-process runner reads, so TFX leaves the
+arguments as given (unless the user's `--beam-arg`s already name one of TFX's dependency options).
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ RUNNER_CLASSES = {
 # Beam's in-process runner, which its DirectRunner runs these pipelines on; by its path, which Beam 2.59 (whose
 # short names lack it) and 2.7x both resolve.
 FN_API_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+
+# The options whose presence makes TFX's Beam executors take the arguments as given, with no sdist of TFX built
+# (tfx/utils/dependency_utils.py, make_beam_dependency_flags).
+TFX_DEPENDENCY_OPTIONS = (
+    "extra_packages",
+    "setup_file",
+    "requirements_file",
+    "worker_harness_container_image",
+    "sdk_container_image",
+)
+# Given where the workers are this process or its children: Beam's DirectRunner, its in-process runner and LOOPBACK
+# workers never start a container, so they never read the image; TFX reads that an image is named.
+IN_PROCESS_WORKERS = "--sdk_container_image=none:workers-in-this-process"
 
 _HOST_PORT = r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}"
 # Google Cloud's rules for project ids, region names and machine types.
@@ -350,9 +364,14 @@ def _preset_args(runner: BeamRunner) -> List[str]:
 
 
 def beam_pipeline_args(runner: BeamRunner) -> List[str]:
-    """The exact `beam_pipeline_args` of `runner` (checked first; raises ConfigError)."""
+    """The exact `beam_pipeline_args` of `runner` (checked first; raises ConfigError): where the workers are this
+    process or its children, `IN_PROCESS_WORKERS` first, unless a dependency option of TFX's is given."""
     resolved = check(runner)
-    return _preset_args(resolved) + list(resolved.extra_args)
+    args = _preset_args(resolved) + list(resolved.extra_args)
+    named = {_option_name(arg).lstrip("-") for arg in args}
+    if workers_are_remote_in(args) or named.intersection(TFX_DEPENDENCY_OPTIONS):
+        return args
+    return [IN_PROCESS_WORKERS] + args
 
 
 def workers_are_remote_in(args: Sequence[str]) -> bool:

@@ -394,10 +394,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    from tfxflow.pipeline import beam_speedups
+    from tfxflow.pipeline import patches
 
-    beam_speedups.apply()
     args = size_beam_workers(rewrite_argv(argv), hardware.pod_cpus())
+    if EXECUTOR_FLAG in args and patches.runs_beam(args[args.index(EXECUTOR_FLAG) + 1]):
+        patches.apply()  # only a step that runs Beam work
     workdir = tempfile.mkdtemp(prefix="tfxflow-step-")
     try:
         i = args.index(INVOCATION_FLAG) + 1

@@ -12,8 +12,10 @@ IMAGE = "registry.example.com/ml/tfxflow:0.1.0"
 
 def test_direct_keeps_todays_arguments():
     # Where the DirectRunner would first fetch Prism (Beam 2.7x), its in-process runner is named instead.
-    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
-    assert beam_pipeline_args(BeamRunner()) == named  # Beam's default: TFX builds no sdist
+    # The workers are this process: an image option no in-process runner reads, so TFX builds no sdist.
+    named = [beam_runners.IN_PROCESS_WORKERS]
+    named += [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    assert beam_pipeline_args(BeamRunner()) == named
     assert beam_pipeline_args(BeamRunner(direct_mode="in_memory", direct_workers=1)) == named
     assert beam_pipeline_args(BeamRunner(direct_mode="multi_processing", direct_workers=0)) == named + [
         "--direct_running_mode=multi_processing",
@@ -42,6 +44,7 @@ def test_the_prism_check_reads_what_beams_direct_runner_does():
 
 def test_portable_defaults_to_the_embedded_job_service_and_loopback_workers():
     assert beam_pipeline_args(BeamRunner(runner="portable")) == [
+        beam_runners.IN_PROCESS_WORKERS,
         "--runner=PortableRunner",
         "--job_endpoint=embed",
         "--environment_type=LOOPBACK",
@@ -215,6 +218,59 @@ def test_beam_reads_each_preset_as_intended_and_tfx_stages_no_sdist():
     spark = beam_pipeline_args(BeamRunner(runner="spark", spark_master_url="spark://m:7077", image=IMAGE))
     for args in (flink, dataflow, spark):
         assert dependency_utils.make_beam_dependency_flags(args) == args  # no --extra_package=<TFX sdist>
+
+
+IN_PROCESS = [
+    BeamRunner(),
+    BeamRunner(direct_workers=4),
+    BeamRunner(direct_mode="multi_threading", direct_workers=2),
+    BeamRunner(direct_mode="multi_processing", direct_workers=0),
+    BeamRunner(runner="portable"),
+]
+
+
+def test_the_pinned_tfx_builds_an_sdist_for_any_beam_arguments_unless_a_dependency_option_is_set():
+    """What IN_PROCESS_WORKERS leans on: TFX's Beam executors hand any non-empty arguments to
+    make_beam_dependency_flags, which builds an sdist of TFX unless one of these options is set."""
+    import inspect
+
+    from tfx.dsl.components.base import base_beam_executor
+    from tfx.utils import dependency_utils
+
+    executor = inspect.getsource(base_beam_executor.BaseBeamExecutor.__init__)
+    assert "if self._beam_pipeline_args:" in executor
+    assert "dependency_utils.make_beam_dependency_flags(" in executor
+    flags = inspect.getsource(dependency_utils.make_beam_dependency_flags)
+    assert "sdist_file = build_ephemeral_package()" in flags
+    assert all(f"'{name}'," in flags for name in beam_runners.TFX_DEPENDENCY_OPTIONS)
+
+
+@pytest.mark.parametrize("runner", IN_PROCESS, ids=["default", "in-memory", "threads", "processes", "loopback"])
+def test_tfx_takes_the_arguments_of_in_process_workers_as_given(runner, monkeypatch):
+    from tfx.utils import dependency_utils
+
+    def built():
+        raise AssertionError("TFX built an sdist of itself")
+
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", built)
+    args = beam_pipeline_args(runner)
+    assert args[0] == beam_runners.IN_PROCESS_WORKERS and not beam_runners.workers_are_remote_in(args)
+    assert dependency_utils.make_beam_dependency_flags(list(args)) == args
+
+
+def test_a_users_dependency_option_is_kept_and_no_image_is_added():
+    args = beam_pipeline_args(BeamRunner(extra_args=("--requirements_file=/work/requirements.txt",)))
+    assert beam_runners.IN_PROCESS_WORKERS not in args and args[-1] == "--requirements_file=/work/requirements.txt"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("runner", IN_PROCESS[:4], ids=["default", "in-memory", "threads", "processes"])
+def test_beam_runs_a_pipeline_with_the_arguments_of_in_process_workers(runner, tmp_path):
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    with beam.Pipeline(argv=beam_pipeline_args(runner)) as p:
+        assert_that(p | beam.Create(range(10)) | beam.Map(lambda x: x * x), equal_to([x * x for x in range(10)]))
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 
 from tests import edge_checks, helpers
 from tfxflow.components.edge import edge
-from tfxflow.components.serving.pusher import EDGE_DIR
+from tfxflow.components.serving_dir import EDGE_DIR
 from tfxflow.components.validation.baseline import ACCEPTED_AT, ACCEPTED_REASON
 from tfxflow.pipeline.local.runner import NAME_WIDTH
 from tfxflow.pipeline.reports.run_record import open_store

@@ -64,3 +64,14 @@ def test_written_files_are_gzip_tfrecords(tmp_path):
         writer.close()
     assert writer.records == 1000
     assert [r.numpy() for r in tf.data.TFRecordDataset(str(path), compression_type="GZIP")] == records
+
+
+def test_masked_crc_is_beams():
+    import random
+
+    from apache_beam.io import tfrecordio
+
+    draw = random.Random(5)
+    for size in (0, 1, 11, 12, 500, *(draw.randrange(1, 3000) for _ in range(50))):
+        record = bytes(draw.getrandbits(8) for _ in range(size))
+        assert tf_example.masked_crc(record) == tfrecordio._TFRecordUtil._masked_crc32c(record)
