@@ -532,6 +532,30 @@ def check_tuning(
         )
 
 
+def resolve_module_label(features: FeatureConfig, user_module: Optional[UserModule], schema_path: str) -> FeatureConfig:
+    """`features` with the label named as a module file's preprocessing_fn outputs it (user_module.label_name:
+    e.g. Google's `species_xf` for a drafted `species_label`), which the Evaluator and the Trainer read; raises
+    ConfigError naming the outputs when none of them is the label. Unchanged without a preprocessing_fn, or
+    where the function cannot be traced here."""
+    if user_module is None or not user_module.preprocessing_fn:
+        return features
+    label = features.label
+    outputs = user_module_lib.preprocessing_outputs(user_module, schema_path, {"features": features.to_dict()})
+    if outputs is None:
+        return features
+    name = user_module_lib.label_name(label.name, label.column, outputs)
+    if name is None:
+        raise ConfigError(
+            f"{features.source}: label '{label.name}' is not a feature the preprocessing_fn of "
+            f"{user_module_lib.FLAG} {user_module.path} outputs ({', '.join(outputs)}), and not exactly one of them "
+            f"is named for the label's column '{label.column}': name the module's label there "
+            f"(label: {{name: ..., column: {label.column}}})"
+        )
+    return (
+        features if name == label.name else dataclasses.replace(features, label=dataclasses.replace(label, name=name))
+    )
+
+
 def check_user_trainer(training: TrainingConfig, user_module: Optional[UserModule]) -> None:
     """A module file's run_fn trains its own model for TFX's step count: --init-checkpoint (the built-in model's
     encoder) and --train-epochs (the built-in Trainer's count) do not reach it."""
@@ -798,6 +822,7 @@ def build_run_config(
     if tracking_mode not in TRACKING_MODES:
         raise ConfigError(f"--tracking must be one of {TRACKING_MODES}, got '{tracking_mode}'")
     check_user_trainer(training, user_module)
+    features = resolve_module_label(features, user_module, schema_path)
     training, features = resolve_shared(training, evaluation, features)
     check_tuning(tuning, user_module, training, features)
     if keep_versions < 2:

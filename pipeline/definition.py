@@ -1,9 +1,11 @@
-"""`create_pipeline`: the whole TFX pipeline as one pure function of its paths and knobs."""
+"""`create_pipeline`: the whole TFX pipeline as one pure function of the run's settings (pipeline/config.py) and
+what its orchestrator decides (`Orchestrator`: where local and Kubeflow runs differ)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import List, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional
 
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.proto import config_pb2 as tfma_config
@@ -31,6 +33,7 @@ from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.serving import pusher as pusher_lib
 from tfxflow.components.serving import serving_check as serving_check_lib
 from tfxflow.components.tracking import tracking as tracking_lib
+from tfxflow.components.tracking.mlflow_runs import TrackingSettings
 from tfxflow.components.training import transform as transform_lib
 from tfxflow.components.training import user_trainer as user_trainer_lib
 from tfxflow.components.tuning import tuner as tuner_lib
@@ -38,14 +41,15 @@ from tfxflow.components.validation import drift
 from tfxflow.components.validation.baseline import BlessedDataStatisticsStrategy, ServedBaseline
 from tfxflow.components.validation.gate import DataGate
 from tfxflow.components.validation.schema import EmbeddedSchema
-from tfxflow.pipeline.config import EvaluationConfig, SplitConfig, TrainingConfig, TuningConfig, check_tuning
-from tfxflow.pipeline.user_module import UserModule
+from tfxflow.pipeline.config import EvaluationConfig, SharedConfig, check_tuning
 
 PREPROCESSING_FN = "tfxflow.components.model.preprocessing.preprocessing_fn"
 RUN_FN = "tfxflow.components.training.trainer.run_fn"
 # Where the baselines (the model to beat, the data to compare with) come from: resolvers over ML Metadata, or
 # a step that reads the serving directory (for Kubeflow, which runs no resolver; components/validation/baseline.py).
 BASELINE_SOURCES = ("metadata", "serving")
+# The values an orchestrator may set per run (Orchestrator.parameters) instead of the config's.
+RUN_PARAMETERS = ("data_root", "allowed_anomaly_types", "serving_data_root", "train_args")
 
 
 # The Evaluator's metrics per task: (class name, module or "" for TFMA's own, config JSON or "").
@@ -141,62 +145,128 @@ def eval_config(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Orchestrator:
+    """What differs between a local run (LocalDagRunner; pipeline/local/runner.py builds `local`) and a compiled
+    Kubeflow pipeline (pipeline/kfp/compiler.py builds `kubeflow`), and why; the rest of the pipeline is the same.
+
+    - `baseline_source`, the model to beat and the data to compare with: locally "metadata", resolvers over ML
+      Metadata; on Kubeflow "serving", a `ServedBaseline` step that reads the newest version under
+      `<serving_dir>/<model_name>` and the statistics the Pusher keeps with it (KFP runs no TFX resolver).
+    - `schema_text`: locally "", ImportSchemaGen reads the schema file the runner staged; on Kubeflow the schema's
+      content, carried by the spec, since the steps cannot read the compiling machine's files.
+    - `warm_serving_probe`: locally the Evaluator starts the serving check's probe as it begins, for the check
+      that runs next in the same process; on Kubeflow each step runs in its own pod, where the probe would be
+      lost with the Evaluator's.
+    - `metadata_connection_config`: locally the run's ML Metadata store; on Kubeflow None (KFP keeps its own).
+    - `parameters`: values set per run rather than at build time, as RuntimeParameters by name: on Kubeflow
+      `data_root`, `allowed_anomaly_types` (comma-separated), `serving_data_root` and `train_args` (a TrainArgs
+      proto as JSON, which replaces `training.train_steps`); locally none, the config's values.
+    - `serving_data_fingerprint`: locally a fingerprint of the serving data's files, so the gate re-runs when they
+      change; on Kubeflow "", the files being a run's parameter that the compile does not read.
+    - `tuning_dir`: locally the home's folder where a killed tuning's Optuna study resumes; on Kubeflow "", the
+      step's output (a pod keeps no folder from one run to the next).
+    """
+
+    baseline_source: str = "metadata"
+    schema_text: str = ""
+    warm_serving_probe: bool = False
+    metadata_connection_config: Any = None
+    parameters: Mapping[str, RuntimeParameter] = dataclasses.field(default_factory=dict)
+    serving_data_fingerprint: str = ""
+    tuning_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if self.baseline_source not in BASELINE_SOURCES:
+            raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{self.baseline_source}'")
+        unknown = sorted(set(self.parameters) - set(RUN_PARAMETERS))
+        if unknown:
+            raise ValueError(f"parameters {unknown}: a run may set only {RUN_PARAMETERS}")
+
+    @classmethod
+    def local(
+        cls, metadata_connection_config, serving_data_fingerprint: str = "", tuning_dir: str = ""
+    ) -> Orchestrator:
+        """LocalDagRunner's: every component in this process, on this machine's files and ML Metadata store."""
+        return cls(
+            baseline_source="metadata",
+            warm_serving_probe=True,
+            metadata_connection_config=metadata_connection_config,
+            serving_data_fingerprint=serving_data_fingerprint,
+            tuning_dir=tuning_dir,
+        )
+
+    @classmethod
+    def kubeflow(cls, schema_text: str, parameters: Mapping[str, RuntimeParameter]) -> Orchestrator:
+        """A compiled KFP v2 pipeline's: one pod per step, the schema in the spec, values set per run."""
+        return cls(baseline_source="serving", schema_text=schema_text, parameters=dict(parameters))
+
+    def value(self, name: str, default):
+        """The run's RuntimeParameter `name`, else `default` (the config's value)."""
+        return self.parameters.get(name, default)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Data:
+    """The ingest and validation steps' nodes."""
+
+    example_gen: Any
+    schema_gen: Any
+    statistics_gen: Any
+    example_validator: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Baseline:
+    """Where the last blessed model and its data's statistics come from, and the nodes that find them."""
+
+    nodes: List[Any]  # before the gate: the ServedBaseline step, or the data statistics' resolver
+    model_resolvers: List[Any]  # before the Evaluator: the latest blessed model's resolver, if any
+    statistics: Any
+    blessing: Any
+    model: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Model:
+    """The training and evaluation steps' nodes; `tuner` and `edge_export` are None when not asked for."""
+
+    tuner: Any
+    trainer: Any
+    evaluator: Any
+    serving_check: Any
+    edge_export: Any
+
+
 def create_pipeline(
+    config: SharedConfig,
     *,
-    pipeline_name: str,
+    orchestrator: Orchestrator,
     pipeline_root: str,
-    data_root: Union[str, RuntimeParameter],
-    schema_path: str,
-    features: features_lib.FeatureConfig,
     serving_dir: str,
-    model_name: str,
     trainer_backup_dir: Optional[str] = None,
-    metadata_connection_config=None,
-    training: TrainingConfig = TrainingConfig(),
-    evaluation: EvaluationConfig = EvaluationConfig(),
-    split: SplitConfig = SplitConfig(),
-    beam_pipeline_args: Optional[List[str]] = None,
-    enable_cache: bool = True,
-    allowed_anomaly_types: Union[Sequence[str], RuntimeParameter] = (),
-    drift_check: bool = True,
-    serving_data_root: Union[None, str, RuntimeParameter] = None,
-    serving_data_fingerprint: str = "",
-    tracking: Optional[tracking_lib.TrackingSettings] = None,
-    train_args: Optional[RuntimeParameter] = None,
     keep_versions: int = names.DEFAULT_KEEP_VERSIONS,
-    baseline_source: str = "metadata",
-    schema_text: str = "",
-    user_module: Optional[UserModule] = None,
-    warm_serving_probe: bool = False,
-    tuning: Optional[TuningConfig] = None,
-    tuning_dir: str = "",
+    tracking: Optional[TrackingSettings] = None,
 ) -> Pipeline:
     """Builds CsvExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> DataGate -> Transform
-    -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`).
+    -> Trainer -> latest blessed model -> Evaluator -> Pusher (to `<serving_dir>/<model_name>/<version>/`), from
+    `config`'s settings (pipeline/config.py's SharedConfig: data, schema, features, training, evaluation, split,
+    tuning, the gate's rules, the Beam runner, the user's module) and what the runner decides: `orchestrator`
+    (what differs between local and Kubeflow runs, in one place), where artifacts and models go, and `tracking`.
 
     CsvExampleGen first checks every `*.csv` (and gzip-compressed `*.csv.gz`) file of `data_root` (encoding,
     quotes, field counts, values of the schema's types, the label) and refuses bad files. The gate fails the
     run on any anomaly whose type is not in `allowed_anomaly_types`: the schema's, drift against the data of
     the last blessed model (`drift_check`), and with `serving_data_root` (CSV files without the label) the
-    serving data's and training/serving skew. `serving_data_fingerprint` changes when those files do, so the
-    gate re-runs.
+    serving data's and training/serving skew.
 
     With `tracking`, MlflowStart runs first (ExampleGen waits for it), MlflowRecord logs the run's data,
     training and evaluation before the Pusher, and MlflowFinish records the push (components/tracking/tracking.py).
 
     Reads nothing: `data_root` and `schema_path` are read by the components when the pipeline runs; the
     runner gives a `schema_path` that changes with the file's content, or cached components miss an edit.
-    `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry.
-
-    `baseline_source`: "metadata" finds the last blessed model and its data with resolvers over ML Metadata
-    (LocalDagRunner); "serving" with a `ServedBaseline` step that reads the newest version under
-    `<serving_dir>/<model_name>` and the statistics the Pusher keeps with it (Kubeflow runs no resolver).
-    `schema_text`: the schema's content, carried by the pipeline instead of read from `schema_path` (an
-    orchestrator whose steps cannot read the compiling machine's files).
-
-    An orchestrator that sets values per run (Kubeflow) passes RuntimeParameters for `data_root`,
-    `allowed_anomaly_types` (comma-separated), `serving_data_root` and `train_args` (a TrainArgs proto as JSON,
-    which then replaces `training.train_steps`).
+    `trainer_backup_dir` is a durable folder where an interrupted Trainer's backup survives for its retry;
+    `keep_versions` the newest model versions the Pusher keeps.
 
     `user_module`: a TFX module file of the user's (pipeline/user_module.py). Its preprocessing_fn replaces the
     built-in one in Transform (and its stats_options_updater_fn turns Transform's statistics on); its run_fn
@@ -205,37 +275,87 @@ def create_pipeline(
     from `features`, and a model of a user's run_fn needs only `serving_default` (and, for TFMA's label,
     `transform_features` or a raw-column label).
 
-    `warm_serving_probe`: the Evaluator starts the serving check's probe as it begins (a small evaluation
-    only), for a runner whose components share one process (LocalDagRunner); where each runs in its own
-    (Kubeflow), the probe would be lost with the Evaluator's.
-
     `tuning` (with `tune` set): a Tuner between Transform and the Trainer searches the built-in Trainer's
     settings (components/tuning/tuner.py), or runs the module's tuner_fn in TFX's Tuner
-    (components/tuning/module_tuner.py); the Trainer trains with its best trial's values. `tuning_dir` keeps its
-    Optuna study across runs (a killed tuning resumes); "" keeps it in the step's output.
+    (components/tuning/module_tuner.py); the Trainer trains with its best trial's values.
     """
-    if baseline_source not in BASELINE_SOURCES:
-        raise ValueError(f"baseline_source must be one of {BASELINE_SOURCES}, got '{baseline_source}'")
-    model_base = f"{serving_dir}/{model_name}"
+    if tracking is not None:
+        _check_tracking(tracking)
+    model_base = f"{serving_dir}/{config.model_name}"
+    data = _ingest(config, orchestrator)
+    baseline = _baseline(config, orchestrator, model_base)
+    data_gate = _data_gate(config, orchestrator, data, baseline)
+    transform = _transform(config, data)
+    # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
+    transform.add_upstream_node(data_gate)
+    model = _model(config, orchestrator, data, transform, baseline, trainer_backup_dir)
+    pusher = pusher_lib.Pusher(
+        model=model.trainer.outputs["model"],
+        model_blessing=model.evaluator.outputs["blessing"],
+        infra_blessing=model.serving_check.outputs["blessing"],
+        base_directory=model_base,
+        keep_versions=keep_versions,
+        statistics=data.statistics_gen.outputs["statistics"],
+        edge_model=model.edge_export.outputs["edge_model"] if model.edge_export is not None else None,
+    ).with_id(names.PUSHER)
+    tracking_nodes = []
+    if tracking is not None:
+        tracking_nodes = _tracking(config, tracking, data, baseline, data_gate, model, pusher)
+    return Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=pipeline_root,
+        components=[
+            *tracking_nodes[:1],
+            data.example_gen,
+            data.statistics_gen,
+            data.schema_gen,
+            data.example_validator,
+            *baseline.nodes,
+            data_gate,
+            transform,
+            *([model.tuner] if model.tuner is not None else []),
+            model.trainer,
+            *baseline.model_resolvers,
+            model.evaluator,
+            model.serving_check,
+            *([model.edge_export] if model.edge_export is not None else []),
+            *tracking_nodes[1:2],
+            pusher,
+            *tracking_nodes[2:],
+        ],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=orchestrator.metadata_connection_config,
+        beam_pipeline_args=list(config.beam_pipeline_args) + (list(TEXT_BEAM_ARGS) if config.features.text else []),
+    )
+
+
+def _ingest(config: SharedConfig, orchestrator: Orchestrator) -> _Data:
+    """CsvExampleGen (this project's checking executor, TFX's hash split), the schema, StatisticsGen and
+    ExampleValidator."""
     output_config = example_gen_pb2.Output(
         split_config=example_gen_pb2.SplitConfig(
             splits=[
-                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=split.train_buckets),
-                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=split.eval_buckets),
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.split.train_buckets),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.split.eval_buckets),
             ]
         )
     )
+    schema_text = orchestrator.schema_text
     # CsvExampleGen takes no custom_config; its base class does, and runs our checking executor.
     example_gen = FileBasedExampleGen(
-        input_base=data_root,
+        input_base=orchestrator.value("data_root", config.data_root),
         input_config=example_gen_pb2.Input(
             splits=[example_gen_pb2.Input.Split(name="single_split", pattern=names.CSV_PATTERN)]
         ),
         output_config=output_config,
-        custom_config=csv_input.make_example_gen_config(schema_path, features.label, schema_text=schema_text),
+        custom_config=csv_input.make_example_gen_config(
+            config.schema_path, config.features.label, schema_text=schema_text
+        ),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
     ).with_id(names.EXAMPLE_GEN)
-    schema_gen = EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=schema_path)
+    schema_gen = (
+        EmbeddedSchema(schema_text=schema_text) if schema_text else ImportSchemaGen(schema_file=config.schema_path)
+    )
     # Quantiles fine enough for the drift and skew checks to bin other data on this data's deciles; with the
     # schema, an integer the schema marks categorical (a multi-class label's classes) gets counts per value.
     statistics_gen = StatisticsGen(
@@ -246,51 +366,63 @@ def create_pipeline(
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
-    baseline_nodes = []
-    baseline_statistics = baseline_blessing = None
-    served = (
-        ServedBaseline(model_base=model_base).with_id(names.SERVED_BASELINE) if baseline_source == "serving" else None
-    )
-    if served is not None:
-        baseline_nodes = [served]
-        if drift_check:
-            baseline_statistics = served.outputs["statistics"]
-    elif drift_check:
+    return _Data(example_gen, schema_gen, statistics_gen, example_validator)
+
+
+def _baseline(config: SharedConfig, orchestrator: Orchestrator, model_base: str) -> _Baseline:
+    """The last blessed model and, with the drift check, its data's statistics: from the serving directory (a
+    ServedBaseline step) or from ML Metadata (resolvers), as the orchestrator has it."""
+    if orchestrator.baseline_source == "serving":
+        served = ServedBaseline(model_base=model_base).with_id(names.SERVED_BASELINE)
+        statistics = served.outputs["statistics"] if config.drift_check else None
+        return _Baseline([served], [], statistics, None, served.outputs["model"])
+    nodes, statistics, blessing = [], None, None
+    if config.drift_check:
         baseline_resolver = Resolver(
             strategy_class=BlessedDataStatisticsStrategy,
             statistics=Channel(type=standard_artifacts.ExampleStatistics),
             model_blessing=Channel(type=standard_artifacts.ModelBlessing),
         ).with_id("blessed_data_statistics_resolver")
-        baseline_nodes = [baseline_resolver]
-        baseline_statistics = baseline_resolver.outputs["statistics"]
-        baseline_blessing = baseline_resolver.outputs["model_blessing"]
-    data_gate = DataGate(
-        anomalies=example_validator.outputs["anomalies"],
-        statistics=statistics_gen.outputs["statistics"],
-        schema=schema_gen.outputs["schema"],
-        examples=example_gen.outputs["examples"],
-        baseline_statistics=baseline_statistics,
-        baseline_blessing=baseline_blessing,
-        allowed_anomaly_types=(
-            allowed_anomaly_types
-            if isinstance(allowed_anomaly_types, RuntimeParameter)
-            else ",".join(allowed_anomaly_types)
-        ),
-        serving_data_root=serving_data_root or "",
-        serving_data_fingerprint=serving_data_fingerprint,
+        nodes = [baseline_resolver]
+        statistics = baseline_resolver.outputs["statistics"]
+        blessing = baseline_resolver.outputs["model_blessing"]
+    model_resolver = Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    return _Baseline(nodes, [model_resolver], statistics, blessing, model_resolver.outputs["model"])
+
+
+def _data_gate(config: SharedConfig, orchestrator: Orchestrator, data: _Data, baseline: _Baseline):
+    """The gate: schema anomalies, drift against the baseline's data, the serving data's skew."""
+    allowed = orchestrator.value("allowed_anomaly_types", config.allowed_anomaly_types)
+    return DataGate(
+        anomalies=data.example_validator.outputs["anomalies"],
+        statistics=data.statistics_gen.outputs["statistics"],
+        schema=data.schema_gen.outputs["schema"],
+        examples=data.example_gen.outputs["examples"],
+        baseline_statistics=baseline.statistics,
+        baseline_blessing=baseline.blessing,
+        allowed_anomaly_types=allowed if isinstance(allowed, RuntimeParameter) else ",".join(allowed),
+        serving_data_root=orchestrator.value("serving_data_root", config.serving_data_root) or "",
+        serving_data_fingerprint=orchestrator.serving_data_fingerprint,
     ).with_id(names.DATA_GATE)
 
-    feature_dict = features.to_dict()
+
+def _transform(config: SharedConfig, data: _Data):
+    """Transform: the built-in preprocessing_fn, or the module file's."""
+    features, training, user_module = config.features, config.training, config.user_module
     user_transform = user_module is not None and user_module.preprocessing_fn
     user_trainer = user_module is not None and user_module.run_fn
-    transform = transform_lib.Transform(
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
+    return transform_lib.Transform(
+        examples=data.example_gen.outputs["examples"],
+        schema=data.schema_gen.outputs["schema"],
         **({"module_file": user_module.path} if user_transform else {"preprocessing_fn": PREPROCESSING_FN}),
         # A pretrained checkpoint's vocabulary is read by path: its fingerprint makes a changed checkpoint a new
         # cache key (TFX keys Transform on its properties, not on the files they name).
         custom_config={
-            "features": feature_dict,
+            "features": features.to_dict(),
             **({"pretrained_fingerprint": training.pretrained["fingerprint"]} if training.pretrained else {}),
         },
         # StatisticsGen and the gate have validated this data already; Transform's own pre- and post-transform
@@ -298,69 +430,52 @@ def create_pipeline(
         # file asks for them (stats_options_updater_fn).
         disable_statistics=not (user_transform and user_module.stats_options_updater_fn),
         # The built-in Trainer transforms the rows it reads with the graph (and the Evaluator and the served
-        # model do so anyway): writing every split transformed would cost a pass over all the data (43 us a
-        # row). A user's run_fn gets the transformed examples, as TFX's contract has it.
+        # model do so anyway): writing every split transformed would cost a pass over all the data. A user's
+        # run_fn gets the transformed examples, as TFX's contract has it.
         materialize=bool(user_trainer),
         # TFX reads an analyzer cache only from an `analyzer_cache` input, which this pipeline does not wire (a
         # run whose data did not change is cached whole by TFX): writing one would be Beam stages and files
         # that nothing reads.
         disable_analyzer_cache=True,
         force_tf_compat_v1=True,
-        # The built-in analyzers on a sample of a larger training split (components/training/transform.py). Not a module
-        # file's preprocessing_fn (it may count rows or list a label's classes), nor a multi-class label whose
-        # classes come from Transform's vocabulary: a class left out of the sample would have no index.
+        # The built-in analyzers on a sample of a larger training split (components/training/transform.py). Not a
+        # module file's preprocessing_fn (it may count rows or list a label's classes), nor a multi-class label
+        # whose classes come from Transform's vocabulary: a class left out of the sample would have no index.
         max_analyze_rows=(
             0
             if user_transform or (features.task == tasks.MULTICLASS and not features.label.classes)
             else training.transform_max_rows
         ),
     ).with_id(names.TRANSFORM)
-    # Transform (and so everything after it) waits for the gate; a failed gate stops the run here.
-    transform.add_upstream_node(data_gate)
+
+
+def _model(
+    config: SharedConfig,
+    orchestrator: Orchestrator,
+    data: _Data,
+    transform,
+    baseline: _Baseline,
+    trainer_backup_dir: Optional[str],
+) -> _Model:
+    """The Tuner (with --tune) and the Trainer, then the Evaluator against the baseline, the serving check and the
+    TensorFlow Lite export (with --tflite)."""
+    tuner, trainer = _training(config, orchestrator, data, transform, trainer_backup_dir)
+    return _Model(tuner, trainer, *_evaluation(config, orchestrator, data, trainer, baseline))
+
+
+def _training(config: SharedConfig, orchestrator: Orchestrator, data: _Data, transform, trainer_backup_dir):
+    """(the Tuner or None, the Trainer): the built-in run_fn on the raw examples, or the module's on Transform's."""
+    features, training, user_module = config.features, config.training, config.user_module
+    user_trainer = user_module is not None and user_module.run_fn
     trainer_custom = {
-        "features": feature_dict,
+        "features": features.to_dict(),
         **({} if user_trainer else {"raw_examples": True}),
         **training.custom_config(backup_root=trainer_backup_dir),
     }
     # 0: the Trainer counts its steps (--train-epochs passes over the training split; TFX passes None).
-    train_args = train_args or trainer_pb2.TrainArgs(num_steps=training.train_steps or 0)
+    train_args = orchestrator.value("train_args", None) or trainer_pb2.TrainArgs(num_steps=training.train_steps or 0)
     eval_args = trainer_pb2.EvalArgs(num_steps=training.eval_steps or (presets.USER_EVAL_STEPS if user_trainer else 0))
-    tuner = None
-    if tuning is not None and tuning.tune:
-        check_tuning(tuning, user_module, training, features)
-    if tuning is not None and tuning.tune and user_module is not None and user_module.tuner_fn:
-        # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/tuning/module_tuner.py). Not
-        # imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
-        from tfxflow.components.tuning import module_tuner
-
-        tuner = module_tuner.Tuner(
-            module_file=user_module.path,
-            examples=transform.outputs["transformed_examples"],
-            transform_graph=transform.outputs["transform_graph"],
-            schema=schema_gen.outputs["schema"],
-            train_args=train_args,
-            eval_args=eval_args,
-            custom_config=trainer_custom,
-        ).with_id(names.TUNER)
-    elif tuning is not None and tuning.tune:
-        task = features.task_spec
-        objective = search_space.objective_metric(evaluation.for_task(task.name).metric, task.training_metrics)
-        tuner = tuner_lib.Tuner(
-            examples=example_gen.outputs["examples"],
-            transform_graph=transform.outputs["transform_graph"],
-            schema=schema_gen.outputs["schema"],
-            custom_config=trainer_custom,
-            space=tuning.space(training, features),
-            objective=objective,
-            maximize=not tasks.lower_is_better(objective),
-            trials=tuning.tune_trials,
-            time_budget_s=60.0 * tuning.tune_minutes,
-            seed=tuning.seed(training),
-            workers=tuning.workers(training),
-            train_steps=training.train_steps or 0,
-            eval_steps=training.eval_steps,
-            study_dir=tuning_dir,
-        ).with_id(names.TUNER)
+    tuner = _tuner(config, orchestrator, data, transform, train_args, eval_args, trainer_custom)
     trainer = Trainer(
         **(
             # TFX's executor, and the built-in Trainer's record of the run (components/training/user_trainer.py).
@@ -371,14 +486,21 @@ def create_pipeline(
             if user_trainer
             else {"run_fn": RUN_FN}
         ),
-        examples=transform.outputs["transformed_examples"] if user_trainer else example_gen.outputs["examples"],
+        examples=transform.outputs["transformed_examples"] if user_trainer else data.example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
+        schema=data.schema_gen.outputs["schema"],
         train_args=train_args,
         eval_args=eval_args,
         custom_config=trainer_custom,
         **({"hyperparameters": tuner.outputs["best_hyperparameters"]} if tuner is not None else {}),
     ).with_id(names.TRAINER)
+    return tuner, trainer
+
+
+def _evaluation(config: SharedConfig, orchestrator: Orchestrator, data: _Data, trainer, baseline: _Baseline):
+    """(the Evaluator, the serving check, the TensorFlow Lite export or None) of the Trainer's model."""
+    features, evaluation, user_module = config.features, config.evaluation, config.user_module
+    user_trainer = user_module is not None and user_module.run_fn
     # A model of the user's run_fn: TFMA takes its only output; it needs no signature but serving_default.
     model_eval_config = eval_config(
         evaluation,
@@ -386,44 +508,30 @@ def create_pipeline(
         prediction_key="" if user_trainer else None,
         model_type="" if user_trainer else tfma.TF_GENERIC,
     )
-    required_signatures = (
-        (names.SERVING_SIGNATURE,)
-        if user_trainer or not features.feature_columns
-        else (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
-    )
-    model_resolvers = []
-    if served is not None:
-        baseline_model = served.outputs["model"]
-    else:
-        model_resolver = Resolver(
-            strategy_class=LatestBlessedModelStrategy,
-            model=Channel(type=standard_artifacts.Model),
-            model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-        ).with_id("latest_blessed_model_resolver")
-        model_resolvers = [model_resolver]
-        baseline_model = model_resolver.outputs["model"]
     # TFX's Evaluator on a bounded sample of a large eval split; drops a baseline that holds no model
     # (ServedBaseline before the first push).
     evaluator = evaluator_lib.Evaluator(
-        examples=example_gen.outputs["examples"],
+        examples=data.example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=baseline_model,
+        baseline_model=baseline.model,
         eval_config=model_eval_config,
         max_eval_rows=evaluation.max_rows,
-        warm_serving_probe=warm_serving_probe,
+        warm_serving_probe=orchestrator.warm_serving_probe,
     ).with_id(names.EVALUATOR)
-    # A version appears complete or not at all, with its training data's statistics; the newest
-    # `keep_versions` are kept (components/serving/pusher.py).
     # The candidate loads and answers in a TensorFlow-only process as the Evaluator's model did, within the
     # latency bound (components/serving/serving_check.py); the Pusher checks its InfraBlessing.
     serving_check = serving_check_lib.ServingCheck(
         model=trainer.outputs["model"],
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        features=feature_dict,
+        examples=data.example_gen.outputs["examples"],
+        schema=data.schema_gen.outputs["schema"],
+        features=features.to_dict(),
         eval_config=model_eval_config,
         max_latency_ms=evaluation.max_latency_ms,
-        required_signatures=required_signatures,
+        required_signatures=(
+            (names.SERVING_SIGNATURE,)
+            if user_trainer or not features.feature_columns
+            else (names.SERVING_SIGNATURE, names.RAW_SIGNATURE)
+        ),
     ).with_id(names.SERVING_CHECK)
     serving_check.add_upstream_node(evaluator)  # an evaluated model's figures; a failed evaluation stops first
     # The blessed model as TensorFlow Lite, checked against the SavedModel; the Pusher publishes it in the
@@ -434,94 +542,108 @@ def create_pipeline(
             model=trainer.outputs["model"],
             model_blessing=evaluator.outputs["blessing"],
             infra_blessing=serving_check.outputs["blessing"],
-            examples=example_gen.outputs["examples"],
+            examples=data.example_gen.outputs["examples"],
         ).with_id(names.EDGE_EXPORT)
-    pusher = pusher_lib.Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        infra_blessing=serving_check.outputs["blessing"],
-        base_directory=model_base,
-        keep_versions=keep_versions,
-        statistics=statistics_gen.outputs["statistics"],
-        edge_model=edge_export.outputs["edge_model"] if edge_export is not None else None,
-    ).with_id(names.PUSHER)
-    tracking_nodes = []
-    if tracking is not None:
-        from tfxflow.components.tracking import mlflow_auth
+    return evaluator, serving_check, edge_export
 
-        # Exec properties land in ML Metadata, the run log and a compiled spec: credentials travel in the
-        # environment instead (tracking_store.resolve_tracking_uri moves them there).
-        if mlflow_auth.split_credentials(tracking.uri)[1] is not None:
-            raise ValueError(
-                f"tracking URI {mlflow_auth.redact_uri(tracking.uri)} carries credentials: pass them in "
-                f"${mlflow_auth.USERNAME_ENV}/${mlflow_auth.PASSWORD_ENV} instead"
-            )
-        outage = dict(tracking_mode=tracking.mode, tracking_wait_s=float(tracking.wait_s), outbox=tracking.outbox)
-        start = tracking_lib.MlflowStart(
-            tracking_uri=tracking.uri,
-            experiment=tracking.experiment,
-            run_key=tracking.run_key,
-            pipeline_name=pipeline_name,
-            params_json=json.dumps(tracking.params, sort_keys=True),
-            **outage,
-        ).with_id(names.MLFLOW_START)
-        # No work starts before the run is tracked; the key parameter changes every run, so it never caches.
-        example_gen.add_upstream_node(start)
-        for node in baseline_nodes:
-            node.add_upstream_node(start)
-        record = tracking_lib.MlflowRecord(
-            run_id=start.outputs["run_id"],
-            anomalies_found=data_gate.outputs["anomalies_found"],
-            anomalies=example_validator.outputs["anomalies"],
-            statistics=statistics_gen.outputs["statistics"],
-            schema=schema_gen.outputs["schema"],
-            model_run=trainer.outputs["model_run"],
-            model=trainer.outputs["model"],
-            evaluation=evaluator.outputs["evaluation"],
-            blessing=evaluator.outputs["blessing"],
-            serving_check=serving_check.outputs["blessing"],
-            **({"tuning": tuner.outputs["tuner_results"]} if tuner is not None else {}),
-            **({"edge_model": edge_export.outputs["edge_model"]} if edge_export is not None else {}),
-            tracking_uri=tracking.uri,
-            experiment=tracking.experiment,
-            run_key=tracking.run_key,
-            **outage,
-        ).with_id(names.MLFLOW_RECORD)
-        pusher.add_upstream_node(record)  # nothing is pushed that was not recorded first
-        finish = tracking_lib.MlflowFinish(
-            run_id=start.outputs["run_id"],
-            model=trainer.outputs["model"],
-            pushed_model=pusher.outputs["pushed_model"],
-            tracking_uri=tracking.uri,
-            registered_model_name=model_name,
-            experiment=tracking.experiment,
-            run_key=tracking.run_key,
-            **outage,
-        ).with_id(names.MLFLOW_FINISH)
-        tracking_nodes = [start, record, finish]
-    return Pipeline(
-        pipeline_name=pipeline_name,
-        pipeline_root=pipeline_root,
-        components=[
-            *tracking_nodes[:1],
-            example_gen,
-            statistics_gen,
-            schema_gen,
-            example_validator,
-            *baseline_nodes,
-            data_gate,
-            transform,
-            *([tuner] if tuner is not None else []),
-            trainer,
-            *model_resolvers,
-            evaluator,
-            serving_check,
-            *([edge_export] if edge_export is not None else []),
-            *tracking_nodes[1:2],
-            pusher,
-            *tracking_nodes[2:],
-        ],
-        enable_cache=enable_cache,
-        metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=(beam_pipeline_args or []) + (list(TEXT_BEAM_ARGS) if features.text else []),
-    )
+
+def _tuner(config: SharedConfig, orchestrator: Orchestrator, data: _Data, transform, train_args, eval_args, custom):
+    """The Tuner with --tune (None without): the module's tuner_fn in TFX's Tuner, else the built-in search."""
+    tuning, training, features, user_module = config.tuning, config.training, config.features, config.user_module
+    if not tuning.tune:
+        return None
+    check_tuning(tuning, user_module, training, features)
+    if user_module is not None and user_module.tuner_fn:
+        # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/tuning/module_tuner.py).
+        # Not imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
+        from tfxflow.components.tuning import module_tuner
+
+        return module_tuner.Tuner(
+            module_file=user_module.path,
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=data.schema_gen.outputs["schema"],
+            train_args=train_args,
+            eval_args=eval_args,
+            custom_config=custom,
+        ).with_id(names.TUNER)
+    task = features.task_spec
+    objective = search_space.objective_metric(config.evaluation.for_task(task.name).metric, task.training_metrics)
+    return tuner_lib.Tuner(
+        examples=data.example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=data.schema_gen.outputs["schema"],
+        custom_config=custom,
+        space=tuning.space(training, features),
+        objective=objective,
+        maximize=not tasks.lower_is_better(objective),
+        trials=tuning.tune_trials,
+        time_budget_s=60.0 * tuning.tune_minutes,
+        seed=tuning.seed(training),
+        workers=tuning.workers(training),
+        train_steps=training.train_steps or 0,
+        eval_steps=training.eval_steps,
+        study_dir=orchestrator.tuning_dir,
+    ).with_id(names.TUNER)
+
+
+def _check_tracking(tracking: TrackingSettings) -> None:
+    """Exec properties land in ML Metadata, the run log and a compiled spec: credentials travel in the
+    environment instead (tracking_store.resolve_tracking_uri moves them there)."""
+    from tfxflow.components.tracking import mlflow_auth
+
+    if mlflow_auth.split_credentials(tracking.uri)[1] is not None:
+        raise ValueError(
+            f"tracking URI {mlflow_auth.redact_uri(tracking.uri)} carries credentials: pass them in "
+            f"${mlflow_auth.USERNAME_ENV}/${mlflow_auth.PASSWORD_ENV} instead"
+        )
+
+
+def _tracking(
+    config: SharedConfig, tracking: TrackingSettings, data: _Data, baseline: _Baseline, data_gate, model: _Model, pusher
+) -> list:
+    """[MlflowStart, MlflowRecord, MlflowFinish]: no work starts before the run is tracked, nothing is pushed that
+    was not recorded first, and the push is recorded last."""
+    outage = dict(tracking_mode=tracking.mode, tracking_wait_s=float(tracking.wait_s), outbox=tracking.outbox)
+    start = tracking_lib.MlflowStart(
+        tracking_uri=tracking.uri,
+        experiment=tracking.experiment,
+        run_key=tracking.run_key,
+        pipeline_name=config.pipeline_name,
+        params_json=json.dumps(tracking.params, sort_keys=True),
+        **outage,
+    ).with_id(names.MLFLOW_START)
+    # The key parameter changes every run, so MlflowStart never caches.
+    data.example_gen.add_upstream_node(start)
+    for node in baseline.nodes:
+        node.add_upstream_node(start)
+    record = tracking_lib.MlflowRecord(
+        run_id=start.outputs["run_id"],
+        anomalies_found=data_gate.outputs["anomalies_found"],
+        anomalies=data.example_validator.outputs["anomalies"],
+        statistics=data.statistics_gen.outputs["statistics"],
+        schema=data.schema_gen.outputs["schema"],
+        model_run=model.trainer.outputs["model_run"],
+        model=model.trainer.outputs["model"],
+        evaluation=model.evaluator.outputs["evaluation"],
+        blessing=model.evaluator.outputs["blessing"],
+        serving_check=model.serving_check.outputs["blessing"],
+        **({"tuning": model.tuner.outputs["tuner_results"]} if model.tuner is not None else {}),
+        **({"edge_model": model.edge_export.outputs["edge_model"]} if model.edge_export is not None else {}),
+        tracking_uri=tracking.uri,
+        experiment=tracking.experiment,
+        run_key=tracking.run_key,
+        **outage,
+    ).with_id(names.MLFLOW_RECORD)
+    pusher.add_upstream_node(record)
+    finish = tracking_lib.MlflowFinish(
+        run_id=start.outputs["run_id"],
+        model=model.trainer.outputs["model"],
+        pushed_model=pusher.outputs["pushed_model"],
+        tracking_uri=tracking.uri,
+        registered_model_name=config.model_name,
+        experiment=tracking.experiment,
+        run_key=tracking.run_key,
+        **outage,
+    ).with_id(names.MLFLOW_FINISH)
+    return [start, record, finish]

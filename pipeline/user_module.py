@@ -6,6 +6,11 @@ running it): a file that is missing, does not parse, or defines neither function
 
 TFX imports the file in the components that use it; locally and on Kubeflow it packages the file (and the
 Python files beside it) as a wheel under the pipeline root first, so a changed file is a new cache key.
+
+A module's preprocessing_fn names the label it outputs itself (Google's examples: `<column>_xf`), where a feature
+config drafted by infer-schema names the built-in preprocessing's: `label_name` traces the preprocessing_fn on
+the schema's features (as Transform does, on placeholders: nothing is computed) and finds the module's label
+there, so the Evaluator reads the label where the module puts it.
 """
 
 from __future__ import annotations
@@ -13,8 +18,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import importlib.util
+import inspect as signature_lib
 import os
-from typing import Dict, Optional, Tuple
+import sys
+import warnings
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components.settings import ConfigError
 
@@ -125,3 +134,55 @@ def inspect(path: str, flag: str = FLAG) -> UserModule:
             "the module has none"
         )
     return module
+
+
+def preprocessing_outputs(
+    module: UserModule, schema_path: str, custom_config: Optional[Mapping] = None
+) -> Optional[Tuple[str, ...]]:
+    """The names of the features `module`'s preprocessing_fn outputs, traced in a graph on placeholders of the
+    schema's features as Transform traces it (nothing is computed), with `custom_config` where the function takes
+    it (as TFX passes it); None when it cannot be traced here (e.g. it imports a file only TFX's wheel of the
+    module provides): Transform then says what is wrong."""
+    import tensorflow as tf
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_transform import impl_helper
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    name = f"_tfxflow_traced_{module.sha256 or 'module'}"
+    try:
+        with open(schema_path, encoding="utf-8") as f:
+            schema = text_format.Parse(f.read(), schema_pb2.Schema())
+        spec = importlib.util.spec_from_file_location(name, module.path)
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[name] = loaded  # for what the module defines by its module's name (dataclasses, pickling)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the libraries' own notices, printed again when TFX imports it
+            spec.loader.exec_module(loaded)
+            fn = loaded.preprocessing_fn
+            with tf.compat.v1.Graph().as_default():
+                inputs = impl_helper.batched_placeholders_from_specs(
+                    schema_utils.schema_as_feature_spec(schema).feature_spec
+                )
+                takes_config = "custom_config" in signature_lib.signature(fn).parameters
+                outputs = (
+                    fn(dict(inputs), custom_config=dict(custom_config or {})) if takes_config else fn(dict(inputs))
+                )
+        return tuple(sorted(outputs))
+    except Exception:  # noqa: BLE001 - the user's code may raise anything; Transform reports it when it runs
+        return None
+    finally:
+        sys.modules.pop(name, None)
+
+
+def label_name(label: str, column: str, outputs: Sequence[str]) -> Optional[str]:
+    """The label among a preprocessing_fn's `outputs` for a feature config's label `label` of the raw `column`:
+    `label` itself where it is one of them, or is the raw column (TFMA reads it from the rows); else the one
+    output named for the column (the column itself, `<column>_...` or `..._<column>`, e.g. Google's
+    `species_xf`). None when none is, or more than one."""
+    if label in outputs or label == column:
+        return label
+    if column in outputs:
+        return column
+    derived = [name for name in outputs if name.startswith(column + "_") or name.endswith("_" + column)]
+    return derived[0] if len(derived) == 1 else None

@@ -1,11 +1,11 @@
 """TFX's Evaluator with a bounded evaluation sample, and for a baseline found by a step rather than a resolver.
 
-TFMA costs about 0.3 ms a row on two cores (it runs the model and its transform per batch and keeps the
-metrics' histograms), so evaluating every row of a 10-million-row eval split would take longer than
-everything else. With `max_eval_rows`, a larger split (its size as ExampleGen recorded it) is evaluated on
-every k-th row: rows reach the split by a hash of their content, so every k-th of them, in file order, is a
-sample of the data that does not follow the files' order; candidate and baseline are judged on the same rows.
-The sample's size is recorded on the evaluation artifact and in the run's summary.
+TFMA's cost grows with every row (it runs the model and its transform per batch and keeps the metrics'
+histograms), so evaluating every row of a very large eval split would take longer than everything else. With
+`max_eval_rows`, a larger split (its size as ExampleGen recorded it) is evaluated on every k-th row: rows reach
+the split by a hash of their content, so every k-th of them, in file order, is a sample of the data that does
+not follow the files' order; candidate and baseline are judged on the same rows. The sample's size is recorded
+on the evaluation artifact and in the run's summary.
 
 On Kubeflow the baseline model comes from `ServedBaseline` (components/validation/baseline.py), whose output exists in
 every run; with nothing served yet it holds no SavedModel. TFX's Evaluator would try to load it; this executor
@@ -14,9 +14,10 @@ nothing would have it.
 
 Before TFMA loads the candidate, its signatures are checked against what the eval config needs (a model of a
 user's own run_fn may export none the Evaluator can use): one line says what is missing. A model without
-`transform_features` is evaluated on the raw examples, so the label must then be a raw column. For a
-regression model, a sample of (label, prediction) pairs of the evaluated rows is kept beside TFMA's output
-(`predictions_sample.json`) for the run page's predicted-vs-actual and residual charts.
+`transform_features` is evaluated on the raw examples, so the label must then be a raw column; a label found in
+neither is named in one line. For a regression model, a sample of (label, prediction) pairs of the evaluated rows
+is kept beside TFMA's output (`predictions_sample.json`) for the run page's predicted-vs-actual and residual
+charts.
 
 With `warm_serving_probe` (a local run: the ServingCheck runs next in the same process), `warm_up` is called
 when the evaluation begins: the local runner sets it to the serving check's `warm_probe`, so the probe's
@@ -65,9 +66,8 @@ def has_saved_model(model: types.Artifact) -> bool:
     return fileio.exists(os.path.join(path_utils.serving_model_path(model.uri), "saved_model.pb"))
 
 
-def signature_inputs(model_dir: str) -> Dict[str, Dict[str, str]]:
-    """{signature: {input name: dtype}} of a SavedModel, read from its saved_model.pb (nothing is loaded)."""
-    import tensorflow as tf
+def _signature_defs(model_dir: str) -> Dict[str, Any]:
+    """{signature: SignatureDef} of a SavedModel's serving graph, read from its saved_model.pb (nothing is loaded)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
@@ -79,8 +79,31 @@ def signature_inputs(model_dir: str) -> Dict[str, Dict[str, str]]:
             continue
         for name, signature in meta_graph.signature_def.items():
             if not name.startswith("__"):
-                found[name] = {key: tf.dtypes.as_dtype(t.dtype).name for key, t in signature.inputs.items()}
+                found[name] = signature
     return found
+
+
+def signature_inputs(model_dir: str) -> Dict[str, Dict[str, str]]:
+    """{signature: {input name: dtype}} of a SavedModel, read from its saved_model.pb (nothing is loaded)."""
+    import tensorflow as tf
+
+    return {
+        name: {key: tf.dtypes.as_dtype(t.dtype).name for key, t in signature.inputs.items()}
+        for name, signature in _signature_defs(model_dir).items()
+    }
+
+
+def missing_label(model_dir: str, eval_config) -> UserCodeError:
+    """The one-line error for TFMA's "no value provided for label": where the Evaluator looked for the label."""
+    spec = eval_config.model_specs[0]
+    where = "the raw examples' columns"
+    for name in spec.preprocessing_function_names:
+        outputs = sorted(_signature_defs(model_dir).get(name, {}).outputs) if name else []
+        where = f"the outputs of the model's {name} signature ({', '.join(outputs) or 'none'}) or " + where
+    return UserCodeError(
+        f"the Evaluator found no label '{spec.label_key}' in {where}: name the label the module's "
+        "preprocessing_fn outputs in the feature config (label: {name: ..., column: ...})"
+    )
 
 
 def check_model_contract(model_dir: str, eval_config) -> Optional[Any]:
@@ -178,7 +201,13 @@ class Executor(tfx_evaluator.Executor):
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
         folder = os.path.join(evaluation.uri, SAMPLE_FOLDER)
         with sampling.sampled_input(input_dict, splits, max_rows, folder, evaluation, "eval_sample") as input_dict:
-            super().Do(input_dict, output_dict, exec_properties)
+            try:
+                super().Do(input_dict, output_dict, exec_properties)
+            except Exception as err:
+                # TFMA's message names neither the label key nor where it looked (a Beam stack trace).
+                if "no value provided for label" in str(err):
+                    raise missing_label(model_dir, checked) from err
+                raise
             if _is_regression(checked):
                 examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
                 files = sorted(fileio.glob(os.path.join(artifact_utils.get_split_uri([examples], splits[0]), "*")))

@@ -16,7 +16,7 @@ document), what `kfp.Client` uploads and runs. On top of what TFX emits, the com
   ServedBaseline (the serving directory changes between runs) nor MlflowStart (one MLflow run per run);
 - drops TFX's ExampleGen `lifecycle.preCacheCheck` hook (Vertex AI's; open-source KFP never runs it);
 - gives the tracking steps their MLflow URI from the environment: a plain value or a Kubernetes secret;
-- refuses, before writing, a spec the KFP backend would refuse (pipeline/kfp/spec_check.py);
+- refuses, before writing, a spec the KFP backend would refuse (pipeline/kfp/spec_check/);
 - with a module file of the user's, stages the wheel TFX makes of it under `<pipeline root>/_wheels/` itself
   (TFX writes it with TensorFlow's file I/O, which has no S3 file system), so the steps that import it
   (Transform, Trainer) find it by URI; this is the only thing compiling writes to the store, with the
@@ -42,6 +42,7 @@ from tfxflow.pipeline.config import (
     TrainingConfig,
     check_tuning,
     check_user_trainer,
+    resolve_module_label,
     resolve_shared,
     split_beam_runner,
 )
@@ -380,7 +381,10 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             "give its gs://, s3:// or minio:// URI"
         )
     check_user_trainer(config.training, config.user_module)
-    training, features = resolve_shared(config.training, config.evaluation, config.features)
+    features = config.features
+    if features is not None:
+        features = resolve_module_label(features, config.user_module, config.schema_path)
+    training, features = resolve_shared(config.training, config.evaluation, features)
     check_tuning(config.tuning, config.user_module, training, features)
     if features is not None and features.text and features.text_vocab_file:
         _location(
@@ -447,8 +451,8 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.data_types import RuntimeParameter
 
-    from tfxflow.components.tracking import tracking as tracking_lib
-    from tfxflow.pipeline.definition import create_pipeline
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib
+    from tfxflow.pipeline.definition import Orchestrator, create_pipeline
 
     defaults = config.parameter_defaults()
 
@@ -462,28 +466,12 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
             uri="", experiment=config.experiment, run_key=RUN_KEY, params=params or {}, wait_s=config.tracking_wait_s
         )
     pipeline = create_pipeline(
-        pipeline_name=config.pipeline_name,
+        config,
+        orchestrator=Orchestrator.kubeflow(schema_text, {name: parameter(name) for name in defaults}),
         pipeline_root=config.pipeline_root,
-        data_root=parameter("data_root"),
-        schema_path=config.schema_path,
-        schema_text=schema_text,
-        baseline_source="serving",
-        features=config.features,
         serving_dir=config.serving_dir,
-        model_name=config.model_name,
         trainer_backup_dir=config.trainer_backup_dir,
-        training=config.training,
-        evaluation=config.evaluation,
-        split=config.split,
-        beam_pipeline_args=config.beam_pipeline_args,
-        enable_cache=config.enable_cache,
-        allowed_anomaly_types=parameter("allowed_anomaly_types"),
-        drift_check=config.drift_check,
-        serving_data_root=parameter("serving_data_root"),
         tracking=tracking,
-        train_args=parameter("train_args"),
-        user_module=config.user_module,
-        tuning=config.tuning,
     )
     resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
     if config.gpus:

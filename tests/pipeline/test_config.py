@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from tests import helpers
+from tests.pipeline.test_user_module import PENGUIN_SCHEMA
 from tfxflow.components import lane
 from tfxflow.components.model.features import FeatureConfigError
 from tfxflow.pipeline import beam_runners
@@ -78,7 +80,8 @@ def test_other_dataset_names_need_a_data_root(tmp_path):
 def test_beam_runner_default_is_the_in_memory_direct_runner(tmp_path):
     config = config_lib.build_run_config(environ={}, home=str(tmp_path))
     # Named only where Beam's DirectRunner would first fetch Prism (Beam 2.7x, the current lane).
-    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    named = [beam_runners.IN_PROCESS_WORKERS]  # the workers are this process: TFX builds no sdist
+    named += [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
     assert config.beam is None and config.beam_pipeline_args == named
     direct = config_lib.build_run_config(
         environ={}, home=str(tmp_path), beam=BeamRunner(direct_mode="multi_processing", direct_workers=0)
@@ -97,6 +100,7 @@ def test_portable_runner_is_resolved_and_changes_the_run_fingerprint(tmp_path):
     )
     assert portable.beam == BeamRunner(runner="portable", job_endpoint="embed", environment_type="LOOPBACK")
     assert portable.beam_pipeline_args == [
+        beam_runners.IN_PROCESS_WORKERS,
         "--runner=PortableRunner",
         "--job_endpoint=embed",
         "--environment_type=LOOPBACK",
@@ -348,3 +352,48 @@ def test_a_text_models_tuning_reads_at_most_the_graphs_tokens_and_says_so_before
     taxi = config_lib.resolve_shared(config_lib.TrainingConfig(), config_lib.EvaluationConfig(), None)
     with pytest.raises(config_lib.ConfigError, match="sequence_length: the model has no text input"):
         config_lib.check_tuning(config_lib.TuningConfig(tune=True, tune_space="sequence_length=8|16"), None, *taxi)
+
+
+def test_a_drafted_label_is_named_as_the_modules_preprocessing_fn_outputs_it(tmp_path):
+    """infer-schema drafts `species_label` (the built-in preprocessing's name); Google's penguin module outputs
+    `species_xf`: the run reads that. A module whose outputs hold no feature named for the label column is
+    refused before any work, naming its outputs; a module without a preprocessing_fn changes nothing."""
+    import tfx
+
+    data = helpers.write_penguins(str(tmp_path / "data"), rows=30, seed=0)
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text(PENGUIN_SCHEMA)
+    features = tmp_path / "features.yaml"
+    features.write_text(
+        "task: multiclass\nlabel: {name: species_label, column: species, classes: [0, 1, 2]}\n"
+        f"numeric: [{', '.join(helpers.PENGUIN_COLUMNS)}]\n"
+    )
+    penguin = os.path.join(os.path.dirname(tfx.__file__), "examples", "penguin", "penguin_utils_keras.py")
+
+    def label(module_file):
+        return config_lib.build_run_config(
+            environ={},
+            home=str(tmp_path / "home"),
+            dataset="penguin",
+            data_root=data,
+            schema_path=str(schema),
+            feature_config_path=str(features),
+            module_file=module_file,
+            tracking_mode="off",
+        ).features.label
+
+    assert (label(penguin).name, label(penguin).column) == ("species_xf", "species")
+    other = tmp_path / "other.py"
+    other.write_text(
+        "def preprocessing_fn(inputs):\n    return {'y': inputs['species'], 'x': inputs['culmen_length_mm']}\n"
+    )
+    with pytest.raises(config_lib.ConfigError) as err:
+        label(str(other))
+    assert str(err.value) == (
+        f"{features}: label 'species_label' is not a feature the preprocessing_fn of --module-file {other} outputs "
+        "(x, y), and not exactly one of them is named for the label's column 'species': name the module's label "
+        "there (label: {name: ..., column: species})"
+    )
+    trainer_only = tmp_path / "trainer.py"
+    trainer_only.write_text("def run_fn(fn_args):\n    pass\n")
+    assert label(str(trainer_only)).name == "species_label"

@@ -1,5 +1,6 @@
 """create_pipeline wires the components as documented, without touching any file."""
 
+import dataclasses
 import json
 import os
 import re
@@ -9,27 +10,30 @@ from google.protobuf import json_format
 from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 
 from tfxflow.components.model.features import FeatureConfig
-from tfxflow.components.tracking.tracking import TrackingSettings
+from tfxflow.components.tracking.mlflow_runs import TrackingSettings
 from tfxflow.components.training.hardware import HardwareConfig
-from tfxflow.pipeline.config import ConfigError, EvaluationConfig, TrainingConfig, bundled_dataset_dir
-from tfxflow.pipeline.definition import PREPROCESSING_FN, RUN_FN, create_pipeline, eval_config
+from tfxflow.pipeline.config import ConfigError, EvaluationConfig, SharedConfig, TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.definition import PREPROCESSING_FN, RUN_FN, Orchestrator, create_pipeline, eval_config
 
 FEATURES = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "numeric": ["a"]})
 TAXI_FEATURES = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
 
 
+SHARED_FIELDS = {field.name for field in dataclasses.fields(SharedConfig)}
+ORCHESTRATOR_FIELDS = {field.name for field in dataclasses.fields(Orchestrator)}
+
+
 def _pipeline(**kwargs):
+    """create_pipeline of a small config: each keyword goes to the SharedConfig, the Orchestrator or the call."""
+    shared = {"pipeline_name": "p", "data_root": "/nonexistent/data", "schema_path": "/nonexistent/schema.pbtxt"}
+    shared.update({"features": FEATURES, "model_name": "m"})
+    shared.update({k: v for k, v in kwargs.items() if k in SHARED_FIELDS})
+    traits = {k: v for k, v in kwargs.items() if k in ORCHESTRATOR_FIELDS}
+    rest = {k: v for k, v in kwargs.items() if k not in SHARED_FIELDS | ORCHESTRATOR_FIELDS}
     return create_pipeline(
-        **{
-            "pipeline_name": "p",
-            "pipeline_root": "/nonexistent/root",
-            "data_root": "/nonexistent/data",
-            "schema_path": "/nonexistent/schema.pbtxt",
-            "features": FEATURES,
-            "serving_dir": "/nonexistent/serving",
-            "model_name": "m",
-            **kwargs,
-        }
+        SharedConfig(**shared),
+        orchestrator=Orchestrator(**traits),
+        **{"pipeline_root": "/nonexistent/root", "serving_dir": "/nonexistent/serving", **rest},
     )
 
 
@@ -228,12 +232,10 @@ def test_a_blessing_metric_of_another_task_is_refused_naming_the_flag(task, eval
 def test_beam_workers_of_a_text_pipeline_load_tf_texts_ops():
     """Beam's SDK workers import `--beam_plugins` before they run a transform (apache_beam's sdk_worker_main)."""
     text = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "text": ["note"]})
-    args = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
-    assert _pipeline(features=text, beam_pipeline_args=args).beam_pipeline_args == [
-        *args,
-        "--beam_plugins=tensorflow_text",
-    ]
-    assert _pipeline(beam_pipeline_args=args).beam_pipeline_args == args
+    runner = {"beam_mode": "multi_processing", "beam_workers": 2}
+    args = _pipeline(**runner).beam_pipeline_args
+    assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=2" in args
+    assert _pipeline(features=text, **runner).beam_pipeline_args == [*args, "--beam_plugins=tensorflow_text"]
 
 
 def test_a_pretrained_checkpoint_reaches_the_trainer_and_its_fingerprint_keys_transform():
@@ -349,3 +351,60 @@ def test_tuning_a_tuner_fn_needs_its_run_fn_and_takes_none_of_the_built_in_searc
     check_tuning(TuningConfig(tune=True), whole)
     with pytest.raises(ConfigError, match=r"^--tune-trials, --tune-workers: --module-file /m/module.py's tuner_fn"):
         check_tuning(TuningConfig(tune=True, tune_trials=5, tune_workers=2), whole)
+
+
+def test_a_kubeflow_orchestrator_reads_its_baseline_from_the_serving_directory_and_its_values_per_run():
+    """Kubeflow runs no resolver: a ServedBaseline step gives the model to beat and its data's statistics; the
+    schema travels in the spec; the data, the allowed anomalies, the serving data and the steps are a run's
+    parameters; the Evaluator starts no serving probe (each step has its own pod)."""
+    from tfx.orchestration.data_types import RuntimeParameter
+
+    parameters = {
+        name: RuntimeParameter(name=name, ptype=str, default=default)
+        for name, default in (
+            ("data_root", "gs://b/data"),
+            ("allowed_anomaly_types", "A"),
+            ("serving_data_root", ""),
+            ("train_args", '{"num_steps": 5}'),
+        )
+    }
+    orchestrator = Orchestrator.kubeflow("feature { name: 't' type: INT }", parameters)
+    assert orchestrator.baseline_source == "serving" and not orchestrator.warm_serving_probe
+    config = SharedConfig(
+        pipeline_name="p", model_name="m", data_root="gs://b/data", schema_path="/s.pbtxt", features=FEATURES
+    )
+    pipeline = create_pipeline(config, orchestrator=orchestrator, pipeline_root="gs://b/root", serving_dir="/serving")
+    by_id = {c.id: c for c in pipeline.components}
+    assert "latest_blessed_model_resolver" not in by_id and "blessed_data_statistics_resolver" not in by_id
+    assert by_id["ServedBaseline"].exec_properties["model_base"] == "/serving/m"
+    assert by_id["Evaluator"].inputs["baseline_model"].producer_component_id == "ServedBaseline"
+    assert by_id["DataGate"].inputs["baseline_statistics"].producer_component_id == "ServedBaseline"
+    assert "ImportSchemaGen" not in by_id and pipeline.metadata_connection_config is None
+    assert by_id["CsvExampleGen"].exec_properties["input_base"] is parameters["data_root"]
+    assert by_id["DataGate"].exec_properties["allowed_anomaly_types"] is parameters["allowed_anomaly_types"]
+    assert by_id["Trainer"].exec_properties["train_args"] is parameters["train_args"]
+    assert by_id["Evaluator"].exec_properties["warm_serving_probe"] == 0
+
+
+def test_a_local_orchestrator_shares_one_process_and_this_machines_store():
+    from tfx.orchestration import metadata
+
+    from tfxflow.pipeline.config import TuningConfig
+
+    store = metadata.sqlite_metadata_connection_config("/nonexistent/metadata.sqlite")
+    local = Orchestrator.local(store, serving_data_fingerprint="abc", tuning_dir="/home/tuning")
+    assert (local.baseline_source, local.warm_serving_probe, local.schema_text) == ("metadata", True, "")
+    pipeline = _pipeline(tuning=TuningConfig(tune=True), **dataclasses.asdict(local))
+    assert pipeline.metadata_connection_config == store
+    by_id = {c.id: c for c in pipeline.components}
+    assert by_id["Evaluator"].exec_properties["warm_serving_probe"] == 1
+    assert by_id["Tuner"].exec_properties["study_dir"] == "/home/tuning"
+    assert by_id["DataGate"].exec_properties["serving_data_fingerprint"] == "abc"
+    assert "latest_blessed_model_resolver" in by_id and "ImportSchemaGen" in by_id
+
+
+def test_an_orchestrator_names_only_a_known_baseline_source_and_run_parameters():
+    with pytest.raises(ValueError, match="baseline_source must be one of"):
+        Orchestrator(baseline_source="cluster")
+    with pytest.raises(ValueError, match=r"parameters \['model_name'\]: a run may set only"):
+        Orchestrator(parameters={"model_name": None})

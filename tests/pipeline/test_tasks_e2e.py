@@ -29,7 +29,7 @@ from sklearn import metrics as sk
 
 from tests import edge_checks, helpers
 from tfxflow.components.edge import edge
-from tfxflow.components.serving.pusher import EDGE_DIR
+from tfxflow.components.serving_dir import EDGE_DIR
 from tfxflow.pipeline.config import bundled_dataset_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
@@ -181,15 +181,15 @@ def _penguin(base):
     them, with --tune: TFX's Tuner runs its tuner_fn (keras-tuner's RandomSearch over two learning rates and one
     to three layers: 6 trials) and the Trainer its run_fn with the best trial's hyperparameters."""
     data = helpers.write_penguins(str(base / "penguin-data"), rows=600, seed=7)
-    schema, _ = _draft(data, str(base / "penguin-draft"), "species")
-    # The module's transform_features gives the label as species_xf (its preprocessing_fn's name for it).
-    (base / "penguin.yaml").write_text("task: multiclass\nlabel: {name: species_xf, column: species}\n")
+    # The draft names the label species_label (the built-in preprocessing's name); the run finds the module's own
+    # name for it, species_xf, among its preprocessing_fn's outputs.
+    schema, features = _draft(data, str(base / "penguin-draft"), "species")
     home = str(base / "penguin-home")
     result = _run(
         home,
         data,
         schema,
-        str(base / "penguin.yaml"),
+        features,
         "--module-file",
         PENGUIN_MODULE,
         "--tune",
@@ -524,11 +524,16 @@ def test_googles_imdb_module_file_runs_on_its_own_reviews(runs):
     assert output.shape == (4, 1) and np.isfinite(output.numpy()).all()
 
 
+@pytest.mark.long_runs("penguin_module")
 def test_googles_penguin_module_is_tuned_by_tfxs_tuner_and_trained_with_the_best_trial(runs):
     run = runs["penguin_module"]
     _ok(run["result"])
     out = run["result"].stdout
     home = run["home"]
+    # On infer-schema's drafts unchanged: the Evaluator reads the module's label (species_xf) and blesses the model.
+    assert "blessed:        yes (accuracy >= " in out
+    metrics, _ = _mlflow_metrics(home, "penguin")
+    assert metrics["eval.accuracy"] >= 0.85 and "eval.macro_f1" in metrics
     # Its RandomSearch over 2 learning rates x 1 to 3 layers, allow_new_entries=False: the 6 points, once each.
     assert "tuning:         6 trials (6 complete, 0 pruned, 0 failed)" in out
     with open(_first_output(home, "Tuner", "trials.json"), encoding="utf-8") as f:

@@ -6,7 +6,7 @@ import pytest
 import tfx
 
 from tfxflow.components.settings import ConfigError
-from tfxflow.pipeline.user_module import inspect
+from tfxflow.pipeline.user_module import inspect, label_name, preprocessing_outputs
 
 EXAMPLES = os.path.join(os.path.dirname(tfx.__file__), "examples")
 
@@ -81,3 +81,57 @@ def test_a_missing_file_or_one_that_is_not_python_is_refused(tmp_path):
         inspect(str(tmp_path / "missing.py"))
     with pytest.raises(ConfigError, match=r"a module file is a Python source file \(\.py\)"):
         inspect(_module(tmp_path, "def run_fn(a):\n    pass\n", name="module.txt"))
+
+
+PENGUIN_SCHEMA = "".join(
+    f'feature {{ name: "{name}" type: {kind} presence {{ min_fraction: 1 }} shape {{ dim {{ size: 1 }} }} }}\n'
+    for name, kind in (
+        ("species", "INT"),
+        ("culmen_length_mm", "FLOAT"),
+        ("culmen_depth_mm", "FLOAT"),
+        ("flipper_length_mm", "FLOAT"),
+        ("body_mass_g", "FLOAT"),
+    )
+)
+
+
+def test_a_preprocessing_fns_outputs_are_traced_on_the_schemas_features(tmp_path):
+    """Google's penguin module names every output `<column>_xf`; the trace computes nothing, so it needs no data.
+    A function that cannot be traced here gives None (Transform says what is wrong when it runs)."""
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text(PENGUIN_SCHEMA)
+    penguin = inspect(os.path.join(EXAMPLES, "penguin", "penguin_utils_keras.py"))
+    assert preprocessing_outputs(penguin, str(schema)) == (
+        "body_mass_g_xf",
+        "culmen_depth_mm_xf",
+        "culmen_length_mm_xf",
+        "flipper_length_mm_xf",
+        "species_xf",
+    )
+    configured = inspect(
+        _module(
+            tmp_path,
+            "def preprocessing_fn(inputs, custom_config):\n"
+            "    return {custom_config['features']['label']['name']: inputs['species']}\n",
+        )
+    )
+    assert preprocessing_outputs(configured, str(schema), {"features": {"label": {"name": "y"}}}) == ("y",)
+    sibling = inspect(_module(tmp_path, "import helper_only_in_the_wheel\ndef preprocessing_fn(inputs):\n    pass\n"))
+    assert preprocessing_outputs(sibling, str(schema)) is None
+
+
+@pytest.mark.parametrize(
+    "label, outputs, found",
+    [
+        ("species_label", ["culmen_xf", "species_xf"], "species_xf"),  # Google's name for a drafted label
+        ("species_xf", ["culmen_xf", "species_xf"], "species_xf"),  # the feature config names the module's own
+        ("label", ["label_xf", "text_xf"], "label"),  # the raw column: TFMA reads it from the rows
+        ("species_label", ["x", "species"], "species"),  # the column passed through under its own name
+        ("species_label", ["transformed_species", "x"], "transformed_species"),
+        ("species_label", ["species_xf", "species_onehot"], None),  # two candidates: not guessed
+        ("species_label", ["a_xf", "b_xf"], None),
+    ],
+)
+def test_the_label_is_the_output_named_for_its_column(label, outputs, found):
+    column = "label" if label == "label" else "species"
+    assert label_name(label, column, outputs) == found

@@ -70,3 +70,45 @@ def test_a_run_at_scale_starts_no_probe_beside_its_evaluation():
     # The default sample of a large eval split is over the bound: the probe would make the tree's peak there.
     assert evaluator.WARM_PROBE_MAX_ROWS < EvaluationConfig().max_rows
     assert evaluator.WARM_PROBE_MAX_ROWS > 3_726  # the taxi data's eval split: the 1x run starts it
+
+
+def test_a_label_tfma_cannot_find_is_named_with_where_it_was_looked_for(tmp_path, monkeypatch):
+    """TFMA's "no value provided for label" (a Beam stack trace) becomes one line: the label key, and the outputs
+    of the model's transform_features where TFMA looked first."""
+    from types import SimpleNamespace
+
+    from tfxflow.components.errors import UserCodeError
+
+    examples, _ = examples_of(tmp_path, 400)
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "model")
+    evaluation = standard_artifacts.ModelEvaluation()
+    evaluation.uri = str(tmp_path / "evaluation")
+    os.makedirs(evaluation.uri)
+    monkeypatch.setattr(evaluator, "check_model_contract", lambda model_dir, config: config)
+    monkeypatch.setattr(evaluator.text, "load_ops_for", lambda model_dir: None)
+    outputs = {"species_xf": None, "body_mass_g_xf": None}
+    monkeypatch.setattr(
+        evaluator, "_signature_defs", lambda model_dir: {"transform_features": SimpleNamespace(outputs=outputs)}
+    )
+
+    def tfma(self, inputs, outputs, properties):
+        raise ValueError("add_input failed on _MultiClassConfusionMatrixCombiner: no value provided for label")
+
+    monkeypatch.setattr(evaluator.tfx_evaluator.Executor, "Do", tfma)
+    with pytest.raises(UserCodeError) as err:
+        evaluator.Executor().Do(
+            {"examples": [examples], "model": [model]},
+            {"evaluation": [evaluation], "blessing": [standard_artifacts.ModelBlessing()]},
+            {
+                "eval_config": json_format.MessageToJson(eval_config(EvaluationConfig(), FEATURES)),
+                "example_splits": "null",
+                evaluator.MAX_ROWS_KEY: 0,
+                evaluator.WARM_PROBE_KEY: 0,
+            },
+        )
+    assert str(err.value) == (
+        "the Evaluator found no label 'y' in the outputs of the model's transform_features signature "
+        "(body_mass_g_xf, species_xf) or the raw examples' columns: name the label the module's preprocessing_fn "
+        "outputs in the feature config (label: {name: ..., column: ...})"
+    )

@@ -415,7 +415,8 @@ def test_flink_and_dataflow_arguments_reach_every_step(tmp_path):
 
 def test_default_stays_the_direct_runner_sized_to_the_pod():
     config = kf.check_kubeflow_config(kubeflow_config("minio://mlpipeline/v2/artifacts"))
-    named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
+    named = [beam_runners.IN_PROCESS_WORKERS]  # the workers are the step's process: TFX builds no sdist
+    named += [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
     assert config.beam is None and config.beam_pipeline_args == named + [
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=0",
@@ -432,6 +433,7 @@ def test_default_stays_the_direct_runner_sized_to_the_pod():
         kubeflow_config("minio://mlpipeline/v2/artifacts", beam=BeamRunner(runner="portable"))
     )
     assert loopback.beam_pipeline_args == [
+        beam_runners.IN_PROCESS_WORKERS,
         "--runner=PortableRunner",
         "--job_endpoint=embed",
         "--environment_type=LOOPBACK",
