@@ -41,7 +41,7 @@ WITHIN = 0.9  # max_batch_size: the smallest batch with this share of the best t
 
 def newest_version(home: str, model: str) -> Optional[str]:
     """The newest version under `<home>/serving/<model>` that holds a whole SavedModel (what TF Serving serves)."""
-    from tfxflow.components.serving.pusher import served_versions
+    from tfxflow.components.serving_dir import served_versions
 
     base = os.path.join(home, "serving", model)
     versions = served_versions(base)

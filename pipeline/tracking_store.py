@@ -235,8 +235,8 @@ def _make_template(template: str) -> None:
 
 def seed_sqlite_store(path: str) -> bool:
     """Starts a new SQLite store at `path` as a copy of the installed MLflow's empty store (store_template_path,
-    made once): MLflow otherwise creates the tables and runs its ~50 schema migrations for every new store, 1.5
-    to 3.3 s of each first run in a new home. An existing store is never touched. Where the cache cannot be
+    made once): MLflow otherwise creates the tables and runs every schema migration for each new store, in each
+    first run in a new home. An existing store is never touched. Where the cache cannot be
     written or read, MLflow makes the store itself as before. Whether `path` was seeded."""
     import sqlalchemy.exc
 

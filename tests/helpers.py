@@ -175,7 +175,7 @@ def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str,
     import mlflow
     import numpy as np
 
-    from tfxflow.components.tracking.tracking import fluent_api_at
+    from tfxflow.components.tracking.model_registry import fluent_api_at
     from tfxflow.pipeline.config import bundled_dataset_dir
 
     examples = serialize_examples(

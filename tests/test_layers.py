@@ -181,3 +181,16 @@ def test_each_subsystem_exports_the_components_it_defines(subsystem):
             }
     exported = {getattr(package, name).__name__ for name in package.__all__}
     assert defined <= exported, defined - exported
+
+
+def test_no_two_modules_share_a_file_name():
+    # A name a newcomer (or a traceback, or `git grep`) reads once should point at one file.
+    folders = {}
+    for package in ("components", "pipeline"):
+        for folder, _, files in os.walk(os.path.join(REPO, package)):
+            for name in files:
+                if name.endswith(".py") and name != "__init__.py":
+                    folders.setdefault(name, []).append(os.path.relpath(folder, REPO))
+    assert len(folders) > 50  # the walk found the modules
+    shared = {name: sorted(where) for name, where in folders.items() if len(where) > 1}
+    assert not shared, shared

@@ -114,8 +114,8 @@ def check_signatures(
 
 def give_back_free_memory() -> bool:
     """Collects garbage, then returns the heap's free pages to the system (glibc's `malloc_trim`): the buffers
-    Transform and the Evaluator freed otherwise stay part of this process, while the probe's TensorFlow process
-    runs beside it (at 1x, 188 MB of this process's 1,283 MB resident). False where the C library has no
+    Transform and the Evaluator freed otherwise stay part of this process while the probe's TensorFlow process
+    runs beside it. False where the C library has no
     `malloc_trim` (not glibc): nothing is given back there."""
     gc.collect()
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
@@ -130,7 +130,8 @@ class _Probe:
     and output files). It imports TensorFlow, then waits for `result`'s go."""
 
     def __init__(self):
-        probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
+        # components/serving_probe.py: a shared module, one folder up from this subsystem's.
+        probe = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "serving_probe.py")
         self.folder = tempfile.mkdtemp(prefix="tfxflow-serving-check-")
         self.request_path = os.path.join(self.folder, "request.json")
         self.result_path = os.path.join(self.folder, "result.json")
@@ -202,7 +203,7 @@ def allow_warm_probe(allowed: bool) -> None:
 
 def warm_probe() -> bool:
     """Starts the probe now for the ServingCheck that runs next in this process (LocalDagRunner runs every
-    component in one): its TensorFlow import (about 2 s, one core) then runs beside the caller's work instead
+    component in one): its TensorFlow import (seconds of one core) then runs beside the caller's work instead
     of before the check's. False when one is already waiting or none is allowed. `discard_warm_probe` ends one
     nobody took."""
     global _warm
@@ -227,8 +228,8 @@ def discard_warm_probe() -> None:
 class ProbeCall:
     """What `started_probe` yields. `send(request)` gives what this process freed back to the system, then hands
     the probe its request: it loads the model and answers the rows on the other core while the caller goes on
-    (the two processes' memory peaks together once the model is loaded, so the collection's 0.4 s comes first;
-    beside the probe's import where it still imports). Calling it lets the probe time the model (the caller
+    (the two processes' memory peaks together once the model is loaded, so the collection comes first; beside
+    the probe's import where it still imports). Calling it lets the probe time the model (the caller
     waits, so nothing of its competes) and returns the result; `request` is handed over first where `send` was
     not called."""
 

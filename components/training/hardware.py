@@ -44,9 +44,8 @@ ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 
 def use_arrow_jemalloc() -> None:
     """Makes jemalloc Arrow's default memory pool, as pyarrow 10 (the compat lane's) has it. pyarrow 13 and later
-    default to mimalloc, which keeps what CsvExampleGen's and StatisticsGen's record batches freed: a run on 100x
-    the taxi rows (1.5 M) peaked at 1,644 MB (proportional, the serving check's process included) with it and at
-    1,301 MB with jemalloc, and took 130 s instead of 112 s. Only before Arrow allocates: the process's entry points
+    default to mimalloc, which keeps what CsvExampleGen's and StatisticsGen's record batches freed: a large run
+    then peaks higher and takes longer than with jemalloc. Only before Arrow allocates: the process's entry points
     call it first; a pool the user chose (the variable set) stays."""
     os.environ.setdefault(ARROW_POOL_ENV, "jemalloc")
 
@@ -184,7 +183,7 @@ def make_strategy(environ: Mapping[str, str] = os.environ) -> "tf.distribute.Str
     """MultiWorkerMirroredStrategy when TF_CONFIG names several workers; else MirroredStrategy over the
     visible GPUs, or over the logical CPUs when there is no GPU and there are several (--cpu-replicas); on one
     CPU device, TensorFlow's default strategy: the same steps without a replica to mirror (MirroredStrategy over
-    one device adds its replica and merge machinery to every traced step: 2.2 s of an 11 s taxi Trainer)."""
+    one device adds its replica and merge machinery to every traced step)."""
     import tensorflow as tf
 
     if worker_count(environ) > 1:

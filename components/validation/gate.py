@@ -8,12 +8,13 @@ No `from __future__ import annotations` here: TFX's function-component parser ne
 """
 
 import dataclasses
+import json
 import os
 from typing import List, Optional, Sequence, Tuple, TypedDict
 
 from absl import logging
 from tensorflow_metadata.proto.v0 import anomalies_pb2
-from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
@@ -26,9 +27,12 @@ ANOMALIES_FILE = "SchemaDiff.pb"
 STATISTICS_FILE = "FeatureStats.pb"
 DRIFT_TYPES = {anomaly_type for _, anomaly_type in drift.MEASURES.values()}
 DRIFT = "(drift)"  # ends the split name of a drift anomaly
+SKEW = "(skew)"  # ends the split name of a skew anomaly
 BLESSED_BASELINE = "the last blessed model's data"
 ACCEPTED_BASELINE = "the data accepted as the baseline"  # by `tfxflow accept-data`
 SERVED_BASELINE = "the data of served version"  # ServedBaseline (Kubeflow)
+VERDICT_FILE = "verdict.json"
+VERDICT_OUTPUT = "verdict"  # the gate's output key
 
 
 class DataGateError(DataError):
@@ -146,12 +150,31 @@ def explain_values(anomaly: Anomaly, schema, statistics) -> Anomaly:
     return dataclasses.replace(anomaly, description=text)
 
 
-def _compared(baseline, current, schema, kind: str, where: str, what: str) -> Tuple[List[Anomaly], List[str]]:
+def _compared(
+    baseline, current, schema, kind: str, where: str, what: str, findings: Optional[List[dict]] = None
+) -> Tuple[List[Anomaly], List[str]]:
     """Drift or skew of `current` vs. `baseline` on common bins (components/validation/drift.py): the anomalies and the
-    check's account, one line, plus one per feature not compared."""
+    check's account, one line, plus one per feature not compared. `findings` gets one `finding` per feature."""
     comparisons, skipped = drift.compare_statistics(baseline, current, schema, kind)
     found = [Anomaly(where, c.feature, c.anomaly_type, str(c)) for c in comparisons if c.shifted]
+    if findings is not None:
+        findings += [finding(kind, c) for c in comparisons]
     return found, [drift.summary(comparisons, what)] + [f"{what}: {note}" for note in skipped]
+
+
+def finding(kind: str, comparison: drift.Comparison) -> dict:
+    """One feature's drift or skew as the gate judged it (a verdict's `findings`)."""
+    return {
+        "kind": kind,
+        "feature": comparison.feature,
+        "measure": comparison.measure,
+        "value": comparison.value,
+        "threshold": comparison.threshold,
+        "p_value": comparison.p_value,
+        "over_threshold": comparison.over_threshold,
+        "shifted": comparison.shifted,
+        "text": str(comparison),
+    }
 
 
 def compare(
@@ -162,10 +185,12 @@ def compare(
     split: str = "train",
     baseline_name: str = BLESSED_BASELINE,
     no_baseline: str = "no blessed model yet, nothing to compare with",
+    findings: Optional[List[dict]] = None,
 ) -> Tuple[List[Anomaly], List[str]]:
     """Drift of `split` vs. the baseline's same split (`baseline_name` says what the baseline is), and skew vs.
     serving statistics, with the schema's comparators measured on common bins. Also validates the serving
-    statistics against the SERVING environment. Returns the anomalies and one line per check done."""
+    statistics against the SERVING environment. Returns the anomalies and one line per check done; `findings`
+    gets each feature's comparison."""
     import tensorflow_data_validation as tfdv
 
     current = _load_split(statistics_uri, split)
@@ -180,6 +205,7 @@ def compare(
             "drift",
             f"{split} vs. {baseline_name} {DRIFT}",
             f"drift vs. {baseline_name}",
+            findings,
         )
         found += anomalies
         notes += lines
@@ -188,7 +214,7 @@ def compare(
     if serving_stats is not None:
         found += anomaly_list(tfdv.validate_statistics(serving_stats, schema, environment="SERVING"), "serving")
         anomalies, lines = _compared(
-            current, serving_stats, schema, "skew", f"{split} vs. serving (skew)", "skew vs. serving data"
+            current, serving_stats, schema, "skew", f"{split} vs. serving {SKEW}", "skew vs. serving data", findings
         )
         found += anomalies
         notes += lines
@@ -254,6 +280,53 @@ def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
     return statistics.uri, f"{SERVED_BASELINE} {served['version']}", ""
 
 
+def verdict_record(
+    found: Sequence[Anomaly],
+    allowed_types: Sequence[str],
+    checks: Sequence[str],
+    findings: Sequence[dict] = (),
+    message: Optional[str] = None,
+    baseline: str = "",
+) -> dict:
+    """The gate's verdict as it writes it (VERDICT_FILE): passed or stopped, the message that stopped the run,
+    the anomalies that stopped it and those its configuration allowed, each drift/skew comparison and the
+    checks' account. A refusal by row counts stops the run with no anomaly: `message` says why."""
+    allowed = set(allowed_types)
+    return {
+        "passed": message is None,
+        "message": message,
+        "checks": list(checks),
+        "allowed_types": list(allowed_types),
+        "stopped_by": [dataclasses.asdict(a) for a in found if a.type not in allowed],
+        "allowed": [dataclasses.asdict(a) for a in found if a.type in allowed],
+        "findings": list(findings),
+        "baseline": baseline,
+    }
+
+
+def verdict_folder(verdict_uri: str) -> str:
+    """Where VERDICT_FILE lies for the `verdict` output at `verdict_uri`. The output is a String: TFX keeps its
+    value in `<node dir>/verdict/<execution id>/value` and, when the execution fails, deletes that file only, so
+    the verdict of a run the gate stopped outlives the failure in the folder."""
+    return os.path.dirname(verdict_uri)
+
+
+def write_verdict(verdict_uri: str, record: dict) -> None:
+    with fileio.open(os.path.join(verdict_folder(verdict_uri), VERDICT_FILE), "w") as f:
+        f.write(json.dumps(record, indent=1))
+    with fileio.open(verdict_uri, "w") as f:
+        f.write("passed" if record["passed"] else "stopped")
+
+
+def read_verdict(folder: str) -> Optional[dict]:
+    """The verdict the gate wrote in `folder` (verdict_folder), or None where there is none."""
+    path = os.path.join(folder, VERDICT_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as f:
+        return json.loads(f.read())
+
+
 class GateResult(TypedDict):
     anomalies_found: int  # all of them allowed, or the gate would have failed
     checks: str  # what was compared, one line per check
@@ -264,6 +337,7 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     schema: InputArtifact[standard_artifacts.Schema],
+    verdict: OutputArtifact[standard_artifacts.String],
     examples: InputArtifact[standard_artifacts.Examples] = None,
     baseline_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
     baseline_blessing: InputArtifact[standard_artifacts.ModelBlessing] = None,
@@ -282,15 +356,20 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
     notice changed serving files.
 
     First of all, with `examples`, the rows ExampleGen recorded must be the rows the statistics count.
+
+    Passed or stopped, it writes its verdict (`verdict_record`) for the run page to read.
     """
     del serving_data_fingerprint
     from tfx.utils import io_utils
 
+    allowed_types = parse_allowed(allowed_anomaly_types)
     rows_note = None
     if examples is not None:
         refusal, rows_note = check_rows(examples.uri, statistics.uri)
         if refusal:
-            raise DataGateError(f"data gate: {refusal}")
+            message = f"data gate: {refusal}"
+            write_verdict(verdict.uri, verdict_record([], allowed_types, [rows_note], message=message))
+            raise DataGateError(message)
 
     schema_proto = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
     serving_stats = None
@@ -303,8 +382,15 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
         for a in read_anomalies(anomalies.uri)
     ]
     baseline_uri, baseline_name, no_baseline = _baseline(baseline_statistics, baseline_blessing)
+    findings: List[dict] = []
     extra, notes = compare(
-        statistics.uri, schema_proto, baseline_uri, serving_stats, baseline_name=baseline_name, no_baseline=no_baseline
+        statistics.uri,
+        schema_proto,
+        baseline_uri,
+        serving_stats,
+        baseline_name=baseline_name,
+        no_baseline=no_baseline,
+        findings=findings,
     )
     found += extra
     notes.insert(0, f"schema (ExampleValidator): {_anomalies(len(found) - len(extra))}")
@@ -312,7 +398,8 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
         notes.insert(0, rows_note)
     for note in notes:
         logging.info("data gate: %s", note)
-    blockers = blocking(found, parse_allowed(allowed_anomaly_types))
+    blockers = blocking(found, allowed_types)
+    message = None
     if blockers:
         message = report(blockers, notes)
         drift_types = sorted({a.type for a in blockers if a.split.endswith(DRIFT)})
@@ -324,5 +411,8 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
                 f"allowed_anomaly_types={','.join(drift_types)}: its model, once pushed, makes this data "
                 "the drift baseline."
             )
+    compared_with = baseline_name if baseline_uri else ""
+    write_verdict(verdict.uri, verdict_record(found, allowed_types, notes, findings, message, compared_with))
+    if message is not None:
         raise DataGateError(message, drifted=sorted({a.feature for a in blockers if a.split.endswith(DRIFT)}))
     return {"anomalies_found": len(found), "checks": "; ".join(notes)}

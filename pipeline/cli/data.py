@@ -52,7 +52,7 @@ def add_parsers(sub) -> None:
 def infer_schema(args: argparse.Namespace) -> int:
     from tfxflow.components.errors import DataError
     from tfxflow.pipeline.local.runner import stderr_to
-    from tfxflow.pipeline.tools import schema as schema_tool
+    from tfxflow.pipeline.tools import infer_schema as schema_tool
 
     log_file = os.path.join(args.out, "infer-schema.log")
     os.makedirs(args.out, exist_ok=True)
@@ -103,10 +103,10 @@ def accept_data(args: argparse.Namespace) -> int:
     try:
         with run_guard.RunLock(os.path.dirname(paths.metadata_path)), stderr_to(log_file):
             from tfxflow.pipeline.tools import (
-                baseline as baseline_tool,  # imports TFX: its native libraries' start-up chatter goes to the log
+                accept_data as accept_tool,  # imports TFX: its native libraries' start-up chatter goes to the log
             )
 
-            done = baseline_tool.accept(paths.metadata_path, pipeline_name, args.run_id, args.reason)
+            done = accept_tool.accept(paths.metadata_path, pipeline_name, args.run_id, args.reason)
     except run_guard.RunBusy as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BUSY

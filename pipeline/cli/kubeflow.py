@@ -412,7 +412,7 @@ def _check(path: str) -> int:
     if problems:
         print(kfp_check.format_problems(path, problems), file=sys.stderr)
         return 1
-    print(f"tfxflow: {path}: admitted by the open-source KFP 2.x backend's rules (pipeline/kfp/spec_check.py)")
+    print(f"tfxflow: {path}: admitted by the open-source KFP 2.x backend's rules (pipeline/kfp/spec_check/)")
     return 0
 
 

@@ -1,5 +1,5 @@
 """`tfxflow`: the command line of the pipeline; `build_parser` assembles one parser of the subcommand modules
-(run, report, compare, data, rollback, kubeflow), `main` dispatches to them."""
+(run_command, report, compare_command, data, rollback_command, mlflow_sync, kubeflow), `main` dispatches to them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,16 @@ import textwrap
 from typing import List, Optional
 
 from tfxflow.components.training import hardware
-from tfxflow.pipeline.cli import common, compare, data, kubeflow, mlflow_sync, report, rollback
-from tfxflow.pipeline.cli import run as run_cli
+from tfxflow.pipeline.cli import (
+    common,
+    compare_command,
+    data,
+    kubeflow,
+    mlflow_sync,
+    report,
+    rollback_command,
+    run_command,
+)
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_DATA_GATE, EXIT_TERMINATED
 
 __all__ = ["EXIT_BUSY", "EXIT_CONFIG_ERROR", "EXIT_DATA_GATE", "EXIT_TERMINATED", "build_parser", "main"]
@@ -25,12 +33,12 @@ class _DescriptionAsWritten(common.HelpFormatter, argparse.RawDescriptionHelpFor
 def _description() -> str:
     """The top-level help: every command and Kubeflow subcommand with its help line, from the modules."""
     commands = [
-        ("run", run_cli.HELP),
+        ("run", run_command.HELP),
         ("report", report.HELP),
-        ("compare", compare.HELP),
+        ("compare", compare_command.HELP),
         ("infer-schema", data.INFER_HELP),
         ("accept-data", data.ACCEPT_HELP),
-        ("rollback", rollback.HELP),
+        ("rollback", rollback_command.HELP),
         ("mlflow-sync", mlflow_sync.HELP),
         ("kubeflow", kubeflow.HELP),
     ]
@@ -55,11 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS, prog="tfxflow"
     )
-    run_cli.add_parser(sub)
+    run_command.add_parser(sub)
     report.add_parser(sub)
-    compare.add_parser(sub)
+    compare_command.add_parser(sub)
     data.add_parsers(sub)
-    rollback.add_parser(sub)
+    rollback_command.add_parser(sub)
     mlflow_sync.add_parser(sub)
     kubeflow.add_parser(sub)
     return parser
@@ -68,12 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
 _parser = build_parser  # the name tests and tools used before the CLI was split into modules
 
 _COMMANDS = {
-    "run": run_cli.main,
+    "run": run_command.main,
     "report": report.main,
-    "compare": compare.main,
+    "compare": compare_command.main,
     "infer-schema": data.infer_schema,
     "accept-data": data.accept_data,
-    "rollback": rollback.main,
+    "rollback": rollback_command.main,
     "mlflow-sync": mlflow_sync.main,
     "kubeflow": kubeflow.main,
 }

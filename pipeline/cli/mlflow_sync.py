@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     except TrackingError as err:
         print(f"error: {err}; {len(kept)} run(s) stay kept in {paths.tracking_outbox}", file=sys.stderr)
         return EXIT_TRACKING
-    from tfxflow.components.tracking import tracking as tracking_lib
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
     lock = run_guard.RunLock(os.path.dirname(paths.metadata_path))  # no run sends the same entries meanwhile
     try:

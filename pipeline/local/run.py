@@ -219,7 +219,7 @@ def _failed(err: Exception, config, log_file: str) -> int:
 
 def _print_accept_hint(config, drifted: List[str]) -> None:
     from tfxflow.pipeline.config import DEFAULT_DATASET
-    from tfxflow.pipeline.tools.baseline import accept_command
+    from tfxflow.pipeline.tools.accept_data import accept_command
 
     command = accept_command(
         config.paths.home, config.paths.metadata_path, config.pipeline_name, f"tfxflow-{DEFAULT_DATASET}"

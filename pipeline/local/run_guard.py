@@ -223,7 +223,7 @@ def recover_interrupted(
         return None
     recovery = Recovery(run, executions, removed, removed_bytes)
     if run.get("tracking_uri") and run.get("run_key"):
-        from tfxflow.components.tracking import tracking as tracking_lib
+        from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
         try:
             recovery.mlflow_run_id = _kill_mlflow_run(tracking_lib, run)

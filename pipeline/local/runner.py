@@ -97,6 +97,10 @@ class ComponentProgress(logging.Handler):
 def configure_logging(log_file: str) -> None:
     """Sends every library log record (TFX, Beam, TF) to `log_file`; the console gets progress and errors."""
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    # MLflow, once imported, logs through a handler of its own on stderr: a machine's first run creates MLflow's
+    # empty store before stderr goes to the log, and its lines reached the console. Told not to, MLflow's loggers
+    # hand their records to the root logger's file.
+    os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")
     root = logging.getLogger()
     # Libraries call logging.basicConfig(); their INFO chatter belongs in the file, not on the console.
     for handler in list(root.handlers):
@@ -258,16 +262,16 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
         from tfxflow.components.training import hardware
-        from tfxflow.pipeline import beam_speedups
-        from tfxflow.pipeline.definition import create_pipeline
+        from tfxflow.pipeline import patches
+        from tfxflow.pipeline.definition import Orchestrator, create_pipeline
 
-        beam_speedups.apply()
+        patches.apply()
         # Every component shares this process and Transform initialises TensorFlow's devices before the
         # Trainer runs, so the Trainer's device settings are applied now.
         hardware.configure_devices(config.training.hardware)
         from tfxflow.components.evaluation import evaluator
         from tfxflow.components.serving import serving_check
-        from tfxflow.components.tracking import tracking as tracking_lib
+        from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
         # A small evaluation starts the serving check's probe, which the check (next, in this process) takes over.
         evaluator.warm_up = serving_check.warm_probe
@@ -295,30 +299,17 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
             ):
                 print(f"tfxflow: {line}", file=out, flush=True)
         pipeline = create_pipeline(
-            pipeline_name=config.pipeline_name,
+            dataclasses.replace(config, schema_path=schema_path),
+            orchestrator=Orchestrator.local(
+                metadata.sqlite_metadata_connection_config(paths.metadata_path),
+                serving_data_fingerprint=serving_data_fingerprint(config.serving_data_root),
+                tuning_dir=paths.tuning_dir,
+            ),
             pipeline_root=paths.pipeline_root,
-            data_root=config.data_root,
-            schema_path=schema_path,
-            features=config.features,
             serving_dir=paths.serving_dir,
-            model_name=config.model_name,
             trainer_backup_dir=paths.trainer_backup_dir,
-            metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
-            training=config.training,
-            evaluation=config.evaluation,
-            split=config.split,
-            beam_pipeline_args=config.beam_pipeline_args,
-            enable_cache=config.enable_cache,
-            allowed_anomaly_types=config.allowed_anomaly_types,
-            drift_check=config.drift_check,
-            serving_data_root=config.serving_data_root,
-            serving_data_fingerprint=serving_data_fingerprint(config.serving_data_root),
-            tracking=tracking,
             keep_versions=config.keep_versions,
-            user_module=config.user_module,
-            warm_serving_probe=True,  # every component runs in this process
-            tuning=config.tuning,
-            tuning_dir=paths.tuning_dir,
+            tracking=tracking,
         )
         progress = ComponentProgress(out=out, total=len(pipeline.components), on_finish=warm_probe_rules)
         logging.getLogger().addHandler(progress)
@@ -337,7 +328,7 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         with (
             progress.heartbeat,  # stopped and joined however the run ends
             fewer_full_collections(),
-            beam_speedups.payloads_in_process(config.beam_runner.workers_in_this_process),
+            patches.payloads_in_process(config.beam_runner.workers_in_this_process),
         ):
             LocalDagRunner().run(pipeline)
     except BaseException as err:
@@ -361,7 +352,7 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
     if result.not_pushed_reason:
         # This run's Evaluator blessed a model that was rolled back (the Pusher refused it): its new blessing is
         # revoked as the rollback revoked the old ones, so the next run's baseline stays the served model.
-        from tfxflow.components.serving.pusher import read_rollbacks
+        from tfxflow.components.serving_dir import read_rollbacks
         from tfxflow.pipeline.tools.rollback import revoke_blessings
 
         for line in revoke_blessings(paths.metadata_path, config.pipeline_name, read_rollbacks(config.model_base_dir)):
@@ -431,7 +422,7 @@ def _failure_text(err: Exception) -> str:
 
 def _mlflow_run_id(tracking) -> Optional[str]:
     """The MLflow run of a pipeline run that stopped, or None when MLflow does not answer (at once)."""
-    from tfxflow.components.tracking import tracking as tracking_lib
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
     try:
         run = tracking_outbox.call(
@@ -446,7 +437,7 @@ def _mlflow_run_id(tracking) -> Optional[str]:
 def _close_failed_run(tracking, err: BaseException) -> None:
     """Marks the MLflow run of a failed pipeline run FAILED, with the error (kept in the outbox where the server
     does not answer); never hides the original error."""
-    from tfxflow.components.tracking import tracking as tracking_lib
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
     unanswered = isinstance(err, tracking_outbox.TrackingUnavailable)
     try:
@@ -460,7 +451,7 @@ def _close_failed_run(tracking, err: BaseException) -> None:
 def _log_durations(tracking, timings: List[ComponentTiming], wall: float) -> Optional[str]:
     """Each component's seconds (and the run's) as metrics of the MLflow run (kept in the outbox where the server
     does not answer: the run finished, so this never stops it); returns the run id, "" when not known."""
-    from tfxflow.components.tracking import tracking as tracking_lib
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
     now = int(time.time() * 1000)
     metrics = [(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
@@ -498,7 +489,7 @@ def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
 
 def newest_version(config: RunConfig) -> str:
     """The version TF Serving serves from the serving directory (the newest), in words."""
-    from tfxflow.components.serving.pusher import versions
+    from tfxflow.components.serving_dir import versions
 
     base = config.model_base_dir
     existing = versions(base)

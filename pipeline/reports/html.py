@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
 
 from tfxflow.pipeline.reports import charts
 from tfxflow.pipeline.reports.charts import esc, fmt
@@ -568,25 +568,3 @@ def write(page: RunPage, path: str) -> str:
             os.remove(tmp)
         raise
     return path
-
-
-def sections_of(page: RunPage) -> Dict[str, str]:
-    """{anchor: section HTML}: for callers that embed part of the page (e.g. a model card)."""
-    return {a: RENDERERS[a](page) for a, _ in SECTIONS}
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = ()) -> str:
-    """An escaped HTML table (public for model_card.py)."""
-    return _table(headers, rows, numeric)
-
-
-def style() -> str:
-    return STYLE
-
-
-def as_markup(text: str) -> Markup:
-    return Markup(text)
-
-
-def metric_rows(values: Mapping[str, float]) -> List[Sequence[str]]:
-    return [(k, fmt(v)) for k, v in values.items()]

@@ -380,98 +380,121 @@ def _schema(schema_artifact):
 
 
 def _gate(page: RunPage, store, report: run_record.RunReport, execution, skew: bool) -> None:
-    """Anomalies, drift charts and, for a refusal, its message: re-derived from the gate's inputs in ML
-    Metadata with the gate's own functions (an in-process executor's exception is not kept in ML Metadata)."""
+    """Anomalies, drift and skew checks and, for a refusal, its message: as the gate's verdict records them
+    (components/validation/gate.py); the charts' bins come from the statistics it compared."""
     from tfxflow.components.validation import gate
-    from tfxflow.components.validation.baseline import served_info
 
     record = report.component(names.DATA_GATE)
     inputs = _inputs(store, record.execution_id)
-    page.allowed_anomaly_types = gate.parse_allowed(_prop(execution, "allowed_anomaly_types") or "")
-    anomalies = inputs.get("anomalies", [None])[0]
-    found: List[Any] = []
-    if anomalies is not None:
-        found = gate.read_anomalies(anomalies.uri)
-    page.anomalies = [AnomalyRow(a.split, a.feature, a.type, a.description) for a in found]
-    notes = list(page.gate_checks)
+    verdict = _verdict(record, inputs)
+    if verdict is None:
+        _unrecorded_gate(page, inputs, execution)
+        return
+    page.allowed_anomaly_types = list(verdict["allowed_types"])
+    page.gate_checks = list(verdict["checks"]) or page.gate_checks
+    page.baseline_name = verdict["baseline"] or None
+    page.anomalies = [
+        AnomalyRow(a["split"], a["feature"], a["type"], a["description"])
+        for a in verdict["stopped_by"] + verdict["allowed"]
+        if not a["split"].endswith((gate.DRIFT, gate.SKEW))  # shown as drift and skew checks
+    ]
     statistics = inputs.get("statistics", [None])[0]
-    baseline = inputs.get("baseline_statistics", [None])[0]
     current = load_statistics(statistics.uri, TRAIN_SPLIT) if statistics is not None else None
-    if baseline is not None and served_info(baseline.uri) is None:
-        page.baseline_name = gate.BLESSED_BASELINE if inputs.get("baseline_blessing") else gate.ACCEPTED_BASELINE
-    elif baseline is not None:
-        info = served_info(baseline.uri)
-        page.baseline_name = f"{gate.SERVED_BASELINE} {info['version']}" if info.get("statistics") else None
-    if baseline is not None and page.baseline_name and current is not None and inputs.get("schema"):
+    baseline = inputs.get("baseline_statistics", [None])[0]
+    sides = {"drift": None, "skew": None}  # kind -> (baseline, current) statistics for the bins
+    if baseline is not None and page.baseline_name:
         page.baseline_uri = baseline.uri
         old = load_statistics(baseline.uri, TRAIN_SPLIT)
-        if old is None:
-            page.notes["drift"] = f"the baseline {baseline.uri} has no '{TRAIN_SPLIT}' split: not compared"
-        else:
-            page.distances, skipped = distance_checks(old, current, _schema(inputs["schema"][0]), "drift")
-            if skipped:
-                page.notes["drift"] = "; ".join(skipped)
-    elif "drift" not in page.notes:
-        page.notes["drift"] = "no baseline to compare with (no blessed model yet, or the drift check is off)"
+        sides["drift"] = (old, current) if old is not None else None
     serving_root = _prop(execution, "serving_data_root")
-    serving_anomalies: List[Any] = []
-    if serving_root and current is not None and inputs.get("schema"):
-        serving_anomalies = _skew(page, current, _schema(inputs["schema"][0]), serving_root, skew)
-    if record.state != "FAILED" or page.failure:
-        return
-    # The refusal, as the gate words it: row counts first, then the anomalies its configuration does not allow.
-    examples = inputs.get("examples", [None])[0]
-    if examples is not None and statistics is not None:
-        refusal, rows_note = gate.check_rows(examples.uri, statistics.uri)
-        if refusal:
-            page.failure = f"data gate: {refusal}"
-            return
-        notes.append(rows_note)
-    where = {
-        "drift": f"{TRAIN_SPLIT} vs. {page.baseline_name} {gate.DRIFT}",
-        "skew": f"{TRAIN_SPLIT} vs. serving (skew)",
-    }
-    shifted = [gate.Anomaly(where[d.kind], d.feature, _anomaly_type(d), d.text) for d in page.distances if d.shifted]
-    for kind, against in (("drift", page.baseline_name), ("skew", "serving data")):
-        compared = {d.feature for d in page.distances if d.kind == kind}
-        if compared:
-            notes.append(f"{kind} vs. {against}: {len(compared)} features compared")
-    if "skew" in page.notes:
-        notes.append(page.notes["skew"])
-    blockers = gate.blocking(found + serving_anomalies + shifted, page.allowed_anomaly_types)
-    page.failure = gate.report(blockers, notes) if blockers else None
+    if serving_root and any(f["kind"] == "skew" for f in verdict["findings"]):
+        serving = _serving_statistics(page, inputs, serving_root, skew)
+        sides["skew"] = (current, serving) if serving is not None else None
+    page.distances = ordered([_distance(f, sides[f["kind"]]) for f in verdict["findings"]])
+    if not any(f["kind"] == "drift" for f in verdict["findings"]) and "drift" not in page.notes:
+        page.notes["drift"] = next(
+            (line for line in page.gate_checks if line.startswith("drift")),
+            "no baseline to compare with (no blessed model yet, or the drift check is off)",
+        )
+    if record.state == "FAILED" and verdict["message"]:
+        page.failure = page.failure or verdict["message"]
 
 
-def _skew(page: RunPage, current, schema, serving_root: str, recompute: bool) -> List[Any]:
-    """Skew of the serving data against the training split, as the gate measured it: its statistics are not
-    kept in ML Metadata, so they are computed again from the CSV files (a Beam pass over them). Returns the
-    serving data's anomalies against the schema's SERVING environment."""
-    if not recompute:
-        page.notes["skew"] = f"skew vs. the serving data in {serving_root}: not computed again for this page"
-        return []
-    import tensorflow_data_validation as tfdv
+def _verdict(record: run_record.ComponentRecord, inputs: Dict[str, List[Any]]) -> Optional[dict]:
+    """The verdict the gate wrote, or None for a run recorded before the gate wrote one."""
+    from tfxflow.components.validation import gate
 
-    from tfxflow.components.errors import DataError
-    from tfxflow.components.validation import folder_statistics, gate
-
-    try:
-        serving = folder_statistics.csv_statistics(serving_root, schema)
-    except (DataError, OSError) as err:  # the files changed or went away since the run
-        page.notes["skew"] = f"skew vs. the serving data in {serving_root}: not computed again ({err})"
-        return []
-    found = gate.anomaly_list(tfdv.validate_statistics(serving, schema, environment="SERVING"), "serving")
-    page.anomalies += [AnomalyRow(a.split, a.feature, a.type, a.description) for a in found]
-    checks, skipped = distance_checks(current, serving, schema, "skew")
-    page.distances = ordered(page.distances + checks)
-    if skipped:
-        page.notes["skew"] = "; ".join(skipped)
-    return found
+    output = run_record.first_output(record, gate.VERDICT_OUTPUT)
+    if output is not None:
+        return gate.read_verdict(gate.verdict_folder(output.uri))
+    anomalies = inputs.get("anomalies", [None])[0]
+    if anomalies is None:
+        return None
+    # A failed execution publishes no outputs: its verdict lies where TFX put the output's folder,
+    # <pipeline root>/<node id>/verdict/<execution id>, the pipeline root being that of ExampleValidator's
+    # <pipeline root>/<node id>/anomalies/<execution id>.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(anomalies.uri.rstrip("/"))))
+    return gate.read_verdict(os.path.join(root, record.name, gate.VERDICT_OUTPUT, str(record.execution_id)))
 
 
-def _anomaly_type(check: DistanceCheck) -> str:
+def _distance(finding: Dict[str, Any], sides) -> DistanceCheck:
+    """A drift or skew check as the gate judged it, with both sides' bins where their statistics are here."""
     from tfxflow.components.validation import drift
 
-    return next(t for name, t in drift.MEASURES.values() if name == check.measure)
+    labels: List[Any] = []
+    base: List[float] = []
+    cur: List[float] = []
+    if sides is not None and sides[0] is not None and sides[1] is not None:
+        base_rows, base_features = drift.feature_statistics(sides[0])
+        cur_rows, cur_features = drift.feature_statistics(sides[1])
+        feature = finding["feature"]
+        binned = drift.bin_feature(base_features.get(feature), cur_features.get(feature), base_rows, cur_rows)
+        if binned:
+            labels, base, cur = list(binned.labels), list(binned.baseline), list(binned.current)
+    return DistanceCheck(
+        kind=finding["kind"],
+        feature=finding["feature"],
+        measure=finding["measure"],
+        value=finding["value"],
+        threshold=finding["threshold"],
+        p_value=finding["p_value"],
+        over_threshold=finding["over_threshold"],
+        shifted=finding["shifted"],
+        text=finding["text"],
+        labels=[str(label) for label in labels[:MAX_BINS]],
+        baseline=[float(v) for v in base[:MAX_BINS]],
+        current=[float(v) for v in cur[:MAX_BINS]],
+    )
+
+
+def _serving_statistics(page: RunPage, inputs: Dict[str, List[Any]], serving_root: str, recompute: bool):
+    """Statistics of the serving data for the skew charts' bins: the gate does not keep them, so they are
+    computed again from the CSV files (a Beam pass over them); None where they are not."""
+    from tfxflow.components.errors import DataError
+    from tfxflow.components.validation import folder_statistics
+
+    if not recompute or not inputs.get("schema"):
+        page.notes["skew"] = f"skew vs. the serving data in {serving_root}: charts not computed again for this page"
+        return None
+    try:
+        return folder_statistics.csv_statistics(serving_root, _schema(inputs["schema"][0]))
+    except (DataError, OSError) as err:  # the files changed or went away since the run
+        page.notes["skew"] = f"skew vs. the serving data in {serving_root}: charts not computed again ({err})"
+        return None
+
+
+def _unrecorded_gate(page: RunPage, inputs: Dict[str, List[Any]], execution) -> None:
+    """A run recorded before the gate wrote its verdict (gate.VERDICT_FILE): kept so that its page still
+    renders, with ExampleValidator's anomalies and the gate's configuration, and no verdict re-derived."""
+    from tfxflow.components.validation import gate
+
+    page.allowed_anomaly_types = gate.parse_allowed(_prop(execution, "allowed_anomaly_types") or "")
+    anomalies = inputs.get("anomalies", [None])[0]
+    if anomalies is not None:
+        page.anomalies = [
+            AnomalyRow(a.split, a.feature, a.type, a.description) for a in gate.read_anomalies(anomalies.uri)
+        ]
+    page.notes["drift"] = "this run's data gate kept no verdict (an older release): its drift checks are not shown"
 
 
 def _thresholds(eval_config_json: Optional[str]) -> List[str]:
@@ -533,7 +556,7 @@ def _evaluation(page: RunPage, report: run_record.RunReport, executions: Mapping
         return
     from tfxflow.components.evaluation.evaluator import read_prediction_pairs
     from tfxflow.components.model import model_info
-    from tfxflow.components.tracking.tracking import confusion_matrix, evaluation_metrics
+    from tfxflow.components.tracking.artifact_readers import confusion_matrix, evaluation_metrics
 
     model = run_record.first_output(report.component(names.TRAINER), "model")
     described = (
@@ -642,7 +665,7 @@ def collect(
 
     `settings` and `defaults`: the run's settings and the defaults (nested mappings or dataclasses); the page
     lists those that differ. `error`: the message of the exception that ended the run, which ML Metadata does
-    not keep for an in-process executor; without it a data gate's refusal is re-derived from its inputs.
+    not keep for an in-process executor; without it a data gate's refusal is the message of its verdict.
     `skew`: with serving data, compute its statistics again for the skew charts (one Beam pass over it)."""
     report = run_record.read_run(metadata_path, pipeline_name, run_id)
     if report is None:

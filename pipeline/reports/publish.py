@@ -165,7 +165,7 @@ def log_to_mlflow(
 ) -> bool:
     """Logs the page (and the card) to the MLflow run of `tracking` (TrackingSettings); the card also describes
     the registered model version. False: the server did not answer and they wait in the outbox."""
-    from tfxflow.components.tracking import tracking as tracking_lib
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
     ops = [
         {"op": "log_artifact", "path": report, "artifact_path": "report"},

@@ -177,7 +177,8 @@ def _fill_results(report: RunReport) -> None:
 
     stats = first_output(report.component(names.STATISTICS_GEN), "statistics")
     if stats is not None:
-        from tfxflow.components.tracking.tracking import split_rows  # imports TFX: only when there is a run to report
+        # Imports TFX: only when there is a run to report.
+        from tfxflow.components.tracking.artifact_readers import split_rows
 
         report.rows = split_rows(stats.uri)
     model_run = first_output(report.component(names.TRAINER), "model_run")
@@ -206,7 +207,7 @@ def _fill_results(report: RunReport) -> None:
         report.blessed = bool(_prop(blessing, "blessed"))
         report.blessing_revoked = _prop(blessing, ROLLED_BACK) if not report.blessed else None
     if evaluation is not None:
-        from tfxflow.components.tracking.tracking import blessing_failures, overall_metrics
+        from tfxflow.components.tracking.artifact_readers import blessing_failures, overall_metrics
 
         if _prop(evaluation, "eval_sample"):
             report.eval_sample = json.loads(_prop(evaluation, "eval_sample"))

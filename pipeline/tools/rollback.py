@@ -44,7 +44,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from tfxflow.components import object_store, serving_dir
 from tfxflow.components.serving import pusher
-from tfxflow.components.tracking.tracking import REPUBLISHED_AS_TAG
+from tfxflow.components.tracking.model_registry import REPUBLISHED_AS_TAG
 from tfxflow.pipeline.config import ConfigError
 from tfxflow.pipeline.staging import forget_last_run
 
@@ -229,7 +229,7 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
     returns what it did and did not, one line each. Raises only what the MLflow client raises."""
     from mlflow.exceptions import MlflowException
 
-    from tfxflow.components.tracking.tracking import CHAMPION_ALIAS
+    from tfxflow.components.tracking.model_registry import CHAMPION_ALIAS
 
     chosen = result.plan
     try:
@@ -300,7 +300,7 @@ def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]
     try:
         # A server that does not answer, or a user who may not move the alias, fails in seconds with a reason.
         check_tracking(uri, model_name=registered_name)
-        from tfxflow.components.tracking.tracking import client
+        from tfxflow.components.tracking.mlflow_runs import client
 
         return move_tracking(client(uri), registered_name, result)
     except TrackingError as err:

@@ -14,7 +14,7 @@ import pytest
 from tests import helpers, image
 from tests.kubeflow import test_compiled_pipeline_e2e as e2e
 from tests.kubeflow.test_image_e2e import image_build_log
-from tfxflow.components.tracking.tracking import RUN_KEY_TAG
+from tfxflow.components.tracking.mlflow_runs import RUN_KEY_TAG
 from tfxflow.pipeline.kfp import compiler as kf
 from tfxflow.pipeline.kfp import entrypoint
 

@@ -6,7 +6,7 @@ tracking off (this module asserts no MLflow record; the refusals' records are te
 and test_drift_e2e.py's). One case per path a refusal takes: ExampleGen's reading of the CSV (every kind of
 unreadable value and file, message for message, is tests/components/ingest/test_csv_input.py's, through the same
 reader), the data gate's schema and drift checks, and the two export formats named by their cause.
-Configuration errors (exit status 2) are tests/pipeline/test_config.py's and tests/pipeline/cli/test_run.py's.
+Configuration errors (exit status 2) are tests/pipeline/test_config.py's and tests/pipeline/cli/test_run_command.py's.
 """
 
 import csv

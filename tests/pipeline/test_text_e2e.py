@@ -39,7 +39,7 @@ from tests.pipeline.test_tasks_e2e import (
 )
 
 # The current lane runs the default model's run; the fine-tuned and from-scratch Transformers (most of the
-# group's time) run in the compat lane, their checkpoint reading in both (tests/components/model/test_checkpoints.py).
+# group's time) run in the compat lane, their checkpoint reading in both (tests/components/model/checkpoints/).
 pytestmark = pytest.mark.e2e
 
 DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")

@@ -22,7 +22,8 @@ from tfxflow.components.model import export, model_info
 from tfxflow.components.model import keras_model as model_lib
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.serving import serving_check
-from tfxflow.components.training import trainer
+from tfxflow.components.training.fit import train
+from tfxflow.components.training.train_params import TrainParams
 from tfxflow.pipeline.config import EvaluationConfig
 from tfxflow.pipeline.definition import eval_config
 
@@ -93,7 +94,7 @@ def _check(tiny, base, model_dir, max_latency_ms=0.0, golden_rows=16):
 def trained(tiny_transform, tmp_path_factory):
     """A model trained on the tiny Transform output and exported with its three signatures."""
     folder = tmp_path_factory.mktemp("serving_check")
-    model, _, _ = trainer.train(
+    model, _, _ = train(
         tiny_transform["config"],
         tiny_transform["output"],
         tiny_transform["train"],
@@ -101,7 +102,7 @@ def trained(tiny_transform, tmp_path_factory):
         train_steps=40,
         eval_steps=0,
         model_params=model_lib.ModelParams(hidden_units=(16,), learning_rate=0.01),
-        train_params=trainer.TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0),
+        train_params=TrainParams(batch_size=32, eval_every_steps=10, early_stopping_patience=0),
         log_dir=str(folder / "logs"),
     )
     export_dir = str(folder / "export")

@@ -308,7 +308,7 @@ def test_a_feature_without_a_value_on_one_side_is_compared_as_an_absent_one():
         assert binned.labels == ("(with a value)", drift.MISSING)
         np.testing.assert_allclose([binned.baseline, binned.current], [[90, 10], [0, 100]])
     # No value on either side: every row missing on both, the same distribution (a draft's data against itself
-    # compares every feature, tests/pipeline/tools/test_schema.py).
+    # compares every feature, tests/pipeline/tools/test_infer_schema.py).
     empty = drift.bin_feature(base["empty"], cur["empty"], base_rows, cur_rows)
     np.testing.assert_allclose([empty.baseline, empty.current], [[0, 100], [0, 100]])
     assert drift.compare_feature("empty", empty, "jensen_shannon_divergence", 0.01).value == 0

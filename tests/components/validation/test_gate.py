@@ -104,9 +104,21 @@ def _statistics(tmp_path, name: str, frame: pd.DataFrame):
     return _artifact(str(tmp_path / name), standard_artifacts.ExampleStatistics)
 
 
+def _verdict(tmp_path):
+    """The gate's `verdict` output as TFX prepares a String output: an empty value file in its own folder."""
+    folder = tmp_path / "DataGate" / "verdict" / "1"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "value").write_text("")
+    return _artifact(str(folder / "value"), standard_artifacts.String)
+
+
 @pytest.fixture
 def gate_inputs(tmp_path):
-    return {"statistics": _statistics(tmp_path, "current", _frame(0.5)), "schema": _schema(tmp_path)}
+    return {
+        "statistics": _statistics(tmp_path, "current", _frame(0.5)),
+        "schema": _schema(tmp_path),
+        "verdict": _verdict(tmp_path),
+    }
 
 
 def test_component_fails_on_blocking_anomalies(anomalies_dir, gate_inputs):
@@ -158,7 +170,11 @@ def test_drift_within_threshold_passes_and_reports_the_largest_distance(tmp_path
 def test_a_difference_within_sampling_noise_is_not_refused(tmp_path):
     # 40 rows: 20 in cash now, 14 before. A share 15 points apart is over the threshold, but at this size a
     # chi-squared test gives p = 0.17: such a difference is common between two samples of one distribution.
-    inputs = {"statistics": _statistics(tmp_path, "current", _frame(0.5, rows=40)), "schema": _schema(tmp_path)}
+    inputs = {
+        "statistics": _statistics(tmp_path, "current", _frame(0.5, rows=40)),
+        "schema": _schema(tmp_path),
+        "verdict": _verdict(tmp_path),
+    }
     result = gate.DataGate.test_call(
         anomalies=_clean_anomalies(tmp_path),
         baseline_blessing=_blessing(tmp_path),
@@ -194,6 +210,20 @@ def test_drift_past_a_threshold_stops_the_run(tmp_path, gate_inputs):
     ) in message
     assert "(drift and skew: each feature is put in common bins (the baseline's deciles for numbers" in message
     assert err.value.drifted == ["fare", "pay"]
+    # The verdict it wrote for the run page: in the output's folder, which TFX keeps when the execution fails.
+    folder = os.path.dirname(gate_inputs["verdict"].uri)
+    os.remove(gate_inputs["verdict"].uri)  # what TFX removes of a failed execution's String output
+    stopped = gate.read_verdict(folder)
+    assert (stopped["passed"], stopped["message"], stopped["allowed"]) == (False, message, [])
+    assert [(a["feature"], a["type"]) for a in stopped["stopped_by"]] == [
+        ("pay", "COMPARATOR_L_INFTY_HIGH"),
+        ("fare", "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH"),
+    ]
+    assert {(f["kind"], f["feature"], f["shifted"]) for f in stopped["findings"]} == {
+        ("drift", "pay", True),
+        ("drift", "fare", True),
+    }
+    assert stopped["baseline"] == "the last blessed model's data"
     # drift past a threshold is allowed like any other anomaly type
     result = gate.DataGate.test_call(
         anomalies=_clean_anomalies(tmp_path),
@@ -202,6 +232,10 @@ def test_drift_past_a_threshold_stops_the_run(tmp_path, gate_inputs):
         allowed_anomaly_types="COMPARATOR_L_INFTY_HIGH,COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH",
     )
     assert result["anomalies_found"] == 2
+    passed = gate.read_verdict(folder)
+    assert (passed["passed"], passed["message"], passed["stopped_by"]) == (True, None, [])
+    assert [a["feature"] for a in passed["allowed"]] == ["pay", "fare"]
+    assert open(gate_inputs["verdict"].uri, encoding="utf-8").read() == "passed"
 
 
 def test_a_baseline_without_a_blessing_is_the_accepted_data(tmp_path, gate_inputs):
@@ -313,7 +347,9 @@ def test_values_missing_from_the_domain_are_quoted_and_padding_is_named(tmp_path
     # TFDV's words cannot show the spaces.
     assert " Cash " in found.anomaly_info["pay"].reason[0].description
     with pytest.raises(gate.DataGateError) as err:
-        gate.DataGate.test_call(anomalies=_artifact(anomalies), statistics=statistics, schema=_schema(tmp_path))
+        gate.DataGate.test_call(
+            anomalies=_artifact(anomalies), statistics=statistics, schema=_schema(tmp_path), verdict=_verdict(tmp_path)
+        )
     assert (
         "split 'train', feature 'pay': ENUM_TYPE_UNEXPECTED_STRING_VALUES: values missing from the schema's "
         "domain: ' Cash ' (40 rows), 'Bitcoin' (5 rows); ' Cash ' is a known value with spaces around: trim the "

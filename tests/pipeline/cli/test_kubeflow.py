@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from tests import helpers
-from tests.pipeline.cli.test_run import _beam
+from tests.pipeline.cli.test_run_command import _beam
 from tfxflow.components import lane
 
 

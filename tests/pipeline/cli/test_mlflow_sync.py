@@ -8,7 +8,7 @@ import pytest
 
 from tests import helpers
 from tests.components.tracking.test_tracking_outbox import Proxy
-from tfxflow.components.tracking import tracking, tracking_outbox
+from tfxflow.components.tracking import mlflow_runs, tracking_outbox
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_TRACKING
 
@@ -24,15 +24,15 @@ def _outbox(home) -> str:
 
 
 def _settings(proxy, home, key):
-    return tracking.TrackingSettings(proxy.uri, EXPERIMENT, key, {"seed": 1}, "optional", 1.0, _outbox(home))
+    return mlflow_runs.TrackingSettings(proxy.uri, EXPERIMENT, key, {"seed": 1}, "optional", 1.0, _outbox(home))
 
 
 def _kept_run(proxy, home, key):
     """A pipeline run that started and ended while the server did not answer: its start and close are kept."""
     proxy.answer = 503
     settings = _settings(proxy, home, key)
-    assert tracking.start_run(settings, "tfxflow-taxi") == ""
-    tracking.finish_run(settings, "FINISHED")
+    assert mlflow_runs.start_run(settings, "tfxflow-taxi") == ""
+    mlflow_runs.finish_run(settings, "FINISHED")
     entry = tracking_outbox.load(settings.outbox, key)
     assert tracking_outbox.describe(entry["ops"]) == "the run's start, 1 param, the run's close (FINISHED)"
     return entry
@@ -52,7 +52,7 @@ def _entry_text(home, key) -> str:
 def _mlflow_run(server, key):
     from mlflow import MlflowClient
 
-    return tracking.find_run(MlflowClient(server.uri), EXPERIMENT, key)
+    return mlflow_runs.find_run(MlflowClient(server.uri), EXPERIMENT, key)
 
 
 def test_nothing_kept_exits_0_without_asking_any_server(tmp_path):
@@ -115,10 +115,10 @@ def test_what_mlflow_refuses_stays_kept_and_exits_5(mlflow_server, tmp_path):
     home = tmp_path / "home"
     with Proxy(mlflow_server.uri) as proxy:
         settings = _settings(proxy, home, "sync-refused")
-        run_id = tracking.start_run(settings, "tfxflow-taxi")
+        run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
         proxy.answer = 503
         ops = [{"op": "log_batch", "metrics": [["eval.auc", 0.9, 1_800_000_000_000, 0]], "params": []}]
-        assert not tracking.Tracker.of(settings, run_id, "MlflowRecord").send(ops)
+        assert not mlflow_runs.Tracker.of(settings, run_id, "MlflowRecord").send(ops)
         MlflowClient(mlflow_server.uri).delete_run(run_id)
         proxy.answer = None
         result = _sync(home, proxy.uri)

@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 
 from tests import helpers
 from tests.components.tracking.test_tracking_outbox import Proxy
-from tfxflow.components.tracking import tracking
+from tfxflow.components.tracking import mlflow_runs
 from tfxflow.pipeline import staging
 
 pytestmark = pytest.mark.e2e
@@ -51,7 +51,7 @@ def test_a_run_that_kept_something_is_not_up_to_date_and_the_next_identical_run_
         assert "is up to date" not in again.stdout
         assert f"tfxflow: sent to MLflow what run {key} kept since " in again.stdout
         assert os.listdir(outbox) == [] and os.path.exists(last_run)
-        first = tracking.find_run(MlflowClient(mlflow_server.uri), EXPERIMENT, key)
+        first = mlflow_runs.find_run(MlflowClient(mlflow_server.uri), EXPERIMENT, key)
         assert first.info.status == "FINISHED" and first.data.tags["tfxflow.pushed"] == "yes"
         assert first.data.metrics["eval.binary_accuracy"] > 0.6 and "duration.pipeline" in first.data.metrics
 

@@ -155,12 +155,12 @@ def test_recovery_cancels_running_executions_and_removes_only_unpublished_output
 def test_recovery_marks_the_dead_runs_mlflow_run_killed(tmp_path, mlflow_server):
     from mlflow import MlflowClient
 
-    from tfxflow.components.tracking import tracking
+    from tfxflow.components.tracking import mlflow_runs
 
     metadata = str(tmp_path / "metadata" / "metadata.sqlite")
     os.makedirs(os.path.dirname(metadata))
-    settings = tracking.TrackingSettings(mlflow_server.uri, "recovery", "run-key-1", {"a": 1})
-    run_id = tracking.start_run(settings, "tfxflow-taxi")
+    settings = mlflow_runs.TrackingSettings(mlflow_server.uri, "recovery", "run-key-1", {"a": 1})
+    run_id = mlflow_runs.start_run(settings, "tfxflow-taxi")
     run_guard.mark_started(
         metadata, {"run_key": "run-key-1", "tracking_uri": mlflow_server.uri, "experiment": "recovery"}
     )

@@ -270,7 +270,7 @@ def test_the_tuning_section_charts_the_objective_per_trial_and_per_setting_and_l
             },
         ],
     }
-    section = html.sections_of(sample_page(tuning=tuning))["tuning"]
+    section = html.RENDERERS["tuning"](sample_page(tuning=tuning))
     charts_ = svgs(section)
     assert len(charts_) == 3  # per trial, by learning_rate, by width
     for chart in charts_:
@@ -279,7 +279,7 @@ def test_the_tuning_section_charts_the_objective_per_trial_and_per_setting_and_l
     assert '<span class="badge yes">best</span>' in section
     assert "pruned after epoch 2" in section and "ValueError: &lt;no model&gt;" in section
     assert "3 trials (1 complete, 1 pruned, 1 failed)" in section
-    assert "no tuning in this run" in html.sections_of(sample_page())["tuning"]
+    assert "no tuning in this run" in html.RENDERERS["tuning"](sample_page())
 
 
 def test_a_module_tuners_trials_chart_its_numbers_and_list_its_strings():
@@ -297,7 +297,7 @@ def test_a_module_tuners_trials_chart_its_numbers_and_list_its_strings():
         "best": {"number": 0, "value": 0.91, "values": trials[0]["values"]},
         "trials": trials,
     }
-    section = html.sections_of(sample_page(tuning=tuning))["tuning"]
+    section = html.RENDERERS["tuning"](sample_page(tuning=tuning))
     assert "val_sparse_categorical_accuracy by units" in section and ">sgd</td>" in section
     by_optimizer = [c for c in svgs(section) if "by optimizer" in c]
     assert len(by_optimizer) == 1 and "<circle" not in by_optimizer[0]  # an empty chart, no point on a string

@@ -225,6 +225,46 @@ def test_a_run_that_failed_early_gets_a_page_with_notes_not_an_exception(tmp_pat
     assert "tfxflow" in page.versions and "TFX" in page.versions
 
 
+def test_the_page_shows_the_verdict_the_gate_wrote_not_one_derived_again(tmp_path):
+    """ExampleValidator found nothing here, so re-deriving would pass the data; the gate's verdict says it
+    stopped the run on an anomaly and allowed another: the page follows the verdict."""
+    path = str(tmp_path / "metadata.sqlite")
+    write_store(path, [("DataGate", mlmd.Execution.FAILED, {"allowed_anomaly_types": ""})])
+    store = page_lib.run_record.open_store(path, readonly=False)
+    [execution] = store.get_executions()
+    anomalies = tmp_path / "root" / "ExampleValidator" / "anomalies" / "3"
+    (anomalies / "Split-train").mkdir(parents=True)
+    [type_id] = [store.put_artifact_type(mlmd.ArtifactType(name="ExampleAnomalies"))]
+    [artifact_id] = store.put_artifacts([mlmd.Artifact(type_id=type_id, uri=str(anomalies))])
+    event = mlmd.Event(type=mlmd.Event.INPUT, artifact_id=artifact_id, execution_id=execution.id)
+    event.path.steps.add().key = "anomalies"
+    store.put_events([event])
+    verdict = {
+        "passed": False,
+        "message": "data gate: 1 anomaly stops the run (as the gate wrote it)",
+        "checks": ["schema (ExampleValidator): 2 anomalies", "drift: no blessed model yet, nothing to compare with"],
+        "allowed_types": ["FLOAT_TYPE_SMALL_FLOAT"],
+        "stopped_by": [
+            {"split": "train", "feature": "pay", "type": "ENUM_TYPE_UNEXPECTED_STRING_VALUES", "description": "x"}
+        ],
+        "allowed": [{"split": "train", "feature": "fare", "type": "FLOAT_TYPE_SMALL_FLOAT", "description": "y"}],
+        "findings": [],
+        "baseline": "",
+    }
+    folder = tmp_path / "root" / "DataGate" / "verdict" / str(execution.id)
+    folder.mkdir(parents=True)
+    (folder / "verdict.json").write_text(json.dumps(verdict))
+    page = page_lib.collect(path, PIPELINE)
+    assert (page.status, page.failure) == ("refused", "data gate: 1 anomaly stops the run (as the gate wrote it)")
+    assert [(a.feature, a.type) for a in page.anomalies] == [
+        ("pay", "ENUM_TYPE_UNEXPECTED_STRING_VALUES"),
+        ("fare", "FLOAT_TYPE_SMALL_FLOAT"),
+    ]
+    assert page.allowed_anomaly_types == ["FLOAT_TYPE_SMALL_FLOAT"]  # the execution's property says none
+    assert page.gate_checks == verdict["checks"]
+    assert page.notes["drift"] == "drift: no blessed model yet, nothing to compare with"
+
+
 def test_the_callers_error_wins_over_a_missing_message(tmp_path):
     path = str(tmp_path / "metadata.sqlite")
     write_store(path, [("Trainer", mlmd.Execution.FAILED, {})])

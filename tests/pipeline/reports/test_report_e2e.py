@@ -98,7 +98,7 @@ def test_the_refused_runs_page_shows_the_refusal_and_the_drift_that_caused_it(ru
     page, document = runs["pages"]["refused"]["page"], runs["pages"]["refused"]["document"]
     assert (page.status, page.failed_component) == ("refused", "DataGate")
     assert not page.pushed and page.not_pushed == "the run stopped at DataGate"
-    # The same refusal the CLI printed, re-derived from the gate's inputs in ML Metadata.
+    # The same refusal the CLI printed, from the verdict the gate wrote.
     for line in page.failure.splitlines()[:3]:
         assert line in runs["bad_stderr"]
     assert "feature 'trip_miles': SCHEMA_MISSING_COLUMN" in page.failure

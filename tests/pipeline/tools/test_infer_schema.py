@@ -11,7 +11,7 @@ from tests import helpers
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.validation import drift
 from tfxflow.pipeline.config import schema_columns
-from tfxflow.pipeline.tools import schema as schema_tool
+from tfxflow.pipeline.tools import infer_schema as schema_tool
 
 pytestmark = pytest.mark.integration
 

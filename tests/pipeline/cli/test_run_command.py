@@ -65,7 +65,9 @@ def test_beam_flags_make_the_runner_of_run():
 
     runner, mode, workers = _beam()
     named = [f"--runner={beam_runners.FN_API_RUNNER}"] if lane.direct_runner_tries_prism() else []
-    assert (runner.runner, mode, workers) == ("direct", "in_memory", 1) and beam_pipeline_args(runner) == named
+    # In-process workers: the option that keeps TFX from building its sdist for them comes first.
+    expected = [beam_runners.IN_PROCESS_WORKERS, *named]
+    assert (runner.runner, mode, workers) == ("direct", "in_memory", 1) and beam_pipeline_args(runner) == expected
     assert _beam("--beam-mode", "multi_processing", "--beam-workers", "0")[1:] == ("multi_processing", 0)
     runner, _, _ = _beam("--beam-runner", "portable")
     assert runner == BeamRunner(runner="portable")

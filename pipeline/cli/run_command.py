@@ -74,36 +74,41 @@ def main(args: argparse.Namespace) -> int:
     log_file = local_run.start_log(home)
     if log_file is None:
         return local_run.EXIT_CONFIG_ERROR
+    from tfxflow.pipeline.local.runner import stderr_to  # as run.py: the runner imports ML Metadata
+
     try:
-        config = config_lib.build_run_config(
-            environ=os.environ,
-            home=home,
-            dataset=shared.dataset,
-            data_root=args.data_root,
-            schema_path=shared.schema_path,
-            feature_config_path=shared.feature_config_path,
-            pipeline_name=shared.pipeline_name,
-            model_name=shared.model_name,
-            pipeline_root=args.pipeline_root,
-            metadata_path=args.metadata_path,
-            serving_dir=args.serving_dir,
-            training=training,
-            evaluation=common.evaluation_config(args),
-            tuning=common.tuning_config(args),
-            beam_mode=beam_mode,
-            beam_workers=beam_workers,
-            beam=beam,
-            enable_cache=not args.no_cache,
-            allowed_anomaly_types=shared.allowed_anomaly_types,
-            drift_check=shared.drift_check,
-            serving_data_root=shared.serving_data_root,
-            tracking_uri=shared.mlflow_uri,
-            tracking_mode=shared.tracking,
-            tracking_wait_s=shared.tracking_wait,
-            experiment=shared.experiment,
-            keep_versions=args.keep_versions,
-            module_file=shared.module_file,
-        )
+        # With --init-checkpoint these checks import TensorFlow, whose native code writes to file descriptor 2 as
+        # it loads ("Unable to register cuFFT factory"): that goes to the log with the run's other chatter.
+        with stderr_to(log_file):
+            config = config_lib.build_run_config(
+                environ=os.environ,
+                home=home,
+                dataset=shared.dataset,
+                data_root=args.data_root,
+                schema_path=shared.schema_path,
+                feature_config_path=shared.feature_config_path,
+                pipeline_name=shared.pipeline_name,
+                model_name=shared.model_name,
+                pipeline_root=args.pipeline_root,
+                metadata_path=args.metadata_path,
+                serving_dir=args.serving_dir,
+                training=training,
+                evaluation=common.evaluation_config(args),
+                tuning=common.tuning_config(args),
+                beam_mode=beam_mode,
+                beam_workers=beam_workers,
+                beam=beam,
+                enable_cache=not args.no_cache,
+                allowed_anomaly_types=shared.allowed_anomaly_types,
+                drift_check=shared.drift_check,
+                serving_data_root=shared.serving_data_root,
+                tracking_uri=shared.mlflow_uri,
+                tracking_mode=shared.tracking,
+                tracking_wait_s=shared.tracking_wait,
+                experiment=shared.experiment,
+                keep_versions=args.keep_versions,
+                module_file=shared.module_file,
+            )
     except ValueError as err:  # ConfigError and FeatureConfigError name the flag or file at fault
         print(f"error: {err}", file=sys.stderr)
         return local_run.EXIT_CONFIG_ERROR
