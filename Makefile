@@ -27,10 +27,11 @@ STAMP := $(VENV)/.installed-$(word 1,$(shell printf '%s' '$(CURDIR)' | cksum))
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint docs bench bench-trainer bench-text bench-drift bench-serving bench-edge bench-tuning bench-transform-sample lock lock-compat lock-current clean help
+.PHONY: install venv system-deps run test test-image test-all test-fast test-current test-lane test-lanes lint docs bench bench-trainer bench-text bench-drift bench-serving bench-edge bench-tuning bench-transform-sample lock lock-compat lock-current clean help
 
 help:
 	@echo "make run        run the pipeline on the bundled Chicago taxi data (outputs under ./tfxflow_home)"
+	@echo "make venv       set up the lane's venv (first time only) and print its folder: . \"\$$(make -s venv)/bin/activate\""
 	@echo "make test       run every test (unit, integration, end-to-end; installs chromium for the page tests)"
 	@echo "                but the step image's: make test-image (builds kubeflow/Dockerfile, runs the pipeline in it)"
 	@echo "make test-all   both in one session, the image's runs filling the cores the long runs leave (CI)"
@@ -91,6 +92,11 @@ $(STAMP): $(LOCK) setup.py
 
 run: $(STAMP)
 	$(BIN)/tfxflow run $(ARGS)
+
+# The lane's venv folder (.venv or .venv-current), made first where missing: `. "$(make -s venv)/bin/activate"`
+# puts `tfxflow` on the PATH in either lane.
+venv: $(STAMP)
+	@echo $(abspath $(VENV))
 
 # What the tests start besides Python, from Debian's packages, installed once where missing: headless Chromium
 # renders the run page (tests/browser.py); PostgreSQL's server binaries and openssl make the team MLflow servers

@@ -36,7 +36,8 @@ def taxi_runs(tmp_path_factory):
     data = helpers.write_taxi_sample(str(base / "data"), rows=2000)
     home = str(base / "home")
     args = ["run", "--home", home, "--data-root", data, *TRAIN_FLAGS, "--eval-max-rows", str(EVAL_MAX_ROWS)]
-    first = helpers.run_cli(*args)
+    # A machine's first run: no empty MLflow store in the cache yet, so this run makes it (pipeline/tracking_store.py).
+    first = helpers.run_cli(*args, env={"XDG_CACHE_HOME": str(base / "cache")})
     serving = helpers.tree_snapshot(os.path.join(home, "serving"))
     unchanged = helpers.run_cli(*args)
     after_unchanged = {
@@ -74,8 +75,8 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
         assert f"{component:<{NAME_WIDTH}} ran" in first.stdout
     assert "rows read:      " in first.stdout and "binary_accuracy" in first.stdout
     assert "blessed:        yes" in first.stdout
-    # The README's example of a progress line is this run's (the defaults: tracking on, drift check on).
-    with open(os.path.join(os.path.dirname(helpers.__file__), os.pardir, "README.md"), encoding="utf-8") as f:
+    # The example of a progress line is this run's (the defaults: tracking on, drift check on).
+    with open(os.path.join(os.path.dirname(helpers.__file__), os.pardir, "docs", "running.md"), encoding="utf-8") as f:
         counter = re.search(r"`(\[\d+/\d+\]) Transform \.\.\. ", f.read()).group(1)
     assert f"{counter} {'Transform':<{NAME_WIDTH}} ran" in first.stdout
     assert "data gate:      passed" in first.stdout
@@ -117,6 +118,9 @@ def test_first_run_succeeds_and_reports_each_component(taxi_runs):
     )
     # Library chatter goes to the run's log file, not the console.
     assert "INFO" not in first.stdout and "Traceback" not in first.stderr
+    # Nor MLflow's lines as it makes its first store, nor TensorFlow's native ones as it loads.
+    assert not re.search(r"INFO|alembic|Unable to register", first.stderr), first.stderr[-3000:]
+    assert os.listdir(os.path.join(os.path.dirname(taxi_runs["home"]), "cache", "tfxflow"))  # made by this run
 
 
 def test_pushed_model_loads_from_the_serving_dir_and_predicts_raw_examples(taxi_runs):
