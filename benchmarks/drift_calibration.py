@@ -36,7 +36,7 @@ import pandas as pd
 
 from benchmarks import provenance, readme_tables
 from tfxflow.components.validation import drift
-from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_dataset_dir, bundled_taxi_data_root
 
 SCHEMA_PATH = os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt")
 TRAIN_BUCKETS, ALL_BUCKETS = 3, 4  # SplitConfig's defaults: train 3, eval 1

@@ -35,7 +35,7 @@ def _run(task: str, label: Optional[str], work: str) -> Dict[str, Any]:
     """One run of `task` with --tflite; what its pushed version's edge.json and the serving check say."""
     from tfxflow.components import serving_dir
     from tfxflow.components.edge import edge
-    from tfxflow.pipeline.config import bundled_taxi_data_root
+    from tfxflow.pipeline.inputs import bundled_taxi_data_root
     from tfxflow.pipeline.reports import run_record
 
     home = os.path.join(work, task)

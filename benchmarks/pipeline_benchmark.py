@@ -42,7 +42,7 @@ import psutil
 
 from benchmarks import provenance
 from tfxflow.components import lane, names
-from tfxflow.pipeline.config import bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_taxi_data_root
 from tfxflow.pipeline.reports import run_record as report_lib
 
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")

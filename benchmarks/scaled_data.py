@@ -17,7 +17,7 @@ from typing import Dict, List
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_dataset_dir, bundled_taxi_data_root
 
 # Relative jitter of amounts, absolute jitter of coordinates (about 100 m): new rows, same distributions.
 RELATIVE_JITTER = {"fare": 0.02, "tips": 0.02, "trip_miles": 0.02, "trip_seconds": 0.02}

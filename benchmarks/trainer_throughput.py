@@ -45,8 +45,8 @@ def prepare(workdir: str) -> Dict[str, Dict[str, str]]:
     from tfx import v1 as tfx
 
     from tfxflow.components.model.features import FeatureConfig
-    from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
     from tfxflow.pipeline.definition import PREPROCESSING_FN
+    from tfxflow.pipeline.inputs import bundled_dataset_dir, bundled_taxi_data_root
     from tfxflow.pipeline.reports import run_record as report
 
     dataset_dir = bundled_dataset_dir("taxi")
@@ -210,7 +210,7 @@ def bench_ours(
     from tfxflow.components.training import hardware
     from tfxflow.components.training.fit import train
     from tfxflow.components.training.train_params import TrainParams
-    from tfxflow.pipeline.config import bundled_dataset_dir
+    from tfxflow.pipeline.inputs import bundled_dataset_dir
 
     features = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))
     output = tft.TFTransformOutput(uris["TransformOurs"]["graph"])

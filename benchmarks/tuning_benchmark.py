@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 
 from benchmarks import provenance
 from benchmarks.pipeline_benchmark import machine, run_ours
-from tfxflow.pipeline.config import bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_taxi_data_root
 
 CASES = {
     "poor": (["--learning-rate", "1e-5", "--train-steps", "100"], ["width=off,dropout=off,batch_size=off"]),

@@ -46,7 +46,7 @@ def files_fingerprint(paths: Sequence[str]) -> str:
 
 def serving_data_fingerprint(serving_data_root: "str | None") -> str:
     """The files_fingerprint of the serving data's CSV files; empty without serving data."""
-    from tfxflow.pipeline.config import check_data_root
+    from tfxflow.pipeline.inputs import check_data_root
 
     return files_fingerprint(check_data_root(serving_data_root, "--serving-data")) if serving_data_root else ""
 
@@ -163,7 +163,7 @@ def code_fingerprint() -> str:
 def run_fingerprint(config: "RunConfig") -> str:
     """The same exactly when a run would redo the same work: every setting, the data files (paths, sizes,
     modification times), the schema's and serving data's content, the code."""
-    from tfxflow.pipeline.config import check_data_root
+    from tfxflow.pipeline.inputs import check_data_root
 
     with open(config.schema_path, "rb") as f:
         schema = _sha256(f.read())

@@ -16,7 +16,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfxflow.components.tracking import tracking_outbox
 from tfxflow.pipeline import tracking_store
-from tfxflow.pipeline.config import bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_taxi_data_root
 
 TFXFLOW = os.path.join(os.path.dirname(sys.executable), "tfxflow")
 
@@ -176,7 +176,7 @@ def champion_and_served_predictions(tracking_uri: str, data_csv: str, home: str,
     import numpy as np
 
     from tfxflow.components.tracking.model_registry import fluent_api_at
-    from tfxflow.pipeline.config import bundled_dataset_dir
+    from tfxflow.pipeline.inputs import bundled_dataset_dir
 
     examples = serialize_examples(
         read_csv_rows(data_csv, rows), os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"), drop=("tips",)
@@ -694,7 +694,7 @@ def ingested_taxi_statistics(folder, header: str, lines):
 
     from tfxflow.components.ingest import csv_check, csv_input
     from tfxflow.components.validation import drift
-    from tfxflow.pipeline.config import bundled_dataset_dir
+    from tfxflow.pipeline.inputs import bundled_dataset_dir
 
     schema = tfdv.load_schema_text(os.path.join(bundled_dataset_dir("taxi"), "schema.pbtxt"))
     (folder / "in").mkdir(parents=True)

@@ -22,7 +22,7 @@ import sys
 from typing import Any, Dict, List
 
 from tests import helpers
-from tfxflow.pipeline.config import bundled_dataset_dir
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 
 SEED = 11
 ROWS = 1500

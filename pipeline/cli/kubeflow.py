@@ -257,6 +257,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
     from tfxflow.pipeline import config as config_lib
+    from tfxflow.pipeline import inputs
     from tfxflow.pipeline.beam_runners import describe
     from tfxflow.pipeline.kfp import compiler as kf
 
@@ -266,7 +267,7 @@ def _compile(args: argparse.Namespace) -> int:
     from tfxflow.pipeline import user_module as user_module_lib
 
     user_module = user_module_lib.inspect(shared.module_file) if shared.module_file else None
-    schema_path, features = config_lib.load_schema_and_features(
+    schema_path, features = inputs.load_schema_and_features(
         shared.dataset,
         shared.schema_path,
         shared.feature_config_path,

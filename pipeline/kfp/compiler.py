@@ -9,7 +9,7 @@ document), what `kfp.Client` uploads and runs. On top of what TFX emits, the com
 - sets the default pipeline root (TFX puts it only in a PipelineJob, which KFP does not take);
 - requests `nvidia.com/gpu` for the Trainer, with optional node selector and tolerations, and CPU and memory
   for every step;
-- runs every step through `pipeline.kfp_entrypoint` (artifact types restored, artifacts on local paths);
+- runs every step through `tfxflow.pipeline.kfp.entrypoint` (artifact types restored, artifacts on local paths);
 - gives the steps the object store's endpoint and credentials (a Kubernetes secret) for what is not an
   artifact: the data folder, the Trainer's backup, the serving directory;
 - never caches CsvExampleGen (a KFP cache key covers the data folder's path, not the files in it),
@@ -42,10 +42,10 @@ from tfxflow.pipeline.config import (
     TrainingConfig,
     check_tuning,
     check_user_trainer,
-    resolve_module_label,
     resolve_shared,
     split_beam_runner,
 )
+from tfxflow.pipeline.inputs import resolve_module_label
 from tfxflow.pipeline.kfp import entrypoint
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV

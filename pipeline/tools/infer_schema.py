@@ -296,7 +296,8 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from tfxflow.components.validation import folder_statistics
-    from tfxflow.pipeline.config import ConfigError, check_data_root
+    from tfxflow.pipeline.config import ConfigError
+    from tfxflow.pipeline.inputs import check_data_root
 
     check_data_root(data_root)
     statistics = folder_statistics.csv_statistics(data_root)

@@ -7,7 +7,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from benchmarks.scaled_data import write_scaled
-from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_dataset_dir, bundled_taxi_data_root
 
 
 def test_scaled_rows_keep_columns_and_types(tmp_path):

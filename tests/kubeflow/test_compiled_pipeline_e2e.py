@@ -31,7 +31,8 @@ from tests.pipeline.conftest import FORK_STEPS, kubeflow_config
 from tfxflow.components import object_store
 from tfxflow.components.serving_dir import STATISTICS_DIR
 from tfxflow.components.tracking.mlflow_runs import RUN_KEY_TAG
-from tfxflow.pipeline.config import TrainingConfig, TuningConfig, bundled_dataset_dir
+from tfxflow.pipeline.config import TrainingConfig, TuningConfig
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf
 
 pytestmark = pytest.mark.e2e

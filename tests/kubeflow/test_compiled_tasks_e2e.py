@@ -30,7 +30,8 @@ from tests.pipeline.conftest import FORK_STEPS, IMAGE, kubeflow_config
 from tfxflow.components import object_store
 from tfxflow.components.edge import edge
 from tfxflow.components.model.features import FeatureConfig
-from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf
 
 pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]

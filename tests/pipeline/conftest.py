@@ -6,6 +6,7 @@ import pytest
 
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import inputs
 from tfxflow.pipeline.kfp import compiler as kf
 from tfxflow.pipeline.kfp import entrypoint
 
@@ -18,7 +19,7 @@ FORK_STEPS = {kf.ENTRYPOINT[2]: (entrypoint.CHECK_IMAGE_FLAG,)}
 
 def kubeflow_config(root: str, **overrides) -> kf.KubeflowConfig:
     """A Kubeflow config for the bundled taxi dataset with its pipeline root at `root`."""
-    dataset_dir = config_lib.bundled_dataset_dir("taxi")
+    dataset_dir = inputs.bundled_dataset_dir("taxi")
     values = dict(
         pipeline_name="tfxflow-taxi",
         model_name="taxi",

@@ -547,7 +547,7 @@ def test_portable_run_evaluation_blessing_and_pushed_model(portable_run):
     import tensorflow_model_analysis as tfma
 
     from tests import helpers
-    from tfxflow.pipeline.config import bundled_dataset_dir
+    from tfxflow.pipeline.inputs import bundled_dataset_dir
 
     run, home = portable_run["run"], portable_run["home"]
     eval_rows = len(_records(_uri(run, "CsvExampleGen", "examples"), "eval"))

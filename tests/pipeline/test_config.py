@@ -9,7 +9,7 @@ from tests import helpers
 from tests.pipeline.test_user_module import PENGUIN_SCHEMA
 from tfxflow.components import lane
 from tfxflow.components.model.features import FeatureConfigError
-from tfxflow.pipeline import beam_runners
+from tfxflow.pipeline import beam_runners, inputs
 from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.beam_runners import BeamRunner
 
@@ -55,7 +55,7 @@ def test_data_root_without_csv_is_named(tmp_path):
 def test_data_root_files_are_csv_and_gzip_compressed_csv(tmp_path):
     for name in ("b.csv.gz", "a.csv", "a.csv.bak", "notes.txt"):
         (tmp_path / name).write_text("x")
-    assert config_lib.check_data_root(str(tmp_path)) == (str(tmp_path / "a.csv"), str(tmp_path / "b.csv.gz"))
+    assert inputs.check_data_root(str(tmp_path)) == (str(tmp_path / "a.csv"), str(tmp_path / "b.csv.gz"))
 
 
 def test_unparsable_schema_is_named(tmp_path):
@@ -210,13 +210,13 @@ def test_a_given_vocabulary_is_checked_before_any_work(tmp_path):
     features = tmp_path / "features.yaml"
     features.write_text("label: {name: y_label, column: y}\ntext: [note]\ntext_vocab_file: vocab.txt\n")
     with pytest.raises(config_lib.ConfigError, match=r"features.yaml: text_vocab_file: .*vocab.txt: a BERT vocabulary"):
-        config_lib.load_schema_and_features("taxi", str(schema), str(features))
+        inputs.load_schema_and_features("taxi", str(schema), str(features))
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
-    _, loaded = config_lib.load_schema_and_features("taxi", str(schema), str(features))
+    _, loaded = inputs.load_schema_and_features("taxi", str(schema), str(features))
     assert loaded.text == ("note",) and loaded.text_vocab_file == str(vocab)  # beside the feature config
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nrun\nthe\n")
     with pytest.raises(config_lib.ConfigError, match=r"tokens listed twice: 'the' \(line 7\)"):
-        config_lib.load_schema_and_features("taxi", str(schema), str(features))
+        inputs.load_schema_and_features("taxi", str(schema), str(features))
 
 
 def _text_features(vocab_file=None):

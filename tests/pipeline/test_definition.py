@@ -12,8 +12,9 @@ from tensorflow_model_analysis.proto import config_pb2 as tfma_config
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.tracking.mlflow_runs import TrackingSettings
 from tfxflow.components.training.hardware import HardwareConfig
-from tfxflow.pipeline.config import ConfigError, EvaluationConfig, SharedConfig, TrainingConfig, bundled_dataset_dir
+from tfxflow.pipeline.config import ConfigError, EvaluationConfig, SharedConfig, TrainingConfig
 from tfxflow.pipeline.definition import PREPROCESSING_FN, RUN_FN, Orchestrator, create_pipeline, eval_config
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 
 FEATURES = FeatureConfig.from_dict({"label": {"name": "y", "column": "t"}, "numeric": ["a"]})
 TAXI_FEATURES = FeatureConfig.load(os.path.join(bundled_dataset_dir("taxi"), "features.yaml"))

@@ -6,6 +6,7 @@ import shutil
 
 from tests import helpers
 from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import inputs
 from tfxflow.pipeline.staging import record_last_run, run_fingerprint, up_to_date
 
 
@@ -18,7 +19,7 @@ def _config(tmp_path, **overrides):
 def test_fingerprint_follows_data_schema_and_settings(tmp_path):
     helpers.write_taxi_sample(str(tmp_path / "data"), rows=50)
     schema = tmp_path / "schema.pbtxt"
-    shutil.copyfile(os.path.join(config_lib.bundled_dataset_dir("taxi"), "schema.pbtxt"), schema)
+    shutil.copyfile(os.path.join(inputs.bundled_dataset_dir("taxi"), "schema.pbtxt"), schema)
     config = _config(tmp_path, schema_path=str(schema))
     base = run_fingerprint(config)
     assert run_fingerprint(_config(tmp_path, schema_path=str(schema))) == base

@@ -30,7 +30,7 @@ from sklearn import metrics as sk
 from tests import edge_checks, helpers
 from tfxflow.components.edge import edge
 from tfxflow.components.serving_dir import EDGE_DIR
-from tfxflow.pipeline.config import bundled_dataset_dir
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
 

@@ -443,7 +443,7 @@ def test_a_text_label_column_is_counted_by_the_scans_rule(tmp_path):
 
 def _taxi_rules():
     from tfxflow.components.validation.schema import parse_schema
-    from tfxflow.pipeline.config import load_schema_and_features
+    from tfxflow.pipeline.inputs import load_schema_and_features
 
     schema_path, features = load_schema_and_features("taxi", None, None)
     with open(schema_path, encoding="utf-8") as f:
@@ -472,7 +472,7 @@ def tfx_taxi_examples(tmp_path_factory):
     from tfx.proto import example_gen_pb2
     from tfx.types import standard_artifacts
 
-    from tfxflow.pipeline.config import bundled_taxi_data_root
+    from tfxflow.pipeline.inputs import bundled_taxi_data_root
 
     theirs = standard_artifacts.Examples()
     theirs.uri = str(tmp_path_factory.mktemp("tfx"))
@@ -519,7 +519,7 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
     import glob
     import os
 
-    from tfxflow.pipeline.config import bundled_taxi_data_root
+    from tfxflow.pipeline.inputs import bundled_taxi_data_root
 
     name, transform = DELIVERED[delivered]
     (source,) = glob.glob(os.path.join(bundled_taxi_data_root(), "*.csv"))

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tfxflow.components.model.features import FeatureConfig, FeatureConfigError
-from tfxflow.pipeline.config import bundled_dataset_dir
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 
 TAXI_FEATURES = os.path.join(bundled_dataset_dir("taxi"), "features.yaml")
 

@@ -20,7 +20,7 @@ from tfxflow.components.model.preprocessing import (
     preprocessing_fn,
     z_score_filled,
 )
-from tfxflow.pipeline.config import bundled_dataset_dir, bundled_taxi_data_root
+from tfxflow.pipeline.inputs import bundled_dataset_dir, bundled_taxi_data_root
 
 CONFIG = features_lib.FeatureConfig.from_dict(
     {

@@ -307,7 +307,7 @@ def test_signature_rules_against_the_serving_environment():
 
 
 def test_serving_columns_follow_the_taxi_schema_environments():
-    from tfxflow.pipeline.config import load_schema_and_features
+    from tfxflow.pipeline.inputs import load_schema_and_features
 
     path, _ = load_schema_and_features("taxi", None, None)
     schema = text_format.Parse(open(path, encoding="utf-8").read(), schema_pb2.Schema())

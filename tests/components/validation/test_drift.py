@@ -221,7 +221,7 @@ def test_empty_cells_are_missing_rows_and_a_change_in_their_share_is_drift(tmp_p
     import csv
     import os
 
-    from tfxflow.pipeline.config import bundled_taxi_data_root
+    from tfxflow.pipeline.inputs import bundled_taxi_data_root
 
     with open(os.path.join(bundled_taxi_data_root(), "data.csv"), encoding="utf-8") as f:
         header, *lines = f.readlines()

@@ -7,7 +7,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
 from tfxflow.components.validation import schema
-from tfxflow.pipeline.config import bundled_dataset_dir
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 
 
 def test_embedded_schema_writes_what_import_schema_gen_would(tmp_path):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tests import helpers
 from tfxflow.components.model.features import FeatureConfig
-from tfxflow.pipeline.config import bundled_dataset_dir
+from tfxflow.pipeline.inputs import bundled_dataset_dir
 from tfxflow.pipeline.local.runner import NAME_WIDTH
 from tfxflow.pipeline.reports import run_record as report
 

@@ -319,7 +319,7 @@ def test_empty_cells_count_as_missing_and_a_column_without_values_has_no_moments
     a present feature with an empty list, so TFDV counts every row in num_non_missing and none in num_missing;
     the page counts rows with a value, and shows no mean, std, min or max where there is no value (TFDV's
     statistics leave them 0)."""
-    from tfxflow.pipeline.config import bundled_taxi_data_root
+    from tfxflow.pipeline.inputs import bundled_taxi_data_root
     from tfxflow.pipeline.reports import html
 
     with open(os.path.join(bundled_taxi_data_root(), "data.csv"), encoding="utf-8") as f:

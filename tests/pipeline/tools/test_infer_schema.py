@@ -10,7 +10,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tests import helpers
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.validation import drift
-from tfxflow.pipeline.config import schema_columns
+from tfxflow.pipeline.inputs import schema_columns
 from tfxflow.pipeline.tools import infer_schema as schema_tool
 
 pytestmark = pytest.mark.integration
