@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import settings as settings_lib
 from tfxflow.components.model import presets, search_space, tasks
-from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.model.features import OPTIONAL_KNOBS, FeatureConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.components.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.components.tracking.tracking_outbox import DEFAULT_WAIT_S as DEFAULT_TRACKING_WAIT_S
@@ -22,6 +22,7 @@ from tfxflow.pipeline.inputs import (
     load_schema_and_features,
     resolve_module_label,
 )
+from tfxflow.pipeline.tracking_store import resolve_tracking_uri
 from tfxflow.pipeline.user_module import UserModule
 
 
@@ -557,8 +558,8 @@ def pretrained_fit(training: TrainingConfig, features: FeatureConfig):
     """(the checkpoint --init-checkpoint names, the feature config with its vocabulary and tokenization): read
     from where it is (a local folder, or an object store this machine reaches) and checked against the feature
     config and a --model-preset given; raises ConfigError naming the file and what does not fit."""
+    # kept out of `tfxflow --help`'s import
     from tfxflow.components.model import checkpoints, warm_start
-    from tfxflow.components.model.features import OPTIONAL_KNOBS
 
     flag = f"--init-checkpoint {training.init_checkpoint}"
     if not features.text:
@@ -785,8 +786,6 @@ def build_run_config(
     paths = Paths.under(resolve_home(home, environ), pipeline_root, metadata_path, serving_dir)
     pipeline_name = pipeline_name or f"tfxflow-{dataset}"
     if tracking_mode != "off":
-        from tfxflow.pipeline.tracking_store import resolve_tracking_uri
-
         tracking_uri = resolve_tracking_uri(tracking_uri, environ, paths.home)
     return RunConfig(
         pipeline_name=pipeline_name,

@@ -32,10 +32,12 @@ from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import presets, search_space, tasks
 from tfxflow.components.serving import pusher as pusher_lib
 from tfxflow.components.serving import serving_check as serving_check_lib
+from tfxflow.components.tracking import mlflow_auth
 from tfxflow.components.tracking import tracking as tracking_lib
 from tfxflow.components.tracking.mlflow_runs import TrackingSettings
 from tfxflow.components.training import transform as transform_lib
 from tfxflow.components.training import user_trainer as user_trainer_lib
+from tfxflow.components.tuning import module_tuner
 from tfxflow.components.tuning import tuner as tuner_lib
 from tfxflow.components.validation import drift
 from tfxflow.components.validation.baseline import BlessedDataStatisticsStrategy, ServedBaseline
@@ -555,9 +557,6 @@ def _tuner(config: SharedConfig, orchestrator: Orchestrator, data: _Data, transf
     check_tuning(tuning, user_module, training, features)
     if user_module is not None and user_module.tuner_fn:
         # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/tuning/module_tuner.py).
-        # Not imported otherwise: TFX's Tuner imports keras-tuner, which a run without a module file keeps out.
-        from tfxflow.components.tuning import module_tuner
-
         return module_tuner.Tuner(
             module_file=user_module.path,
             examples=transform.outputs["transformed_examples"],
@@ -590,8 +589,6 @@ def _tuner(config: SharedConfig, orchestrator: Orchestrator, data: _Data, transf
 def _check_tracking(tracking: TrackingSettings) -> None:
     """Exec properties land in ML Metadata, the run log and a compiled spec: credentials travel in the
     environment instead (tracking_store.resolve_tracking_uri moves them there)."""
-    from tfxflow.components.tracking import mlflow_auth
-
     if mlflow_auth.split_credentials(tracking.uri)[1] is not None:
         raise ValueError(
             f"tracking URI {mlflow_auth.redact_uri(tracking.uri)} carries credentials: pass them in "

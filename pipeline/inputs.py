@@ -8,6 +8,7 @@ import glob
 import os
 from typing import Dict, Optional, Tuple
 
+from tfxflow import schemas
 from tfxflow.components import names
 from tfxflow.components.model.features import FeatureConfig
 from tfxflow.components.settings import ConfigError
@@ -48,8 +49,6 @@ def bundled_taxi_data_root() -> str:
 
 def bundled_dataset_dir(dataset: str) -> str:
     """`schemas/<dataset>/` from the installed package."""
-    from tfxflow import schemas
-
     return os.path.join(os.path.dirname(schemas.__file__), dataset)
 
 
@@ -84,6 +83,7 @@ def load_schema_and_features(
         # A relative path is the feature config's neighbour, wherever the run starts.
         path = os.path.join(os.path.dirname(feature_config_path), os.path.expanduser(features.text_vocab_file))
         features = dataclasses.replace(features, text_vocab_file=os.path.abspath(path))
+        # lazy: it imports TensorFlow
         from tfxflow.components.model import text
 
         try:

@@ -9,6 +9,10 @@ import json
 import os
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from tfxflow import components, pipeline, schemas
+from tfxflow.pipeline.beam_runners import describe as describe_beam_runner
+from tfxflow.pipeline.inputs import check_data_root
+
 if TYPE_CHECKING:
     from tfxflow.pipeline.config import RunConfig, SharedConfig
 
@@ -46,8 +50,6 @@ def files_fingerprint(paths: Sequence[str]) -> str:
 
 def serving_data_fingerprint(serving_data_root: "str | None") -> str:
     """The files_fingerprint of the serving data's CSV files; empty without serving data."""
-    from tfxflow.pipeline.inputs import check_data_root
-
     return files_fingerprint(check_data_root(serving_data_root, "--serving-data")) if serving_data_root else ""
 
 
@@ -79,8 +81,6 @@ def tracking_params(config: "SharedConfig", schema_path: str) -> dict:
     import importlib.metadata
 
     from tfx.dsl.io import fileio
-
-    from tfxflow.pipeline.beam_runners import describe as describe_beam_runner
 
     with fileio.open(schema_path, "rb") as f:
         schema_hash = _sha256(f.read())
@@ -145,8 +145,6 @@ def code_fingerprint() -> str:
     """Changes with this package's code, schemas and feature configs, and with the TFX and TF versions."""
     import importlib.metadata
 
-    from tfxflow import components, pipeline, schemas
-
     digest = hashlib.sha256()
     for package in (components, pipeline, schemas):
         root = os.path.dirname(package.__file__)
@@ -163,8 +161,6 @@ def code_fingerprint() -> str:
 def run_fingerprint(config: "RunConfig") -> str:
     """The same exactly when a run would redo the same work: every setting, the data files (paths, sizes,
     modification times), the schema's and serving data's content, the code."""
-    from tfxflow.pipeline.inputs import check_data_root
-
     with open(config.schema_path, "rb") as f:
         schema = _sha256(f.read())
     parts = {

@@ -42,6 +42,9 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from tfxflow.components import artifact_files, names
+from tfxflow.components.edge import edge_convert
+from tfxflow.components.evaluation import golden
+from tfxflow.components.model import model_info, tasks, text
 
 RESULT_FILE = "edge.json"
 FILES = {"float32": "model.tflite", "int8": "model-int8.tflite"}
@@ -101,8 +104,6 @@ def task_metric(task: str, labels: Sequence[float], predictions: Sequence[Sequen
     index), regression `r2`."""
     import numpy as np
 
-    from tfxflow.components.model import tasks
-
     name = tasks.TASK_SPECS[task].default_metric
     labels = np.asarray(labels, np.float64).reshape(-1)
     predictions = np.asarray(predictions, np.float64).reshape(len(labels), -1)
@@ -140,8 +141,6 @@ def _loaded(model_dir: str):
     """The SavedModel, loaded once for the steps of one export (`export` clears it), TF Text's ops registered
     first where it uses them (a text model in a step of its own, a pod)."""
     import tensorflow as tf
-
-    from tfxflow.components.model import text
 
     text.load_ops_for(model_dir)
     return tf.saved_model.load(model_dir)
@@ -248,8 +247,6 @@ def _publish(work: str, out_dir: str, result: Dict[str, Any]) -> None:
 
 def _convert(model_dir: str, signature: str, work: str, result: Dict[str, Any]) -> Dict[str, bytes]:
     """{variant: .tflite bytes}, each also written to `work`; {} with result["reason"] when it cannot be."""
-    from tfxflow.components.edge import edge_convert
-
     start = time.perf_counter()
     try:
         converted = edge_convert.convert(model_dir, signature, work, _loaded(model_dir))
@@ -420,9 +417,8 @@ def eval_rows(
     are the model's own `transform_features` answer, as the Evaluator reads them."""
     import tensorflow as tf
 
-    from tfxflow.components.evaluation import golden
+    # lazy: it imports tf.Transform
     from tfxflow.components.model import export as export_lib
-    from tfxflow.components.model import model_info, tasks
 
     files = golden.eval_files(input_dict)
     rows, complete = export_lib.sample_rows(files, columns, max(count, scored))
@@ -478,8 +474,6 @@ class Executor(base_executor.BaseExecutor):
             try:
                 result = _export_blessed(path_utils.serving_model_path(model.uri), edge_model.uri, input_dict, count)
             except Exception as err:  # noqa: BLE001 - the SavedModel is pushed alone; the reason says why
-                from tfxflow.components.edge import edge_convert
-
                 logging.exception("EdgeExport failed")
                 result = {"published": [], "reason": f"not exported to TFLite: {edge_convert.error_line(err)}"}
                 _write(edge_model.uri, result)

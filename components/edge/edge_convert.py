@@ -32,6 +32,10 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tfxflow.components.model import model_info
+from tfxflow.components.model import text as text_lib
+from tfxflow.components.model.tokenization import Tokenization
+
 # Variants: the name, and the converter's optimisation. Dynamic-range int8 quantises the weight matrices only;
 # float16 also rounds the Transform's constants (bucket boundaries, means) to 16 bits and is not offered.
 VARIANTS = ("float32", "int8")
@@ -280,10 +284,6 @@ def rewrite(graph_def, tables):
 def _text_records(model_dir: str) -> Dict[str, Dict[str, Any]]:
     """{text column: how it was tokenized (export.model_info's `text`), with its vocabulary read and its edge
     tokenizer built}; {} for a model without text columns or without the record."""
-    from tfxflow.components.model import model_info
-    from tfxflow.components.model import text as text_lib
-    from tfxflow.components.model.tokenization import Tokenization
-
     found = {}
     for column, record in ((model_info.read(model_dir) or {}).get("text") or {}).items():
         tokens = text_lib.read_vocabulary(os.path.join(model_dir, "assets", record["vocabulary"]))
@@ -297,8 +297,6 @@ def _text_records(model_dir: str) -> Dict[str, Dict[str, Any]]:
 
 
 def _edge_ids(texts, record) -> Tuple[tf.Tensor, tf.Tensor]:
-    from tfxflow.components.model import text as text_lib
-
     length = int(record["sequence_length"])
     return text_lib.edge_tokenize(texts, record["tokens"], length, record["tokenization"], record["tokenizer"])
 

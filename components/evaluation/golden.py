@@ -21,6 +21,7 @@ def golden_rows(
     `columns`, for the rows that have them all; and those rows' indices."""
     import tensorflow as tf
 
+    # lazy: it imports tf.Transform
     from tfxflow.components.model import export
 
     examples, instances, instance_rows = [], [], []
@@ -39,6 +40,7 @@ def golden_rows(
 
 def instance_of(example, columns: Sequence[str]) -> Dict[str, Any]:
     """A tf.Example that has one value in every one of `columns` as a JSON instance: {column: value}, text as str."""
+    # lazy: it imports tf.Transform
     from tfxflow.components.model import export
 
     instance = {}

@@ -104,6 +104,7 @@ def tokenizer_knobs(checkpoint: Checkpoint, knobs: Mapping[str, Any], source: st
 def check_vocabulary_file(checkpoint: Checkpoint, vocab_file: str, source: str) -> None:
     """A feature config's text_vocab_file must hold the checkpoint's own word pieces, line for line: its word
     embeddings are indexed by them."""
+    # lazy: it imports TensorFlow
     from tfxflow.components.model import text
 
     if not vocab_file or vocab_file == checkpoint.vocab_file:

@@ -75,6 +75,7 @@ def serving_columns(schema) -> Dict[str, str]:
     """Column -> dtype name of the schema's features present at serving."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
+    # lazy: it imports Beam
     from tfxflow.components.validation.schema import serving_features
 
     return {f.name: _DTYPES.get(schema_pb2.FeatureType.Name(f.type), "unknown") for f in serving_features(schema)}

@@ -29,6 +29,7 @@ def split_rows(statistics_uri: str) -> Dict[str, int]:
 
 def metric_label(key, class_names=()) -> str:
     """A TFMA metric key's name; a per-class metric (sub-key `class_id`) as `f1.<class name>`."""
+    # lazy: it imports Beam and TFMA
     from tfxflow.components.evaluation.eval_metrics import class_metric_name
 
     class_id = key.sub_key.class_id.value if key.HasField("sub_key") and key.sub_key.HasField("class_id") else None
@@ -143,6 +144,7 @@ OBJECTIVE_PREFIX = "objective."  # a trial's metric: objective.<the validation m
 def tuning_records(results_uri: str):
     """What the pipeline run records of its Tuner (metrics, params and tags of its own) and a `log_trial`
     operation per trial: a run nested under it with the trial's values, per-epoch metrics, state and time."""
+    # lazy: it imports ML Metadata
     from tfxflow.components.tuning import tuner as tuner_lib
 
     results = tuner_lib.read_results(results_uri) or {"trials": []}
@@ -218,6 +220,7 @@ def edge_records(edge_model) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     none: MLflow logs local files; the files are in the pushed version)."""
     if edge_model is None:
         return None, []
+    # lazy: it imports ML Metadata
     from tfxflow.components.edge import edge
 
     result = edge.read_result(edge_model.uri)

@@ -23,6 +23,9 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
 from tfxflow.components import names
+from tfxflow.components.edge import edge
+from tfxflow.components.model import model_info
+from tfxflow.components.serving import serving_check as serving_check_lib
 from tfxflow.components.tracking import tracking_outbox as outbox_lib
 from tfxflow.components.tracking.artifact_readers import (
     blessing_failures,
@@ -41,6 +44,7 @@ from tfxflow.components.tracking.mlflow_runs import (
     run_key_for,
     start_run,
 )
+from tfxflow.components.validation import gate
 
 
 @component
@@ -115,7 +119,6 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
     # (overall metrics only: the baseline's classes can be in another order).
     _, baseline = overall_metrics(evaluation.uri)
     metrics += [Metric(f"baseline.{name}", value, 0, 0) for name, value in baseline.items() if "." not in name]
-    from tfxflow.components.model import model_info
 
     described = model_info.describe(model.uri)
     evaluation_by_slice = evaluation_metrics(evaluation.uri, described.get("classes") or ())
@@ -128,7 +131,6 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
                 Metric(f"eval_sample.{split}.rows", sample["rows"], 0, 0),
                 Metric(f"eval_sample.{split}.sampled", sample["sampled"], 0, 0),
             ]
-    from tfxflow.components.serving import serving_check as serving_check_lib
 
     served = serving_check_lib.read_result(serving_check.uri) or {}
     metrics += [Metric(f"serving.{name}", value, 0, 0) for name, value in serving_check_lib.figures(served).items()]
@@ -158,6 +160,7 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
         "tfxflow.schema_uri": schema.uri,
     }
     if not blessed:
+        # lazy: it imports TFMA, TFDV and tf.Transform
         from tfxflow.components.serving.pusher import ROLLED_BACK
 
         revoked = blessing.get_string_custom_property(ROLLED_BACK) if blessing.has_custom_property(ROLLED_BACK) else ""
@@ -176,8 +179,6 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
         tags.update(tuned_tags)
         ops += trial_ops
     if edge_result is not None:
-        from tfxflow.components.edge import edge
-
         tags["tfxflow.edge"] = edge.summary_line(edge_result)[:5000]
     ops.append({"op": "set_tags", "tags": tags})
     ops += [{"op": "log_artifact", "path": path, "artifact_path": "edge"} for path in edge_files]
@@ -196,7 +197,6 @@ def MlflowRecord(  # noqa: N802 (TFX's function components are named like classe
         ):
             dst.write(src.read())
         ops.append({"op": "log_artifact", "path": os.path.join(folder, "schema.pbtxt"), "artifact_path": "data"})
-        from tfxflow.components.validation import gate
 
         found = gate.read_anomalies(anomalies.uri)
         with open(os.path.join(folder, "anomalies.txt"), "w", encoding="utf-8") as f:
@@ -235,6 +235,7 @@ def MlflowFinish(  # noqa: N802 (TFX's function components are named like classe
     (the version being served). Closes the run."""
     pushed = pushed_model.get_int_custom_property("pushed") == 1
     tags = {"tfxflow.pushed": "yes" if pushed else "no"}
+    # lazy: it imports TFMA, TFDV and tf.Transform
     from tfxflow.components.serving.pusher import AFTER_ROLLBACK, NOT_PUSHED_REASON
 
     for key, tag in ((NOT_PUSHED_REASON, "tfxflow.not_pushed_because"), (AFTER_ROLLBACK, "tfxflow.after_rollback")):

@@ -35,7 +35,10 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from tfxflow.components import artifact_files
-from tfxflow.components.model import search_space
+from tfxflow.components.model import features as features_lib
+from tfxflow.components.model import search_space, text
+from tfxflow.components.training import hardware as hardware_lib
+from tfxflow.components.training.train_params import TrainParams
 
 BEST_FILE = "best_hyperparameters.txt"  # the name TFX's own Tuner writes; its Trainer reads the only file there
 TRIALS_FILE = "trials.json"
@@ -309,12 +312,9 @@ class TrialTrainer:
     def __init__(self, setup: Mapping[str, Any], scratch: str):
         import tensorflow_transform as tft
 
-        from tfxflow.components.model import features as features_lib
+        # lazy: it imports tf.Transform
         from tfxflow.components.model import keras_model as model_lib
-        from tfxflow.components.model import text
-        from tfxflow.components.training import hardware as hardware_lib
         from tfxflow.components.training import pretrained, trainer
-        from tfxflow.components.training.train_params import TrainParams
 
         self.setup, self.scratch = dict(setup), scratch
         self.custom = setup["custom_config"]
@@ -332,10 +332,9 @@ class TrialTrainer:
         self.restored_best = patience > 0
 
     def __call__(self, values: Mapping[str, Any], callbacks: Sequence[Any]) -> Dict[str, List[float]]:
+        # lazy: it imports tf.Transform
         from tfxflow.components.model import keras_model as model_lib
         from tfxflow.components.training import fit, trainer
-        from tfxflow.components.training import hardware as hardware_lib
-        from tfxflow.components.training.train_params import TrainParams
 
         trial_custom = trainer.with_tuned(self.custom, values)
         model_params = model_lib.ModelParams.from_dict(trial_custom.get("model", {}))
@@ -373,8 +372,6 @@ def worker_count(requested: int) -> int:
         return requested
     import tensorflow as tf
 
-    from tfxflow.components.training import hardware as hardware_lib
-
     if tf.config.list_physical_devices("GPU"):
         return 1
     return max(1, min(hardware_lib.pod_cpus(), MAX_AUTO_WORKERS))
@@ -399,7 +396,6 @@ def _worker(setup: Mapping[str, Any], count: int, deadline: float, index: int, p
     """A worker process: `count` trials of the study `setup` names, none started after `deadline` (time.time();
     0: none), TPE seeded apart from the other workers'."""
     _die_with_parent(parent)
-    from tfxflow.components.training import hardware as hardware_lib
 
     hardware_lib.use_keras_2()  # a fresh interpreter: before TensorFlow loads, as the steps' entry points do
     logging.set_verbosity(logging.INFO)  # its trials' lines go to the run's log, as the Tuner's own

@@ -29,7 +29,7 @@ from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts
 
-from tfxflow.components import artifact_files, names, object_store
+from tfxflow.components import artifact_files, names, object_store, serving_dir
 
 STATISTICS_KEY = "statistics"
 BLESSING_KEY = "model_blessing"
@@ -118,8 +118,6 @@ def ServedBaseline(  # noqa: N802 (TFX's function components are named like clas
     Both outputs hold `served_baseline.json` saying what was found. With nothing served yet (a first run), the
     model has no SavedModel and the statistics no splits: the Evaluator then judges the candidate alone and
     the gate checks no drift (components/evaluation/evaluator.py, components/validation/gate.py)."""
-    from tfxflow.components import serving_dir
-
     found = serving_dir.served_versions(model_base)
     info = {"model_base": model_base, "version": found[-1] if found else None, "statistics": False}
     statistics.split_names = artifact_utils.encode_split_names([])

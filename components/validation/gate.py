@@ -21,7 +21,8 @@ from tfx.types import standard_artifacts
 
 from tfxflow.components import names
 from tfxflow.components.errors import DataError
-from tfxflow.components.validation import drift
+from tfxflow.components.validation import drift, folder_statistics
+from tfxflow.components.validation.baseline import served_info
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 STATISTICS_FILE = "FeatureStats.pb"
@@ -225,6 +226,7 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
     """(a refusal or None, a note): the rows ExampleGen recorded per split against the rows StatisticsGen's
     statistics count. TFDV has lost rows without an error in multi-process Beam
     (tensorflow/data-validation#247); statistics of part of the data are no basis for the gate's checks."""
+    # lazy: it imports TFMA, TFDV and tf.Transform
     from tfxflow.components.ingest import csv_input
 
     counts = csv_input.read_rows(examples_uri)
@@ -257,8 +259,6 @@ def check_rows(examples_uri: str, statistics_uri: str) -> Tuple[Optional[str], s
 
 def _baseline(statistics, blessing) -> Tuple[Optional[str], str, str]:
     """The drift baseline's folder, what it is, and what to say when there is none."""
-    from tfxflow.components.validation.baseline import served_info
-
     served = served_info(statistics.uri) if statistics else None
     if served is None:
         return (
@@ -374,8 +374,6 @@ def DataGate(  # noqa: N802 (TFX's function components are named like classes)
     schema_proto = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
     serving_stats = None
     if serving_data_root:
-        from tfxflow.components.validation import folder_statistics
-
         serving_stats = folder_statistics.csv_statistics(serving_data_root, schema_proto)
     found = [
         explain_values(a, schema_proto, _load_split(statistics.uri, a.split)) if a.type == UNEXPECTED_VALUES else a

@@ -10,11 +10,13 @@ from typing import Any, Optional, Tuple
 
 from tfxflow.components import settings
 from tfxflow.components.training.hardware import HardwareConfig
-from tfxflow.pipeline.beam_runners import BEAM_MODES
+from tfxflow.pipeline import beam_runners
+from tfxflow.pipeline.beam_runners import BEAM_MODES, ENVIRONMENT_TYPES, RUNNERS
 from tfxflow.pipeline.config import (
     HOME_ENV,
     EvaluationConfig,
     PipelineSettings,
+    RunConfig,
     TrainingConfig,
     TuningConfig,
 )
@@ -123,17 +125,16 @@ def _direct_defaults(kubeflow: bool) -> Tuple[str, int]:
     """(beam_mode, beam_workers) of the DirectRunner by default: the config's field defaults (a local run: in
     memory, one worker; a Kubeflow step: multi_processing, one worker per core of its pod)."""
     if kubeflow:
+        # kept out of `tfxflow --help`'s import
         from tfxflow.pipeline.kfp.compiler import KubeflowConfig as config_class
     else:
-        from tfxflow.pipeline.config import RunConfig as config_class
+        config_class = RunConfig
     defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
     return defaults["beam_mode"], defaults["beam_workers"]
 
 
 def add_beam_args(group, kubeflow: bool) -> None:
     """The Beam runner's flags, shared by `run` and `kubeflow compile` (pipeline/beam_runners.py)."""
-    from tfxflow.pipeline.beam_runners import ENVIRONMENT_TYPES, RUNNERS
-
     group.add_argument(
         "--beam-runner",
         choices=RUNNERS,
@@ -202,8 +203,6 @@ def add_beam_args(group, kubeflow: bool) -> None:
 def beam_runner(args: argparse.Namespace, kubeflow: bool) -> Tuple[Any, str, int]:
     """(BeamRunner, beam_mode, beam_workers) of the flags; the DirectRunner's defaults are the command's
     (Kubeflow: multi_processing, one worker per core of the pod). Raises ConfigError naming the flag."""
-    from tfxflow.pipeline import beam_runners
-
     direct_mode, direct_workers = _direct_defaults(kubeflow)
     image = args.beam_image or ""
     runner = beam_runners.BeamRunner(

@@ -6,9 +6,11 @@ import argparse
 import os
 import sys
 
+from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
+from tfxflow.pipeline.tracking_store import TrackingError, check_tracking, resolve_tracking_uri
 
 HELP = "compare MLflow runs: the params that differ, key metrics, the best"
 
@@ -45,9 +47,7 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline import config as config_lib
-    from tfxflow.pipeline.reports import compare as compare_lib
-    from tfxflow.pipeline.tracking_store import TrackingError, check_tracking, resolve_tracking_uri
+    from tfxflow.pipeline.reports import compare as compare_lib  # kept out of `tfxflow --help`'s import
 
     uri = resolve_tracking_uri(args.mlflow_uri, os.environ, config_lib.resolve_home(args.home, os.environ))
     try:

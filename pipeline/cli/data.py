@@ -8,6 +8,8 @@ import datetime
 import os
 import sys
 
+from tfxflow.components.errors import DataError
+from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local import run_guard
@@ -50,7 +52,7 @@ def add_parsers(sub) -> None:
 
 
 def infer_schema(args: argparse.Namespace) -> int:
-    from tfxflow.components.errors import DataError
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.local.runner import stderr_to
     from tfxflow.pipeline.tools import infer_schema as schema_tool
 
@@ -85,8 +87,6 @@ def infer_schema(args: argparse.Namespace) -> int:
 
 
 def accept_data(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline import config as config_lib
-
     home = config_lib.resolve_home(args.home, os.environ)
     paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
     pipeline_name = common.pipeline_name(args)
@@ -96,12 +96,14 @@ def accept_data(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG_ERROR
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.local.runner import stderr_to
 
     os.makedirs(paths.log_dir, exist_ok=True)
     log_file = os.path.join(paths.log_dir, f"accept-data-{datetime.datetime.now():%Y%m%d-%H%M%S}.log")
     try:
         with run_guard.RunLock(os.path.dirname(paths.metadata_path)), stderr_to(log_file):
+            # lazy: it imports TensorFlow, TFX and Beam
             from tfxflow.pipeline.tools import (
                 accept_data as accept_tool,  # imports TFX: its native libraries' start-up chatter goes to the log
             )

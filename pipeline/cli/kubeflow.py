@@ -10,8 +10,13 @@ import os
 import sys
 
 from tfxflow.components import settings
+from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import inputs
+from tfxflow.pipeline import user_module as user_module_lib
+from tfxflow.pipeline.beam_runners import describe
 from tfxflow.pipeline.cli import common
-from tfxflow.pipeline.config import DEFAULT_DATASET, PipelineSettings
+from tfxflow.pipeline.config import DEFAULT_DATASET, ConfigError, PipelineSettings
+from tfxflow.pipeline.kfp import serving_config
 from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
 
 HELP = "compile the pipeline for Kubeflow Pipelines; check, submit or schedule it"
@@ -120,6 +125,7 @@ def add_parser(sub) -> None:
 
 
 def _add_compile(comp) -> None:
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.kfp.compiler import DEFAULT_PIPELINE_ROOT, SERVING_PVC, KubeflowConfig
 
     # The cluster's settings are declared on KubeflowConfig: one value for the flag, its help and a config
@@ -236,8 +242,7 @@ def _add_compile(comp) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline.config import ConfigError
-    from tfxflow.pipeline.kfp.client import KfpError
+    from tfxflow.pipeline.kfp.client import KfpError  # kept out of `tfxflow --help`'s import
 
     try:
         if args.kubeflow_command == "compile":
@@ -256,15 +261,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline import config as config_lib
-    from tfxflow.pipeline import inputs
-    from tfxflow.pipeline.beam_runners import describe
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.kfp import compiler as kf
 
     shared = settings.from_args(PipelineSettings, args)
     if args.mlflow_secret_key and not args.mlflow_secret:
         raise config_lib.ConfigError("--mlflow-secret-key names a key of --mlflow-secret: pass --mlflow-secret too")
-    from tfxflow.pipeline import user_module as user_module_lib
 
     user_module = user_module_lib.inspect(shared.module_file) if shared.module_file else None
     schema_path, features = inputs.load_schema_and_features(
@@ -328,6 +330,7 @@ def _compile(args: argparse.Namespace) -> int:
     output = os.path.abspath(args.output or f"{pipeline_name}.yaml")
     import tempfile
 
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.local.runner import configure_logging, stderr_to
 
     # TensorFlow's and TFX's import-time chatter goes to a log kept only when compiling fails.
@@ -383,8 +386,6 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _serving_config(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline.kfp import serving_config
-
     available = (
         serving_config.served_versions(os.path.join(args.serving_dir, args.model_name)) if args.serving_dir else []
     )
@@ -407,6 +408,7 @@ def _serving_config(args: argparse.Namespace) -> int:
 
 
 def _check(path: str) -> int:
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.kfp import spec_check as kfp_check
 
     problems = kfp_check.check_file(path)
@@ -418,7 +420,9 @@ def _check(path: str) -> int:
 
 
 def _remote(args: argparse.Namespace) -> int:
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.kfp import client as kfp_client
+    from tfxflow.pipeline.kfp import spec_check as kfp_check
     from tfxflow.pipeline.kfp.compiler import load_spec, parse_key_values
 
     connection = kfp_client.connection_from(args.host, args.namespace, args.token_file, os.environ)
@@ -431,7 +435,6 @@ def _remote(args: argparse.Namespace) -> int:
             else f"tfxflow: no recurring run '{args.name}' in experiment {experiment}; nothing to do"
         )
         return 0
-    from tfxflow.pipeline.kfp import spec_check as kfp_check
 
     problems = kfp_check.check_file(args.spec)  # what the API server would refuse at run creation
     if problems:

@@ -6,9 +6,12 @@ import argparse
 import os
 import sys
 
+from tfxflow.components.tracking import tracking_outbox
+from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_TRACKING
+from tfxflow.pipeline.tracking_store import TrackingError, check_tracking, resolve_tracking_uri
 
 HELP = (
     "send to the MLflow server what runs kept (<home>/metadata/mlflow_outbox) while it did not answer, and close "
@@ -31,10 +34,6 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tfxflow.components.tracking import tracking_outbox
-    from tfxflow.pipeline import config as config_lib
-    from tfxflow.pipeline.tracking_store import TrackingError, check_tracking, resolve_tracking_uri
-
     if not args.wait >= 1:
         print(f"error: --wait must be >= 1, got {args.wait}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -49,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     except TrackingError as err:
         print(f"error: {err}; {len(kept)} run(s) stay kept in {paths.tracking_outbox}", file=sys.stderr)
         return EXIT_TRACKING
-    from tfxflow.components.tracking import mlflow_runs as tracking_lib
+    from tfxflow.components.tracking import mlflow_runs as tracking_lib  # kept out of `tfxflow --help`'s import
 
     lock = run_guard.RunLock(os.path.dirname(paths.metadata_path))  # no run sends the same entries meanwhile
     try:

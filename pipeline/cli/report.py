@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
@@ -27,8 +28,6 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline import config as config_lib
-
     home = os.path.abspath(config_lib.resolve_home(args.home, os.environ))
     paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
     pipeline_name = common.pipeline_name(args)
@@ -38,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG_ERROR
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.reports import publish, run_record
 
     runs = run_record.run_ids(run_record.open_store(paths.metadata_path), pipeline_name)

@@ -8,10 +8,12 @@ import logging
 import os
 import sys
 
+from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR
+from tfxflow.pipeline.tracking_store import resolve_tracking_uri
 
 HELP = (
     "serve an earlier pushed model again: copy it to a new, highest version (TF Serving switches to it), and "
@@ -48,10 +50,9 @@ def main(args: argparse.Namespace) -> int:
     import contextlib
     import tempfile
 
+    # kept out of `tfxflow --help`'s import
     from tfxflow.components import object_store
-    from tfxflow.pipeline import config as config_lib
     from tfxflow.pipeline.local.runner import stderr_to
-    from tfxflow.pipeline.tracking_store import resolve_tracking_uri
 
     home = config_lib.resolve_home(args.home, os.environ)
     paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
@@ -70,6 +71,7 @@ def main(args: argparse.Namespace) -> int:
     lock = run_guard.RunLock(os.path.dirname(paths.metadata_path)) if has_store else contextlib.nullcontext()
     try:
         with lock, stderr_to(log_file):
+            # lazy: it imports TensorFlow, TFX and Beam
             from tfxflow.pipeline.tools import (
                 rollback as rollback_lib,  # imports TFX: its start-up chatter goes to the log
             )

@@ -8,6 +8,7 @@ import sys
 
 from tfxflow.components import settings
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
+from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import PipelineSettings
 from tfxflow.pipeline.local import run as local_run
@@ -61,8 +62,6 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tfxflow.pipeline import config as config_lib
-
     try:
         training = common.training_config(args)
         beam, beam_mode, beam_workers = common.beam_runner(args, kubeflow=False)

@@ -15,6 +15,8 @@ import hashlib
 import json
 from typing import List, Mapping, Optional, Tuple
 
+from tfxflow.pipeline.config import ConfigError
+
 HOST_ENV = "KFP_HOST"
 TOKEN_ENV = "KFP_TOKEN"
 NAMESPACE_ENV = "KFP_NAMESPACE"
@@ -35,8 +37,6 @@ def connection_from(
     host: Optional[str], namespace: Optional[str], token_file: Optional[str], environ: Mapping[str, str]
 ) -> Connection:
     """--host, else $KFP_HOST; the token from --token-file, else $KFP_TOKEN; --namespace, else $KFP_NAMESPACE."""
-    from tfxflow.pipeline.config import ConfigError
-
     host = host or environ.get(HOST_ENV, "")
     if not host:
         raise ConfigError(

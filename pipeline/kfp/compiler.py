@@ -32,8 +32,10 @@ import re
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import lane, names, object_store
+from tfxflow.components.model.checkpoints import Checkpoint
 from tfxflow.components.settings import setting
 from tfxflow.components.tracking import mlflow_auth
+from tfxflow.components.tracking import mlflow_runs as tracking_lib
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
@@ -47,6 +49,7 @@ from tfxflow.pipeline.config import (
 )
 from tfxflow.pipeline.inputs import resolve_module_label
 from tfxflow.pipeline.kfp import entrypoint
+from tfxflow.pipeline.kfp import spec_check as kfp_check
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 
@@ -451,7 +454,7 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.data_types import RuntimeParameter
 
-    from tfxflow.components.tracking import mlflow_runs as tracking_lib
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.pipeline.definition import Orchestrator, create_pipeline
 
     defaults = config.parameter_defaults()
@@ -684,8 +687,6 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     import yaml
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-    from tfxflow.pipeline.kfp import spec_check as kfp_check
-
     started = time.monotonic()
     config = check_kubeflow_config(config)
     with open(config.schema_path, encoding="utf-8") as f:
@@ -746,7 +747,6 @@ def describe_pretrained(training: TrainingConfig) -> str:
     """e.g. "all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters) from s3://models/minilm"; "" without one."""
     if not training.pretrained:
         return ""
-    from tfxflow.components.model.checkpoints import Checkpoint
 
     return f"{Checkpoint.from_dict(training.pretrained).describe()} from {training.init_checkpoint}"
 

@@ -51,6 +51,8 @@ import yaml
 
 from tfxflow.components import lane, object_store
 from tfxflow.components.training import hardware
+from tfxflow.pipeline import beam_runners, patches
+from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat
 
 TYPES_FLAG = "--tfxflow_artifact_types"
 LANE_FLAG = "--tfxflow_lane"
@@ -231,8 +233,6 @@ def is_beam_worker(argv: Sequence[str]) -> bool:
 
 def remote_beam_step(args: Sequence[str]) -> bool:
     """Whether this step runs a Beam executor whose workers are outside the pod (item 6 above)."""
-    from tfxflow.pipeline import beam_runners
-
     if EXECUTOR_FLAG not in args or not beam_runners.workers_are_remote_in(args):
         return False
     from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
@@ -328,8 +328,6 @@ def _run_and_restore(
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as tfx_utils
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat
-
     # This process runs one step; TFX's entry point calls the parser through its module.
     tfx_utils.parse_raw_artifact_dict = reading_value_inputs(tfx_utils.parse_raw_artifact_dict)
     # The step's log (KFP keeps stdout and stderr) shows a long step's progress, as the local runner's console.
@@ -354,6 +352,7 @@ def check_image() -> List[str]:
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor  # noqa: F401
     from tfx.utils import import_utils
 
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.pipeline import definition
 
     # The definition imports every component of the pipeline (their executors are named by module path).
@@ -393,8 +392,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     hardware.use_arrow_jemalloc()
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
-
-    from tfxflow.pipeline import patches
 
     args = size_beam_workers(rewrite_argv(argv), hardware.pod_cpus())
     if EXECUTOR_FLAG in args and patches.runs_beam(args[args.index(EXECUTOR_FLAG) + 1]):

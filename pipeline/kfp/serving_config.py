@@ -22,6 +22,7 @@ STABLE, CANARY = "stable", "canary"
 def served_versions(model_base: str) -> List[int]:
     """The complete versions (holding `saved_model.pb`) under a local `<serving_dir>/<model>`, oldest first,
     without those `tfxflow rollback` rolled back (its log in the folder): neither is a candidate for a label."""
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components import serving_dir
 
     if not os.path.isdir(model_base):

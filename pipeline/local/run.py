@@ -11,7 +11,14 @@ import signal
 import sys
 from typing import List, Optional
 
+from tfxflow.components.errors import DataError, UserCodeError
+from tfxflow.components.tracking.tracking_outbox import TrackingUnavailable
+from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline.beam_runners import describe
+from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local import run_guard
+from tfxflow.pipeline.staging import run_fingerprint, up_to_date
+from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
 
 EXIT_CONFIG_ERROR = 2
 EXIT_DATA_GATE = 3  # the data was refused: bad CSV files or anomalies
@@ -47,7 +54,7 @@ def writable(folders, warn: bool = True) -> bool:
 def start_log(home: str) -> Optional[str]:
     """The log file of a run under `home`, logging configured to it; None (the error printed) when the home
     or log folder cannot be written."""
-    from tfxflow.pipeline import config as config_lib
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.local.runner import configure_logging
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -120,9 +127,8 @@ def _stopped(err: BaseException, config, log_file: str) -> int:
 
 def _run_locked(config, log_file: str, force: bool) -> int:
     """The part of a run that holds the run lock: recovery, the up-to-date check, the run."""
-    from tfxflow.pipeline.beam_runners import describe
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.local.runner import run_local, stderr_to, stdout_to
-    from tfxflow.pipeline.staging import run_fingerprint, up_to_date
 
     try:
         recovery = run_guard.recover_interrupted(
@@ -141,8 +147,6 @@ def _run_locked(config, log_file: str, force: bool) -> int:
         return 0
     tracking_line = "off"
     if config.tracking_uri:
-        from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
-
         try:
             tracking_line = check_tracking(
                 config.tracking_uri, experiment=config.experiment, model_name=config.model_name
@@ -173,9 +177,6 @@ def _run_locked(config, log_file: str, force: bool) -> int:
 
 def _failed(err: Exception, config, log_file: str) -> int:
     """Prints why the run failed and what to do; returns its exit status."""
-    from tfxflow.components.errors import DataError, UserCodeError
-    from tfxflow.components.tracking.tracking_outbox import TrackingUnavailable
-
     if isinstance(err, TrackingUnavailable):
         print(f"\nerror: {err}", file=sys.stderr)
         if err.meaning:
@@ -218,7 +219,7 @@ def _failed(err: Exception, config, log_file: str) -> int:
 
 
 def _print_accept_hint(config, drifted: List[str]) -> None:
-    from tfxflow.pipeline.config import DEFAULT_DATASET
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.pipeline.tools.accept_data import accept_command
 
     command = accept_command(
@@ -234,6 +235,7 @@ def _print_accept_hint(config, drifted: List[str]) -> None:
 
 
 def _print_up_to_date(config, last: dict) -> None:
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.local.runner import metrics_text
 
     metrics = metrics_text(last.get("metrics", {}), last.get("task", "binary"))

@@ -23,6 +23,9 @@ import socket
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from tfxflow.components.tracking import tracking_outbox
+from tfxflow.pipeline.staging import write_json_atomically
+
 LOCK_FILE = "run.lock"
 CURRENT_RUN_FILE = "current_run.json"
 INTERRUPTED_PROPERTY = "tfxflow_interrupted"
@@ -154,8 +157,6 @@ def current_run_path(metadata_path: str) -> str:
 def mark_started(metadata_path: str, record: dict) -> None:
     """Records the run in progress (its MLflow run key); removed by `mark_ended`, found by the next run if the
     process died first."""
-    from tfxflow.pipeline.staging import write_json_atomically
-
     write_json_atomically(
         current_run_path(metadata_path), {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **record}
     )
@@ -223,7 +224,7 @@ def recover_interrupted(
         return None
     recovery = Recovery(run, executions, removed, removed_bytes)
     if run.get("tracking_uri") and run.get("run_key"):
-        from tfxflow.components.tracking import mlflow_runs as tracking_lib
+        from tfxflow.components.tracking import mlflow_runs as tracking_lib  # kept out of `tfxflow --help`'s import
 
         try:
             recovery.mlflow_run_id = _kill_mlflow_run(tracking_lib, run)
@@ -236,8 +237,6 @@ def recover_interrupted(
 def _kill_mlflow_run(tracking_lib, run: dict) -> Optional[str]:
     """Marks the MLflow run of the dead run KILLED (kept in the outbox when its server does not answer now);
     its id, or None when there is none still RUNNING."""
-    from tfxflow.components.tracking import tracking_outbox
-
     settings = tracking_lib.TrackingSettings(
         run["tracking_uri"],
         run["experiment"],
@@ -264,6 +263,7 @@ def _cancel_running_executions(
     artifact points at."""
     from ml_metadata.proto import metadata_store_pb2 as mlmd
 
+    # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.reports.run_record import open_store
 
     store = open_store(metadata_path, readonly=False)

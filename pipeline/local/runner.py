@@ -12,15 +12,24 @@ import time
 import uuid
 from typing import Callable, Iterator, List, Optional, TextIO
 
-from tfxflow.components import names
+from tfxflow.components import lane, names
+from tfxflow.components.errors import DataError
+from tfxflow.components.model.checkpoints import parameters_text
+from tfxflow.components.model.tasks import spec
+from tfxflow.components.serving_probe import mark_absent
+from tfxflow.components.tracking import mlflow_runs as tracking_lib
 from tfxflow.components.tracking import tracking_outbox
 from tfxflow.components.tracking.mlflow_auth import redact_uri
+from tfxflow.components.training import hardware
+from tfxflow.pipeline import patches
 from tfxflow.pipeline.config import RunConfig
 from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat, tree_rss_bytes
 from tfxflow.pipeline.local import run_guard
+from tfxflow.pipeline.reports import publish
 from tfxflow.pipeline.reports import run_record as report_lib
 from tfxflow.pipeline.staging import (
     forget_last_run,
+    git_commit,
     record_last_run,
     run_fingerprint,
     serving_data_fingerprint,
@@ -155,6 +164,7 @@ def stdout_to(log_file: str):
 def warm_probe_rules(component: str, status: str) -> None:
     """The serving probe the Evaluator may start ahead (components/serving/serving_check.py): not for a model from the
     cache (its check comes from the cache too), and ended once the check is over, whoever answered it."""
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.serving import serving_check
 
     if component == names.TRAINER:
@@ -198,8 +208,6 @@ TUNER_PACKAGES = ("keras_tuner",)
 def unused_packages(config: RunConfig) -> List[str]:
     """What a run of `config` never imports itself and may keep out of its process: none with a user's module
     file (it may load anything), TF Text's companions but not TF Text for a text run, all of them otherwise."""
-    from tfxflow.components import lane
-
     if config.user_module:
         return []
     tuner = list(TUNER_PACKAGES) if lane.tfx_tuner_import_is_optional() else []
@@ -216,7 +224,6 @@ def unused_packages_absent(config: RunConfig) -> Iterator[List[str]]:
     imported TFMA before."""
     if config.features.text and not config.user_module:
         import tensorflow_text  # noqa: F401  (registers TF Text's ops)
-    from tfxflow.components.serving_probe import mark_absent
 
     absent = mark_absent(unused_packages(config))
     try:
@@ -261,17 +268,16 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
         from tfx.orchestration import metadata
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-        from tfxflow.components.training import hardware
-        from tfxflow.pipeline import patches
+        # lazy: it imports TensorFlow, TFX and Beam
         from tfxflow.pipeline.definition import Orchestrator, create_pipeline
 
         patches.apply()
         # Every component shares this process and Transform initialises TensorFlow's devices before the
         # Trainer runs, so the Trainer's device settings are applied now.
         hardware.configure_devices(config.training.hardware)
+        # lazy: it imports TensorFlow, TFX and Beam
         from tfxflow.components.evaluation import evaluator
         from tfxflow.components.serving import serving_check
-        from tfxflow.components.tracking import mlflow_runs as tracking_lib
 
         # A small evaluation starts the serving check's probe, which the check (next, in this process) takes over.
         evaluator.warm_up = serving_check.warm_probe
@@ -387,9 +393,6 @@ def _run_local(config: RunConfig, out: TextIO, fingerprint: Optional[str]) -> re
 def _publish(config: RunConfig, tracking, out: TextIO, *, run_id=None, mlflow_run_id=None, error=None) -> None:
     """Writes the run's page (and a pushed model's card) and ends the console output with its path. A page
     that cannot be written is a warning: it never fails the run or hides the run's own error."""
-    from tfxflow.pipeline.reports import publish
-    from tfxflow.pipeline.staging import git_commit
-
     started = time.monotonic()
     try:
         if mlflow_run_id is None and tracking is not None:
@@ -415,15 +418,11 @@ def _publish(config: RunConfig, tracking, out: TextIO, *, run_id=None, mlflow_ru
 
 def _failure_text(err: Exception) -> str:
     """What the page says stopped the run: a data refusal as the user reads it on the console."""
-    from tfxflow.components.errors import DataError
-
     return str(err) if isinstance(err, DataError) else f"{type(err).__name__}: {err}"
 
 
 def _mlflow_run_id(tracking) -> Optional[str]:
     """The MLflow run of a pipeline run that stopped, or None when MLflow does not answer (at once)."""
-    from tfxflow.components.tracking import mlflow_runs as tracking_lib
-
     try:
         run = tracking_outbox.call(
             lambda: tracking_lib.find_run(tracking_lib.client(tracking.uri), tracking.experiment, tracking.run_key),
@@ -437,8 +436,6 @@ def _mlflow_run_id(tracking) -> Optional[str]:
 def _close_failed_run(tracking, err: BaseException) -> None:
     """Marks the MLflow run of a failed pipeline run FAILED, with the error (kept in the outbox where the server
     does not answer); never hides the original error."""
-    from tfxflow.components.tracking import mlflow_runs as tracking_lib
-
     unanswered = isinstance(err, tracking_outbox.TrackingUnavailable)
     try:
         tracking_lib.finish_run(
@@ -451,8 +448,6 @@ def _close_failed_run(tracking, err: BaseException) -> None:
 def _log_durations(tracking, timings: List[ComponentTiming], wall: float) -> Optional[str]:
     """Each component's seconds (and the run's) as metrics of the MLflow run (kept in the outbox where the server
     does not answer: the run finished, so this never stops it); returns the run id, "" when not known."""
-    from tfxflow.components.tracking import mlflow_runs as tracking_lib
-
     now = int(time.time() * 1000)
     metrics = [(f"duration.{t.name}", t.seconds, now, 0) for t in timings]
     metrics.append(("duration.pipeline", wall, now, 0))
@@ -489,6 +484,7 @@ def _timing_table(timings: List[ComponentTiming], wall: float) -> List[str]:
 
 def newest_version(config: RunConfig) -> str:
     """The version TF Serving serves from the serving directory (the newest), in words."""
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.serving_dir import versions
 
     base = config.model_base_dir
@@ -500,8 +496,6 @@ def print_failure(
     err: BaseException, timings: List[ComponentTiming], wall: float, config: RunConfig, out: TextIO
 ) -> None:
     """The summary of a run that stopped: where, and the verdict on its data; the error follows on stderr."""
-    from tfxflow.components.errors import DataError
-
     failed = timings[-1].name if timings and timings[-1].status in ("FAILED", "STOPPED") else "?"
     lines = ["", f"Run of {config.pipeline_name}: stopped at {failed} after {wall:.1f} s", ""]
     lines += _timing_table(timings, wall)
@@ -517,6 +511,7 @@ def print_failure(
 
 def serving_check_lines(check: Optional[dict], max_latency_ms: float) -> List[str]:
     """The summary's serving-check lines: the verdict, what was compared, the figures, and any reasons."""
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.serving.serving_check import summary_line
 
     if check is None:
@@ -546,6 +541,7 @@ def tuning_lines(results: Optional[dict], timings: List[ComponentTiming]) -> Lis
     """The summary's tuning lines: trials by state, the best trial, and the tuning's time against the Trainer's."""
     if not results:
         return []
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.tuning import tuner as tuner_lib
 
     seconds = {t.name: t.seconds for t in timings}
@@ -583,8 +579,6 @@ def training_lines(info: Optional[dict]) -> List[str]:
     steps = f", {info['train_steps']:,} steps of {info['effective_batch']:,}" if "train_steps" in info else ""
     lines = []
     if info.get("init_checkpoint_name"):
-        from tfxflow.components.model.checkpoints import parameters_text
-
         lines.append(
             f"  fine-tuned:     {info['init_checkpoint_name']} ({info['encoder_layers']} layers, "
             f"{info['encoder_hidden']} wide, {parameters_text(info['init_checkpoint_parameters'])} parameters) from "
@@ -623,8 +617,6 @@ def training_lines(info: Optional[dict]) -> List[str]:
 def metrics_text(metrics: dict, task: str) -> str:
     """The task's summary metrics (components/model/tasks.py) in its order, e.g. "accuracy 0.9213, macro_f1
     0.8120, example_count 3,751"."""
-    from tfxflow.components.model.tasks import spec
-
     return ", ".join(
         f"{k} {metrics[k]:.4f}" if k != "example_count" else f"{k} {int(metrics[k]):,}"
         for k in spec(task).summary_metrics
@@ -668,6 +660,7 @@ def print_summary(
         lines.append(f"                  not blessed: {reason}")
     lines += serving_check_lines(result.serving_check, config.evaluation.max_latency_ms)
     if result.edge is not None:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.edge import edge
 
         lines.append(f"  edge (TFLite):  {edge.summary_line(result.edge)}")

@@ -485,6 +485,7 @@ def _edge(page: RunPage) -> str:
     """The TFLite models of a --tflite run: each variant's size, agreement and latency, or why there are none."""
     if page.edge is None:
         return ""
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.edge import edge
 
     body = f"<h3>TensorFlow Lite</h3><p>{esc(edge.summary_line(page.edge))}</p>"

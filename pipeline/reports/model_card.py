@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence, Tuple, Union
 
-from tfxflow.components.model.features import ROLES
+from tfxflow.components.model.checkpoints import parameters_text
+from tfxflow.components.model.features import ROLES, LabelSpec
 from tfxflow.pipeline.reports.charts import esc, fmt
 from tfxflow.pipeline.reports.html import CSP, STYLE
 from tfxflow.pipeline.reports.page import RunPage, features_of
@@ -43,8 +44,6 @@ Block = Union[Heading, Paragraph, Bullets, Table]
 
 def label_rule(label: dict, task: str = "binary") -> str:
     """The label's rule in words, as components/model/features.py's LabelSpec.describe says it."""
-    from tfxflow.components.model.features import LabelSpec  # light: yaml and dataclasses only
-
     return LabelSpec.from_dict({**label, "task": task}).describe()
 
 
@@ -97,8 +96,6 @@ def _purpose(page: RunPage) -> List[Block]:
         blocks.append(Table(("feature option", "value"), tuple(options)))
     info = page.training_info or {}
     if info.get("init_checkpoint_name"):
-        from tfxflow.components.model.checkpoints import parameters_text
-
         blocks.append(
             Paragraph(
                 f"The text encoder was fine-tuned from `{info['init_checkpoint_name']}` ({info['encoder_layers']} "
@@ -196,6 +193,7 @@ def _metrics(page: RunPage) -> List[Block]:
     if ev.blessing_failures:
         blocks.append(Bullets(tuple(f"failed: {r}" for r in ev.blessing_failures)))
     if page.serving_check:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.serving.serving_check import summary_line
 
         line = summary_line(page.serving_check)
@@ -208,6 +206,7 @@ def _metrics(page: RunPage) -> List[Block]:
             )
         )
     if page.edge is not None:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.edge import edge
 
         blocks.append(Paragraph(f"TensorFlow Lite (--tflite): {edge.summary_line(page.edge)}."))

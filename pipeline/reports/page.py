@@ -16,7 +16,8 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import names
-from tfxflow.components.model import tasks
+from tfxflow.components.errors import DataError
+from tfxflow.components.model import model_info, tasks
 from tfxflow.components.validation import drift
 from tfxflow.pipeline.reports import run_record
 
@@ -237,6 +238,7 @@ def load_statistics(statistics_uri: str, split: str):
     from tensorflow_metadata.proto.v0 import statistics_pb2
     from tfx.dsl.io import fileio
 
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.components.validation.gate import STATISTICS_FILE
 
     path = os.path.join(names.split_dir(statistics_uri, split), STATISTICS_FILE)
@@ -299,8 +301,6 @@ def summarize_split(statistics, split: str) -> SplitSummary:
 
 def distance_checks(baseline, current, schema, kind: str) -> Tuple[List[DistanceCheck], List[str]]:
     """components/validation/drift.py's comparisons of `current` against `baseline`, each with its bins for a chart."""
-    from tfxflow.components.validation import drift
-
     comparisons, notes = drift.compare_statistics(baseline, current, schema, kind)
     base_rows, base_features = drift.feature_statistics(baseline)
     cur_rows, cur_features = drift.feature_statistics(current)
@@ -382,6 +382,7 @@ def _schema(schema_artifact):
 def _gate(page: RunPage, store, report: run_record.RunReport, execution, skew: bool) -> None:
     """Anomalies, drift and skew checks and, for a refusal, its message: as the gate's verdict records them
     (components/validation/gate.py); the charts' bins come from the statistics it compared."""
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.components.validation import gate
 
     record = report.component(names.DATA_GATE)
@@ -422,6 +423,7 @@ def _gate(page: RunPage, store, report: run_record.RunReport, execution, skew: b
 
 def _verdict(record: run_record.ComponentRecord, inputs: Dict[str, List[Any]]) -> Optional[dict]:
     """The verdict the gate wrote, or None for a run recorded before the gate wrote one."""
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.components.validation import gate
 
     output = run_record.first_output(record, gate.VERDICT_OUTPUT)
@@ -439,8 +441,6 @@ def _verdict(record: run_record.ComponentRecord, inputs: Dict[str, List[Any]]) -
 
 def _distance(finding: Dict[str, Any], sides) -> DistanceCheck:
     """A drift or skew check as the gate judged it, with both sides' bins where their statistics are here."""
-    from tfxflow.components.validation import drift
-
     labels: List[Any] = []
     base: List[float] = []
     cur: List[float] = []
@@ -470,7 +470,7 @@ def _distance(finding: Dict[str, Any], sides) -> DistanceCheck:
 def _serving_statistics(page: RunPage, inputs: Dict[str, List[Any]], serving_root: str, recompute: bool):
     """Statistics of the serving data for the skew charts' bins: the gate does not keep them, so they are
     computed again from the CSV files (a Beam pass over them); None where they are not."""
-    from tfxflow.components.errors import DataError
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.validation import folder_statistics
 
     if not recompute or not inputs.get("schema"):
@@ -486,6 +486,7 @@ def _serving_statistics(page: RunPage, inputs: Dict[str, List[Any]], serving_roo
 def _unrecorded_gate(page: RunPage, inputs: Dict[str, List[Any]], execution) -> None:
     """A run recorded before the gate wrote its verdict (gate.VERDICT_FILE): kept so that its page still
     renders, with ExampleValidator's anomalies and the gate's configuration, and no verdict re-derived."""
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.components.validation import gate
 
     page.allowed_anomaly_types = gate.parse_allowed(_prop(execution, "allowed_anomaly_types") or "")
@@ -554,8 +555,8 @@ def _evaluation(page: RunPage, report: run_record.RunReport, executions: Mapping
     if evaluation is None:
         page.notes["evaluation"] = "no Evaluator ran in this run"
         return
+    # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.components.evaluation.evaluator import read_prediction_pairs
-    from tfxflow.components.model import model_info
     from tfxflow.components.tracking.artifact_readers import confusion_matrix, evaluation_metrics
 
     model = run_record.first_output(report.component(names.TRAINER), "model")
@@ -712,6 +713,7 @@ def collect(
         if config:
             page.features = json.loads(config).get("features")
     if report.tuning:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.tuning import tuner as tuner_lib
 
         page.tuning = {

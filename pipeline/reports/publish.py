@@ -17,6 +17,8 @@ import os
 import re
 from typing import Any, Dict, Optional
 
+from tfxflow.components.tracking import mlflow_runs as tracking_lib
+from tfxflow.pipeline.config import EvaluationConfig, RunConfig, SplitConfig, TrainingConfig, resolve_training
 from tfxflow.pipeline.reports import html as html_lib
 from tfxflow.pipeline.reports import model_card
 from tfxflow.pipeline.reports import page as page_lib
@@ -66,8 +68,6 @@ def run_settings(config) -> Dict[str, Any]:
 
 def default_settings() -> Dict[str, Any]:
     """`run_settings` of a run with every default."""
-    from tfxflow.pipeline.config import EvaluationConfig, RunConfig, SplitConfig, TrainingConfig, resolve_training
-
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
     return _as_json(
         {
@@ -165,8 +165,6 @@ def log_to_mlflow(
 ) -> bool:
     """Logs the page (and the card) to the MLflow run of `tracking` (TrackingSettings); the card also describes
     the registered model version. False: the server did not answer and they wait in the outbox."""
-    from tfxflow.components.tracking import mlflow_runs as tracking_lib
-
     ops = [
         {"op": "log_artifact", "path": report, "artifact_path": "report"},
         {"op": "set_tags", "tags": {REPORT_TAG: report}},

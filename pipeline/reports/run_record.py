@@ -207,6 +207,7 @@ def _fill_results(report: RunReport) -> None:
         report.blessed = bool(_prop(blessing, "blessed"))
         report.blessing_revoked = _prop(blessing, ROLLED_BACK) if not report.blessed else None
     if evaluation is not None:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.tracking.artifact_readers import blessing_failures, overall_metrics
 
         if _prop(evaluation, "eval_sample"):
@@ -216,11 +217,13 @@ def _fill_results(report: RunReport) -> None:
             report.blessing_failures = blessing_failures(evaluation.uri, (report.metrics, report.baseline_metrics))
     served = first_output(report.component(names.SERVING_CHECK), "blessing")
     if served is not None:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.serving.serving_check import read_result
 
         report.serving_check = read_result(served.uri)
     edge_model = first_output(report.component(names.EDGE_EXPORT), "edge_model")
     if edge_model is not None:
+        # lazy: it imports TensorFlow and TFX
         from tfxflow.components.edge import edge
 
         report.edge = edge.read_result(edge_model.uri)

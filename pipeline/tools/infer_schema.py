@@ -13,6 +13,10 @@ import dataclasses
 import os
 from typing import Dict, List, Optional, Sequence
 
+from tfxflow.components.validation import drift
+from tfxflow.pipeline.config import ConfigError
+from tfxflow.pipeline.inputs import check_data_root
+
 SCHEMA_FILE = "schema.pbtxt"
 INFERRED_FILE = "inferred_schema.pbtxt"
 STATISTICS_FILE = "statistics.pb"
@@ -72,6 +76,7 @@ def column_values(data_root: str, column: str) -> collections.Counter:
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
 
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.ingest import csv_check
 
     counts: collections.Counter = collections.Counter()
@@ -271,8 +276,6 @@ def draft_comparators(
     number's distribution."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from tfxflow.components.validation import drift
-
     for feature in schema.feature:
         if feature.name in texts:  # nearly every value is new: shares of whole values say nothing
             continue
@@ -295,9 +298,8 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
+    # lazy: it imports TensorFlow and TFX
     from tfxflow.components.validation import folder_statistics
-    from tfxflow.pipeline.config import ConfigError
-    from tfxflow.pipeline.inputs import check_data_root
 
     check_data_root(data_root)
     statistics = folder_statistics.csv_statistics(data_root)

@@ -44,9 +44,13 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from tfxflow.components import object_store, serving_dir
 from tfxflow.components.serving import pusher
-from tfxflow.components.tracking.model_registry import REPUBLISHED_AS_TAG
+from tfxflow.components.tracking.mlflow_auth import redact_uri
+from tfxflow.components.tracking.mlflow_runs import client
+from tfxflow.components.tracking.model_registry import CHAMPION_ALIAS, REPUBLISHED_AS_TAG
 from tfxflow.pipeline.config import ConfigError
+from tfxflow.pipeline.reports.run_record import open_store
 from tfxflow.pipeline.staging import forget_last_run
+from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
 
 MLMD_PUSHED_MODEL = "PushedModel"
 MLMD_MODEL_BLESSING = "ModelBlessing"
@@ -229,8 +233,6 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
     returns what it did and did not, one line each. Raises only what the MLflow client raises."""
     from mlflow.exceptions import MlflowException
 
-    from tfxflow.components.tracking.model_registry import CHAMPION_ALIAS
-
     chosen = result.plan
     try:
         versions = mlflow_client.search_model_versions(f"name='{registered_name}'")
@@ -292,15 +294,11 @@ def move_tracking(mlflow_client, registered_name: str, result: Result) -> List[s
 
 def update_tracking(uri: str, registered_name: str, result: Result) -> List[str]:
     """`move_tracking` on the store at `uri`, never raising: what could not be done is a line of the result."""
-    from tfxflow.components.tracking.mlflow_auth import redact_uri
-    from tfxflow.pipeline.tracking_store import TrackingError, check_tracking
-
     if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
         return [f"no MLflow store at {uri}: nothing moved in MLflow"]
     try:
         # A server that does not answer, or a user who may not move the alias, fails in seconds with a reason.
         check_tracking(uri, model_name=registered_name)
-        from tfxflow.components.tracking.mlflow_runs import client
 
         return move_tracking(client(uri), registered_name, result)
     except TrackingError as err:
@@ -347,8 +345,6 @@ def revoke_blessings(metadata_path: str, pipeline_name: str, log: List[dict]) ->
     ModelBlessings with `blessed` = 1 for it (`current_model_id`, what TFX's LatestBlessedModelStrategy and
     BlessedDataStatisticsStrategy read) get `blessed` = 0 and who, when and why. Idempotent; call it under the
     run lock. Returns what it did, one line each."""
-    from tfxflow.pipeline.reports.run_record import open_store
-
     if not log:
         return []
     store = open_store(metadata_path, readonly=False)
