@@ -40,7 +40,7 @@ def _push_in_subprocess(model, base, version, file_size_limit, ignore_sigxfsz):
 
     # Python ignores SIGXFSZ at start-up; the default action kills the process at the write past the limit.
     code = (
-        "import signal, sys; from tfxflow.components import pusher\n"
+        "import signal, sys; from tfxflow.components.serving import pusher\n"
         + ("" if ignore_sigxfsz else "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n")
         + "try:\n    pusher.push_atomically(sys.argv[1], sys.argv[2], int(sys.argv[3]))\n"
         "except Exception as err:\n    print(err); sys.exit(7)"
