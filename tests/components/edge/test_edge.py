@@ -304,11 +304,15 @@ def text_model(text_transform, tmp_path_factory):
     ids = keras.Input([length], dtype="int64", name="words_xf")
     mask = keras.Input([length], dtype="int64", name="words_xf_mask")
     number = keras.Input([1], dtype="float32", name="x1_xf")
-    embedded = keras.layers.Embedding(200, 8)(ids)
+    # Seeded, wide initializers: the untrained model's answers differ from row to row whatever ran before it.
+    embedded = keras.layers.Embedding(200, 8, embeddings_initializer=keras.initializers.RandomNormal(0.0, 1.0, seed=7))(
+        ids
+    )
     weights = keras.layers.Lambda(lambda m: tf.cast(m, tf.float32)[..., None])(mask)
     pooled = keras.layers.Lambda(lambda v: tf.reduce_sum(v[0] * v[1], 1) / tf.reduce_sum(v[1], 1))([embedded, weights])
     joined = keras.layers.Concatenate()([pooled, number])
-    model = keras.Model([ids, mask, number], keras.layers.Dense(1, activation="sigmoid")(joined))
+    head = keras.layers.Dense(1, activation="sigmoid", kernel_initializer=keras.initializers.GlorotUniform(seed=7))
+    model = keras.Model([ids, mask, number], head(joined))
     folder = str(tmp_path_factory.mktemp("text-model") / "model")
     export.export_serving_model(model, text_transform["output"], cfg, folder)
     rows = []
