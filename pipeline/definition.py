@@ -37,7 +37,6 @@ from tfxflow.components.tracking import tracking as tracking_lib
 from tfxflow.components.tracking.mlflow_runs import TrackingSettings
 from tfxflow.components.training import transform as transform_lib
 from tfxflow.components.training import user_trainer as user_trainer_lib
-from tfxflow.components.tuning import module_tuner
 from tfxflow.components.tuning import tuner as tuner_lib
 from tfxflow.components.validation import drift
 from tfxflow.components.validation.baseline import BlessedDataStatisticsStrategy, ServedBaseline
@@ -557,6 +556,10 @@ def _tuner(config: SharedConfig, orchestrator: Orchestrator, data: _Data, transf
     check_tuning(tuning, user_module, training, features)
     if user_module is not None and user_module.tuner_fn:
         # The module's own tuner_fn in TFX's Tuner, on what its run_fn reads (components/tuning/module_tuner.py).
+        # Lazy: TFX's Tuner imports keras-tuner, which a run without a module file keeps out (on TFX 1.21 that
+        # import fails where Keras 3's keras-tuner meets tf-keras).
+        from tfxflow.components.tuning import module_tuner
+
         return module_tuner.Tuner(
             module_file=user_module.path,
             examples=transform.outputs["transformed_examples"],
