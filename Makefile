@@ -95,7 +95,8 @@ run: $(STAMP)
 
 # The lane's venv folder (.venv or .venv-current), made first where missing: `. "$(make -s venv)/bin/activate"`
 # puts `tfxflow` on the PATH in either lane.
-venv: $(STAMP)
+venv:
+	@$(MAKE) --no-print-directory LANE=$(LANE) install >&2  # set-up's output to stderr: stdout is the folder alone
 	@echo $(abspath $(VENV))
 
 # What the tests start besides Python, from Debian's packages, installed once where missing: headless Chromium

@@ -124,3 +124,17 @@ def test_a_venv_two_checkouts_share_is_reinstalled_for_the_one_that_uses_it(tmp_
     # Used again with nothing changed, it is not reinstalled.
     out, again = install(checkouts[0])
     assert "uv pip" not in out and again == str(checkouts[0])
+    # `make -s venv` (the README's `. "$(make -s venv)/bin/activate"`): the set-up's output goes to stderr, the
+    # folder alone to stdout, installing where needed.
+    args = ["make", "-s", "venv", "LANE=compat", f"PYTHON={python}", f"VENV={venv}", f"LOCK={lock}"]
+    runs = [subprocess.run(args, cwd=checkouts[1], env=env, capture_output=True, text=True, timeout=600) for _ in "ab"]
+    assert [(done.returncode, done.stdout) for done in runs] == [(0, f"{venv}\n")] * 2, runs[0].stderr
+    # The venv was the other checkout's: it is this one's now.
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import tfxflow.pipeline as p; print(p.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert os.path.dirname(os.path.dirname(found.stdout.strip())) == str(checkouts[1])
