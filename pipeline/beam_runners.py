@@ -417,3 +417,18 @@ def describe(runner: BeamRunner) -> str:
         else f"workers run {resolved.image}"
     )
     return f"{name} ({where}; {env})"
+
+
+def beam_runner_of(beam: Optional[BeamRunner], beam_mode: str, beam_workers: int) -> BeamRunner:
+    """`beam`, or the DirectRunner with `beam_mode` and `beam_workers` when it is None."""
+    return beam if beam is not None else BeamRunner(direct_mode=beam_mode, direct_workers=beam_workers)
+
+
+def split_beam_runner(beam: Optional[BeamRunner], beam_mode: str, beam_workers: int):
+    """(beam, beam_mode, beam_workers) with one source for each setting: a direct `beam` becomes None and its
+    mode and workers the config's. Raises ConfigError naming the flag at fault."""
+    runner = check(beam_runner_of(beam, beam_mode, beam_workers))
+    if runner.runner != "direct":
+        return runner, beam_mode, beam_workers
+    workers = 1 if runner.direct_workers is None else runner.direct_workers
+    return None, runner.direct_mode or "in_memory", workers

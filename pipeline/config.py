@@ -680,7 +680,7 @@ class SharedConfig:
 
     @property
     def beam_runner(self) -> BeamRunner:
-        return beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
+        return beam_runners.beam_runner_of(self.beam, self.beam_mode, self.beam_workers)
 
     @property
     def beam_pipeline_args(self) -> list:
@@ -702,21 +702,6 @@ class RunConfig(SharedConfig):
     def model_base_dir(self) -> str:
         """`<serving_dir>/<model_name>`: the folder of the model's integer versions, TF Serving's base path."""
         return os.path.join(self.paths.serving_dir, self.model_name)
-
-
-def beam_runner_of(beam: Optional[BeamRunner], beam_mode: str, beam_workers: int) -> BeamRunner:
-    """`beam`, or the DirectRunner with `beam_mode` and `beam_workers` when it is None."""
-    return beam if beam is not None else BeamRunner(direct_mode=beam_mode, direct_workers=beam_workers)
-
-
-def split_beam_runner(beam: Optional[BeamRunner], beam_mode: str, beam_workers: int):
-    """(beam, beam_mode, beam_workers) with one source for each setting: a direct `beam` becomes None and its
-    mode and workers the config's. Raises ConfigError naming the flag at fault."""
-    runner = beam_runners.check(beam_runner_of(beam, beam_mode, beam_workers))
-    if runner.runner != "direct":
-        return runner, beam_mode, beam_workers
-    workers = 1 if runner.direct_workers is None else runner.direct_workers
-    return None, runner.direct_mode or "in_memory", workers
 
 
 def resolve_home(flag: Optional[str], environ: Mapping[str, str]) -> str:
@@ -767,7 +752,7 @@ def build_run_config(
     schema_path, features = load_schema_and_features(
         dataset, schema_path, feature_config_path, roles_required=not (user_module and user_module.preprocessing_fn)
     )
-    beam, beam_mode, beam_workers = split_beam_runner(beam, beam_mode, beam_workers)
+    beam, beam_mode, beam_workers = beam_runners.split_beam_runner(beam, beam_mode, beam_workers)
     if beam is not None and beam.runner == "dataflow":
         # Every path of a local run is on this machine (Paths.under); Dataflow's workers read only GCS.
         raise ConfigError(

@@ -36,6 +36,7 @@ from tfxflow.components.model.checkpoints import Checkpoint
 from tfxflow.components.settings import setting
 from tfxflow.components.tracking import mlflow_auth
 from tfxflow.components.tracking import mlflow_runs as tracking_lib
+from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline.beam_runners import BeamRunner
 from tfxflow.pipeline.config import (
     DEFAULT_TRACKING_WAIT_S,
@@ -45,7 +46,6 @@ from tfxflow.pipeline.config import (
     check_tuning,
     check_user_trainer,
     resolve_shared,
-    split_beam_runner,
 )
 from tfxflow.pipeline.inputs import resolve_module_label
 from tfxflow.pipeline.kfp import entrypoint
@@ -398,7 +398,7 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
             "--data-pvc",
         )
     config = dataclasses.replace(config, training=training, features=features)
-    beam, beam_mode, beam_workers = split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
+    beam, beam_mode, beam_workers = beam_runners.split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
         _remote_worker_locations(config, beam)
     for name in (config.mlflow_secret, config.serving_pvc, config.data_pvc, config.object_store_secret):
