@@ -38,7 +38,7 @@ help:
 	@echo "make test-fast  run the unit tests only (no server, no TFX run: about 75 seconds)"
 	@echo "make lint       ruff: lint rules and format check (settings in pyproject.toml)"
 	@echo "make docs       the docs as a site in site/ (README.md, docs/, kubeflow/README.md; mkdocs.yml), built strictly"
-	@echo "make bench      the whole pipeline as users run it vs. Google's taxi pipeline (3 cold runs each), re-runs, a run per\n                 task, 100x data; checks the goals (25-45 min); ARGS=\"--scale 1000\" adds 15M rows"
+	@echo "make bench      the whole pipeline as users run it vs. Google's taxi pipeline (3 cold runs each), re-runs, a run per\n                 task, one with the library patches off, 10x/40x/100x data; checks the goals (30-50 min); ARGS=\"--scale 1000\" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
 	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"

@@ -1,9 +1,10 @@
 """End-to-end benchmark: this pipeline as users run it (the defaults: MLflow tracking to the home's embedded
 store, the serving check on) against Google's `taxi_pipeline_native_keras`, on the same data and machine in one
 invocation, each cold run several times (median and spread, runs of the two alternating); then an unchanged
-re-run, a re-run through TFX's cache, one cold run per task on the same taxi file: multi-class (the payment type)
-and regression (the fare), each from `infer-schema`'s drafts, beside the binary default; then a scale series
-(100x the bundled taxi rows; 1000x with --scale 1000).
+re-run, a re-run through TFX's cache, one cold run with the library patches off (TFXFLOW_PATCHES=off), one cold
+run per task on the same taxi file: multi-class (the payment type) and regression (the fare), each from
+`infer-schema`'s drafts, beside the binary default; then a scale series (10x, 40x and 100x the bundled taxi rows;
+1000x with --scale 1000).
 
 Each run is a subprocess (the `tfxflow` CLI, or Google's pipeline with LocalDagRunner and
 TF_USE_LEGACY_KERAS=1). Its peak memory is sampled every 0.2 s over its process tree (the serving check's
@@ -15,7 +16,7 @@ processes it waited for (the serving check's, Beam's workers): beside the wall t
 goals, and writes JSON with the commit and the machine; `python -m benchmarks.readme_tables FILE` renders the
 docs' tables from it:
 
-    make bench                       # 1x (3 cold runs each side), 100x, the tasks: 20 to 45 minutes on 2 cores
+    make bench                       # 1x (3 cold runs each side), 10x to 100x, the tasks: 30 to 50 minutes on 2 cores
     make bench ARGS="--scale 1000"   # adds 1000x (15M rows): 18 to 35 minutes more
     .venv/bin/python -m benchmarks.pipeline_benchmark --repeat 1 --scales 1 --no-tasks --out /tmp/bench.json
 """
@@ -167,8 +168,16 @@ def _peak_by_component(metadata_path: str, timeline: List[tuple]) -> Dict[str, f
     return peaks
 
 
-def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str, dataset: str = "taxi") -> Measured:
-    env = dict(os.environ)
+def run_ours(
+    name: str,
+    home: str,
+    data_root: str,
+    extra: List[str],
+    logs: str,
+    env_extra: Optional[Dict[str, str]] = None,
+    dataset: str = "taxi",
+) -> Measured:
+    env = dict(os.environ, **(env_extra or {}))
     # The defaults, as users run it: tracking to the home's embedded MLflow store, the serving check on.
     cmd = [TFXFLOW, "run", "--home", home, "--data-root", data_root, *extra]
     return run_measured(
@@ -180,6 +189,9 @@ def run_ours(name: str, home: str, data_root: str, extra: List[str], logs: str, 
         f"tfxflow-{dataset}",
     )
 
+
+# One cold 1x run with every library patch off (pipeline/patches/): what they save, beside the cold runs.
+PATCHES_OFF_RUN = "ours-patches-off"
 
 # The taxi file as each task, its label drafted by infer-schema: (task, label column).
 TASKS = (("multiclass", "payment_type"), ("regression", "fare"))
@@ -283,10 +295,13 @@ def _example_gen_rate(entry: dict) -> Optional[float]:
 
 
 # The goals `make bench` checks: a cold run at most a third of Google's time (the stretch a quarter), the
-# process tree's peak within 1.5 GiB at every scale, 100x within 4x the 1x time, 1000x within 5x the 100x time.
+# process tree's peak within 1.5 GiB at every scale, each scale's wall within its multiple of the 1x wall (the
+# fixed cost of a run is paid once: 10x within 1.5x, 40x within 2.5x, 100x within 4x), 1000x within 5x the 100x.
 RATIO_GOAL, RATIO_STRETCH = 0.33, 0.25
 PEAK_GOAL_MB = 1536
-HUNDRED_GOAL, THOUSAND_GOAL = 4.0, 5.0
+SCALE_GOALS = {10: 1.5, 40: 2.5, 100: 4.0}
+THOUSAND_GOAL = 5.0
+DEFAULT_SCALES = (1, 10, 40, 100)
 # Without Google's side, accuracy is held to the issue's 1x figure less one standard error of an accuracy near it
 # on the taxi eval split's 3,726 rows (0.0050): a smaller gap is one the eval split cannot tell from its sampling
 # noise. The exact figure failed on run-to-run variation (identical cold runs: 0.8943 to 0.8959).
@@ -359,15 +374,16 @@ def goals(result: Dict[str, Any]) -> List[Dict[str, Any]]:
             }
         )
     base, hundred, thousand = by_scale.get(1), by_scale.get(100), by_scale.get(1000)
-    if base and hundred:
-        factor = hundred["wall_s"] / base["wall_s"]
-        found.append(
-            {
-                "goal": f"100x wall <= {HUNDRED_GOAL:g} x the 1x wall",
-                "figure": f"{factor:.2f}",
-                "met": factor <= HUNDRED_GOAL,
-            }
-        )
+    for scale, limit in SCALE_GOALS.items():
+        if base and scale in by_scale:
+            factor = by_scale[scale]["wall_s"] / base["wall_s"]
+            found.append(
+                {
+                    "goal": f"{scale}x wall <= {limit:g} x the 1x wall",
+                    "figure": f"{by_scale[scale]['wall_s']:.1f} s / {base['wall_s']:.1f} s = {factor:.2f}",
+                    "met": factor <= limit,
+                }
+            )
     if hundred and thousand:
         factor = thousand["wall_s"] / hundred["wall_s"]
         found.append(
@@ -392,10 +408,15 @@ def goals(result: Dict[str, Any]) -> List[Dict[str, Any]]:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="cold runs of each side at 1x (default 3)")
-    parser.add_argument("--scales", default="1,100", help="comma-separated multiples of the taxi rows")
+    parser.add_argument(
+        "--scales",
+        default=",".join(str(s) for s in DEFAULT_SCALES),
+        help="comma-separated multiples of the taxi rows (default %(default)s)",
+    )
     parser.add_argument("--scale", type=int, help="one more, larger scale: e.g. --scale 1000 (15M rows, 1.8 GB)")
     parser.add_argument("--no-google", action="store_true", help="skip Google's pipeline")
     parser.add_argument("--no-tasks", action="store_true", help="skip the multi-class and regression runs")
+    parser.add_argument("--no-patches-off", action="store_true", help="skip the cold 1x run with TFXFLOW_PATCHES=off")
     parser.add_argument("--work", help="folder for homes, data and logs (default: a temp folder, removed)")
     parser.add_argument("--out", help="JSON results (default: benchmarks/results/pipeline-<date>.json)")
     parser.add_argument("--run-args", default="", help="extra `tfxflow run` flags for every run of ours")
@@ -432,6 +453,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         report(run_ours(f"ours-cold-{i}", os.path.join(work, f"ours-1x-{i}"), taxi, extra, logs))
         if not args.no_google:
             report(run_google(f"google-cold-{i}", os.path.join(work, f"google-{i}"), logs))
+    if not args.no_patches_off:  # what the library patches save: the libraries' own code, the same run
+        off = {"TFXFLOW_PATCHES": "off"}
+        report(run_ours(PATCHES_OFF_RUN, os.path.join(work, "ours-1x-patches-off"), taxi, extra, logs, off))
     # Nothing changed: the CLI answers from its last-run record. --force goes through TFX's cache instead.
     report(run_ours("ours-cached", os.path.join(work, "ours-1x-1"), taxi, extra, logs))
     report(run_ours("ours-forced", os.path.join(work, "ours-1x-1"), taxi, extra + ["--force"], logs))

@@ -32,6 +32,8 @@ import statistics
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from benchmarks.pipeline_benchmark import DEFAULT_SCALES, PATCHES_OFF_RUN, SCALE_GOALS
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The taxi file as each task, its label drafted by infer-schema (benchmarks/pipeline_benchmark.py's TASKS).
@@ -56,6 +58,8 @@ def comparison(result: Dict[str, Any]) -> List[str]:
     columns = []
     if "ours" in cold:
         columns.append(("tfxflow cold (median run)", runs[cold["ours"]["median_run"]]))
+    if PATCHES_OFF_RUN in runs and runs[PATCHES_OFF_RUN]["returncode"] == 0:
+        columns.append(("tfxflow cold, `TFXFLOW_PATCHES=off`", runs[PATCHES_OFF_RUN]))
     if "ours-forced" in runs:
         columns.append(("tfxflow via TFX cache", runs["ours-forced"]))
     if "google" in cold:
@@ -103,6 +107,32 @@ def cold_line(result: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def patches_line(result: Dict[str, Any]) -> List[str]:
+    """What the library patches save: the cold run with them off against the patched cold runs' median."""
+    runs, cold = result["runs"], result["cold"]
+    off = runs.get(PATCHES_OFF_RUN)
+    if off is None or "ours" not in cold:
+        return []
+    if off["returncode"] != 0:
+        return [f"- with `TFXFLOW_PATCHES=off` the cold run failed ({off['returncode']})"]
+    on = runs[cold["ours"]["median_run"]]
+    saved = off["wall_s"] - on["wall_s"]
+    by_component = sorted(
+        (
+            (off["components"][c]["seconds"] - on["components"][c]["seconds"], c)
+            for c in on["components"]
+            if c in off["components"]
+        ),
+        reverse=True,
+    )
+    most = [f"{c} {seconds:+.1f} s" for seconds, c in by_component[:3] if seconds > 0]
+    return [
+        f"- the library patches (`pipeline/patches/`): with `TFXFLOW_PATCHES=off` one cold run took "
+        f"{off['wall_s']:.1f} s, {saved:+.1f} s ({saved / on['wall_s']:+.0%}) against the patched median run"
+        + (f"; most in {', '.join(most)}" if most else "")
+    ]
+
+
 def goal_lines(result: Dict[str, Any]) -> List[str]:
     return [f"- {g['goal']}: {g['figure']}: **{'met' if g['met'] else 'NOT met'}**" for g in result["goals"]]
 
@@ -121,10 +151,26 @@ def scale_table(result: Dict[str, Any]) -> List[str]:
             lines.append(f"| {e['scale']}x | - | not run: {e['error']} | - | - | - |")
             continue
         factor = f"{e['wall_s'] / base:.2f}" if base else "-"
+        goal = f" (goal {SCALE_GOALS[e['scale']]:g})" if e["scale"] in SCALE_GOALS and base else ""
         lines.append(
-            f"| {e['scale']}x | {e['rows']:,} | {e['wall_s']:.1f} s | {e['rows_per_s']:,} | {factor} | "
+            f"| {e['scale']}x | {e['rows']:,} | {e['wall_s']:.1f} s | {e['rows_per_s']:,} | {factor}{goal} | "
             f"{_megabytes(e.get('peak_pss_mb') or 0)} ({_megabytes(e['peak_rss_mb'])}) |"
         )
+    return lines
+
+
+def scale_components(result: Dict[str, Any]) -> List[str]:
+    """Each component's seconds at each scale (ML Metadata's), where several scales ran."""
+    series = [e for e in result["scale_series"] if "error" not in e and e.get("components")]
+    if len(series) < 2:
+        return []
+    components: List[str] = []
+    for e in series:
+        components += [c for c in e["components"] if c not in components]
+    lines = ["| component | " + " | ".join(f"{e['scale']}x" for e in series) + " |"]
+    lines.append("| --- |" + " ---: |" * len(series))
+    for component in components:
+        lines.append(f"| {component} | " + " | ".join(_seconds(e, component) for e in series) + " |")
     return lines
 
 
@@ -153,20 +199,22 @@ def _lane(machine: Dict[str, Any]) -> str:
 
 
 def _bench_args(result: Dict[str, Any]) -> List[str]:
-    """The arguments that narrowed or widened the default invocation (3 cold runs each side, 1x and 100x, the
-    tasks, Google's side), read from what it ran."""
+    """The arguments that narrowed or widened the default invocation (3 cold runs each side, the default scales,
+    the tasks, the run with the patches off, Google's side), read from what it ran."""
     runs, cold = result["runs"], result["cold"]
     scales = [entry["scale"] for entry in result.get("scale_series", [])]
     args = []
     if result.get("repeat", 3) != 3:
         args.append(f"--repeat {result['repeat']}")
-    if scales and scales[:2] != [1, 100]:
+    if scales and [s for s in scales if s <= 100] != list(DEFAULT_SCALES):
         args.append(f"--scales {','.join(str(s) for s in scales if s <= 100)}")
     args += [f"--scale {s}" for s in scales if s > 100]
     if "google" not in cold:
         args.append("--no-google")
     if not any(name.startswith("task-") for name in runs):
         args.append("--no-tasks")
+    if PATCHES_OFF_RUN not in runs:
+        args.append("--no-patches-off")
     if result["run_args"]:
         args.append(f"--run-args '{' '.join(result['run_args'])}'")
     return args
@@ -184,9 +232,10 @@ def render(result: Dict[str, Any]) -> str:
             + "."
         ],
         comparison(result),
-        cold_line(result),
+        cold_line(result) + patches_line(result),
         ["Goals:", "", *goal_lines(result)],
         scale_table(result),
+        scale_components(result),
         task_table(result),
     ]
     return "\n\n".join("\n".join(part) for part in parts if part)

@@ -55,9 +55,20 @@ def test_the_blocks_header_says_how_make_bench_was_run():
         name: readme_tables.render(_results(name)).splitlines()[0]
         for name in ("pipeline-20261204-6.json", "pipeline-20261204-7.json", "pipeline-current-20261205-6.json")
     }
-    assert headers["pipeline-20261204-6.json"].endswith('`make bench ARGS="--scale 1000"`.')
-    assert headers["pipeline-20261204-7.json"].endswith('`make bench ARGS="--scale 1000 --no-google --no-tasks"`.')
-    assert headers["pipeline-current-20261205-6.json"].endswith("`make bench`.")
+    # These ran 1x and 100x without the run with the patches off, the default before 1x, 10x, 40x and 100x.
+    assert headers["pipeline-20261204-6.json"].endswith(
+        '`make bench ARGS="--scales 1,100 --scale 1000 --no-patches-off"`.'
+    )
+    assert headers["pipeline-20261204-7.json"].endswith(
+        '`make bench ARGS="--scales 1,100 --scale 1000 --no-google --no-tasks --no-patches-off"`.'
+    )
+    assert headers["pipeline-current-20261205-6.json"].endswith('`make bench ARGS="--scales 1,100 --no-patches-off"`.')
+    default = _results("pipeline-current-20261205-6.json")
+    default["runs"]["ours-patches-off"] = default["runs"]["ours-cold-1"]
+    for scale in (10, 40):
+        default["scale_series"].append({**default["scale_series"][-1], "scale": scale})
+    default["scale_series"].sort(key=lambda e: e["scale"])
+    assert readme_tables.render(default).splitlines()[0].endswith("`make bench`.")
 
 
 def _readme_table(header: str) -> list:
