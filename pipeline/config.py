@@ -12,6 +12,7 @@ from tfxflow.components.model.features import OPTIONAL_KNOBS, FeatureConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.components.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
 from tfxflow.components.tracking.tracking_outbox import DEFAULT_WAIT_S as DEFAULT_TRACKING_WAIT_S
+from tfxflow.components.training.cluster import ClusterConfig
 from tfxflow.components.training.hardware import HardwareConfig
 from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline import user_module as user_module_lib
@@ -215,12 +216,16 @@ class TrainingConfig:
         check=at_least(0, " (0: every training row)"),
     )
     hardware: HardwareConfig = setting(HardwareConfig(), cli=False)
+    cluster: ClusterConfig = setting(ClusterConfig(), cli=False)
 
     def custom_config(self, backup_root: Optional[str] = None) -> dict:
-        """The Trainer's `custom_config` entries (plain JSON-able values), built from the fields' keys."""
+        """The Trainer's `custom_config` entries (plain JSON-able values), from the fields' keys; `cluster` only
+        with several workers (one worker's Trainer stays as it was, cache included)."""
         custom = settings_lib.sections(self)
         custom["training"]["backup_root"] = backup_root
         custom["hardware"] = self.hardware.to_dict()
+        if self.cluster.workers > 1:
+            custom["cluster"] = self.cluster.to_dict()
         return custom
 
 

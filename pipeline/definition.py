@@ -35,6 +35,7 @@ from tfxflow.components.serving import serving_check as serving_check_lib
 from tfxflow.components.tracking import mlflow_auth
 from tfxflow.components.tracking import tracking as tracking_lib
 from tfxflow.components.tracking.mlflow_runs import TrackingSettings
+from tfxflow.components.training import executor as trainer_executor
 from tfxflow.components.training import transform as transform_lib
 from tfxflow.components.training import user_trainer as user_trainer_lib
 from tfxflow.components.tuning import tuner as tuner_lib
@@ -350,7 +351,11 @@ def _ingest(config: SharedConfig, orchestrator: Orchestrator) -> _Data:
         ),
         output_config=output_config,
         custom_config=csv_input.make_example_gen_config(
-            config.schema_path, config.features.label, schema_text=schema_text
+            config.schema_path,
+            config.features.label,
+            schema_text=schema_text,
+            # A file per training worker and split, so that each reads its own (tf.data's FILE sharding).
+            min_files=config.training.cluster.workers,
         ),
         custom_executor_spec=executor_spec.BeamExecutorSpec(csv_input.Executor),
     ).with_id(names.EXAMPLE_GEN)
@@ -479,13 +484,14 @@ def _training(config: SharedConfig, orchestrator: Orchestrator, data: _Data, tra
     tuner = _tuner(config, orchestrator, data, transform, train_args, eval_args, trainer_custom)
     trainer = Trainer(
         **(
-            # TFX's executor, and the built-in Trainer's record of the run (components/training/user_trainer.py).
+            # TFX's executor on one worker or several (components/training/executor.py), and for a module's
+            # run_fn the built-in Trainer's record of the run (components/training/user_trainer.py).
             {
                 "module_file": user_module.path,
                 "custom_executor_spec": executor_spec.ExecutorClassSpec(user_trainer_lib.Executor),
             }
             if user_trainer
-            else {"run_fn": RUN_FN}
+            else {"run_fn": RUN_FN, "custom_executor_spec": executor_spec.ExecutorClassSpec(trainer_executor.Executor)}
         ),
         examples=transform.outputs["transformed_examples"] if user_trainer else data.example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],

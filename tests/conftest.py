@@ -159,9 +159,10 @@ class LongRuns:
     "kfp-tasks" (tests/kubeflow/test_compiled_tasks_e2e.py's compiled pipelines), "tasks"
     (tests/pipeline/test_tasks_e2e.py's runs through the CLI), "text" (tests/pipeline/test_text_e2e.py's), "outage"
     (tests/pipeline/test_tracking_outage_e2e.py's MLflow server stopped during runs), "portable"
-    (tests/pipeline/test_beam_runners.py's run through Beam's job service) and "patches-off"
+    (tests/pipeline/test_beam_runners.py's run through Beam's job service), "patches-off"
     (tests/pipeline/patches/test_patches_off_e2e.py's taxi run without library patches, compared with the drift
-    group's first run);
+    group's first run) and "workers" (tests/pipeline/test_workers_e2e.py's runs of the Trainer on several
+    worker processes);
     a group starts with the session when the session selected its tests,
     else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
     the session's other tests keep one core busy while the runs take the other. Each run's start and time are
@@ -178,6 +179,7 @@ class LongRuns:
         "outage": "test_tracking_outage_e2e",
         "portable": "test_beam_runners",
         "patches-off": "test_patches_off_e2e",
+        "workers": "test_workers_e2e",
     }
     WORKERS = 2  # the first from the start, the second once the main thread waits
 
@@ -264,6 +266,10 @@ class LongRuns:
                 from tests.pipeline import test_drift_e2e
 
                 jobs, details = test_drift_e2e.jobs(self._tmp.mktemp("drift")), {}
+            elif group == "workers":
+                from tests.pipeline import test_workers_e2e
+
+                jobs, details = test_workers_e2e.jobs(self._tmp.mktemp("workers")), {}
             elif group == "patches-off":
                 from tests.pipeline.patches import test_patches_off_e2e
 

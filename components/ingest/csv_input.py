@@ -197,7 +197,39 @@ class _LabelTally:
 
 
 class _SplitWriter:
-    """One split's output of one input file: GZIP TFRecord shards of at most SHARD_ROWS records."""
+    """One split's output of one input file: `ways` sequences of GZIP TFRecord shards of at most SHARD_ROWS
+    records each, every batch of records divided among them (so that several training workers each read files
+    of their own, however few rows there are)."""
+
+    def __init__(self, directory: str, prefix: str, ways: int = 1):
+        self.lanes = [_ShardSequence(directory, prefix if ways == 1 else f"{prefix}-{w:03d}") for w in range(ways)]
+
+    @property
+    def paths(self) -> List[str]:
+        return [path for lane in self.lanes for path in lane.paths]
+
+    @property
+    def rows(self) -> int:
+        return sum(lane.rows for lane in self.lanes)
+
+    def write(self, records) -> None:
+        ways = len(self.lanes)
+        if ways == 1:
+            self.lanes[0].write(records)
+            return
+        size = len(records)
+        for w, lane in enumerate(self.lanes):
+            start, end = size * w // ways, size * (w + 1) // ways
+            if end > start:
+                lane.write(records.slice(start, end - start))
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.close()
+
+
+class _ShardSequence:
+    """GZIP TFRecord shards of at most SHARD_ROWS records, one after the other."""
 
     def __init__(self, directory: str, prefix: str):
         self.directory, self.prefix = directory, prefix
@@ -236,6 +268,7 @@ def _ingest_file(
     buckets: Sequence[int],
     use_threads: bool,
     stop: threading.Event,
+    ways: int = 1,
 ):
     """Reads, checks, encodes, splits and writes one file; returns (rows, its _LabelTally, {split: writer},
     whether a text value spans lines). Raises _Refused on anything `check_csv_files` would
@@ -245,7 +278,9 @@ def _ingest_file(
         (c, r) for c, r in rules.items() if c in header and r.type == "FLOAT" and (r.disallow_nan or r.disallow_inf)
     ]
     labelled = label is not None and all(c in header for c in label.raw_columns)
-    writers = {name: _SplitWriter(directory, f"data_tfrecord-{index:05d}") for name, directory in split_dirs.items()}
+    writers = {
+        name: _SplitWriter(directory, f"data_tfrecord-{index:05d}", ways) for name, directory in split_dirs.items()
+    }
     split_names = list(split_dirs)
     tally = _LabelTally()
     rows = 0
@@ -370,10 +405,12 @@ def ingest(
     rules: Mapping[str, ColumnRule],
     label: Optional[LabelSpec] = None,
     workers: Optional[int] = None,
+    min_files: int = 1,
 ) -> IngestResult:
     """Streams `files` once (several at a time) into GZIP TFRecord shards of tf.Examples under `split_dirs`
     (split name -> folder), split as TFX's ExampleGen splits with `buckets` (hash buckets per split, in order).
-    The column types come from the schema's `rules`; there is no inference pass.
+    The column types come from the schema's `rules`; there is no inference pass. Each split is written in at
+    least `min_files` files (when it has as many rows): one per training worker.
 
     Checks as `check_csv_files` does in the same pass; on any problem, that scan runs for its exact report and
     InputDataError is raised. Whatever stops it, the split folders are left empty (a retry starts clean).
@@ -382,7 +419,7 @@ def ingest(
     for directory in split_dirs.values():
         _empty_folder(directory)
     try:
-        return _ingest(files, split_dirs, list(itertools.accumulate(buckets)), rules, label, workers)
+        return _ingest(files, split_dirs, list(itertools.accumulate(buckets)), rules, label, workers, min_files)
     except BaseException:
         for directory in split_dirs.values():
             _empty_folder(directory)
@@ -425,7 +462,7 @@ def _read_headers(files: Sequence[str]) -> Optional[Tuple[str, ...]]:
     return reference
 
 
-def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResult:
+def _ingest(files, split_dirs, cumulative, rules, label, workers, min_files=1) -> IngestResult:
     header = _read_headers(files)
     refusal = None if header else "the header rows differ between files, or name no column or one twice"
     results = {}
@@ -437,7 +474,18 @@ def _ingest(files, split_dirs, cumulative, rules, label, workers) -> IngestResul
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             futures = {
                 pool.submit(
-                    _ingest_file, i, path, header, kinds, rules, label, split_dirs, cumulative, workers < _cpus(), stop
+                    _ingest_file,
+                    i,
+                    path,
+                    header,
+                    kinds,
+                    rules,
+                    label,
+                    split_dirs,
+                    cumulative,
+                    workers < _cpus(),
+                    stop,
+                    -(-min_files // len(files)),  # each file's share of the files a split needs
                 ): path
                 for i, path in enumerate(files)
             }
@@ -509,13 +557,14 @@ def _input_files(exec_properties: Mapping[str, Any]) -> List[str]:
     return files
 
 
-def _settings(exec_properties: Mapping[str, Any]) -> Tuple[Dict[str, ColumnRule], Optional[LabelSpec]]:
+def _settings(exec_properties: Mapping[str, Any]) -> Tuple[Dict[str, ColumnRule], Optional[LabelSpec], int]:
+    """(the schema's column rules, the label, the files each split needs at least)."""
     config = example_gen_pb2.CustomConfig()
     if exec_properties.get("custom_config"):
         proto_utils.json_to_proto(exec_properties["custom_config"], config)
     struct = struct_pb2.Struct()
     if not config.custom_config.Unpack(struct):
-        return {}, None
+        return {}, None, 1
     settings = json_format.MessageToDict(struct)
     schema = schema_pb2.Schema()
     if settings.get("schema_text"):
@@ -525,18 +574,20 @@ def _settings(exec_properties: Mapping[str, Any]) -> Tuple[Dict[str, ColumnRule]
             text_format.Parse(f.read(), schema)
     label = settings.get("label")
     label = LabelSpec.from_dict(label) if label else None
-    return rules_from_schema(schema), label
+    return rules_from_schema(schema), label, int(settings.get("min_files", 1))
 
 
-def make_example_gen_config(schema_path: str, label: Optional[LabelSpec], schema_text: str = ""):
+def make_example_gen_config(schema_path: str, label: Optional[LabelSpec], schema_text: str = "", min_files: int = 1):
     """ExampleGen's `custom_config` proto carrying the checks' settings (read by `Executor`): the schema's
-    path, or its text when the steps cannot read the file (Kubeflow)."""
+    path, or its text when the steps cannot read the file (Kubeflow); and with several training workers the
+    files each split needs at least (absent for one: its output and cache stay as they were)."""
     struct = struct_pb2.Struct()
     struct.update(
         {
             "schema_path": "" if schema_text else schema_path,
             "schema_text": schema_text,
             "label": None if label is None else label.to_dict(),
+            **({"min_files": min_files} if min_files > 1 else {}),
         }
     )
     config = example_gen_pb2.CustomConfig()
@@ -553,7 +604,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         files = _input_files(exec_properties)
         if not files:
             raise InputDataError(f"input data: {exec_properties['input_base']}: holds no {names.CSV_FILES}")
-        rules, label = _settings(exec_properties)
+        rules, label, min_files = _settings(exec_properties)
         output_config = example_gen_pb2.Output()
         proto_utils.json_to_proto(exec_properties["output_config"], output_config)
         splits = [(s.name, s.hash_buckets) for s in output_config.split_config.splits]
@@ -570,6 +621,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             [buckets for _, buckets in splits],
             rules,
             label,
+            min_files=min_files,
         )
         record_rows(examples, result)
         examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)

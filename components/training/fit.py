@@ -20,9 +20,17 @@ from tfxflow.components.model import checkpoints, export, presets, tasks, text
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import keras_model as model_lib
 from tfxflow.components.model.preprocessing import LABEL_VOCABULARY
+from tfxflow.components.training import cluster as cluster_lib
 from tfxflow.components.training import hardware as hardware_lib
 from tfxflow.components.training.callbacks import Throughput, make_callbacks, profile_executions
-from tfxflow.components.training.input_pipeline import count_rows, input_bound, input_speed, list_files, make_dataset
+from tfxflow.components.training.input_pipeline import (
+    count_rows,
+    input_bound,
+    input_speed,
+    list_files,
+    make_dataset,
+    shard_policy,
+)
 from tfxflow.components.training.pretrained import fine_tuning_record, warm_start_encoder
 from tfxflow.components.training.train_params import TrainParams
 
@@ -261,7 +269,7 @@ def train(
             transform = tf_transform_output.transform_features_layer()
     else:
         spec = tf_transform_output.transformed_feature_spec()
-    workers = hardware_lib.worker_count(os.environ)
+    workers = cluster_lib.worker_count(os.environ)
     label_fn = None
     if config.task == tasks.REGRESSION:
         label_fn = lambda y: export.label_forward(config.label, tf.cast(y, tf.float32))  # noqa: E731 (one use)
@@ -284,7 +292,11 @@ def train(
     ]
     train_ds, eval_ds = datasets
     if not eval_steps and eval_rows is not None:
-        eval_steps = max(1, min(train_params.max_eval_batches, math.ceil(eval_rows / batch)))
+        # Several workers drop the eval split's last partial batch (input_pipeline.make_dataset).
+        rounded = eval_rows // batch if workers > 1 else math.ceil(eval_rows / batch)
+        eval_steps = max(1, min(train_params.max_eval_batches, rounded))
+    if not eval_steps and workers > 1:  # the eval split repeats across workers: count its rows
+        eval_steps = max(1, min(train_params.max_eval_batches, count_rows(eval_files) // batch))
     if not eval_steps:
         # One pass over the eval split, capped: on large data a full pass per epoch would cost more than the
         # training steps. Keras also needs an explicit count with steps_per_execution > 1.
@@ -332,6 +344,7 @@ def train(
             if config.task == tasks.REGRESSION
             else {}
         ),
+        input_sharding=("one worker" if workers == 1 else shard_policy(len(list_files(train_files)), workers).name),
         per_replica_batch=train_params.batch_size,
         gradient_accumulation_steps=train_params.grad_accum_steps,
         global_batch=train_params.global_batch(replicas),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 from absl import logging
 
 from tfxflow.components.settings import int_list, json_value, setting, strict_fields
+from tfxflow.components.training import cluster as cluster_lib
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -170,24 +170,19 @@ def _nvml_library(library: str = NVML_LIBRARY):
         return None
 
 
-def worker_count(environ: Mapping[str, str]) -> int:
-    """Workers named in TF_CONFIG's cluster (chief included); 1 without TF_CONFIG."""
-    raw = environ.get("TF_CONFIG")
-    if not raw:
-        return 1
-    cluster = json.loads(raw).get("cluster", {})
-    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
-
-
-def make_strategy(environ: Mapping[str, str] = os.environ) -> "tf.distribute.Strategy":
-    """MultiWorkerMirroredStrategy when TF_CONFIG names several workers; else MirroredStrategy over the
-    visible GPUs, or over the logical CPUs when there is no GPU and there are several (--cpu-replicas); on one
-    CPU device, TensorFlow's default strategy: the same steps without a replica to mirror (MirroredStrategy over
-    one device adds its replica and merge machinery to every traced step)."""
+def make_strategy(
+    environ: Mapping[str, str] = os.environ, cluster: Optional[cluster_lib.ClusterConfig] = None
+) -> "tf.distribute.Strategy":
+    """MultiWorkerMirroredStrategy when TF_CONFIG names several workers (its all-reduce and join timeout from
+    `cluster`); else MirroredStrategy over the visible GPUs, or over the logical CPUs when there is no GPU and
+    there are several (--cpu-replicas); on one CPU device, TensorFlow's default strategy: the same steps without
+    a replica to mirror (MirroredStrategy over one device adds its replica and merge machinery to every traced
+    step)."""
     import tensorflow as tf
 
-    if worker_count(environ) > 1:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+    me = cluster_lib.role(environ)
+    if me is not None:
+        return cluster_lib.multi_worker_strategy(cluster or cluster_lib.ClusterConfig(), me)
     gpus = tf.config.list_logical_devices("GPU")
     if gpus:
         return tf.distribute.MirroredStrategy([d.name for d in gpus])
@@ -251,7 +246,7 @@ def describe(strategy: "tf.distribute.Strategy", config: HardwareConfig) -> Dict
         "devices": devices,
         "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
         "replicas": strategy.num_replicas_in_sync,
-        "workers": worker_count(os.environ),
+        "workers": cluster_lib.worker_count(os.environ),
         "precision_policy": mixed_precision.global_policy().name,
         "xla": config.xla,
         "recompute": config.recompute,

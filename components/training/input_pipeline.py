@@ -8,6 +8,7 @@ from typing import Any, Iterable, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from tfxflow.components.model import export
 from tfxflow.components.training.train_params import TrainParams
@@ -40,8 +41,9 @@ def make_dataset(
     Files are read in parallel; serialized records are cached after the first pass when the files are small
     (see TrainParams), shuffled per epoch, batched, then parsed in one vectorised `parse_example` per batch
     and prefetched. Across several workers, each reads its own files when there are enough of them, else its
-    own share of the records. `label_fn` maps the label to the training target (a regression label's
-    `transform`); `input_dtypes` casts inputs to the model's dtypes.
+    own share of the records (`shard_policy`); the eval split then repeats and its last partial batch is
+    dropped, so every worker runs the same validation steps on full batches. `label_fn` maps the label to the
+    training target (a regression label's `transform`); `input_dtypes` casts inputs to the model's dtypes.
     """
     input_names = list(input_names)
     files = list_files(file_patterns)
@@ -50,7 +52,11 @@ def make_dataset(
         ds = ds.cache()  # larger inputs stream from disk each epoch: memory stays bounded at any data size
     if training:
         ds = ds.shuffle(params.shuffle_buffer, seed=params.seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(batch_size, drop_remainder=training)
+    elif num_workers > 1:
+        # Every worker runs the same number of validation steps (their metrics are all-reduced): a worker whose
+        # share ran out first would leave the others waiting.
+        ds = ds.repeat()
+    ds = ds.batch(batch_size, drop_remainder=training or num_workers > 1)
 
     # Not converted by autograph (tf.data's map converts by default): no branch here depends on a tensor, and
     # converting the Transform layer's and Keras' Python source took a quarter of a small run's Trainer.
@@ -65,13 +71,23 @@ def make_dataset(
         return export.as_model_inputs(parsed, input_names, input_dtypes), label
 
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.FILE
-        if len(files) >= num_workers
-        else tf.data.experimental.AutoShardPolicy.DATA
-    )
+    options.experimental_distribute.auto_shard_policy = shard_policy(len(files), num_workers)
     ds = ds.with_options(options)
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def shard_policy(files: int, workers: int) -> "tf.data.experimental.AutoShardPolicy":
+    """FILE (each worker reads its own files) where there are at least as many files as workers; else DATA
+    (each worker reads every record and keeps its share), which the Trainer logs."""
+    if files >= workers:
+        return tf.data.experimental.AutoShardPolicy.FILE
+    logging.info(
+        "Trainer input: %d file(s) for %d workers: each worker reads every record and keeps its share (tf.data's "
+        "DATA sharding); ExampleGen writes a file per worker when the run asks for the workers",
+        files,
+        workers,
+    )
+    return tf.data.experimental.AutoShardPolicy.DATA
 
 
 def count_rows(file_patterns: Iterable[str]) -> int:

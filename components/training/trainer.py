@@ -17,6 +17,7 @@ from tfxflow.components import names, object_store
 from tfxflow.components.model import export, search_space, text
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import keras_model as model_lib
+from tfxflow.components.training import cluster as cluster_lib
 from tfxflow.components.training import hardware as hardware_lib
 from tfxflow.components.training.callbacks import backup_dir_for, local_backup
 from tfxflow.components.training.fit import train
@@ -24,7 +25,7 @@ from tfxflow.components.training.pretrained import encoder_records, pretrained_c
 from tfxflow.components.training.train_params import TrainParams
 
 # The entries of the Trainer's custom_config (pipeline/definition.py; TrainingConfig.custom_config).
-CUSTOM_CONFIG_KEYS = ("features", "raw_examples", "model", "training", "hardware")
+CUSTOM_CONFIG_KEYS = ("features", "raw_examples", "model", "training", "hardware", "cluster")
 
 
 def recorded_rows(file_patterns: Iterable[str], split: str) -> Optional[int]:
@@ -71,7 +72,10 @@ def run_fn(fn_args) -> None:
     hardware = hardware_lib.HardwareConfig.from_dict(custom.get("hardware", {}))
     train_params = TrainParams.from_dict(custom.get("training", {}))
     hardware_lib.configure_devices(hardware)
-    strategy = hardware_lib.make_strategy()  # first: MultiWorkerMirroredStrategy needs an untouched runtime
+    me = cluster_lib.role()
+    writes_outputs = me is None or me.is_chief  # the others train into temporary outputs (executor.py)
+    # First: MultiWorkerMirroredStrategy needs an untouched runtime.
+    strategy = hardware_lib.make_strategy(cluster=cluster_lib.ClusterConfig.from_dict(custom.get("cluster")))
     if hardware.require_gpus:
         hardware_lib.check_gpus(hardware)
     policy = hardware_lib.resolve_precision(hardware.precision)
@@ -90,6 +94,8 @@ def run_fn(fn_args) -> None:
     scratch = tempfile.mkdtemp(prefix="tfxflow-trainer-")
     try:
         fit_backup_dir, mirror = local_backup(backup_dir, scratch)
+        # tf-keras' BackupAndRestore has each other worker save to a temporary folder; the chief alone mirrors.
+        mirror = mirror if writes_outputs else []
         checkpoint = pretrained_checkpoint(model_params, scratch) if model_params.init_checkpoint else None
         # LocalDagRunner runs every component in this process: the policy must not outlive the Trainer.
         with hardware_lib.precision_policy(policy):
@@ -131,10 +137,10 @@ def run_fn(fn_args) -> None:
         info["warmup_requests"] = export.write_warmup_requests(
             fn_args.serving_model_dir, rows, tf_transform_output, config, raw_signature, complete
         )
-    # The model is exported: nothing is left to resume.
-    if object_store.tf_cannot_read(backup_dir):
+    # The model is exported: nothing is left to resume (the chief removes the one backup).
+    if writes_outputs and object_store.tf_cannot_read(backup_dir):
         object_store.delete(backup_dir)
-    elif backup_dir and tf.io.gfile.exists(backup_dir):
+    elif writes_outputs and backup_dir and tf.io.gfile.exists(backup_dir):
         tf.io.gfile.rmtree(backup_dir)
     if model_params.init_checkpoint:
         info["init_checkpoint"] = model_params.init_checkpoint  # as given, not the local copy

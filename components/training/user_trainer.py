@@ -14,11 +14,12 @@ from typing import Any, Dict, List
 
 from absl import logging
 from tfx import types
-from tfx.components.trainer import executor as tfx_trainer
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 from tfxflow.components import names
+from tfxflow.components.training import cluster as cluster_lib
+from tfxflow.components.training import executor
 
 # Keras' TensorBoard callback: one folder per side, scalars named `epoch_<metric>`.
 SIDES = {"train": "", "validation": "val_"}
@@ -46,8 +47,8 @@ def epoch_history(log_dir: str) -> Dict[str, List[float]]:
     return {name: [by_step[step] for step in sorted(by_step)] for name, by_step in sorted(history.items())}
 
 
-class Executor(tfx_trainer.GenericExecutor):
-    """TFX's GenericExecutor, then `training_info.json` where the run_fn left none."""
+class Executor(executor.Executor):
+    """The Trainer's executor (one worker or several), then `training_info.json` where the run_fn left none."""
 
     def Do(
         self,
@@ -55,8 +56,15 @@ class Executor(tfx_trainer.GenericExecutor):
         output_dict: Dict[str, List[types.Artifact]],
         exec_properties: Dict[str, Any],
     ) -> None:
-        started = time.monotonic()
+        self._started = time.monotonic()
         super().Do(input_dict, output_dict, exec_properties)
+
+    def after_training(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         model_run = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_RUN_KEY])
         path = os.path.join(model_run, names.TRAINING_INFO_FILE)
         if fileio.exists(path):
@@ -64,10 +72,13 @@ class Executor(tfx_trainer.GenericExecutor):
         history = epoch_history(model_run)
         info = {
             "trainer": "the module file's run_fn",
-            "seconds": round(time.monotonic() - started, 1),
+            "seconds": round(time.monotonic() - self._started, 1),
             "epochs_run": max((len(v) for v in history.values()), default=0),
             "history": history,
         }
+        workers = cluster_lib.worker_count()
+        if workers > 1:
+            info["workers"] = workers
         fileio.makedirs(model_run)
         with fileio.open(path, "w") as f:
             f.write(json.dumps(info, indent=2))

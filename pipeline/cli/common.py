@@ -9,6 +9,7 @@ import sys
 from typing import Any, Optional, Tuple
 
 from tfxflow.components import settings
+from tfxflow.components.training.cluster import ClusterConfig
 from tfxflow.components.training.hardware import HardwareConfig
 from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline.beam_runners import BEAM_MODES, ENVIRONMENT_TYPES, RUNNERS
@@ -109,6 +110,7 @@ def add_training_args(parser: argparse.ArgumentParser) -> None:
     """The Trainer's and the hardware's flags, shared by `run` and `kubeflow compile`."""
     settings.add_arguments(parser.add_argument_group("training"), TrainingConfig)
     settings.add_arguments(parser.add_argument_group("hardware"), HardwareConfig)
+    settings.add_arguments(parser.add_argument_group("several workers"), ClusterConfig)
     settings.add_arguments(parser.add_argument_group("tuning"), TuningConfig)
 
 
@@ -118,7 +120,12 @@ def tuning_config(args: argparse.Namespace) -> TuningConfig:
 
 def training_config(args: argparse.Namespace) -> TrainingConfig:
     """The TrainingConfig of the flags `add_training_args` adds; raises ValueError naming the flag."""
-    return settings.from_args(TrainingConfig, args, hardware=settings.from_args(HardwareConfig, args))
+    return settings.from_args(
+        TrainingConfig,
+        args,
+        hardware=settings.from_args(HardwareConfig, args),
+        cluster=settings.from_args(ClusterConfig, args),
+    )
 
 
 def _direct_defaults(kubeflow: bool) -> Tuple[str, int]:

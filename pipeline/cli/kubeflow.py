@@ -268,6 +268,11 @@ def _compile(args: argparse.Namespace) -> int:
     if args.mlflow_secret_key and not args.mlflow_secret:
         raise config_lib.ConfigError("--mlflow-secret-key names a key of --mlflow-secret: pass --mlflow-secret too")
 
+    if args.workers > 1:  # the step would start its workers inside its one pod, on one node
+        raise config_lib.ConfigError(
+            "--workers: a compiled pipeline's Trainer is one pod, so several workers would share its node; train "
+            "on several workers with `tfxflow run --workers N`, or on one pod with all its GPUs (--gpus)"
+        )
     user_module = user_module_lib.inspect(shared.module_file) if shared.module_file else None
     schema_path, features = inputs.load_schema_and_features(
         shared.dataset,

@@ -572,6 +572,9 @@ def training_lines(info: Optional[dict]) -> List[str]:
     devices = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else "the CPU"
     if not gpus and info.get("replicas", 1) > 1:
         devices = f"{info['replicas']} CPU replicas"
+    if info.get("workers", 1) > 1:  # training_info counts the GPUs of one worker
+        each = f"{gpus} GPU{'s' if gpus > 1 else ''} each" if gpus else "the CPU"
+        devices = f"{info['workers']} workers ({each}; {info.get('replicas', '?')} replicas, {info.get('strategy')})"
     model = info.get("preset") or "a module file's model"
     if info.get("parameters"):
         count = info["parameters"]

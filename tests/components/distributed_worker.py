@@ -17,7 +17,7 @@ import numpy as np
 def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", grad_accum_steps: str = "1") -> None:
     from tests.components.tiny_transform import write_tiny_transform
     from tfxflow.components.model import keras_model as model_lib
-    from tfxflow.components.training import hardware
+    from tfxflow.components.training import cluster, hardware
     from tfxflow.components.training.fit import train
     from tfxflow.components.training.input_pipeline import make_dataset
     from tfxflow.components.training.train_params import TrainParams
@@ -54,7 +54,7 @@ def main(scenario: str, transform_dir: str, log_dir: str, task: str = "binary", 
         params,
         True,
         params.effective_batch(strategy.num_replicas_in_sync),
-        hardware.worker_count(os.environ),
+        cluster.worker_count(os.environ),
     )
     _, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
     per_replica = [int(t.shape[0]) for t in strategy.experimental_local_results(labels)]

@@ -541,6 +541,35 @@ def test_examples_and_splits_are_those_of_tfx_csv_example_gen_on_the_taxi_data(t
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_file_per_training_worker_holds_the_examples_tfx_writes(tmp_path, tfx_taxi_examples, workers):
+    """With several training workers each split is written in a file per worker (tf.data's FILE sharding then
+    gives each its own), holding together what TFX's CsvExampleGen writes, in rows as even as a division."""
+    import glob
+    import os
+
+    import tensorflow as tf
+
+    from tfxflow.pipeline.inputs import bundled_taxi_data_root
+
+    files = glob.glob(os.path.join(bundled_taxi_data_root(), "*.csv"))
+    rules, label = _taxi_rules()
+    ours = str(tmp_path / "ours")
+    result = csv_input.ingest(
+        files, {s: f"{ours}/Split-{s}" for s in ("train", "eval")}, [3, 1], rules, label, min_files=workers
+    )
+    for split in ("train", "eval"):
+        written = sorted(glob.glob(f"{ours}/Split-{split}/*.gz"))
+        assert [os.path.basename(f) for f in written] == [
+            f"data_tfrecord-{i:05d}-of-{workers:05d}.gz" for i in range(workers)
+        ]
+        assert result.split_files[split] == workers
+        assert _examples(ours, split) == tfx_taxi_examples[split], split
+        rows = [sum(1 for _ in tf.data.TFRecordDataset(f, compression_type="GZIP")) for f in written]
+        assert sum(rows) == result.split_rows[split] and max(rows) - min(rows) <= 1, rows
+
+
+@pytest.mark.integration
 def test_statistics_of_a_folder_read_the_header_without_a_byte_order_mark(tmp_path):
     """Serving-data statistics and `infer-schema` read as ingestion does: a byte-order mark, gzip data and lines
     that end in CR only included."""

@@ -257,12 +257,6 @@ def test_policy_is_restored_even_when_training_fails():
     assert keras.mixed_precision.global_policy().name == before
 
 
-def test_worker_count_reads_tf_config():
-    cluster = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}
-    assert hardware.worker_count({"TF_CONFIG": json.dumps(cluster)}) == 2
-    assert hardware.worker_count({}) == 1
-
-
 def test_config_validation_and_round_trip():
     config = hardware.HardwareConfig(precision="mixed_float16", visible_gpus=(0, 2), gpu_memory_limit_mb=4096)
     assert hardware.HardwareConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config

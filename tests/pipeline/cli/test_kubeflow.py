@@ -151,3 +151,13 @@ def test_compile_refuses_tracking_credentials_it_would_mishandle(flags, message,
     stderr = capsys.readouterr().err
     assert message in stderr and "hunter2" not in stderr and "alice" not in stderr
     assert not output.exists()
+
+
+def test_compile_refuses_several_workers_for_its_one_pod_trainer(tmp_path, capsys):
+    from tfxflow.pipeline.cli.main import main
+
+    output = tmp_path / "spec.yaml"
+    common = ["kubeflow", "compile", "--image", "registry.example.com/ml/tfxflow:0.1.0", "--output", str(output)]
+    assert main([*common, "--pipeline-root", "s3://ml/root", "--data-root", "s3://ml/data", "--workers", "3"]) == 2
+    assert "--workers: a compiled pipeline's Trainer is one pod" in capsys.readouterr().err
+    assert not output.exists()
