@@ -180,14 +180,11 @@ def join_report(me: Role, timeout_s: float) -> str:
 
 
 @contextlib.contextmanager
-def join_deadline(me: Optional[Role], timeout_s: float) -> Iterator[None]:
+def join_deadline(me: Role, timeout_s: float) -> Iterator[None]:
     """Bounds the wait for the cluster in the block (creating MultiWorkerMirroredStrategy waits for every worker,
     without end by default): past `timeout_s`, a watcher process (`join_watch.py`) writes `join_report`'s line
     and ends this process. A process: TensorFlow holds Python's interpreter lock while it waits, so no thread of
     this one could."""
-    if me is None:
-        yield
-        return
     watcher = subprocess.Popen(
         [sys.executable, "-m", JOIN_WATCH, str(os.getpid()), str(timeout_s), json.dumps(dataclasses.asdict(me))],
         stdin=subprocess.PIPE,

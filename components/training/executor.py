@@ -25,6 +25,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import json_utils
 
 from tfxflow.components.training import cluster as cluster_lib
+from tfxflow.components.training import local_cluster
 
 
 def cluster_config(exec_properties: Dict[str, Any]) -> cluster_lib.ClusterConfig:
@@ -65,8 +66,6 @@ class Executor(tfx_trainer.GenericExecutor):
         cluster_lib.adopt_cluster_spec()
         me = cluster_lib.role()
         if me is None and config.workers > 1:
-            from tfxflow.components.training import local_cluster  # imports subprocess machinery only here
-
             local_cluster.train(type(self), input_dict, output_dict, exec_properties, config, self._get_tmp_dir())
             return
         if me is not None and not me.is_chief:

@@ -72,21 +72,22 @@ def make_dataset(
 
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = shard_policy(len(files), num_workers)
+    if options.experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.DATA:
+        logging.info(
+            "Trainer input: %d file(s) for %d workers: each worker reads every record and keeps its share "
+            "(tf.data's DATA sharding); ExampleGen writes a file per worker when the run asks for the workers",
+            len(files),
+            num_workers,
+        )
     ds = ds.with_options(options)
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def shard_policy(files: int, workers: int) -> "tf.data.experimental.AutoShardPolicy":
     """FILE (each worker reads its own files) where there are at least as many files as workers; else DATA
-    (each worker reads every record and keeps its share), which the Trainer logs."""
+    (each worker reads every record and keeps its share)."""
     if files >= workers:
         return tf.data.experimental.AutoShardPolicy.FILE
-    logging.info(
-        "Trainer input: %d file(s) for %d workers: each worker reads every record and keeps its share (tf.data's "
-        "DATA sharding); ExampleGen writes a file per worker when the run asks for the workers",
-        files,
-        workers,
-    )
     return tf.data.experimental.AutoShardPolicy.DATA
 
 

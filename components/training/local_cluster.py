@@ -8,6 +8,7 @@ On two cores several processes prove that the workers train one model together, 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Type
+from typing import Any, Deque, Dict, List, Optional, Sequence, Type
 
 from absl import logging
 from tfx import types
@@ -85,7 +86,7 @@ def last_error(lines: Sequence[str]) -> str:
 class _Worker:
     def __init__(self, name: str, process: subprocess.Popen, log_path: str):
         self.name, self.process, self.log_path = name, process, log_path
-        self.tail: List[str] = []
+        self.tail: Deque[str] = collections.deque(maxlen=200)
         self.relay = threading.Thread(target=self._relay, name=f"trainer-{name}", daemon=True)
         self.relay.start()
 
@@ -93,7 +94,7 @@ class _Worker:
         with open(self.log_path, "w", encoding="utf-8") as log:
             for line in self.process.stdout:
                 log.write(line)
-                self.tail = (self.tail + [line])[-200:]
+                self.tail.append(line)
                 logging.info("[Trainer %s] %s", self.name, line.rstrip())
 
     def stop(self) -> None:
@@ -111,7 +112,7 @@ def train(
     gpus: Optional[int] = None,
 ) -> None:
     """Runs `executor_class` in `config.workers` processes on loopback and waits for them; raises WorkerFailed
-    naming the first worker that failed (the others are stopped)."""
+    naming the first worker that failed (the others are stopped). The invocation is written to `tmp_dir`."""
     invocation = os.path.join(tmp_dir, "trainer-invocation.json")
     with open(invocation, "w", encoding="utf-8") as f:
         json.dump(
@@ -120,7 +121,6 @@ def train(
                 "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
                 "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
                 "exec_properties": json_utils.dumps(exec_properties),
-                "tmp_dir": tmp_dir,
             },
             f,
         )
