@@ -23,6 +23,7 @@ from tfxflow.pipeline.inputs import (
     load_schema_and_features,
     resolve_module_label,
 )
+from tfxflow.pipeline.paths import Paths, resolve_home
 from tfxflow.pipeline.tracking_store import resolve_tracking_uri
 from tfxflow.pipeline.user_module import UserModule
 
@@ -32,8 +33,6 @@ def _rate(value: Optional[float]) -> Optional[str]:
     return None if value is None or 0 <= value < 1 else "must be in [0, 1)"
 
 
-HOME_ENV = "TFXFLOW_HOME"
-DEFAULT_HOME = "tfxflow_home"
 DEFAULT_DATASET = "taxi"
 TRACKING_MODES = ("required", "optional", "off")
 
@@ -618,47 +617,6 @@ def resolve_training(training: TrainingConfig, checkpoint=None) -> TrainingConfi
 
 
 @dataclasses.dataclass(frozen=True)
-class Paths:
-    """Where a run reads and writes. Every output lives under `home` unless set on its own."""
-
-    home: str
-    pipeline_root: str
-    metadata_path: str
-    serving_dir: str
-    log_dir: str
-    trainer_backup_dir: str
-
-    @classmethod
-    def under(
-        cls,
-        home: str,
-        pipeline_root: Optional[str] = None,
-        metadata_path: Optional[str] = None,
-        serving_dir: Optional[str] = None,
-    ) -> "Paths":
-        home = os.path.abspath(home)
-        return cls(
-            home=home,
-            pipeline_root=os.path.abspath(pipeline_root or os.path.join(home, "pipeline_root")),
-            metadata_path=os.path.abspath(metadata_path or os.path.join(home, "metadata", "metadata.sqlite")),
-            serving_dir=os.path.abspath(serving_dir or os.path.join(home, "serving")),
-            log_dir=os.path.join(home, "logs"),
-            trainer_backup_dir=os.path.join(home, "trainer_backup"),
-        )
-
-    @property
-    def tuning_dir(self) -> str:
-        """The tuning's Optuna studies (components/tuning/tuner.py): a killed tuning resumes from here."""
-        return os.path.join(self.home, "tuning")
-
-    @property
-    def tracking_outbox(self) -> str:
-        """What a run could not log to MLflow while its server did not answer (components/tracking/tracking_outbox.py):
-        beside the metadata store, whose run lock guards both."""
-        return os.path.join(os.path.dirname(self.metadata_path), "mlflow_outbox")
-
-
-@dataclasses.dataclass(frozen=True)
 class SharedConfig:
     """What a local run (RunConfig) and a compiled Kubeflow pipeline (pipeline/kfp/compiler.py's KubeflowConfig)
     both are: the data, the schema and features, the settings of every step, the Beam runner. Each adds its
@@ -707,11 +665,6 @@ class RunConfig(SharedConfig):
     def model_base_dir(self) -> str:
         """`<serving_dir>/<model_name>`: the folder of the model's integer versions, TF Serving's base path."""
         return os.path.join(self.paths.serving_dir, self.model_name)
-
-
-def resolve_home(flag: Optional[str], environ: Mapping[str, str]) -> str:
-    """`--home`, else $TFXFLOW_HOME, else ./tfxflow_home."""
-    return flag or environ.get(HOME_ENV) or os.path.join(os.getcwd(), DEFAULT_HOME)
 
 
 def build_run_config(

@@ -14,13 +14,13 @@ from tfxflow.components.training.hardware import HardwareConfig
 from tfxflow.pipeline import beam_runners
 from tfxflow.pipeline.beam_runners import BEAM_MODES, ENVIRONMENT_TYPES, RUNNERS
 from tfxflow.pipeline.config import (
-    HOME_ENV,
     EvaluationConfig,
     PipelineSettings,
     RunConfig,
     TrainingConfig,
     TuningConfig,
 )
+from tfxflow.pipeline.paths import HOME_ENV
 
 HOME_HELP = f"(default: ${HOME_ENV}, else ./tfxflow_home)"
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tfxflow.pipeline.reports import compare as compare_lib  # kept out of `tfxflow --help`'s import
 
-    uri = resolve_tracking_uri(args.mlflow_uri, os.environ, config_lib.resolve_home(args.home, os.environ))
+    uri = resolve_tracking_uri(args.mlflow_uri, os.environ, paths_lib.resolve_home(args.home, os.environ))
     try:
         if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
             raise ValueError(f"no MLflow store at {uri}: run the pipeline first, or pass --home or --mlflow-uri")

@@ -9,7 +9,7 @@ import os
 import sys
 
 from tfxflow.components.errors import DataError
-from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local import run_guard
@@ -87,8 +87,8 @@ def infer_schema(args: argparse.Namespace) -> int:
 
 
 def accept_data(args: argparse.Namespace) -> int:
-    home = config_lib.resolve_home(args.home, os.environ)
-    paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
+    home = paths_lib.resolve_home(args.home, os.environ)
+    paths = paths_lib.Paths.under(home, metadata_path=args.metadata_path)
     pipeline_name = common.pipeline_name(args)
     if not os.path.exists(paths.metadata_path):
         print(

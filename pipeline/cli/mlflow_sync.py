@@ -7,7 +7,7 @@ import os
 import sys
 
 from tfxflow.components.tracking import tracking_outbox
-from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_TRACKING
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.wait >= 1:
         print(f"error: --wait must be >= 1, got {args.wait}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    paths = config_lib.Paths.under(config_lib.resolve_home(args.home, os.environ), metadata_path=args.metadata_path)
+    paths = paths_lib.Paths.under(paths_lib.resolve_home(args.home, os.environ), metadata_path=args.metadata_path)
     uri = resolve_tracking_uri(args.mlflow_uri, os.environ, paths.home)
     kept = tracking_outbox.entries(paths.tracking_outbox)
     if not kept:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
@@ -28,8 +28,8 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    home = os.path.abspath(config_lib.resolve_home(args.home, os.environ))
-    paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
+    home = os.path.abspath(paths_lib.resolve_home(args.home, os.environ))
+    paths = paths_lib.Paths.under(home, metadata_path=args.metadata_path)
     pipeline_name = common.pipeline_name(args)
     if not os.path.isfile(paths.metadata_path):
         print(

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local import run_guard
@@ -54,8 +54,8 @@ def main(args: argparse.Namespace) -> int:
     from tfxflow.components import object_store
     from tfxflow.pipeline.local.runner import stderr_to
 
-    home = config_lib.resolve_home(args.home, os.environ)
-    paths = config_lib.Paths.under(home, metadata_path=args.metadata_path)
+    home = paths_lib.resolve_home(args.home, os.environ)
+    paths = paths_lib.Paths.under(home, metadata_path=args.metadata_path)
     model_name = args.model_name or args.dataset
     serving_dir = args.serving_dir or paths.serving_dir
     if not object_store.is_remote(serving_dir):

@@ -9,6 +9,7 @@ import sys
 from tfxflow.components import settings
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
 from tfxflow.pipeline.config import PipelineSettings
 from tfxflow.pipeline.local import run as local_run
@@ -69,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as err:  # ConfigError names the flag
         print(f"error: {err}", file=sys.stderr)
         return local_run.EXIT_CONFIG_ERROR
-    home = config_lib.resolve_home(args.home, os.environ)
+    home = paths_lib.resolve_home(args.home, os.environ)
     log_file = local_run.start_log(home)
     if log_file is None:
         return local_run.EXIT_CONFIG_ERROR

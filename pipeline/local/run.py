@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from tfxflow.components.errors import DataError, UserCodeError
 from tfxflow.components.tracking.tracking_outbox import TrackingUnavailable
-from tfxflow.pipeline import config as config_lib
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.beam_runners import describe
 from tfxflow.pipeline.config import DEFAULT_DATASET
 from tfxflow.pipeline.local import run_guard
@@ -58,7 +58,7 @@ def start_log(home: str) -> Optional[str]:
     from tfxflow.pipeline.local.runner import configure_logging
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    log_dir = config_lib.Paths.under(home).log_dir
+    log_dir = paths_lib.Paths.under(home).log_dir
     # Before the log exists; low space is reported with the output folders in `run`, on the same file system.
     if not writable([("home folder", os.path.abspath(home)), ("log folder", log_dir)], warn=False):
         return None

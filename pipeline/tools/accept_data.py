@@ -18,7 +18,8 @@ from typing import Callable, Dict, Optional
 
 from tfxflow.components import names
 from tfxflow.components.validation.baseline import ACCEPTED_AT, ACCEPTED_BY, ACCEPTED_REASON
-from tfxflow.pipeline.config import ConfigError, Paths
+from tfxflow.pipeline.config import ConfigError
+from tfxflow.pipeline.paths import Paths
 from tfxflow.pipeline.reports import run_record as report_lib
 
 

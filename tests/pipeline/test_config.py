@@ -26,19 +26,6 @@ def test_defaults_use_the_bundled_taxi_data_and_schema(tmp_path):
         assert path.startswith(str(tmp_path) + os.sep)
 
 
-def test_home_comes_from_flag_then_environment_then_cwd(tmp_path, monkeypatch):
-    assert config_lib.resolve_home("/a", {config_lib.HOME_ENV: "/b"}) == "/a"
-    assert config_lib.resolve_home(None, {config_lib.HOME_ENV: "/b"}) == "/b"
-    monkeypatch.chdir(tmp_path)
-    assert config_lib.resolve_home(None, {}) == os.path.join(str(tmp_path), config_lib.DEFAULT_HOME)
-
-
-def test_each_output_path_can_be_set_on_its_own(tmp_path):
-    paths = config_lib.Paths.under(str(tmp_path / "home"), serving_dir=str(tmp_path / "srv"))
-    assert paths.serving_dir == str(tmp_path / "srv")
-    assert paths.pipeline_root == str(tmp_path / "home" / "pipeline_root")
-
-
 def test_missing_data_root_is_named(tmp_path):
     with pytest.raises(config_lib.ConfigError, match=f"--data-root {tmp_path}/nope: no such folder"):
         config_lib.build_run_config(environ={}, home=str(tmp_path), data_root=str(tmp_path / "nope"))

@@ -92,10 +92,10 @@ def _info(home):
 
 
 def _metrics(home):
-    from tfxflow.pipeline import config as config_lib
+    from tfxflow.pipeline import paths as paths_lib
     from tfxflow.pipeline.reports import run_record
 
-    paths = config_lib.Paths.under(home)
+    paths = paths_lib.Paths.under(home)
     return run_record.read_run(paths.metadata_path, "tfxflow-taxi").metrics
 
 

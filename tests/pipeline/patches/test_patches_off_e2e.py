@@ -10,8 +10,8 @@ import pytest
 
 from tests import helpers
 from tests.pipeline import test_drift_e2e
-from tfxflow.pipeline import config as config_lib
 from tfxflow.pipeline import patches
+from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.reports import run_record
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +20,7 @@ PIPELINE = "tfxflow-taxi"
 
 
 def _first_run_of(home):
-    metadata = config_lib.Paths.under(home).metadata_path
+    metadata = paths_lib.Paths.under(home).metadata_path
     return run_record.read_run(metadata, PIPELINE, run_record.run_ids(run_record.open_store(metadata), PIPELINE)[0])
 
 
@@ -60,7 +60,7 @@ def test_a_run_without_patches_decides_and_measures_what_the_patched_run_does(lo
     assert off["result"].returncode == 0, off["result"].stderr[-3000:]
     assert patched["first"].returncode == 0, patched["first"].stderr[-3000:]
     # The off run's log says so once, and no patch was applied (none skipped either).
-    (log,) = glob.glob(os.path.join(config_lib.Paths.under(off["home"]).log_dir, "run-*.log"))
+    (log,) = glob.glob(os.path.join(paths_lib.Paths.under(off["home"]).log_dir, "run-*.log"))
     with open(log, encoding="utf-8") as f:
         text = f.read()
     assert text.count("TFXFLOW_PATCHES=off: no library patch applied") == 1 and "tfxflow: patch " not in text
