@@ -161,8 +161,9 @@ class LongRuns:
     (tests/pipeline/test_tracking_outage_e2e.py's MLflow server stopped during runs), "portable"
     (tests/pipeline/test_beam_runners.py's run through Beam's job service), "patches-off"
     (tests/pipeline/patches/test_patches_off_e2e.py's taxi run without library patches, compared with the drift
-    group's first run) and "workers" (tests/pipeline/test_workers_e2e.py's runs of the Trainer on several
-    worker processes);
+    group's first run), "workers" (tests/pipeline/test_workers_e2e.py's runs of the Trainer on several
+    worker processes) and "kfp-workers" (tests/kubeflow/test_compiled_workers_e2e.py's compiled pipeline whose
+    Trainer creates a TFJob);
     a group starts with the session when the session selected its tests,
     else when they first ask for it. The tests of these modules run last (pytest_collection_modifyitems), so
     the session's other tests keep one core busy while the runs take the other. Each run's start and time are
@@ -180,6 +181,7 @@ class LongRuns:
         "portable": "test_beam_runners",
         "patches-off": "test_patches_off_e2e",
         "workers": "test_workers_e2e",
+        "kfp-workers": "test_compiled_workers_e2e",
     }
     WORKERS = 2  # the first from the start, the second once the main thread waits
 
@@ -270,6 +272,10 @@ class LongRuns:
                 from tests.pipeline import test_workers_e2e
 
                 jobs, details = test_workers_e2e.jobs(self._tmp.mktemp("workers")), {}
+            elif group == "kfp-workers":
+                from tests.kubeflow import test_compiled_workers_e2e
+
+                jobs, details = test_compiled_workers_e2e.jobs(self._tmp.mktemp("kfp-workers"), self._s3)
             elif group == "patches-off":
                 from tests.pipeline.patches import test_patches_off_e2e
 

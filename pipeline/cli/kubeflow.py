@@ -22,6 +22,7 @@ from tfxflow.pipeline.local.run import EXIT_CONFIG_ERROR
 HELP = "compile the pipeline for Kubeflow Pipelines; check, submit or schedule it"
 COMMANDS = {
     "compile": "compile to a KFP v2 pipeline spec (YAML)",
+    "training-job": "print the training job a pipeline compiled with --workers N>1 creates (TFJob or TrainJob)",
     "check": "check a compiled spec against the open-source KFP backend's rules",
     "serving-config": "TF Serving's model config for a stable and a canary version (version labels)",
     "submit": "start one run of a compiled pipeline",
@@ -53,6 +54,7 @@ def add_parser(sub) -> None:
         return kf_sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name], formatter_class=fmt)
 
     _add_compile(command("compile"))
+    _add_compile(command("training-job"), output_help="write the manifest here (default: print it)")
     check = command("check")
     check.add_argument("spec", metavar="SPEC", help="the compiled file (YAML)")
     canary = command("serving-config")
@@ -124,7 +126,7 @@ def add_parser(sub) -> None:
             )
 
 
-def _add_compile(comp) -> None:
+def _add_compile(comp, output_help: str = "compiled file (default: ./<pipeline-name>.yaml)") -> None:
     # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.kfp.compiler import DEFAULT_PIPELINE_ROOT, SERVING_PVC, KubeflowConfig
 
@@ -168,7 +170,7 @@ def _add_compile(comp) -> None:
         ),
         defaults={"serving_pvc": SERVING_PVC},
     )
-    where.add_argument("--output", metavar="FILE", help="compiled file (default: ./<pipeline-name>.yaml)")
+    where.add_argument("--output", metavar="FILE", help=output_help)
     data = comp.add_argument_group(
         "data and model (--allow-anomaly and --serving-data give the defaults of the pipeline parameters "
         "allowed_anomaly_types and serving_data_root)"
@@ -193,7 +195,16 @@ def _add_compile(comp) -> None:
     settings.add_arguments(
         k8s,
         KubeflowConfig,
-        only=("gpus", "gpu_resource", "trainer_cpu", "trainer_memory", "step_cpu", "step_memory"),
+        only=(
+            "gpus",
+            "gpu_resource",
+            "trainer_cpu",
+            "trainer_memory",
+            "step_cpu",
+            "step_memory",
+            "training_job",
+            "training_job_timeout",
+        ),
     )
     k8s.add_argument(
         "--node-selector",
@@ -247,6 +258,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.kubeflow_command == "compile":
             return _compile(args)
+        if args.kubeflow_command == "training-job":
+            return _training_job(args)
         if args.kubeflow_command == "check":
             return _check(args.spec)
         if args.kubeflow_command == "serving-config":
@@ -260,7 +273,8 @@ def main(args: argparse.Namespace) -> int:
         return 1
 
 
-def _compile(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace):
+    """The KubeflowConfig of `compile`'s (and `training-job`'s) flags."""
     # kept out of `tfxflow --help`'s import
     from tfxflow.pipeline.kfp import compiler as kf
 
@@ -268,11 +282,6 @@ def _compile(args: argparse.Namespace) -> int:
     if args.mlflow_secret_key and not args.mlflow_secret:
         raise config_lib.ConfigError("--mlflow-secret-key names a key of --mlflow-secret: pass --mlflow-secret too")
 
-    if args.workers > 1:  # the step would start its workers inside its one pod, on one node
-        raise config_lib.ConfigError(
-            "--workers: a compiled pipeline's Trainer is one pod, so several workers would share its node; train "
-            "on several workers with `tfxflow run --workers N`, or on one pod with all its GPUs (--gpus)"
-        )
     user_module = user_module_lib.inspect(shared.module_file) if shared.module_file else None
     schema_path, features = inputs.load_schema_and_features(
         shared.dataset,
@@ -304,6 +313,8 @@ def _compile(args: argparse.Namespace) -> int:
         serving_data_root=shared.serving_data_root or "",
         gpus=args.gpus,
         gpu_resource=args.gpu_resource,
+        training_job=args.training_job,
+        training_job_timeout=args.training_job_timeout,
         trainer_cpu=args.trainer_cpu,
         trainer_memory=args.trainer_memory,
         step_cpu=args.step_cpu,
@@ -331,6 +342,15 @@ def _compile(args: argparse.Namespace) -> int:
         object_store_secret=args.object_store_secret,
         user_module=user_module,
     )
+    return config
+
+
+def _compile(args: argparse.Namespace) -> int:
+    # kept out of `tfxflow --help`'s import
+    from tfxflow.pipeline.kfp import compiler as kf
+
+    config = _config(args)
+    pipeline_name = config.pipeline_name
     kf.check_kubeflow_config(config)  # before TensorFlow is imported: a wrong flag answers at once
     output = os.path.abspath(args.output or f"{pipeline_name}.yaml")
     import tempfile
@@ -381,12 +401,71 @@ def _compile(args: argparse.Namespace) -> int:
         + ("" if config.drift_check else " (no drift check)")
         + "\n"
         f"  trainer:    GPUs {gpu}"
+        + (
+            f" per worker, {config.workers} workers in a {config.training_job} the step creates "
+            "(tfxflow kubeflow training-job prints it)"
+            if config.workers > 1
+            else ""
+        )
         + (f", node selector {dict(config.node_selector)}" if config.node_selector else "")
         + (f", {len(config.tolerations)} toleration(s)" if config.tolerations else "")
         + "\n"
         f"  beam:       {describe(config.beam_runner)}\n"
         "  parameters: " + ", ".join(f"{k}={v!r}" for k, v in sorted(result.parameters.items()))
     )
+    return 0
+
+
+def _training_job(args: argparse.Namespace) -> int:
+    """Prints (or writes) the training job the compiled Trainer step would create, from a compile in a temporary
+    folder (nothing staged in the store): the replicas' image, command, arguments, environment, resources and
+    placement. The running step sets the name's suffix and resolves the executor input (`{{$}}`)."""
+    import tempfile
+
+    import yaml
+
+    # kept out of `tfxflow --help`'s import
+    from tfxflow.components import names
+    from tfxflow.pipeline.kfp import compiler as kf
+    from tfxflow.pipeline.kfp import training_job
+    from tfxflow.pipeline.local.runner import configure_logging, stderr_to
+
+    config = _config(args)
+    if config.workers < 2:
+        raise ConfigError("training-job: a pipeline creates a training job only with --workers N (N > 1)")
+    kf.check_kubeflow_config(config)
+    with tempfile.TemporaryDirectory(prefix="tfxflow-training-job-") as folder:
+        log_file = os.path.join(folder, "compile.log")
+        configure_logging(log_file)
+        try:
+            with stderr_to(log_file):
+                result = kf.compile_pipeline(config, os.path.join(folder, "spec.yaml"), stage=False)
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001 (the compile's log has the traceback)
+            with open(log_file, encoding="utf-8") as f:
+                tail = f.read()[-2000:]
+            print(f"error: compiling failed: {type(err).__name__}: {err}\n{tail}", file=sys.stderr)
+            return 1
+        spec, _ = kf.load_spec(result.path)
+    label = spec["root"]["dag"]["tasks"][names.TRAINER]["componentRef"]["name"]
+    executor = spec["components"][label]["executorLabel"]
+    container = spec["deploymentSpec"]["executors"][executor]["container"]
+    template, invocation = training_job.parse_launcher_args(container["args"])
+    name = training_job.job_name(config.pipeline_name, "{{$.outputs}}")
+    manifest = training_job.manifest(template, name, invocation, template.namespace or "<the step's namespace>")
+    text = (
+        f"# The {training_job.API[template.kind][3]} the Trainer step of {config.pipeline_name} creates "
+        f"(image {config.image}).\n# The running step sets the name's suffix (from its output URI), the namespace "
+        "when --namespace is not given (its own), and the executor input ({{$}}).\n"
+        + yaml.safe_dump(manifest, sort_keys=False, width=120)
+    )
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"tfxflow: wrote {args.output}", file=sys.stderr)
+    else:
+        print(text, end="")
     return 0
 
 

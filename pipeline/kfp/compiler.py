@@ -50,6 +50,7 @@ from tfxflow.pipeline.config import (
 from tfxflow.pipeline.inputs import resolve_module_label
 from tfxflow.pipeline.kfp import entrypoint
 from tfxflow.pipeline.kfp import spec_check as kfp_check
+from tfxflow.pipeline.kfp import training_job as training_job_lib
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 
@@ -176,6 +177,18 @@ class KubeflowConfig(SharedConfig):
         help="the profile namespace of multi-user Kubeflow the runs belong to: from KFP 2.15, minio:// paths must "
         "be the profile's own, and the default --pipeline-root is its root",
     )
+    training_job: str = setting(
+        training_job_lib.TFJOB,
+        choices=training_job_lib.KINDS,
+        help="with --workers N>1, the job the Trainer step creates: tfjob (Training Operator v1: a Chief and N-1 "
+        "Workers) or trainjob (Trainer v2, on kubeflow/training/'s ClusterTrainingRuntime)",
+    )
+    training_job_timeout: int = setting(
+        0,
+        metavar="SECONDS",
+        help="with --workers N>1, the training job's activeDeadlineSeconds; past it the step deletes the job and "
+        "fails (0: none)",
+    )
     object_store_secret: str = setting(
         OBJECT_STORE_SECRET,
         metavar="SECRET",
@@ -185,6 +198,11 @@ class KubeflowConfig(SharedConfig):
     @property
     def trainer_backup_dir(self) -> str:
         return f"{self.pipeline_root.rstrip('/')}/_trainer_backup"
+
+    @property
+    def workers(self) -> int:
+        """The Trainer's workers: more than one makes its step create a training job (pipeline/kfp/job_launcher.py)."""
+        return self.training.cluster.workers
 
     @property
     def uses_s3(self) -> bool:
@@ -401,6 +419,8 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
     beam, beam_mode, beam_workers = beam_runners.split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:
         _remote_worker_locations(config, beam)
+    if config.training_job_timeout < 0:
+        raise ConfigError(f"--training-job-timeout {config.training_job_timeout}: expected 0 (none) or seconds")
     for name in (config.mlflow_secret, config.serving_pvc, config.data_pvc, config.object_store_secret):
         if name and not _K8S_NAME.match(name):
             raise ConfigError(f"'{name}' is not a valid Kubernetes object name")
@@ -483,7 +503,8 @@ def build_pipeline(config: KubeflowConfig, schema_text: str, params: Optional[Ma
         resources.accelerator.count = config.gpus
     if resources.ByteSize():
         for node in pipeline.components:
-            if node.id in (names.TUNER, names.TRAINER):  # a trial trains as the Trainer does
+            # a trial trains as the Trainer does; with several workers the Trainer's replicas get the GPUs
+            if node.id == names.TUNER or (node.id == names.TRAINER and config.workers == 1):
                 node.with_platform_config(resources)
     return pipeline
 
@@ -568,7 +589,10 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
         if secrets:
             platform.setdefault(label, {})["secretAsEnv"] = secrets
         resources = container.setdefault("resources", {})
-        if name in (names.TUNER, names.TRAINER):
+        if name == names.TRAINER and config.workers > 1:
+            _launch_training_job(container, env, secrets, config)
+            resources.update(_resources(config.step_cpu, config.step_memory))
+        elif name in (names.TUNER, names.TRAINER):
             resources.update(_resources(config.trainer_cpu, config.trainer_memory))
             if config.node_selector:
                 platform.setdefault(label, {})["nodeSelector"] = {"labels": dict(config.node_selector)}
@@ -589,7 +613,51 @@ def finish_spec(spec: dict, runtime_values: Mapping, config: KubeflowConfig) -> 
     return spec, platform_spec
 
 
-def stage_user_module(pipeline, pipeline_root: str) -> Tuple[str, ...]:
+def job_template(
+    config: KubeflowConfig, env: Sequence[Mapping], secrets: Sequence[Mapping]
+) -> training_job_lib.JobTemplate:
+    """What every replica of the Trainer's training job gets: the one-pod Trainer's image, environment, secrets
+    (as secretKeyRef variables), resources (its GPUs per replica) and placement."""
+    variables = [dict(e) for e in env]
+    for secret in secrets:
+        for pair in secret["keyToEnv"]:
+            variables.append(
+                {
+                    "name": pair["envVar"],
+                    "valueFrom": {"secretKeyRef": {"name": secret["secretName"], "key": pair["secretKey"]}},
+                }
+            )
+    limits: Dict[str, str] = {}
+    if config.trainer_cpu:
+        limits["cpu"] = config.trainer_cpu
+    if config.trainer_memory:  # KFP's memoryLimit unit, gigabytes (10^9), whatever spelling the flag took
+        limits["memory"] = f"{_gigabytes(config.trainer_memory):g}G"
+    requests = dict(limits)
+    if config.gpus:
+        limits[config.gpu_resource] = str(config.gpus)
+    resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v}
+    return training_job_lib.JobTemplate(
+        kind=config.training_job,
+        workers=config.workers,
+        image=config.image,
+        env=tuple(variables),
+        resources=resources,
+        node_selector=dict(config.node_selector),
+        tolerations=tuple(t.to_dict() for t in config.tolerations),
+        namespace=config.namespace,
+        timeout_s=config.training_job_timeout,
+        pipeline_name=config.pipeline_name,
+    )
+
+
+def _launch_training_job(container: dict, env: Sequence[Mapping], secrets: Sequence[Mapping], config) -> None:
+    """Turns the Trainer's container into the launcher of its training job (the replicas run its arguments)."""
+    template = job_template(config, env, secrets)
+    container["command"] = ["python", "-m", training_job_lib.LAUNCHER_MODULE]
+    container["args"] = training_job_lib.launcher_args(template, container["args"])
+
+
+def stage_user_module(pipeline, pipeline_root: str, upload: bool = True) -> Tuple[str, ...]:
     """Builds the wheel TFX makes of a module file (its folder's Python files) for each component that takes
     one, uploads it to `<pipeline_root>/_wheels/`, and points the component's `module_path` at it, as TFX's
     own staging does for a gs:// root; returns the URIs. The step's entry point copies the wheel to the pod
@@ -607,7 +675,8 @@ def stage_user_module(pipeline, pipeline_root: str) -> Tuple[str, ...]:
             dist, module_path = udf_utils.package_user_module_file(component.id, module_file, local_root)
             remote = f"{pipeline_root.rstrip('/')}/_wheels/{os.path.basename(dist)}"
             try:
-                object_store.upload(dist, remote)
+                if upload:
+                    object_store.upload(dist, remote)
             except object_store.ObjectStoreError as err:
                 raise ConfigError(
                     f"--module-file {module_file}: its wheel could not be staged at {remote}: {err}"
@@ -676,7 +745,7 @@ class CompileResult:
     pretrained: str = ""  # what the Trainer fine-tunes (--init-checkpoint), in words
 
 
-def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
+def compile_pipeline(config: KubeflowConfig, output_path: str, stage: bool = True) -> CompileResult:
     """Compiles `config` to `output_path` (YAML: the pipeline spec, then the platform spec when there is one).
     The schema goes into the spec; the only store read is an --init-checkpoint's description (its configs,
     vocabulary and the weights' header or index), checked before anything is written. Raises ConfigError,
@@ -696,7 +765,7 @@ def compile_pipeline(config: KubeflowConfig, output_path: str) -> CompileResult:
     if params:
         params["pipeline"]["orchestrator"] = "kubeflow"
     pipeline = build_pipeline(config, schema_text, params)
-    staged = stage_user_module(pipeline, config.pipeline_root) if config.user_module else ()
+    staged = stage_user_module(pipeline, config.pipeline_root, upload=stage) if config.user_module else ()
     runner = v2.KubeflowV2DagRunner(
         v2.KubeflowV2DagRunnerConfig(
             default_image=config.image, default_commands=list(ENTRYPOINT), use_pipeline_spec_2_1=True

@@ -33,6 +33,9 @@ KFP's launcher (backend/src/v2/component/launcher_v2.go) gives a step and expect
    the spec; a step in an image of the other lane stops before its executor starts, naming the build argument
    that makes the right image (TFX reads the IR its own version writes, and the lanes' locks differ).
 
+9. A training job's replica (`--tfxflow_replica`, pipeline/kfp/replica.py): no launcher runs in its pod, so it
+   downloads its inputs itself, and its chief uploads the outputs and the executor output file.
+
 `TFXFLOW_KFP_LOCAL_ROOT` moves the launcher's local folders from `/` elsewhere, for running steps outside a
 pod (the tests' KFP emulation).
 """
@@ -40,6 +43,7 @@ pod (the tests' KFP emulation).
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import shutil
@@ -53,6 +57,7 @@ from tfxflow.components import lane, object_store
 from tfxflow.components.training import hardware
 from tfxflow.pipeline import beam_runners, patches
 from tfxflow.pipeline.heartbeat import HEARTBEAT_S, Heartbeat
+from tfxflow.pipeline.kfp import replica, training_job
 
 TYPES_FLAG = "--tfxflow_artifact_types"
 LANE_FLAG = "--tfxflow_lane"
@@ -324,6 +329,7 @@ def _run_and_restore(
     remote_outputs: Sequence[str],
     label: str = "step",
     heartbeat_s: Optional[float] = None,
+    publish_to: str = "",
 ) -> None:
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as tfx_utils
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
@@ -335,6 +341,8 @@ def _run_and_restore(
         heartbeat.begin(f"tfxflow: {label}")
         tfx_entrypoint.main(parsed)
     restore_output_uris(output_file, remote_of)
+    if publish_to:
+        replica.publish_outputs(remote_of, output_file, publish_to)
     if remote_outputs:
         print(
             f"tfxflow: removed {remove_dir_markers(remote_outputs)} folder marker object(s) under the outputs",
@@ -355,8 +363,10 @@ def check_image() -> List[str]:
     # lazy: it imports TensorFlow, TFX and Beam
     from tfxflow.pipeline import definition
 
-    # The definition imports every component of the pipeline (their executors are named by module path).
-    paths = [definition.__name__, definition.PREPROCESSING_FN, definition.RUN_FN]
+    # The definition imports every component of the pipeline (their executors are named by module path); the
+    # launcher of a Trainer on several workers is a step's command.
+    importlib.import_module(training_job.LAUNCHER_MODULE)
+    paths = [definition.__name__, training_job.LAUNCHER_MODULE, definition.PREPROCESSING_FN, definition.RUN_FN]
     for path in paths[1:]:
         module, _, name = path.rpartition(".")
         import_utils.import_func_from_module(module, name)
@@ -384,6 +394,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             print(f"tfxflow image check: imports {path}")
         return
     argv, compiled = pop_lane(argv)
+    in_job = replica.REPLICA_FLAG in argv  # a training job's replica (pipeline/kfp/replica.py)
+    if in_job:
+        argv.remove(replica.REPLICA_FLAG)
+        replica.adopt_node_tf_config()
     problem = lane_mismatch(compiled)
     if problem:
         print(f"tfxflow: {step_label(argv)}: {problem}", file=sys.stderr)
@@ -401,11 +415,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         i = args.index(INVOCATION_FLAG) + 1
         executor_input = json.loads(args[i])
         remote_outputs: List[str] = []
+        job_output = replica.job_output_uri(executor_input) if in_job else ""
         if remote_beam_step(args):
             remote_of = {}
             remote_outputs = check_remote_uris(executor_input)
         else:
             remote_of = localize_artifacts(executor_input, os.environ.get(LOCAL_ROOT_ENV, "/"))
+            if in_job:
+                replica.download_inputs(remote_of, executor_input)
+                # no launcher reads it in this pod: the chief publishes it (publish_to)
+                executor_input["outputs"]["outputFile"] = os.path.join(workdir, replica.OUTPUT_FILE)
             stage_folders(executor_input, workdir)
         stage_user_module(executor_input, workdir)
         args[i] = json.dumps(executor_input)
@@ -417,6 +436,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 remote_of=remote_of,
                 remote_outputs=remote_outputs,
                 label=step_label(args),
+                publish_to=job_output if in_job and replica.is_chief() else "",
             ),
             argv=args,
             flags_parser=tfx_entrypoint._parse_flags,  # noqa: SLF001 (TFX's own flag parser, as its main uses)

@@ -102,8 +102,11 @@ def test_the_image_build_checks_every_module_path_the_compiled_spec_names():
     assert f"python -m {compiler.ENTRYPOINT[2]} {entrypoint.CHECK_IMAGE_FLAG}" in dockerfile
     assert re.search(r'^ENTRYPOINT \["python", "-m", "tfxflow\.pipeline\.kfp\.entrypoint"\]$', dockerfile, re.M)
     assert tuple(compiler.ENTRYPOINT) == ("python", "-m", "tfxflow.pipeline.kfp.entrypoint")
+    from tfxflow.pipeline.kfp import training_job
+
     paths = entrypoint.check_image()
     assert definition.PREPROCESSING_FN in paths and definition.RUN_FN in paths
+    assert training_job.LAUNCHER_MODULE in paths  # the Trainer step's command with several workers
     # Every dotted tfxflow name the Dockerfile's comments give is importable (they went stale once).
     import importlib
 

@@ -153,11 +153,45 @@ def test_compile_refuses_tracking_credentials_it_would_mishandle(flags, message,
     assert not output.exists()
 
 
-def test_compile_refuses_several_workers_for_its_one_pod_trainer(tmp_path, capsys):
+@pytest.mark.integration
+def test_training_job_prints_the_tfjob_the_compiled_trainer_creates(tmp_path):
+    """`tfxflow kubeflow training-job`: compile's flags, the manifest the launcher would create, valid against the
+    Training Operator's CRD; then --training-job trainjob, valid against Trainer v2's."""
+    from tests import crd_check
+
+    flags = ["--image", "registry.example.com/ml/tfxflow:0.1.0", "--data-root", "s3://ml/data", "--tracking", "off"]
+    flags += ["--workers", "3", "--gpus", "2", "--toleration", "nvidia.com/gpu:NoSchedule", "--namespace", "ml-team"]
+    flags += ["--training-job-timeout", "7200"]
+    result = helpers.run_cli("kubeflow", "training-job", *flags, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("# The TFJob the Trainer step of tfxflow-taxi creates")
+    job = yaml.safe_load(result.stdout)
+    assert crd_check.problems(job, "TFJob") == []
+    assert job["metadata"]["namespace"] == "ml-team" and job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 7200
+    chief, workers = job["spec"]["tfReplicaSpecs"]["Chief"], job["spec"]["tfReplicaSpecs"]["Worker"]
+    assert (chief["replicas"], workers["replicas"]) == (1, 2)
+    container = workers["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"  # --gpus per worker
+    assert workers["template"]["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert container["args"][0] == "--tfxflow_replica" and "{{$}}" in container["args"]
+    secret = {"secretKeyRef": {"name": "mlpipeline-minio-artifact", "key": "accesskey"}}
+    assert {"name": "AWS_ACCESS_KEY_ID", "valueFrom": secret} in container["env"]
+
+    output = tmp_path / "trainjob.yaml"
+    result = helpers.run_cli(
+        "kubeflow", "training-job", *flags, "--training-job", "trainjob", "--output", str(output), timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    job = yaml.safe_load(output.read_text())
+    assert crd_check.problems(job, "TrainJob") == []
+    assert job["spec"]["trainer"]["numNodes"] == 3 and job["spec"]["activeDeadlineSeconds"] == 7200
+
+
+def test_training_job_needs_several_workers(capsys):
     from tfxflow.pipeline.cli.main import main
 
-    output = tmp_path / "spec.yaml"
-    common = ["kubeflow", "compile", "--image", "registry.example.com/ml/tfxflow:0.1.0", "--output", str(output)]
-    assert main([*common, "--pipeline-root", "s3://ml/root", "--data-root", "s3://ml/data", "--workers", "3"]) == 2
-    assert "--workers: a compiled pipeline's Trainer is one pod" in capsys.readouterr().err
-    assert not output.exists()
+    flags = ["--image", "registry.example.com/ml/tfxflow:0.1.0", "--data-root", "s3://ml/data", "--tracking", "off"]
+    assert main(["kubeflow", "training-job", *flags]) == 2
+    assert "a pipeline creates a training job only with --workers N (N > 1)" in capsys.readouterr().err
