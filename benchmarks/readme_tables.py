@@ -463,8 +463,12 @@ def trainer(result: Dict[str, Any]) -> str:
             unfinished.append(f"{run['preset']} {run['precision']} with XLA {xla}")
             continue
         accuracy = run.get("eval_accuracy", run.get("val_accuracy"))
+        where = ""  # --gpu and --cpu-workers runs time each configuration in several layouts
+        if settings.get("gpu") or run.get("workers", 1) > 1:
+            workers = run.get("workers", 1)
+            where = f" ({run.get('gpus', 0)} GPUs, {workers} worker{'s' if workers > 1 else ''})"
         lines.append(
-            f"| tfxflow | {run['preset']} | {run['precision']} | {xla} | {run['examples_per_s']:,.0f} | "
+            f"| tfxflow{where} | {run['preset']} | {run['precision']} | {xla} | {run['examples_per_s']:,.0f} | "
             f"{run['examples_per_s'] / google['examples_per_s']:.1f} | {accuracy:.4f} |"
         )
     if unfinished:

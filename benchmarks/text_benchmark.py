@@ -6,7 +6,9 @@ the accuracy each text model reaches on Debian's package descriptions.
 
 1. The peak matmul throughput of this machine, measured first in the same run (square matmuls of 4,096, float32
    and bfloat16 on a CPU; float32, float16 and bfloat16 on a GPU): utilization is relative to it.
-2. Each preset x precision x recomputation (x XLA x GPU count with --gpu) trains in a process of its own on
+2. Each preset x precision x recomputation (x XLA x GPU count with --gpu; and with two or more GPUs, two workers
+   on loopback each on half of them, MultiWorkerMirroredStrategy with NCCL, as on two nodes) trains in a process of
+   its own on
    batches of sequence 128 (the model's own Keras `fit`, the built-in model with a 6-class head): examples/s and
    tokens/s over the timed steps (after warmup steps that trace and compile), model FLOPs utilization (training
    FLOPs: 6 x the non-embedding parameters per token plus attention's 12 x layers x hidden x sequence, over the
@@ -124,7 +126,15 @@ def one(spec: Dict[str, Any]) -> Dict[str, Any]:
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     devices = [f"/GPU:{i}" for i in range(spec.get("gpus", 0))] or None
-    strategy = tf.distribute.MirroredStrategy(devices) if devices else tf.distribute.get_strategy()
+    if spec.get("workers", 1) > 1:  # this process is one of them (TF_CONFIG, `_in_workers`): NCCL across GPUs
+        implementation = tf.distribute.experimental.CommunicationImplementation
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                implementation=implementation.NCCL if gpus else implementation.RING
+            )
+        )
+    else:
+        strategy = tf.distribute.MirroredStrategy(devices) if devices else tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
     config = FeatureConfig.from_dict(
         {
@@ -163,6 +173,9 @@ def one(spec: Dict[str, Any]) -> Dict[str, Any]:
         x = {"text_xf": ids, "text_xf_mask": np.ones_like(ids)}
         y = rng.integers(0, CLASSES, batch * 4)
         data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).prefetch(2)
+        options = tf.data.Options()  # one in-memory source: each worker takes its share of every batch
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        data = data.with_options(options)
         rss_built = _rss_mb()
         if gpus:
             tf.config.experimental.reset_memory_stats("GPU:0")
@@ -202,6 +215,46 @@ def _in_process(spec: Dict[str, Any], flag: str = "--one", timeout: int = 3600) 
     if done.returncode != 0:
         return {**spec, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _in_workers(spec: Dict[str, Any], timeout: int = 3600) -> Dict[str, Any]:
+    """Runs `one` as `spec["workers"]` processes on loopback that train one model together
+    (MultiWorkerMirroredStrategy; each worker its equal share of `spec["gpus"]` GPUs, NCCL across them, as the
+    Trainer's workers on several nodes): the figures of worker 0, global over all replicas."""
+    workers = spec["workers"]
+    each = spec.get("gpus", 0) // workers
+    cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(workers)]}
+    processes = []
+    for index in range(workers):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
+        if each:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(index * each, (index + 1) * each))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.text_benchmark", "--one", json.dumps({**spec, "gpus": each})],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
+    try:
+        outputs = [p.communicate(timeout=timeout) for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    for p, (_, err) in zip(processes, outputs, strict=True):
+        if p.returncode != 0:
+            return {**spec, "error": (err.strip().splitlines() or ["?"])[-1][:300]}
+    return {**json.loads(outputs[0][0].strip().splitlines()[-1]), "gpus": spec.get("gpus", 0)}
 
 
 def debian_split():
@@ -399,19 +452,21 @@ def fine_tuning(path: str, rates: List[float], epochs: int, peaks: Dict[str, flo
 def table(rows: List[Dict[str, Any]], peaks: Dict[str, float]) -> str:
     peak_of = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
     lines = [
-        "| preset | params | precision | recompute | XLA | GPUs | examples/s | tokens/s | MFU | peak memory (MB) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| preset | params | precision | recompute | XLA | GPUs | workers | examples/s | tokens/s | MFU "
+        "| peak memory (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['preset']} | | {r['precision']} | {r['recompute']} | | | error: {r['error']} | | | |")
+            lines.append(f"| {r['preset']} | | {r['precision']} | {r['recompute']} | | | | error: {r['error']} | | | |")
             continue
         peak = peaks.get(peak_of[r["precision"]]) or peaks["float32"]
         r["mfu"] = r["train_flops_per_s"] / (peak * max(1, r["replicas"]))
         lines.append(
             f"| {r['preset']}{' (fine-tuning)' if r.get('finetune') else ''} "
             f"| {r['parameters'] / 1e6:.1f}M | {r['precision']} | {'on' if r['recompute'] else 'off'} "
-            f"| {'on' if r.get('xla') else 'off'} | {r.get('gpus', 0)} | {r['examples_per_s']:,.1f} "
+            f"| {'on' if r.get('xla') else 'off'} | {r.get('gpus', 0)} | {r.get('workers', 1)} "
+            f"| {r['examples_per_s']:,.1f} "
             f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['peak_memory_mb']:,.0f} |"
         )
     return "\n".join(lines)
@@ -420,7 +475,11 @@ def table(rows: List[Dict[str, Any]], peaks: Dict[str, float]) -> str:
 def recompute_lines(rows: List[Dict[str, Any]]) -> List[str]:
     """Per preset and precision: peak memory and step time with recomputation against without."""
     lines = []
-    index = {(r["preset"], r["precision"], r.get("xla", False), r.get("gpus", 0), r["recompute"]): r for r in rows}
+    index = {
+        (r["preset"], r["precision"], r.get("xla", False), r.get("gpus", 0), r["recompute"]): r
+        for r in rows
+        if r.get("workers", 1) == 1
+    }
     for key, plain in index.items():
         if key[-1] or "error" in plain:
             continue
@@ -440,6 +499,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--one-finetune", help=argparse.SUPPRESS)
     parser.add_argument("--gpu", action="store_true", help="bert-base and bert-large on the GPUs, XLA on and off")
     parser.add_argument("--presets", default=None, help="comma-separated presets to time")
+    parser.add_argument(
+        "--cpu-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="without --gpu: time the first configuration also as N workers on loopback (the multi-worker path)",
+    )
     parser.add_argument("--batch", type=int, default=None, help="per replica (default: 16 on a CPU, 64 on a GPU)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 8 on a CPU, 50 on a GPU)")
     parser.add_argument("--accuracy-steps", type=int, default=300, help="0: no accuracy runs")
@@ -514,12 +580,34 @@ def main(argv: Optional[List[str]] = None) -> int:
                             "vocab": 30522,
                         }
                     )
+    if on_gpu and gpus >= 2:  # two workers, each on half the GPUs: the all-reduce across workers costs this much
+        for preset in presets_:
+            for precision in ("mixed_float16", "mixed_bfloat16"):
+                specs.append(
+                    {
+                        "preset": preset,
+                        "precision": precision,
+                        "recompute": False,
+                        "xla": False,
+                        "gpus": gpus - gpus % 2,
+                        "workers": 2,
+                        "batch": batch,
+                        "steps": steps,
+                        "warmup": 3,
+                        "vocab": 30522,
+                    }
+                )
+    specs += [
+        {**spec, "workers": args.cpu_workers}
+        for spec in (specs[:1] if args.cpu_workers > 1 and not on_gpu else [])  # the path, where no GPU is
+    ]
     rows = []
     for spec in specs:
-        rows.append(_in_process(spec))
+        rows.append(_in_workers(spec) if spec.get("workers", 1) > 1 else _in_process(spec))
         r = rows[-1]
         print(
-            f"  {r['preset']} {r['precision']} recompute={r['recompute']} xla={r['xla']} gpus={r['gpus']}: "
+            f"  {r['preset']} {r['precision']} recompute={r['recompute']} xla={r['xla']} gpus={r['gpus']} "
+            f"workers={r.get('workers', 1)}: "
             + (r["error"] if "error" in r else f"{r['examples_per_s']:,.1f} examples/s, {r['peak_memory_mb']:,.0f} MB"),
             flush=True,
         )

@@ -7,7 +7,9 @@
    preprocessing_fn (curated schema) and Google's `taxi_utils_native_keras.preprocessing_fn` (inferred schema).
 2. Trains Google's `run_fn` (its own 1,000 steps of batch 40) and this project's Trainer for each model preset x
    precision policy x XLA on/off, and measures steady-state examples per second of `fit` (the first epoch,
-   which includes tracing, is excluded).
+   which includes tracing, is excluded). With `--gpu`, each on one GPU and on all of them (MirroredStrategy, NCCL)
+   and, with two or more GPUs, as two workers on loopback each on half of them (MultiWorkerMirroredStrategy, NCCL);
+   `--cpu-workers N` times the multi-worker path where there is no GPU.
 3. Scores both exported models the same way: their `serving_default` signature on the raw eval split.
 
 Prints a table and writes JSON with the commit and the machine (benchmarks/results/trainer-<date>.json unless
@@ -200,8 +202,11 @@ def bench_ours(
     batch: int,
     score: bool,
     steps_per_execution: int = 1,
+    workers: int = 1,
 ) -> Dict:
-    """This project's Trainer for one configuration; steady-state throughput over epochs 2..n."""
+    """This project's Trainer for one configuration; steady-state throughput over epochs 2..n. With `workers` > 1
+    this process is one of them (TF_CONFIG, `_in_workers`), as the Trainer's workers train."""
+    import tensorflow as tf
     import tensorflow_transform as tft
 
     from tfxflow.components.model import export
@@ -219,6 +224,13 @@ def bench_ours(
     epochs = 5
     params = TrainParams(batch_size=batch, eval_every_steps=max(1, steps // epochs), early_stopping_patience=0)
     hw = hardware.HardwareConfig(precision=precision, xla=xla, steps_per_execution=steps_per_execution)
+    strategy = None
+    if workers > 1:
+        from tfxflow.components.training import cluster
+
+        gpus = tf.config.list_physical_devices("GPU")
+        config = cluster.ClusterConfig(workers=workers, collective="nccl" if gpus else "ring")
+        strategy = cluster.multi_worker_strategy(config, cluster.role())
     started = time.perf_counter()
     with hardware.precision_policy(precision):
         model, history, info = train(
@@ -233,6 +245,7 @@ def bench_ours(
             log_dir=os.path.join(workdir, "tb"),
             hardware=hw,
             extra_callbacks=[clock.callback],
+            strategy=strategy,
         )
     wall = time.perf_counter() - started
     ends = clock.callback.epoch_ends
@@ -244,6 +257,9 @@ def bench_ours(
         "precision": precision,
         "xla": xla,
         "steps_per_execution": steps_per_execution,
+        "gpus": len(info.get("gpus") or []),
+        "workers": workers,
+        "replicas": info["replicas"],
         "global_batch": info["global_batch"],
         "steps": info["train_steps"],
         "examples_per_s": steady_steps * info["effective_batch"] / steady_s,
@@ -273,7 +289,8 @@ def machine() -> Dict:
 
 def print_table(rows: List[Dict], google: Dict) -> None:
     header = (
-        f"{'trainer':<32} {'preset':<8} {'precision':<15} {'xla':<4} {'batch':>6} {'steps':>6} "
+        f"{'trainer':<32} {'preset':<8} {'precision':<15} {'xla':<4} {'GPUs':>4} {'workers':>7} {'batch':>6} "
+        f"{'steps':>6} "
         f"{'examples/s':>11} {'x google':>9} {'fit s':>7} {'accuracy':>9}"
     )
     print(header)
@@ -282,12 +299,14 @@ def print_table(rows: List[Dict], google: Dict) -> None:
         if "error" in row:
             print(
                 f"{row['trainer']:<32} {row['preset']:<8} {row['precision']:<15} "
-                f"{('on' if row['xla'] else 'off'):<4} {row['global_batch']:>6} {row['steps']:>6}  {row['error']}"
+                f"{('on' if row['xla'] else 'off'):<4} {row.get('gpus', 0):>4} {row.get('workers', 1):>7} "
+                f"{row['global_batch']:>6} {row['steps']:>6}  {row['error']}"
             )
             continue
         accuracy = row.get("eval_accuracy", row.get("val_accuracy"))
         print(
             f"{row['trainer']:<32} {row['preset']:<8} {row['precision']:<15} {('on' if row['xla'] else 'off'):<4} "
+            f"{row.get('gpus', 0):>4} {row.get('workers', 1):>7} "
             f"{row['global_batch']:>6} {row['steps']:>6} {row['examples_per_s']:>11,.0f} "
             f"{row['examples_per_s'] / google['examples_per_s']:>8.1f}x {row['fit_s']:>7.1f} {accuracy:>9.4f}"
         )
@@ -297,8 +316,20 @@ def print_table(rows: List[Dict], google: Dict) -> None:
     )
 
 
-def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, score: bool) -> Dict:
-    """One configuration in its own process (a fresh dtype policy and XLA cache), under a time limit."""
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_isolated(
+    args, preset: str, precision: str, xla: bool, steps: int, score: bool, gpus: int = -1, workers: int = 1
+) -> Dict:
+    """One configuration in its own process (a fresh dtype policy and XLA cache), under a time limit; `gpus` >= 0:
+    only the first `gpus` GPUs are visible; `workers` > 1: that many processes on loopback train together, each on
+    its equal share of the `gpus` (NCCL across them; the figures are worker 0's, global over every replica)."""
     command = [
         sys.executable,
         "-m",
@@ -315,6 +346,7 @@ def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, scor
                 "score": score,
                 "batch": args.batch_size,
                 "steps_per_execution": args.steps_per_execution,
+                "workers": workers,
             }
         ),
     ]
@@ -327,15 +359,30 @@ def _run_isolated(args, preset: str, precision: str, xla: bool, steps: int, scor
         "global_batch": args.batch_size,
         "steps": steps,
     }
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=args.config_timeout, check=False, cwd=REPO
+    base.update(gpus=max(gpus, 0), workers=workers)
+    each = max(gpus, 0) // workers
+    cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(workers)]}
+    processes = []
+    for index in range(workers):
+        env = dict(os.environ)
+        if gpus >= 0:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(index * each, (index + 1) * each))
+        if workers > 1:
+            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        processes.append(
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
         )
+    try:
+        outputs = [p.communicate(timeout=args.config_timeout) for p in processes]
     except subprocess.TimeoutExpired:
         return {**base, "error": f"did not finish within {args.config_timeout} s"}
-    if done.returncode != 0:
-        return {**base, "error": (done.stderr.strip().splitlines() or ["failed"])[-1][:200]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        for p in processes:
+            p.kill()
+    for p, (_, err) in zip(processes, outputs, strict=True):
+        if p.returncode != 0:
+            return {**base, "error": (err.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(outputs[0][0].strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -349,6 +396,19 @@ def main(argv=None) -> int:
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--presets", default="default,large")
     parser.add_argument("--config-timeout", type=int, default=300, help="seconds allowed for one configuration")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="on a GPU machine: each configuration on one GPU and on all (MirroredStrategy, NCCL), and with two or "
+        "more GPUs as two workers on loopback, each on half of them (MultiWorkerMirroredStrategy, NCCL)",
+    )
+    parser.add_argument(
+        "--cpu-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="without --gpu: each configuration also as N workers on loopback (the multi-worker path)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one configuration, print JSON
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
@@ -376,10 +436,22 @@ def main(argv=None) -> int:
                     one["batch"],
                     one["score"],
                     one["steps_per_execution"],
+                    one.get("workers", 1),
                 )
             )
         )
         return 0
+    layouts = [(-1, 1)]  # (visible GPUs, workers); -1: whatever the machine has
+    if args.gpu:
+        import tensorflow as tf
+
+        count = len(tf.config.list_physical_devices("GPU"))
+        if not count:
+            print("--gpu: no GPU here", file=sys.stderr)
+            return 2
+        layouts = sorted({(1, 1), (count, 1)}) + ([(count - count % 2, 2)] if count >= 2 else [])
+    elif args.cpu_workers > 1:
+        layouts.append((-1, args.cpu_workers))
     google = bench_google(uris, args.workdir)
     print(f"google: {google['examples_per_s']:,.0f} examples/s", file=sys.stderr, flush=True)
     rows = []
@@ -387,13 +459,16 @@ def main(argv=None) -> int:
         steps = args.steps if preset == "default" else args.large_steps
         for precision in args.precisions.split(","):
             for xla in (False, True):
-                row = _run_isolated(args, preset, precision, xla, steps, score=(precision == "float32" and not xla))
-                print(
-                    f"{preset} {precision} xla={xla}: {row.get('examples_per_s', row.get('error'))}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                rows.append(row)
+                for gpus, workers in layouts:
+                    score = precision == "float32" and not xla and (gpus, workers) == layouts[0]
+                    row = _run_isolated(args, preset, precision, xla, steps, score, gpus, workers)
+                    print(
+                        f"{preset} {precision} xla={xla} gpus={row.get('gpus')} workers={workers}: "
+                        f"{row.get('examples_per_s', row.get('error'))}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    rows.append(row)
     print()
     print_table(rows, google)
     out = args.out or provenance.new_results_path("trainer")

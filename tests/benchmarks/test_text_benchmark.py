@@ -47,13 +47,13 @@ def test_utilization_is_the_flops_over_the_peak_of_the_policys_dtype_times_the_r
         {"preset": "bert-large", "precision": "float32", "recompute": True, "error": "out of memory"},
     ]
     lines = text_benchmark.table(rows, peaks).splitlines()
-    mfu = [line.split("|")[9].strip() for line in lines[2:7]]
+    mfu = [line.split("|")[10].strip() for line in lines[2:7]]
     assert mfu == ["30.0%", "25.0%", "25.0%", "15.0%", "20.0%"]
     assert [r["mfu"] for r in rows[:5]] == pytest.approx([0.30, 0.25, 0.25, 0.15, 0.20])
-    assert lines[7].startswith("| bert-large | | float32 | True | | | error: out of memory |")
+    assert lines[7].startswith("| bert-large | | float32 | True | | | | error: out of memory |")
     # A peak not measured (float16 on a CPU run) falls back to float32's.
     lines = text_benchmark.table([_row("bert-mini", "mixed_float16", 1, 2.5e11)], {"float32": 1.0e12}).splitlines()
-    assert lines[2].split("|")[9].strip() == "25.0%"
+    assert lines[2].split("|")[10].strip() == "25.0%"
 
 
 @pytest.mark.integration
@@ -82,3 +82,27 @@ def test_one_configuration_reports_throughput_utilization_and_memory():
     expected = per_example * result["examples_per_s"] / peak
     lines = text_benchmark.table([result], {"float32": peak}).splitlines()
     assert lines[2].startswith("| bert-tiny |") and f"| {expected:.1%} |" in lines[2]
+
+
+@pytest.mark.integration
+def test_two_workers_train_one_configuration_together():
+    """The multi-worker variant (`--gpu` with two or more GPUs; `--cpu-workers` here): two processes on loopback
+    with MultiWorkerMirroredStrategy, whose replicas and global batch count both."""
+    spec = {
+        "preset": "bert-tiny",
+        "precision": "float32",
+        "recompute": False,
+        "xla": False,
+        "gpus": 0,
+        "workers": 2,
+        "batch": 4,
+        "steps": 2,
+        "warmup": 1,
+        "vocab": 500,
+    }
+    result = text_benchmark._in_workers(spec, timeout=600)
+    assert "error" not in result, result
+    assert result["replicas"] == 2 and result["workers"] == 2
+    assert result["examples_per_s"] == pytest.approx(2 * result["batch"] / result["step_s"])
+    (line,) = text_benchmark.table([result], {"float32": 1.0e10}).splitlines()[2:]
+    assert line.split("|")[7].strip() == "2"  # the workers column
