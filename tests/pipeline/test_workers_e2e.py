@@ -3,7 +3,8 @@ TensorFlow runtime of its own with its TF_CONFIG), the rest of the pipeline as w
 
 Runs, on the session's pool of long runs (tests/conftest.py's `long_runs`), on one random sample of the taxi
 rows: one worker and two workers with the same global batch, seed and steps; and three workers, worker 0 (not the
-chief) killed once the chief has backed up an epoch, then the same command again, which resumes from the backup.
+chief) killed once the chief has backed up an epoch, then the same command again, which resumes from the backup;
+and a text model (bert-tiny over a third of Debian's package descriptions) on two workers.
 On two cores these prove that the workers train one model together, not that they are faster.
 """
 
@@ -19,6 +20,8 @@ import psutil
 import pytest
 
 from tests import helpers
+from tests.pipeline.test_tasks_e2e import _served, _training_info
+from tests.pipeline.test_text_e2e import _debian
 from tfxflow.components import names
 from tfxflow.pipeline.local.runner import NAME_WIDTH
 
@@ -81,6 +84,25 @@ def jobs(base):
         "one": lambda: _run(base, "one", "--batch-size", "128", *STEPS),
         "two": lambda: _run(base, "two", "--workers", "2", "--batch-size", "64", *STEPS),
         "killed": lambda: _killed_and_resumed(base),
+        # A Transformer over text (Debian's package descriptions, a third of them), tokenized in the Transform
+        # graph: bert-tiny on two workers.
+        "text": lambda: _debian(
+            base,
+            "text",
+            "--workers",
+            "2",
+            "--model-preset",
+            "bert-tiny",
+            "--batch-size",
+            "16",
+            "--train-steps",
+            "60",
+            "--eval-every-steps",
+            "30",
+            "--tracking",
+            "off",
+            every=3,
+        ),
     }
 
 
@@ -165,3 +187,23 @@ def test_a_killed_worker_stops_the_step_with_its_name_and_the_next_run_resumes(l
     assert len(helpers.pushed_versions(os.path.join(run["home"], "serving"), "taxi")) == 1
     # Nothing is left to resume.
     assert not glob.glob(os.path.join(run["home"], "trainer_backup", "*", "chief", "checkpoint"))
+
+
+@pytest.mark.long_runs("text")
+def test_a_text_model_trains_on_two_workers_and_serves_raw_text(long_runs):
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (the served graph's tokenizer ops)
+
+    run = long_runs.results("workers")["text"]
+    assert run["result"].returncode == 0, run["result"].stderr[-3000:]
+    info = _training_info(run["home"])
+    assert (info["strategy"], info["workers"], info["replicas"]) == ("MultiWorkerMirroredStrategy", 2, 2)
+    assert (info["preset"], info["per_replica_batch"], info["global_batch"]) == ("bert-tiny", 16, 32)
+    # The served model tokenizes raw descriptions itself and answers a distribution over the 6 sections.
+    model_dir, _ = _served(run["home"], "text")
+    rows = helpers.read_csv_rows(os.path.join(run["data"], "packages.csv"), 8)
+    examples = helpers.serialize_examples(rows, run["schema"], drop=("section",))
+    answer = tf.saved_model.load(model_dir).signatures["serving_default"](examples=tf.constant(examples))
+    scores = answer["scores"].numpy()
+    assert scores.shape == (8, 6) and np.allclose(scores.sum(axis=1), 1.0, atol=1e-3)
