@@ -78,6 +78,7 @@ def _launcher(template, invocation, out):
     return job_launcher.Launcher(template, invocation, kube, out=out, poll_s=0.2)
 
 
+@pytest.mark.current_lane  # the lane's kubernetes client against the same stand-in
 def test_a_job_of_three_workers_trains_and_hands_kfp_the_chiefs_output(cluster, tmp_path, capsys):
     kube, s3 = cluster
     invocation = _invocation(tmp_path)

@@ -158,6 +158,7 @@ def _custom_config(spec) -> dict:
 
 
 @pytest.mark.integration
+@pytest.mark.current_lane  # the lane's TFX writes the Trainer step the launcher wraps
 def test_the_compiled_trainer_step_launches_the_one_pod_trainers_invocation(two_specs):
     config, one, several = two_specs
     one_pod, one_platform = _trainer(one)
