@@ -1,7 +1,7 @@
 """Does Transform's analysis sample (`--transform-max-rows`, components/training/transform.py) cost model quality? The
 pipeline on scaled taxi data (20x: 300,040 rows), each seed twice from a cold home: Transform analyzing every
 training row, and analyzing every k-th of them (default: a bound of 40,000, every 6th of the 225,000 training
-rows: 37,550 analyzed, fewer than the 250,000 the default bound of 500,000 leaves at least). The same eval split
+rows: 37,550 analyzed, fewer than the 100,000 the default bound of 200,000 leaves at least). The same eval split
 (the Evaluator's same sample) judges both. Prints each run's metrics and Transform's time, and per metric the mean
 of each side and of the paired differences with their spread; writes JSON with the commit and the machine:
 

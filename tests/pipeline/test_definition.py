@@ -272,13 +272,13 @@ def test_transform_analyzes_every_row_where_a_sample_could_leave_out_what_must_b
     def bound(**kwargs):
         return {c.id: c for c in _pipeline(**kwargs).components}["Transform"].exec_properties["max_analyze_rows"]
 
-    assert bound() == TrainingConfig().transform_max_rows == 500_000
+    assert bound() == TrainingConfig().transform_max_rows == 200_000
     unlisted = FeatureConfig.from_dict({"task": "multiclass", "label": {"name": "y", "column": "t"}, "numeric": ["a"]})
     assert bound(features=unlisted) == 0
     listed = FeatureConfig.from_dict(
         {"task": "multiclass", "label": {"name": "y", "column": "t", "classes": ["a", "b"]}, "numeric": ["a"]}
     )
-    assert bound(features=listed) == 500_000
+    assert bound(features=listed) == 200_000
     module = UserModule(path="/nonexistent/module.py", preprocessing_fn=True, run_fn=False)
     assert bound(user_module=module) == 0
 
