@@ -217,26 +217,22 @@ def _in_process(spec: Dict[str, Any], flag: str = "--one", timeout: int = 3600) 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _in_workers(spec: Dict[str, Any], timeout: int = 3600) -> Dict[str, Any]:
     """Runs `one` as `spec["workers"]` processes on loopback that train one model together
     (MultiWorkerMirroredStrategy; each worker its equal share of `spec["gpus"]` GPUs, NCCL across them, as the
-    Trainer's workers on several nodes): the figures of worker 0, global over all replicas."""
+    Trainer's workers on several nodes, with the Trainer's own local cluster layout): the figures of the chief, global
+    over all replicas."""
+    from tfxflow.components.training import local_cluster
+
     workers = spec["workers"]
     each = spec.get("gpus", 0) // workers
-    cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(workers)]}
     processes = []
-    for index in range(workers):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
-        if each:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(index * each, (index + 1) * each))
+    for index, config in enumerate(local_cluster.tf_configs(local_cluster.free_ports(workers))):
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(config),
+            **local_cluster.device_env(index, workers, each * workers),
+        }
         processes.append(
             subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.text_benchmark", "--one", json.dumps({**spec, "gpus": each})],

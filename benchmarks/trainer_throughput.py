@@ -316,20 +316,13 @@ def print_table(rows: List[Dict], google: Dict) -> None:
     )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_isolated(
     args, preset: str, precision: str, xla: bool, steps: int, score: bool, gpus: int = -1, workers: int = 1
 ) -> Dict:
     """One configuration in its own process (a fresh dtype policy and XLA cache), under a time limit; `gpus` >= 0:
     only the first `gpus` GPUs are visible; `workers` > 1: that many processes on loopback train together, each on
-    its equal share of the `gpus` (NCCL across them; the figures are worker 0's, global over every replica)."""
+    its equal share of the `gpus` (NCCL across them), laid out as the Trainer's local cluster (the figures are the
+    chief's, global over every replica)."""
     command = [
         sys.executable,
         "-m",
@@ -359,16 +352,17 @@ def _run_isolated(
         "global_batch": args.batch_size,
         "steps": steps,
     }
+    from tfxflow.components.training import local_cluster
+
     base.update(gpus=max(gpus, 0), workers=workers)
-    each = max(gpus, 0) // workers
-    cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(workers)]}
+    configs = local_cluster.tf_configs(local_cluster.free_ports(workers)) if workers > 1 else [None]
     processes = []
-    for index in range(workers):
+    for index, config in enumerate(configs):
         env = dict(os.environ)
         if gpus >= 0:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(index * each, (index + 1) * each))
-        if workers > 1:
-            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+            env.update(local_cluster.device_env(index, workers, gpus) or {"CUDA_VISIBLE_DEVICES": ""})
+        if config:
+            env["TF_CONFIG"] = json.dumps(config)
         processes.append(
             subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
         )

@@ -155,7 +155,6 @@ def tfjob(
 ) -> Dict[str, Any]:
     """A TFJob: one Chief and workers-1 Workers, never restarted by the operator (a replica that fails fails the
     job, the launcher names it, and the step's retry resumes from the Trainer's backup)."""
-    group, version, _, kind = API[TFJOB]
     container = _container(template, invocation, CONTAINER)
     container["ports"] = [{"containerPort": PORT, "name": PORT_NAME}]
 
@@ -175,15 +174,8 @@ def tfjob(
     }
     if template.timeout_s:
         run_policy["activeDeadlineSeconds"] = template.timeout_s
-    return {
-        "apiVersion": f"{group}/{version}",
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace, **identity.metadata(name)},
-        "spec": {
-            "runPolicy": run_policy,
-            "tfReplicaSpecs": {"Chief": replica(1), "Worker": replica(template.workers - 1)},
-        },
-    }
+    spec = {"runPolicy": run_policy, "tfReplicaSpecs": {"Chief": replica(1), "Worker": replica(template.workers - 1)}}
+    return _object(TFJOB, name, namespace, identity, spec)
 
 
 def trainjob(
@@ -192,7 +184,7 @@ def trainjob(
     """A TrainJob (Trainer v2.2+: placement through `runtimePatches`) of `workers` nodes on the project's
     ClusterTrainingRuntime; node 0 is the chief. Its nodes build TF_CONFIG from the variables it sets
     (pipeline/kfp/replica.py), as Trainer v2 gives TensorFlow none."""
-    group, version, _, kind = API[TRAINJOB]
+    group = API[TRAINJOB][0]
     command, args = replica_command(invocation)
     env = [dict(e) for e in template.env] + [
         {"name": NODES_ENV, "value": str(template.workers)},
@@ -227,9 +219,14 @@ def trainjob(
     }
     if template.timeout_s:
         spec["activeDeadlineSeconds"] = template.timeout_s
+    return _object(TRAINJOB, name, namespace, identity, spec)
+
+
+def _object(kind: str, name: str, namespace: str, identity: PodIdentity, spec: Dict[str, Any]) -> Dict[str, Any]:
+    group, version, _, kind_name = API[kind]
     return {
         "apiVersion": f"{group}/{version}",
-        "kind": kind,
+        "kind": kind_name,
         "metadata": {"name": name, "namespace": namespace, **identity.metadata(name)},
         "spec": spec,
     }
