@@ -1,6 +1,7 @@
-"""The Trainer step of a pipeline compiled with `--workers N`: it creates the training job (training_job.py)
-through the Kubernetes API (kube_api.py), copies the chief's log into the step's log, waits for the job to end,
-and then
+"""The Trainer step of a pipeline compiled with `--workers N`: creates the training job (training_job.py) through
+the Kubernetes API (kube_api.py), follows it, and ends the step as the job ended.
+
+It copies the chief's log into the step's log, waits for the job to end, and then
 - succeeded: hands KFP the chief's executor output file (pipeline/kfp/replica.py), so the step leaves the same
   Model and ModelRun artifacts as the one-pod Trainer;
 - failed: ends the step with one line naming the replica that failed first, its exit and its last error line;
