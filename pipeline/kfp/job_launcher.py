@@ -86,8 +86,20 @@ class Launcher:
         return f"{training_job.API[self.template.kind][3]} {self.namespace}/{self.name}"
 
     def identity(self) -> PodIdentity:
-        """The launcher's own pod's identity, when the API finds the pod (not outside a cluster)."""
-        return PodIdentity.of_pod(self.kube.pod(self.namespace, self.pod_name) if self.pod_name else None)
+        """The launcher's own pod's identity, when the API finds the pod (not outside a cluster); without it (a role
+        that may not read pods) the replicas run as the namespace's default service account, which is said."""
+        from kubernetes.client.rest import ApiException
+
+        if not self.pod_name:
+            return PodIdentity()
+        try:
+            return PodIdentity.of_pod(self.kube.pod(self.namespace, self.pod_name))
+        except ApiException as err:
+            self.say(
+                f"the step's own pod {self.pod_name} could not be read ({err.status} {err.reason}): the replicas run "
+                "as the namespace's default service account"
+            )
+            return PodIdentity()
 
     def manifest(self, identity: Optional[PodIdentity] = None) -> Dict[str, Any]:
         return training_job.manifest(
