@@ -22,6 +22,16 @@ def commit() -> str:
     return found + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def error_line(stderr: str) -> str:
+    """What a failed run's stderr says went wrong: its last line naming an error (TensorFlow's op errors end
+    with a line of context that does not), else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error" in line or line.startswith("error:"):
+            return line
+    return lines[-1] if lines else "failed"
+
+
 def new_results_path(kind: str) -> str:
     """benchmarks/results/<kind>-<date>.json, or -2, -3, ... after it: an earlier run's file stays."""
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -249,7 +249,7 @@ def _in_workers(spec: Dict[str, Any], timeout: int = 3600) -> Dict[str, Any]:
             p.kill()
     for p, (_, err) in zip(processes, outputs, strict=True):
         if p.returncode != 0:
-            return {**spec, "error": (err.strip().splitlines() or ["?"])[-1][:300]}
+            return {**spec, "error": provenance.error_line(err)[:300]}
     return {**json.loads(outputs[0][0].strip().splitlines()[-1]), "gpus": spec.get("gpus", 0)}
 
 

@@ -375,7 +375,7 @@ def _run_isolated(
             p.kill()
     for p, (_, err) in zip(processes, outputs, strict=True):
         if p.returncode != 0:
-            return {**base, "error": (err.strip().splitlines() or ["failed"])[-1][:200]}
+            return {**base, "error": provenance.error_line(err)[:300]}
     return json.loads(outputs[0][0].strip().splitlines()[-1])
 
 
