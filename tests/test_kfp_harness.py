@@ -702,11 +702,11 @@ def test_an_s3_root_needs_the_launcher_providers_entry_the_compiler_writes(tmp_p
     (nothing, on KFP) and the first upload fails; with the ConfigMap `tfxflow kubeflow compile` writes for an
     s3:// root, it reaches the store by the endpoint, region, path style and secret named there."""
     from tests.pipeline.conftest import kubeflow_config
-    from tfxflow.pipeline.kfp import compiler as kf
+    from tfxflow.pipeline.kfp import launcher_config
 
     root = f"s3://{bucket}/tfxflow"
     config = kubeflow_config(root, data_root=f"s3://{bucket}/data", s3_endpoint=s3_server.endpoint, namespace="ml")
-    launcher = kf.launcher_config_map(config)
+    launcher = launcher_config.launcher_config_map(config)
     assert launcher["metadata"] == {"name": "kfp-launcher", "namespace": "ml"}
     assert launcher["data"]["defaultPipelineRoot"] == root
     # The fields config/s3.go reads (its JSON tags), and nothing else.
@@ -721,7 +721,7 @@ def test_an_s3_root_needs_the_launcher_providers_entry_the_compiler_writes(tmp_p
             "secretKeyKey": "secretkey",
         },
     }
-    assert kf.launcher_config_map(kubeflow_config(f"minio://{bucket}/v2/artifacts")) is None
+    assert launcher_config.launcher_config_map(kubeflow_config(f"minio://{bucket}/v2/artifacts")) is None
 
     spec = three_steps().write(tmp_path / "spec.yaml")
     secrets = {"mlpipeline-minio-artifact": {"accesskey": s3_server.ACCESS_KEY, "secretkey": s3_server.SECRET_KEY}}

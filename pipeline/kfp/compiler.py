@@ -51,6 +51,7 @@ from tfxflow.pipeline.inputs import resolve_module_label
 from tfxflow.pipeline.kfp import entrypoint
 from tfxflow.pipeline.kfp import spec_check as kfp_check
 from tfxflow.pipeline.kfp import training_job as training_job_lib
+from tfxflow.pipeline.kfp.launcher_config import LAUNCHER_CONFIG_MAP, OBJECT_STORE_KEYS, launcher_config_map
 from tfxflow.pipeline.staging import tracking_params
 from tfxflow.pipeline.tracking_store import TRACKING_ENV
 
@@ -76,7 +77,6 @@ BUCKET = "mlpipeline"
 # The secret the launcher reads (copied into every profile namespace); its keys become boto3's standard
 # variables in the steps.
 OBJECT_STORE_SECRET = object_store.KUBEFLOW_CREDENTIALS_SECRET
-OBJECT_STORE_KEYS = (("accesskey", "AWS_ACCESS_KEY_ID"), ("secretkey", "AWS_SECRET_ACCESS_KEY"))
 TRACKING_STEPS = (names.MLFLOW_START, names.MLFLOW_RECORD, names.MLFLOW_FINISH)
 TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -685,52 +685,6 @@ def stage_user_module(pipeline, pipeline_root: str, upload: bool = True) -> Tupl
         component.spec.exec_properties["module_file"] = None  # TFX's own staging then has nothing to do
         staged.append(remote)
     return tuple(dict.fromkeys(staged))
-
-
-LAUNCHER_CONFIG_MAP = "kfp-launcher"
-
-
-def launcher_config_map(config: KubeflowConfig) -> Optional[dict]:
-    """For an s3:// pipeline root, the `kfp-launcher` ConfigMap the namespace needs; None for other roots.
-
-    Without a `providers` entry KFP's launcher opens s3:// buckets "from env" (config/s3.go
-    `ProvideSessionInfo`): its own container's AWS_* variables, which KFP does not set, with virtual-host
-    addressing and no region, so an S3-compatible store (or a bucket outside us-east-1) fails at the first
-    upload. The entry gives it the steps' endpoint, region and secret, path-style (the field names are
-    config/s3.go's JSON tags)."""
-    if _scheme(config.pipeline_root) != "s3":
-        return None
-    import yaml
-
-    default: dict = {"region": config.s3_region, "forcePathStyle": True}
-    if config.s3_endpoint:
-        scheme, _, host = config.s3_endpoint.partition("://")
-        default["endpoint"] = host.rstrip("/")
-        default["disableSSL"] = scheme == "http"
-    else:
-        default["endpoint"] = f"s3.{config.s3_region}.amazonaws.com"
-        default["disableSSL"] = False
-    if config.object_store_secret:
-        accesskey, secretkey = (key for key, _ in OBJECT_STORE_KEYS)
-        default["credentials"] = {
-            "fromEnv": False,
-            "secretRef": {
-                "secretName": config.object_store_secret,
-                "accessKeyKey": accesskey,
-                "secretKeyKey": secretkey,
-            },
-        }
-    else:  # the launcher's own identity (IAM roles for service accounts)
-        default["credentials"] = {"fromEnv": True}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": LAUNCHER_CONFIG_MAP, "namespace": config.namespace or "kubeflow"},
-        "data": {
-            "defaultPipelineRoot": config.pipeline_root,
-            "providers": yaml.safe_dump({"s3": {"default": default}}, sort_keys=True),
-        },
-    }
 
 
 @dataclasses.dataclass(frozen=True)
