@@ -222,35 +222,12 @@ def _in_workers(spec: Dict[str, Any], timeout: int = 3600) -> Dict[str, Any]:
     (MultiWorkerMirroredStrategy; each worker its equal share of `spec["gpus"]` GPUs, NCCL across them, as the
     Trainer's workers on several nodes, with the Trainer's own local cluster layout): the figures of the chief, global
     over all replicas."""
-    from tfxflow.components.training import local_cluster
-
-    workers = spec["workers"]
-    each = spec.get("gpus", 0) // workers
-    processes = []
-    for index, config in enumerate(local_cluster.tf_configs(local_cluster.free_ports(workers))):
-        env = {
-            **os.environ,
-            "TF_CONFIG": json.dumps(config),
-            **local_cluster.device_env(index, workers, each * workers),
-        }
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.text_benchmark", "--one", json.dumps({**spec, "gpus": each})],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        )
-    try:
-        outputs = [p.communicate(timeout=timeout) for p in processes]
-    finally:
-        for p in processes:
-            p.kill()
-    for p, (_, err) in zip(processes, outputs, strict=True):
-        if p.returncode != 0:
-            return {**spec, "error": provenance.error_line(err)[:300]}
-    return {**json.loads(outputs[0][0].strip().splitlines()[-1]), "gpus": spec.get("gpus", 0)}
+    each = spec.get("gpus", 0) // spec["workers"]
+    command = [sys.executable, "-m", "benchmarks.text_benchmark", "--one", json.dumps({**spec, "gpus": each})]
+    out, error = provenance.run_workers(command, spec["workers"], each * spec["workers"] or None, timeout)
+    if error:
+        return {**spec, "error": error[:300]}
+    return {**json.loads(out.strip().splitlines()[-1]), "gpus": spec.get("gpus", 0)}
 
 
 def debian_split():

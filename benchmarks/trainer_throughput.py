@@ -352,31 +352,14 @@ def _run_isolated(
         "global_batch": args.batch_size,
         "steps": steps,
     }
-    from tfxflow.components.training import local_cluster
-
     base.update(gpus=max(gpus, 0), workers=workers)
-    configs = local_cluster.tf_configs(local_cluster.free_ports(workers)) if workers > 1 else [None]
-    processes = []
-    for index, config in enumerate(configs):
-        env = dict(os.environ)
-        if gpus >= 0:
-            env.update(local_cluster.device_env(index, workers, gpus) or {"CUDA_VISIBLE_DEVICES": ""})
-        if config:
-            env["TF_CONFIG"] = json.dumps(config)
-        processes.append(
-            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
-        )
     try:
-        outputs = [p.communicate(timeout=args.config_timeout) for p in processes]
+        out, error = provenance.run_workers(command, workers, gpus if gpus >= 0 else None, args.config_timeout, REPO)
     except subprocess.TimeoutExpired:
         return {**base, "error": f"did not finish within {args.config_timeout} s"}
-    finally:
-        for p in processes:
-            p.kill()
-    for p, (_, err) in zip(processes, outputs, strict=True):
-        if p.returncode != 0:
-            return {**base, "error": provenance.error_line(err)[:300]}
-    return json.loads(outputs[0][0].strip().splitlines()[-1])
+    if error:
+        return {**base, "error": error[:300]}
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:

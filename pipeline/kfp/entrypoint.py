@@ -366,11 +366,11 @@ def check_image() -> List[str]:
     # The definition imports every component of the pipeline (their executors are named by module path); the
     # launcher of a Trainer on several workers is a step's command.
     importlib.import_module(training_job.LAUNCHER_MODULE)
-    paths = [definition.__name__, training_job.LAUNCHER_MODULE, definition.PREPROCESSING_FN, definition.RUN_FN]
-    for path in paths[1:]:
+    functions = [definition.PREPROCESSING_FN, definition.RUN_FN]
+    for path in functions:
         module, _, name = path.rpartition(".")
         import_utils.import_func_from_module(module, name)
-    return paths
+    return [definition.__name__, training_job.LAUNCHER_MODULE, *functions]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

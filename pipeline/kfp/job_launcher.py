@@ -29,10 +29,10 @@ from typing import Any, Callable, Dict, Optional, Sequence, TextIO, Tuple
 
 from tfxflow.components import object_store
 from tfxflow.pipeline.kfp import job_status, replica, training_job
+from tfxflow.pipeline.kfp.entrypoint import INVOCATION_FLAG
 from tfxflow.pipeline.kfp.kube_api import Kube
 from tfxflow.pipeline.kfp.training_job import JobTemplate, PodIdentity
 
-INVOCATION_FLAG = "--json_serialized_invocation_args"
 POLL_S = 5.0
 DEADLINE_GRACE_S = 60.0  # past the job's own activeDeadlineSeconds, before the launcher gives up on it
 EXIT_CANCELLED = 143
