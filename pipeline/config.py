@@ -494,6 +494,10 @@ def resolve_shared(
         evaluation.for_task(features.task)
         if training.init_checkpoint:
             checkpoint, features = pretrained_fit(training, features)
+        if evaluation.tflite and features.num_oov_buckets > 1:
+            # Hashing an unseen value into one of several buckets (StringToHashBucketFast) has no TFLite builtin:
+            # with --tflite the served and the edge model alike give every unseen value the one id past the list.
+            features = dataclasses.replace(features, num_oov_buckets=1)
     return resolve_training(training, checkpoint), features
 
 

@@ -10,23 +10,8 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
-from tfxflow.components import lane, serving_dir
+from tfxflow.components import serving_dir
 from tfxflow.components.edge import edge
-
-# TF 2.16's tf.lite.Interpreter links the Flex delegate; TF 2.21's has none (docs/environment.md): in the current
-# lane a model that needs Select TF ops is checked by nothing, and so not published.
-FLEX_HERE = lane.name() == lane.COMPAT
-
-
-def assert_refused_for_flex(serving, model, out, first_op="AsString"):
-    """The run said its model needs Select TF ops (`first_op` first) no interpreter here runs, and its version
-    has no edge folder."""
-    line = out.split("  edge (TFLite):  ", 1)[1].splitlines()[0]
-    assert line.startswith(
-        f"the float32 TFLite model is not published: the interpreter here cannot run its Select TF ops ({first_op}"
-    ), line
-    (version,) = helpers.pushed_versions(serving, model)[:1]
-    assert not os.path.exists(os.path.join(serving, model, version, serving_dir.EDGE_DIR))
 
 
 def published(serving, model, version_index=0):

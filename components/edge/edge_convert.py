@@ -9,11 +9,13 @@ model's filled table, and the graph is rebuilt around tables whose keys and valu
 - an int64-keyed table (TFLite's builtin tables take string keys only; one such table sends every table of the
   model to Select TF ops) becomes a match against its constant keys (Equal, Any, ArgMax, Gather, Select);
 - `UpperBound` (tft.apply_buckets) becomes `K - count(x < boundaries)`, which keeps NaN in the last bucket as
-  UpperBound does; a binary `DenseBincount` (Keras's one-hot CategoryEncoding) becomes `any(x == range(size))`.
+  UpperBound does; a binary `DenseBincount` (Keras's one-hot CategoryEncoding) becomes `any(x == range(size))`;
+  `StringToHashBucketFast` into one bucket (a vocabulary with one out-of-vocabulary id, what `--tflite` asks of
+  the Transform) becomes zeros, and the `AsString` before it is left unused.
 
-Every rewrite is exact. What is left without a builtin kernel (StringToHashBucketFast: the FarmHash of an
-out-of-vocabulary value, AsString before it) converts with Select TF ops, and the model then needs the Flex
-delegate (TensorFlow's interpreter, or a LiteRT build with Select TF ops); `ops()` says which.
+Every rewrite is exact. What is left without a builtin kernel (StringToHashBucketFast into several buckets: the
+FarmHash of an out-of-vocabulary value, AsString before it) converts with Select TF ops, and the model then needs
+the Flex delegate (TensorFlow's interpreter, or a LiteRT build with Select TF ops); `ops()` says which.
 
 A text column's tokenization in the Transform graph (TF Text's classic WordPiece, regex splits, tf.Transform's
 ragged-tensor asserts in V1 control flow) has no TFLite counterpart. Where the model records how each text column
@@ -247,16 +249,120 @@ def _one_hot(name: str, node) -> List[tf.compat.v1.NodeDef]:
     ]
 
 
+def _one_bucket(name: str, node, nodes) -> List[tf.compat.v1.NodeDef]:
+    """StringToHashBucketFast into one bucket: 0 for every value, whatever its hash (Fill of the input's shape).
+    An integer column's AsString before it is passed over, so nothing reads it and it is left out."""
+    x, dtype = node.input[0], tf.string
+    before = nodes.get(x.split(":")[0])
+    if before is not None and before.op == "AsString":
+        x, dtype = before.input[0], tf.as_dtype(before.attr["T"].type)
+    control = [i for i in node.input[1:] if i.startswith("^")]
+    return [
+        _const(f"{name}/zero", np.int64(0), tf.int64),
+        _node(f"{name}/shape", "Shape", [x], T=_type(dtype), out_type=_type(tf.int32)),
+        _node(name, "Fill", [f"{name}/shape", f"{name}/zero", *control], T=_type(tf.int64), index_type=_type(tf.int32)),
+    ]
+
+
+# What lies between a densified column and the op that reads it: ops that only move its values.
+_SHAPE_OPS = ("Identity", "Squeeze")
+
+
+def _densified(user, chain, dense) -> List[tf.compat.v1.NodeDef]:
+    """`user` (a string table's lookup, or a hash into one bucket) of SparseToDense's output, through `chain`,
+    as SparseToDense of its answers: on the sparse values, and on the default for the missing cells."""
+    name = user.name
+    indices, shape, values, default = dense.input[:4]
+    control = [i for i in user.input if i.startswith("^")]
+    i32 = tf.int32
+    if user.op == "LookupTableFindV2":
+        table, missing, answer = user.input[0], user.input[2], user.attr["Tout"]
+        nodes = [
+            _node(f"{name}/values", "LookupTableFindV2", [table, values, missing], Tin=_type(tf.string), Tout=answer),
+            _const(f"{name}/one", np.array([1], np.int32), i32),
+            _const(f"{name}/scalar", np.array([], np.int32), i32),
+            _node(f"{name}/key", "Reshape", [default, f"{name}/one"], T=_type(tf.string), Tshape=_type(i32)),
+            _node(
+                f"{name}/found", "LookupTableFindV2", [table, f"{name}/key", missing], Tin=_type(tf.string), Tout=answer
+            ),
+            _node(f"{name}/default", "Reshape", [f"{name}/found", f"{name}/scalar"], T=answer, Tshape=_type(i32)),
+        ]
+    else:  # every value, the default included, hashes into bucket 0
+        answer = _type(tf.int64)
+        nodes = [
+            _const(f"{name}/default", np.int64(0), tf.int64),
+            _node(f"{name}/shape", "Shape", [values], T=_type(tf.string), out_type=_type(i32)),
+            _node(f"{name}/values", "Fill", [f"{name}/shape", f"{name}/default"], T=answer, index_type=_type(i32)),
+        ]
+    last = f"{name}/dense"
+    nodes.append(
+        _node(
+            last,
+            "SparseToDense",
+            [indices, shape, f"{name}/values", f"{name}/default"],
+            T=answer,
+            Tindices=dense.attr["Tindices"],
+            validate_indices=dense.attr["validate_indices"],
+        )
+    )
+    for step, op in enumerate(chain):
+        moved = tf.compat.v1.NodeDef()
+        moved.CopyFrom(op)
+        moved.name = f"{name}/moved_{step}"
+        moved.input[0] = last
+        moved.attr["T"].CopyFrom(answer)
+        nodes.append(moved)
+        last = moved.name
+    nodes.append(_node(name, "Identity", [last, *control], T=answer))
+    return nodes
+
+
+def _dense_strings(graph_def) -> Dict[str, List[tf.compat.v1.NodeDef]]:
+    """{node: what replaces it} for the readers of a string column that SparseToDense densifies (tf.Transform's
+    optional columns; TFLite's SPARSE_TO_DENSE has no string kernel): where every reader is a string table's
+    lookup or a hash into one bucket, element-wise ops, each is moved before the densification (`_densified`),
+    which then densifies numbers. Exact, missing cells included."""
+    readers = collections.defaultdict(list)
+    for node in graph_def.node:
+        for tensor in node.input:
+            if not tensor.startswith("^"):
+                readers[tensor.split(":")[0]].append(node)
+    found = {}
+    for dense in graph_def.node:
+        if dense.op != "SparseToDense" or dense.attr["T"].type != tf.string.as_datatype_enum:
+            continue
+        ends, movable, pending = [], True, [(dense, [])]
+        while pending:
+            node, chain = pending.pop()
+            for user in readers[node.name]:
+                if user.op in _SHAPE_OPS:
+                    pending.append((user, chain + [user]))
+                elif (user.op == "LookupTableFindV2" and user.input[1].split(":")[0] == node.name) or (
+                    user.op == "StringToHashBucketFast" and user.attr["num_buckets"].i == 1
+                ):
+                    ends.append((user, chain))
+                else:
+                    movable = False
+        if movable:
+            found.update({user.name: _densified(user, chain, dense) for user, chain in ends})
+    return found
+
+
 def rewrite(graph_def, tables):
     """The graph with int64-keyed tables as constant matches, string-keyed tables as resource placeholders (fed
-    a constant table's handle), and UpperBound and binary DenseBincount as builtin ops."""
+    a constant table's handle), and UpperBound, binary DenseBincount, a hash into one bucket (a vocabulary's
+    single out-of-vocabulary id) and the densifying of a string column read by lookups as builtin ops."""
     matched = {name for name, (_, _, key_dtype, _) in tables.items() if key_dtype == tf.int64}
     out = tf.compat.v1.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     source_of = _sources(graph_def)
+    nodes = {node.name: node for node in graph_def.node}
+    moved = _dense_strings(graph_def)
     for node in graph_def.node:
         source = source_of(node.input[0]) if node.input else None
-        if node.op == "HashTableV2" or node.name in tables:
+        if node.name in moved:
+            out.node.extend(moved[node.name])
+        elif node.op == "HashTableV2" or node.name in tables:
             if node.name not in matched:
                 shape = tf.compat.v1.AttrValue(shape=tf.TensorShape([]).as_proto())
                 out.node.append(_node(node.name, "Placeholder", [], dtype=_type(tf.resource), shape=shape))
@@ -270,6 +376,8 @@ def rewrite(graph_def, tables):
             out.node.extend(_upper_bound(node.name, node))
         elif node.op == "DenseBincount" and node.attr["binary_output"].b:
             out.node.extend(_one_hot(node.name, node))
+        elif node.op == "StringToHashBucketFast" and node.attr["num_buckets"].i == 1:
+            out.node.extend(_one_bucket(node.name, node, nodes))
         else:
             out.node.add().CopyFrom(node)
     present = {node.name for node in out.node}

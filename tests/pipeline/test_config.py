@@ -400,3 +400,14 @@ def test_the_sample_bounds_leave_the_bundled_data_whole_and_bound_a_large_run():
     assert (training.transform_max_rows, evaluation.max_rows) == (200_000, 25_000)
     assert 10_000 < rows < evaluation.max_rows < training.transform_max_rows  # both splits of 1x: every row
     assert 40 * rows * 0.75 > training.transform_max_rows and 40 * rows * 0.25 > evaluation.max_rows
+
+
+def test_tflite_gives_every_unseen_category_value_one_id_in_the_served_model_too():
+    """A hash of an unseen value into one of several buckets has no TFLite builtin: with --tflite the Transform
+    maps every unseen value to the one id past the vocabulary, so the served and the edge model answer alike."""
+    features = inputs.load_schema_and_features("taxi", None, None)[1]
+    assert features.num_oov_buckets == 10  # the curated taxi features hash unseen values into 10 buckets
+    _, edge = config_lib.resolve_shared(config_lib.TrainingConfig(), config_lib.EvaluationConfig(tflite=True), features)
+    assert edge.num_oov_buckets == 1 and edge.categorical == features.categorical
+    _, served = config_lib.resolve_shared(config_lib.TrainingConfig(), config_lib.EvaluationConfig(), features)
+    assert served.num_oov_buckets == 10

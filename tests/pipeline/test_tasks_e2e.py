@@ -628,11 +628,9 @@ def test_a_multiclass_models_tflite_names_the_same_classes(runs):
     # The worse run was not blessed: nothing converted.
     assert "edge (TFLite):  not converted: the model is not blessed" in run["worse"].stdout
     _check_named_penguins_tflite(runs["named_classes"])
-    if not edge_checks.FLEX_HERE:  # taxi's hash buckets need Select TF ops
-        edge_checks.assert_refused_for_flex(os.path.join(run["home"], "serving"), "payment", run["first"].stdout)
-        return
     folder, result = edge_checks.published(os.path.join(run["home"], "serving"), "payment")
     edge_checks.check_result(result, run["first"].stdout)
+    assert result["select_tf_ops"] == []  # one id for unseen values under --tflite: published in both lanes
     rows = edge_checks.rows_with_every_column(run["data"], edge_checks.raw_columns(folder))
     answer, expected = edge_checks.check_against_saved_model(folder, rows)
     assert answer["classes"][0].tolist() == expected["classes"][0].tolist() and len(answer["classes"][0]) >= 3
@@ -653,11 +651,9 @@ def test_a_multiclass_models_tflite_names_the_same_classes(runs):
 @pytest.mark.long_runs("regression")
 def test_a_regressions_tflite_answers_in_the_labels_units(runs):
     run = runs["regression"]
-    if not edge_checks.FLEX_HERE:  # taxi's hash buckets need Select TF ops
-        edge_checks.assert_refused_for_flex(os.path.join(run["home"], "serving"), "fare", run["first"].stdout)
-        return
     folder, result = edge_checks.published(os.path.join(run["home"], "serving"), "fare")
     edge_checks.check_result(result, run["first"].stdout)
+    assert result["select_tf_ops"] == []
     rows = edge_checks.rows_with_every_column(run["data"], edge_checks.raw_columns(folder))
     answer, _ = edge_checks.check_against_saved_model(folder, rows)
     assert 3 < float(np.median(answer["predictions"])) < 40  # dollars

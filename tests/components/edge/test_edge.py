@@ -154,6 +154,98 @@ def test_the_tflite_model_alone_gives_tensorflows_answers_row_by_row(transform_l
     assert len(set(np.round(answer["probabilities"].ravel(), 5))) > 4  # the rows do not all answer alike
 
 
+class _OneUnseenBucket(tf.Module):
+    """The tables tf.Transform's `apply_vocabulary` makes with one out-of-vocabulary bucket (what --tflite asks of
+    the Transform; tensorflow_transform/mappers.py: a StaticVocabularyTable of the vocabulary file, keyed by the
+    column's dtype): a string and an integer column, each unseen value hashed into the one bucket past the list."""
+
+    def __init__(self, folder, buckets=1):
+        super().__init__()
+        init, index = tf.lookup.TextFileInitializer, tf.lookup.TextFileIndex
+        self.tables = {
+            column: tf.lookup.StaticVocabularyTable(
+                init(_vocabulary(folder, column, values), dtype, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER),
+                num_oov_buckets=buckets,
+                lookup_key_dtype=dtype,
+            )
+            for column, values, dtype in (("payment_type", WORDS, tf.string), ("area", AREAS, tf.int64))
+        }
+
+    @tf.function(
+        input_signature=[
+            {
+                "payment_type": tf.TensorSpec([None], tf.string, name="payment_type"),
+                "area": tf.TensorSpec([None], tf.int64, name="area"),
+            }
+        ]
+    )
+    def serve(self, features):
+        # tf.Transform densifies an optional column (SparseToDense, which TFLite runs for numbers only), filling a
+        # missing cell with a token of its own: here an empty payment_type is a missing one.
+        present = tf.not_equal(features["payment_type"], "")
+        sparse = tf.SparseTensor(
+            tf.where(present[:, tf.newaxis]),
+            tf.boolean_mask(features["payment_type"], present),
+            tf.stack([tf.shape(present, out_type=tf.int64)[0], 1]),
+        )
+        filled = tf.squeeze(tf.sparse.to_dense(sparse, default_value="__missing__"), axis=1)
+        word = self.tables["payment_type"].lookup(filled)
+        area = self.tables["area"].lookup(features["area"])
+        logit = tf.cast(word * 10 + area, tf.float32)
+        return {"ids": tf.stack([word, area], axis=1), "predictions": tf.reshape(logit, [-1, 1])}
+
+
+def test_one_unseen_bucket_converts_to_builtin_ops_and_maps_every_unseen_value_past_the_vocabulary(tmp_path):
+    module = _OneUnseenBucket(str(tmp_path))
+    model = str(tmp_path / "model")
+    tf.saved_model.save(module, model, signatures={"serving_raw": module.serve})
+    rows = [
+        {"payment_type": w, "area": a}
+        for w, a in [("Cash", 8), ("Unknown", 999), ("", -3), ("Dispute", 6), ("", 32), ("No Charge", 28)]
+    ]
+    result = edge.export(model, str(tmp_path / "edge"), rows)
+    assert result["published"] == ["float32", "int8"], result
+    # tf.Transform's hash of an unseen value (StringToHashBucketFast, AsString before it for integers) is gone, and
+    # the strings are looked up before they are densified.
+    assert result["select_tf_ops"] == []
+    assert not {"StringToHashBucketFast", "AsString"} & set(result["ops"]) and "SPARSE_TO_DENSE" in result["ops"]
+    columns = _columns(rows)
+    expected = tf.saved_model.load(model).signatures["serving_raw"](
+        payment_type=tf.constant(columns["payment_type"]), area=tf.constant(columns["area"], tf.int64)
+    )
+    interpreter = tf.lite.Interpreter(model_path=str(tmp_path / "edge" / "model.tflite"))
+    answer = interpreter.get_signature_runner("serving_raw")(
+        payment_type=np.array([v.encode() for v in columns["payment_type"]], dtype=object),
+        area=np.array(columns["area"], np.int64),
+    )
+    # Known values by their line, unseen ones one past the vocabulary: TensorFlow's kernels and TFLite's alike.
+    # A missing payment_type is "__missing__", itself unseen.
+    assert expected["ids"].numpy().tolist() == [[0, 0], [4, 5], [4, 5], [3, 4], [4, 1], [2, 3]]
+    assert answer["ids"].tolist() == expected["ids"].numpy().tolist()
+
+
+@pytest.mark.current_lane
+def test_unseen_values_hashed_into_buckets_need_select_tf_ops_which_only_an_interpreter_with_flex_checks(tmp_path):
+    """Several buckets keep tf.Transform's FarmHash (StringToHashBucketFast: no builtin kernel). TF 2.16's
+    tf.lite.Interpreter links the Flex delegate and checks the model; TF 2.21's has none: not published, and why."""
+    from tfxflow.components import lane
+
+    module = _OneUnseenBucket(str(tmp_path), buckets=10)
+    model = str(tmp_path / "model")
+    tf.saved_model.save(module, model, signatures={"serving_raw": module.serve})
+    rows = [{"payment_type": w, "area": a} for w, a in [("Cash", 8), ("Unknown", 999), ("", -3)]]
+    result = edge.export(model, str(tmp_path / "edge"), rows)
+    assert result["select_tf_ops"] == ["AsString", "SparseToDense", "StringToHashBucketFast"]
+    if lane.name() == lane.COMPAT:
+        assert result["published"] == ["float32", "int8"], result
+    else:
+        assert result["published"] == [] and not os.path.exists(tmp_path / "edge" / "model.tflite")
+        assert result["reason"].startswith(
+            "the float32 TFLite model is not published: the interpreter here cannot run its Select TF ops "
+            "(AsString, SparseToDense, StringToHashBucketFast)"
+        ), result["reason"]
+
+
 def test_differences_hold_numbers_to_the_tolerance_and_text_to_equality():
     expected = {"scores": [[0.5, 100.0]], "classes": [["a", "b"]]}
     close = {"scores": [[0.5 + 1e-6, 100.0 + 1e-4]], "classes": [["a", "b"]]}
