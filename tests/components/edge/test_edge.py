@@ -195,6 +195,7 @@ class _OneUnseenBucket(tf.Module):
         return {"ids": tf.stack([word, area], axis=1), "predictions": tf.reshape(logit, [-1, 1])}
 
 
+@pytest.mark.current_lane
 def test_one_unseen_bucket_converts_to_builtin_ops_and_maps_every_unseen_value_past_the_vocabulary(tmp_path):
     module = _OneUnseenBucket(str(tmp_path))
     model = str(tmp_path / "model")
