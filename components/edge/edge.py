@@ -42,7 +42,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from tfxflow.components import artifact_files, names
-from tfxflow.components.edge import edge_convert
+from tfxflow.components.edge import edge_convert, edge_probe
 from tfxflow.components.evaluation import golden
 from tfxflow.components.model import model_info, tasks, text
 
@@ -151,16 +151,22 @@ def _saved_model_outputs(model_dir: str, signature: str, inputs: Dict[str, list]
     import tensorflow as tf
 
     function = _loaded(model_dir).signatures[signature]
-    tensors = {arg: tf.constant(inputs[column], dtype=spec.dtype) for column, (arg, spec) in _columns(function).items()}
-    answer = {}
-    for name, value in sorted(function(**tensors).items()):
-        array = value.numpy()
-        array = array.reshape(len(array), -1)
-        answer[name] = (
-            np.vectorize(lambda v: v.decode("utf-8"))(array).tolist()
-            if array.dtype.kind in "SO"
-            else array.astype(np.float64).tolist()
-        )
+    columns = _columns(function)
+    rows = len(next(iter(inputs.values()))) if inputs else 0
+    answer: Dict[str, list] = {}
+    for start in range(0, rows, edge_probe.SCORE_ROWS):  # a text encoder's activations grow with the batch
+        tensors = {
+            arg: tf.constant(inputs[column][start : start + edge_probe.SCORE_ROWS], dtype=spec.dtype)
+            for column, (arg, spec) in columns.items()
+        }
+        for name, value in sorted(function(**tensors).items()):
+            array = value.numpy()
+            array = array.reshape(len(array), -1)
+            answer.setdefault(name, []).extend(
+                np.vectorize(lambda v: v.decode("utf-8"))(array).tolist()
+                if array.dtype.kind in "SO"
+                else array.astype(np.float64).tolist()
+            )
     return answer
 
 

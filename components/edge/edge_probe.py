@@ -4,7 +4,7 @@ interpreter (and TF Text's TFLite kernels for a text model), the model read from
 Reads one JSON request on stdin: `models` ({variant: .tflite path}), `signature`, `inputs` ({column: values}),
 `dtypes` ({column: numpy dtype name, "string" for text}), `latency_calls`, `needs_flex` (the models use Select TF
 ops), `text_ops` (they use TF Text's TFLite custom ops), and optionally `score` ({"inputs": {column: values},
-"output": name}: eval rows in one call). Answers one JSON line on stdout: per variant its `outputs` ({name:
+"output": name}: eval rows, SCORE_ROWS a call). Answers one JSON line on stdout: per variant its `outputs` ({name:
 [[...], ...]}), `scored` (the `score` rows' values of its output), `load_ms` (interpreter and signature made),
 `p50_ms` and `p99_ms` (one row per call), or its `error`; and `runtime`: "litert" where the `ai_edge_litert`
 runtime is installed and the model needs neither Select TF ops nor TF Text's, else "tensorflow"
@@ -14,6 +14,10 @@ runtime is installed and the model needs neither Select TF ops nor TF Text's, el
 import json
 import sys
 import time
+
+# Eval rows per call when scoring: a text encoder's activations grow with the batch (a MiniLM-sized one's
+# attention alone is 12 x 128 x 128 floats a row, 0.8 MB), and the interpreter holds them all at once.
+SCORE_ROWS = 64
 
 
 def _interpreter(needs_flex: bool, text_ops: bool = False):
@@ -76,7 +80,12 @@ def _run(path, signature, inputs, calls, needs_flex, score=None, text_ops=False)
         "p99_ms": round(float(np.percentile(latency, 99)), 4) if calls else None,
     }
     if score is not None:
-        answer["scored"] = _rows(runner(**score["inputs"])[score["output"]])
+        rows = len(next(iter(score["inputs"].values())))
+        scored = []
+        for start in range(0, rows, SCORE_ROWS):
+            chunk = {name: values[start : start + SCORE_ROWS] for name, values in score["inputs"].items()}
+            scored.extend(_rows(runner(**chunk)[score["output"]]))
+        answer["scored"] = scored
     return answer
 
 

@@ -344,19 +344,19 @@ def _scoring(rows, labels):
 
 
 def test_each_variant_scores_the_eval_rows_as_the_saved_model_does(transform_like, tmp_path):
-    rows = _rows() * 4
+    rows = _rows() * 20  # 160 rows: scored in calls of edge_probe.SCORE_ROWS, the last one shorter
     labels = [float(i % 3 == 0) for i in range(len(rows))]
     result = edge.export(transform_like, str(tmp_path / "edge"), _rows(), scoring=_scoring(rows, labels))
     saved = _saved_answers(transform_like, rows)["probabilities"].numpy()
     want = float(np.mean((saved[:, 0] > 0.5) == (np.array(labels) > 0.5)))
     assert 0 < want < 1  # the rows are not all on one side
-    assert result["eval"] == {"rows": 32, "metric": "binary_accuracy", "saved_model": pytest.approx(want)}
+    assert result["eval"] == {"rows": 160, "metric": "binary_accuracy", "saved_model": pytest.approx(want)}
     for variant in ("float32", "int8"):
         scored = result["variants"][variant]["eval"]
         assert scored["value"] == pytest.approx(want) and scored["gap"] <= edge.METRIC_MARGINS[variant], scored
     assert result["published"] == ["float32", "int8"]
     assert edge.summary_line(result).endswith(
-        f"; binary_accuracy on 32 eval rows {want:.4f}, {want:.4f} (SavedModel {want:.4f})"
+        f"; binary_accuracy on 160 eval rows {want:.4f}, {want:.4f} (SavedModel {want:.4f})"
     )
 
 
