@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import re
 from typing import Dict, List, Optional, Sequence
 
 from tfxflow.components.validation import drift
@@ -26,10 +27,17 @@ MIN_PRESENT_SHARE = 0.01  # a column with a value in fewer rows is left out of t
 MAX_CLASS_VALUES = 20  # an integer label with at most this many distinct values is drafted as classes
 MAX_LISTED_CLASSES = 1000  # a label of more distinct strings is drafted without its class list
 # A string column is free text (the `text` role: word pieces) when its values are this long on average, mostly
-# distinct and mostly hold a space; else it is categorical (a vocabulary of whole values).
+# distinct and mostly of several words: holding a space, or, in a script written without spaces between words
+# (Chinese, Japanese, Thai, Lao, Khmer, Myanmar), holding at least MIN_TEXT_UNSPACED_CHARS of its characters
+# (BERT makes each CJK character a word of its own); else it is categorical (a vocabulary of whole values), as
+# are short names in those scripts (北京, 上海, 家用电器).
 MIN_TEXT_BYTES = 20
 MIN_TEXT_DISTINCT = 0.5
-MIN_TEXT_SPACED = 0.5
+MIN_TEXT_SPACED = 0.5  # the share of values of several words, spaced or not
+MIN_TEXT_UNSPACED_CHARS = 8
+_UNSPACED_SCRIPT = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
+)  # Thai, Lao, Myanmar, Khmer, Hiragana, Katakana, CJK ideographs (BMP, extensions, compatibility)
 # Two-valued labels whose positive class is the one that says yes (else the rarer value is).
 AFFIRMATIVE = ("1", "yes", "y", "true", "t", "positive", "pos")
 DRAFT_NOTE = (
@@ -63,10 +71,13 @@ def _yaml_value(text: str) -> str:
     """`text` as a YAML scalar that reads back as the same string (quoted when YAML would read it otherwise)."""
     import yaml
 
-    dumped = yaml.safe_dump(text, default_style=None).strip()
+    # allow_unicode: class names in any script read as written (else "\u4F18..." escapes)
+    dumped = yaml.safe_dump(text, default_style=None, allow_unicode=True).strip()
     if dumped.endswith("\n..."):
         dumped = dumped[: -len("\n...")]
-    return dumped.splitlines()[0] if "\n" not in dumped else yaml.safe_dump(text, default_style='"').strip()
+    if "\n" not in dumped:
+        return dumped.splitlines()[0]
+    return yaml.safe_dump(text, default_style='"', allow_unicode=True).strip()
 
 
 def column_values(data_root: str, column: str) -> collections.Counter:
@@ -117,11 +128,22 @@ def text_columns(data_root: str, schema, statistics, label_column: Optional[str]
         counts = column_values(data_root, name)
         rows = sum(counts.values())
         spaced = sum(n for value, n in counts.items() if any(c.isspace() for c in value.strip()))
-        if rows and len(counts) >= MIN_TEXT_DISTINCT * rows and spaced >= MIN_TEXT_SPACED * rows:
+        unspaced = sum(
+            n
+            for value, n in counts.items()
+            if not any(c.isspace() for c in value.strip())
+            and len(_UNSPACED_SCRIPT.findall(value)) >= MIN_TEXT_UNSPACED_CHARS
+        )
+        if rows and len(counts) >= MIN_TEXT_DISTINCT * rows and spaced + unspaced >= MIN_TEXT_SPACED * rows:
             found[name] = (
                 f"free text: {lengths[name]:.0f} bytes on average, {len(counts) / rows:.0%} of values distinct, "
                 f"{spaced / rows:.0%} with spaces"
             )
+            if unspaced:
+                found[name] += (
+                    f", {unspaced / rows:.0%} of {MIN_TEXT_UNSPACED_CHARS}+ characters of a script written without "
+                    "spaces (Chinese, Japanese, Thai)"
+                )
     return found
 
 

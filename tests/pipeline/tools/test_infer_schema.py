@@ -270,3 +270,68 @@ def test_text_needs_long_mostly_distinct_values_with_spaces(tmp_path, values, te
         writer.writerows([v, i % 2] for i, v in enumerate(values))
     result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="y")
     assert ("note" in result.texts) is text
+
+
+@pytest.mark.parametrize(
+    "values, text",
+    [
+        (["北京", "上海", "广州", "深圳", "杭州"] * 8, False),  # cities: a vocabulary of whole values
+        (["%s第%d分店" % (c, i) for i, c in enumerate("北上广深杭成武西南重" * 4)], False),  # short names, distinct
+        (["请问我的订单%d什么时候发货？谢谢" % i for i in range(40)], True),  # no space, many words
+        (["ฉันอยากเปลี่ยนที่อยู่จัดส่งสินค้า%d" % i for i in range(40)], True),  # Thai: no spaces between words
+        (["注文番号%dの配送状況を教えてください" % i for i in range(40)], True),
+    ],
+)
+def test_text_in_scripts_without_spaces_is_counted_in_characters(tmp_path, values, text):
+    import csv
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "d.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["note", "y"])
+        writer.writerows([v, i % 2] for i, v in enumerate(values))
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="y")
+    assert ("note" in result.texts) is text
+
+
+def test_chinese_messages_are_text_and_their_channel_categorical(tmp_path):
+    from tests.data import chinese_intents
+
+    data = tmp_path / "data"
+    data.mkdir()
+    chinese_intents.write_csv(str(data / "messages.csv"), 400, seed=1)
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="intent")
+    assert list(result.texts) == ["message"]
+    assert "with spaces, " in result.texts["message"] and "without spaces" in result.texts["message"]
+    config = FeatureConfig.load(str(tmp_path / "out" / "features.yaml"))
+    assert config.text == ("message",)
+    assert (config.categorical, config.numeric) == (("channel",), ("wait_minutes",))
+    assert config.task == "multiclass" and sorted(config.label.classes) == sorted(chinese_intents.INTENTS)
+    with open(tmp_path / "out" / "features.yaml", encoding="utf-8") as f:
+        assert "    - 优惠券\n" in f.read()  # as written, not as \u escapes
+
+
+TRANSLATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "debian_translations.csv")
+
+
+def test_real_chinese_and_japanese_synopses_without_spaces_are_text(tmp_path):
+    """Debian's Chinese and Japanese one-line synopses that hold no space ('以图形化的方式提供有关硬件配置的信息'):
+    text by their characters, where a rule of spaces would have found none."""
+    import csv
+    import re
+
+    with open(TRANSLATIONS, newline="", encoding="utf-8") as f:
+        found = [r for r in csv.DictReader(f) if r["language"] in ("zh_CN", "ja")]
+    synopses = [(r["description"].split("\n")[0], r["language"]) for r in found]
+    unspaced = [(s, language) for s, language in synopses if not re.search(r"\s", s.strip())]
+    assert len(unspaced) == 42
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "d.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["synopsis", "language"])
+        writer.writerows(unspaced)
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="language")
+    assert list(result.texts) == ["synopsis"]
+    assert "distinct, 0% with spaces, " in result.texts["synopsis"]
