@@ -125,6 +125,12 @@ def test_cli_refuses_bad_csv_and_unknown_label(tmp_path):
     )
     assert result.returncode == 2
     assert f"error: --label c: no such column in {good}; it has ['a', 'b']" in result.stderr
+    result = helpers.run_cli(
+        "infer-schema", "--data-root", str(good), "--out", str(tmp_path / "out"), "--init-checkpoint", str(bad)
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: --init-checkpoint {bad}: not a checkpoint this pipeline reads: ")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(
