@@ -122,6 +122,16 @@ def from_args(cls, args: argparse.Namespace, **values: Any):
     return cls(**values)
 
 
+def parsed(cls, args: argparse.Namespace, name: str) -> Any:
+    """One field's value from the flags `add_arguments` added for it (`only=`), its `parse` applied; raises
+    ValueError naming the flag as `from_args` does."""
+    field = next(f for f in cli_fields(cls) if f.name == name)
+    value = getattr(args, name)
+    if field.metadata.get("parse") and isinstance(value, str):
+        value = field.metadata["parse"](value, flag_of(field))
+    return value
+
+
 def check(obj: Any) -> None:
     """Runs every field's `check` (nested settings dataclasses too); raises ConfigError naming the flag."""
     for field in dataclasses.fields(obj):

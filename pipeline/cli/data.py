@@ -8,10 +8,11 @@ import datetime
 import os
 import sys
 
+from tfxflow.components import settings
 from tfxflow.components.errors import DataError
 from tfxflow.pipeline import paths as paths_lib
 from tfxflow.pipeline.cli import common
-from tfxflow.pipeline.config import DEFAULT_DATASET
+from tfxflow.pipeline.config import DEFAULT_DATASET, TrainingConfig
 from tfxflow.pipeline.local import run_guard
 from tfxflow.pipeline.local.run import EXIT_BUSY, EXIT_CONFIG_ERROR, EXIT_DATA_GATE
 
@@ -35,6 +36,18 @@ def add_parsers(sub) -> None:
     )
     infer.add_argument("--label", metavar="COLUMN", help="label column: marked absent at serving, drafted as the label")
     infer.add_argument("--force", action="store_true", help="overwrite an existing schema.pbtxt and features.yaml")
+    settings.add_arguments(
+        infer,
+        TrainingConfig,
+        only=("init_checkpoint",),
+        overrides={
+            "init_checkpoint": {
+                "help": "the pretrained encoder the run will fine-tune (as `tfxflow run --init-checkpoint`): "
+                "sequence_length is drafted from the text columns' lengths in its own word pieces, at most its "
+                "positions (without it: in words)"
+            }
+        },
+    )
 
     accept = sub.add_parser(
         "accept-data", help=ACCEPT_HELP, description=ACCEPT_HELP, formatter_class=common.HelpFormatter
@@ -59,8 +72,11 @@ def infer_schema(args: argparse.Namespace) -> int:
     log_file = os.path.join(args.out, "infer-schema.log")
     os.makedirs(args.out, exist_ok=True)
     try:
+        init_checkpoint = settings.parsed(TrainingConfig, args, "init_checkpoint")
         with stderr_to(log_file):
-            result = schema_tool.infer(os.path.abspath(args.data_root), args.out, args.label, args.force)
+            result = schema_tool.infer(
+                os.path.abspath(args.data_root), args.out, args.label, args.force, init_checkpoint
+            )
     except ValueError as err:  # ConfigError: the flag and folder at fault
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -73,6 +89,11 @@ def infer_schema(args: argparse.Namespace) -> int:
     )
     for name, why in result.texts.items():
         print(f"  {name}: text ({why})")
+    for name, lengths in result.lengths.items():
+        print(
+            f"  {name}: {lengths.describe()}; sequence_length {result.sequence_length}: "
+            f"{lengths.cut_text(result.sequence_length)} would be cut"
+        )
     for path in result.written:
         print(f"  wrote {path}")
     for path in result.kept:
@@ -82,6 +103,7 @@ def infer_schema(args: argparse.Namespace) -> int:
         f"features.yaml, then\n  tfxflow run --data-root {args.data_root} "
         f"--schema {os.path.join(args.out, 'schema.pbtxt')} "
         f"--feature-config {os.path.join(args.out, 'features.yaml')}"
+        + (f" --init-checkpoint {init_checkpoint}" if init_checkpoint else "")
     )
     return 0
 

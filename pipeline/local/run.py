@@ -165,6 +165,8 @@ def _run_locked(config, log_file: str, force: bool) -> int:
         f"  mlflow:  {tracking_line}\n  beam:    {describe(config.beam_runner)}\n",
         flush=True,
     )
+    for line in _text_cut_lines(config, log_file):
+        print(f"tfxflow: {line}", flush=True)
     try:
         with stderr_to(log_file), stdout_to(log_file) as console:
             run_local(config, out=console, fingerprint=fingerprint)
@@ -173,6 +175,27 @@ def _run_locked(config, log_file: str, force: bool) -> int:
         logging.getLogger(__name__).exception("run failed")
         return _failed(err, config, log_file)
     return 0
+
+
+def _text_cut_lines(config, log_file: str) -> list:
+    """How many rows of the data root each text column's sequence_length cuts (text_lengths.cut_lines), with
+    the built-in preprocessing's tokenizer; a module file's own preprocessing is not counted."""
+    features = config.features
+    if features is None or not features.text or config.user_module is not None:
+        return []
+    # lazy: they import TensorFlow, which the run imports next anyway
+    from tfxflow.components.model import text_lengths
+    from tfxflow.pipeline.local.runner import stderr_to
+    from tfxflow.pipeline.tools.infer_schema import column_values
+
+    try:
+        with stderr_to(log_file):
+            lines = text_lengths.cut_lines(features, lambda column: column_values(config.data_root, column))
+    except (ValueError, OSError) as err:  # counting is a report: the run's own steps say what is wrong
+        return [f"could not count the text rows longer than sequence_length: {err}"]
+    for line in lines:
+        logging.getLogger(__name__).info("%s", line)
+    return lines
 
 
 def _failed(err: Exception, config, log_file: str) -> int:

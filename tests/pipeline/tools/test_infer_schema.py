@@ -125,6 +125,12 @@ def test_cli_refuses_bad_csv_and_unknown_label(tmp_path):
     )
     assert result.returncode == 2
     assert f"error: --label c: no such column in {good}; it has ['a', 'b']" in result.stderr
+    result = helpers.run_cli(
+        "infer-schema", "--data-root", str(good), "--out", str(tmp_path / "out"), "--init-checkpoint", str(bad)
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: --init-checkpoint {bad}: not a checkpoint this pipeline reads: ")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(
@@ -239,7 +245,9 @@ def test_free_text_over_several_lines_is_drafted_as_text_and_left_without_compar
     )
     config = FeatureConfig.load(str(tmp_path / "out" / "features.yaml"))
     assert config.text == ("description",) and config.categorical == ("package",)
-    assert (config.task, config.sequence_length, config.text_vocab_size) == ("multiclass", 128, 8000)
+    words = [len(_reference_words(r["description"])) for r in rows]
+    assert (config.task, config.text_vocab_size) == ("multiclass", 8000)
+    assert config.sequence_length == result.sequence_length == _drafted(words, 512)
     assert config.label.classes == ("fonts", "games", "graphics", "net", "science", "sound")
     schema = schema_pb2.Schema()
     with open(tmp_path / "out" / "schema.pbtxt", encoding="utf-8") as f:
@@ -270,3 +278,152 @@ def test_text_needs_long_mostly_distinct_values_with_spaces(tmp_path, values, te
         writer.writerows([v, i % 2] for i, v in enumerate(values))
     result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="y")
     assert ("note" in result.texts) is text
+
+
+@pytest.mark.parametrize(
+    "values, text",
+    [
+        (["北京", "上海", "广州", "深圳", "杭州"] * 8, False),  # cities: a vocabulary of whole values
+        (["%s第%d分店" % (c, i) for i, c in enumerate("北上广深杭成武西南重" * 4)], False),  # short names, distinct
+        (["请问我的订单%d什么时候发货？谢谢" % i for i in range(40)], True),  # no space, many words
+        (["ฉันอยากเปลี่ยนที่อยู่จัดส่งสินค้า%d" % i for i in range(40)], True),  # Thai: no spaces between words
+        (["注文番号%dの配送状況を教えてください" % i for i in range(40)], True),
+    ],
+)
+def test_text_in_scripts_without_spaces_is_counted_in_characters(tmp_path, values, text):
+    import csv
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "d.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["note", "y"])
+        writer.writerows([v, i % 2] for i, v in enumerate(values))
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="y")
+    assert ("note" in result.texts) is text
+
+
+def test_chinese_messages_are_text_and_their_channel_categorical(tmp_path):
+    from tests.data import chinese_intents
+
+    data = tmp_path / "data"
+    data.mkdir()
+    chinese_intents.write_csv(str(data / "messages.csv"), 400, seed=1)
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="intent")
+    assert list(result.texts) == ["message"]
+    assert "with spaces, " in result.texts["message"] and "without spaces" in result.texts["message"]
+    config = FeatureConfig.load(str(tmp_path / "out" / "features.yaml"))
+    assert config.text == ("message",)
+    assert (config.categorical, config.numeric) == (("channel",), ("wait_minutes",))
+    assert config.task == "multiclass" and sorted(config.label.classes) == sorted(chinese_intents.INTENTS)
+    with open(tmp_path / "out" / "features.yaml", encoding="utf-8") as f:
+        assert "    - 优惠券\n" in f.read()  # as written, not as \u escapes
+
+
+TRANSLATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "debian_translations.csv")
+
+
+def test_real_chinese_and_japanese_synopses_without_spaces_are_text(tmp_path):
+    """Debian's Chinese and Japanese one-line synopses that hold no space ('以图形化的方式提供有关硬件配置的信息'):
+    text by their characters, where a rule of spaces would have found none."""
+    import csv
+    import re
+
+    with open(TRANSLATIONS, newline="", encoding="utf-8") as f:
+        found = [r for r in csv.DictReader(f) if r["language"] in ("zh_CN", "ja")]
+    synopses = [(r["description"].split("\n")[0], r["language"]) for r in found]
+    unspaced = [(s, language) for s, language in synopses if not re.search(r"\s", s.strip())]
+    assert len(unspaced) == 42
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "d.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["synopsis", "language"])
+        writer.writerows(unspaced)
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="language")
+    assert list(result.texts) == ["synopsis"]
+    assert "distinct, 0% with spaces, " in result.texts["synopsis"]
+
+
+def _reference_words(text):
+    """The words of Hugging Face's BertNormalizer (uncased) and BertPreTokenizer."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalized = normalizers.BertNormalizer(lowercase=True).normalize_str(text)
+    return pre_tokenizers.BertPreTokenizer().pre_tokenize_str(normalized)
+
+
+def _drafted(lengths, most):
+    """The rule the draft states: the 95th percentile (nearest rank) + 2, rounded up to 8, in [16, most]."""
+    p95 = sorted(lengths)[-(-95 * len(lengths) // 100) - 1]
+    return min(max(16, -(-(p95 + 2) // 8) * 8), most)
+
+
+def test_sequence_length_is_drafted_from_a_checkpoints_word_pieces(tmp_path):
+    """With --init-checkpoint, the rows' word pieces as the checkpoint's own tokenizer (Hugging Face's
+    BertWordPieceTokenizer of its vocab.txt) makes them; the draft says their distribution and what it cuts."""
+    import yaml
+    from tokenizers import BertWordPieceTokenizer
+
+    from tests.components.model.checkpoints.folders import MINILM
+    from tests.data import chinese_intents
+
+    data = tmp_path / "data"
+    data.mkdir()
+    chinese_intents.write_csv(str(data / "messages.csv"), 300, seed=2)
+    out = tmp_path / "out"
+    assert (
+        helpers.run_cli(
+            "infer-schema",
+            "--data-root",
+            str(data),
+            "--out",
+            str(out),
+            "--label",
+            "intent",
+            "--init-checkpoint",
+            MINILM,
+        ).returncode
+        == 0
+    )
+    reference = BertWordPieceTokenizer(os.path.join(MINILM, "vocab.txt"), lowercase=True)
+    pieces = [len(reference.encode(m, add_special_tokens=False).ids) for m, _ in chinese_intents.rows(300, seed=2)]
+    drafted = _drafted(pieces, 512)
+    over = sum(n + 2 > drafted for n in pieces)
+    text = (out / "features.yaml").read_text(encoding="utf-8")
+    assert yaml.safe_load(text)["sequence_length"] == drafted
+    median = sorted(pieces)[149]
+    p95 = sorted(pieces)[-(-95 * 300 // 100) - 1]
+    assert (
+        f"# message: median {median}, p95 {p95}, max {max(pieces)} word pieces of all-MiniLM-L6-v2's tokenizer "
+        "per row over 300 rows;\n"
+        f"#   {over} of 300 rows ({over / 300:.1%}) longer than sequence_length {drafted} would be cut\n"
+    ) in text
+    assert "Counted in words" not in text
+
+
+def test_sequence_length_words_without_a_checkpoint_and_its_bounds(tmp_path):
+    """Without a checkpoint, words as Hugging Face's BertPreTokenizer splits them (a lower bound, said so); the
+    draft is at least 16 for short rows and at most a checkpoint's positions."""
+    import csv
+
+    import yaml
+
+    from tfxflow.components.model import text_lengths
+
+    data = tmp_path / "data"
+    data.mkdir()
+    messages = ["请问我的订单%d什么时候发货？谢谢" % i for i in range(60)]
+    with open(data / "d.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["note", "y"])
+        writer.writerows([m, i % 2] for i, m in enumerate(messages))
+    result = schema_tool.infer(str(data), str(tmp_path / "out"), label_column="y")
+    assert {len(_reference_words(m)) for m in messages} == {16}  # 14 ideographs, the number, the mark
+    assert result.sequence_length == 24 and result.lengths["note"].counts == {16: 60}
+    text = (tmp_path / "out" / "features.yaml").read_text(encoding="utf-8")
+    assert yaml.safe_load(text)["sequence_length"] == 24 and "# Counted in words" in text
+    assert "at least 0 of 60 rows (0.0%) longer than sequence_length 24" in text
+    lengths = text_lengths.Lengths({2: 90, 3: 10}, "words", exact=False, total=100)
+    assert (lengths.draft(512), lengths.draft(12)) == (16, 12)
+    assert text_lengths.Lengths({100: 95, 700: 5}, "words", True, 100).draft(512) == 104
