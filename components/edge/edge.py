@@ -324,7 +324,7 @@ def _check(
         elif "error" in answer:
             entry["reason"] = f"the interpreter failed: {answer['error']}"
         else:
-            entry.update({k: answer[k] for k in ("runtime", "load_ms", "p50_ms", "p99_ms")})
+            entry.update({k: answer[k] for k in ("runtime", "load_ms", "p50_ms", "p99_ms", "latency_calls")})
             compared = differences(expected, answer["outputs"], TOLERANCES[variant])
             entry["max_diff"] = compared["max_diff"]
             problems = compared["problems"]

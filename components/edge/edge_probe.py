@@ -6,9 +6,10 @@ Reads one JSON request on stdin: `models` ({variant: .tflite path}), `signature`
 ops), `text_ops` (they use TF Text's TFLite custom ops), and optionally `score` ({"inputs": {column: values},
 "output": name}: eval rows, SCORE_ROWS a call). Answers one JSON line on stdout: per variant its `outputs` ({name:
 [[...], ...]}), `scored` (the `score` rows' values of its output), `load_ms` (interpreter and signature made),
-`p50_ms` and `p99_ms` (one row per call), or its `error`; and `runtime`: "litert" where the `ai_edge_litert`
-runtime is installed and the model needs neither Select TF ops nor TF Text's, else "tensorflow"
-(tf.lite.Interpreter, which links the Flex delegate; with TF Text's kernels registered where it needs them).
+`p50_ms` and `p99_ms` (one row per call, over `latency_calls` calls), or its `error`; and `runtime`: "litert"
+where the `ai_edge_litert` runtime is installed and the model needs neither Select TF ops nor TF Text's, else
+"tensorflow" (tf.lite.Interpreter, which links the Flex delegate; with TF Text's kernels registered where it
+needs them).
 """
 
 import json
@@ -18,6 +19,10 @@ import time
 # Eval rows per call when scoring: a text encoder's activations grow with the batch (a MiniLM-sized one's
 # attention alone is 12 x 128 x 128 floats a row, 0.8 MB), and the interpreter holds them all at once.
 SCORE_ROWS = 64
+# Latency at batch 1: `latency_calls` calls, or as many as LATENCY_SECONDS allow and at least MIN_LATENCY_CALLS (a
+# MiniLM-sized text model takes tenths of a second a call on a CPU).
+LATENCY_SECONDS = 10.0
+MIN_LATENCY_CALLS = 20
 
 
 def _interpreter(needs_flex: bool, text_ops: bool = False):
@@ -67,7 +72,10 @@ def _run(path, signature, inputs, calls, needs_flex, score=None, text_ops=False)
     one = {name: values[:1] for name, values in inputs.items()}
     runner(**one)  # resized to one row
     times = []
-    for _ in range(calls):
+    deadline = time.perf_counter() + LATENCY_SECONDS
+    for call in range(calls):  # a large model's calls stop at the deadline, after MIN_LATENCY_CALLS
+        if call >= MIN_LATENCY_CALLS and time.perf_counter() > deadline:
+            break
         start = time.perf_counter()
         runner(**one)
         times.append(time.perf_counter() - start)
@@ -78,6 +86,7 @@ def _run(path, signature, inputs, calls, needs_flex, score=None, text_ops=False)
         "load_ms": round(load_ms, 2),
         "p50_ms": round(float(np.percentile(latency, 50)), 4) if calls else None,
         "p99_ms": round(float(np.percentile(latency, 99)), 4) if calls else None,
+        "latency_calls": len(times),
     }
     if score is not None:
         rows = len(next(iter(score["inputs"].values())))

@@ -131,6 +131,7 @@ def test_a_transform_like_graph_converts_to_builtin_ops_and_answers_as_tensorflo
     float32 = result["variants"]["float32"]
     assert float32["max_diff"]["probabilities"] < 1e-6 and float32["max_diff"]["scores"] < 1e-5
     assert float32["runtime"] in ("litert", "tensorflow") and float32["p50_ms"] > 0 and float32["load_ms"] > 0
+    assert float32["latency_calls"] == edge.LATENCY_CALLS  # a small model's calls all fit in LATENCY_SECONDS
     assert sorted(os.listdir(tmp_path / "edge")) == ["edge.json", "model-int8.tflite", "model.tflite"]
     with open(tmp_path / "edge" / "edge.json", encoding="utf-8") as f:
         assert json.load(f) == json.loads(json.dumps(result))
