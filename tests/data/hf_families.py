@@ -13,10 +13,12 @@ Korean and Vietnamese translations), for the encoder's parity tests (tests/compo
 - xlm-roberta: XLMRobertaModel (no prefix, with its pooler), a SentencePiece unigram model (sentencepiece's trainer)
   converted by XLMRobertaTokenizer (tokenizer.json), the model itself kept as sentencepiece.bpe.model.
 
-reference.npz holds the tokenizer's input_ids and attention_mask (padded to LENGTH), the model's last hidden states
-(float32, eval mode) of the tokens the mask keeps, in order, and the versions. Each vocabulary's size is the model's
-vocab_size. It needs PyTorch, transformers, tokenizers and sentencepiece, which the project's lock does not hold: run
-it in an environment of its own, e.g.
+reference.npz holds the tokenizer's input_ids and attention_mask (padded to LENGTH), the model's last hidden
+states (float32, eval mode) of the tokens the mask keeps, in order, and the versions. Each vocabulary's size is the
+model's vocab_size. The trainers break ties between equally frequent pieces in no fixed order (tokenizers'
+WordPiece trainer in particular), so a rerun may make other vocabularies, written with their own reference.npz:
+the committed folders are what the tests read. It needs PyTorch, transformers, tokenizers and sentencepiece, which
+the project's lock does not hold: run it in an environment of its own, e.g.
 
     python3.11 -m venv /tmp/reference && /tmp/reference/bin/pip install torch transformers tokenizers sentencepiece
     /tmp/reference/bin/python tests/data/hf_families.py [OUT_FOLDER]
@@ -137,7 +139,7 @@ def build(family, folder, texts):
             n_layers=h["layers"],
             n_heads=h["heads"],
             hidden_dim=h["intermediate"],
-            max_position_embeddings=64,
+            max_position_embeddings=128,  # infer-schema drafts sequences of 128
             sinusoidal_pos_embds=False,
             activation="gelu",
             pad_token_id=tokenizer.pad_token_id,
@@ -153,7 +155,7 @@ def build(family, folder, texts):
             num_hidden_layers=h["layers"],
             num_attention_heads=h["heads"],
             intermediate_size=h["intermediate"],
-            max_position_embeddings=64,
+            max_position_embeddings=128,  # infer-schema drafts sequences of 128
             pad_token_id=tokenizer.pad_token_id,
         )
         model = transformers.ElectraForPreTraining(config)

@@ -40,7 +40,7 @@ def family(request):
                 kind=tokenization.WORDPIECE,
                 file="vocab.txt",
                 special={"cls": 2, "sep": 3, "pad": 0, "unk": 1, "mask": 4},
-                encoder=presets.Encoder(2, 32, 2, 64, 64, presets.GELU_ERF, 1e-12),
+                encoder=presets.Encoder(2, 32, 2, 64, 128, presets.GELU_ERF, 1e-12),
                 pooling=presets.CLS,
                 dropouts=(0.1, 0.1, 0.2),  # dropout, attention_dropout, seq_classif_dropout
             ),
@@ -51,7 +51,7 @@ def family(request):
                 kind=tokenization.WORDPIECE,
                 file="vocab.txt",
                 special={"cls": 2, "sep": 3, "pad": 0, "unk": 1, "mask": 4},
-                encoder=presets.Encoder(2, 32, 2, 64, 64, presets.GELU_ERF, 1e-12, embedding_size=16),
+                encoder=presets.Encoder(2, 32, 2, 64, 128, presets.GELU_ERF, 1e-12, embedding_size=16),
                 pooling=presets.CLS,
                 dropouts=(0.1, 0.1, 0.1),
             ),
@@ -191,7 +191,9 @@ def test_a_wordpiece_family_resolves_the_runs_settings(name):
     from tfxflow.components.model.keras_model import ModelParams
     from tfxflow.pipeline import config as config_lib
 
-    features = FeatureConfig.from_dict({"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 64})
+    features = FeatureConfig.from_dict(
+        {"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 128}
+    )
     training, resolved = config_lib.resolve_shared(
         config_lib.TrainingConfig(init_checkpoint=folder(name)), config_lib.EvaluationConfig(), features
     )
@@ -211,7 +213,9 @@ def test_a_family_whose_tokenizer_the_transform_graph_lacks_is_refused_in_one_li
     kind = tokenization.BYTE_BPE if name == "roberta" else tokenization.SENTENCEPIECE
     if kind in tokenization.TRANSFORM_KINDS:
         pytest.skip("the Transform graph tokenizes this kind: the run goes on")
-    features = FeatureConfig.from_dict({"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 64})
+    features = FeatureConfig.from_dict(
+        {"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 128}
+    )
     with pytest.raises(config_lib.ConfigError, match=f"its tokenizer is {tokenizer}") as caught:
         config_lib.resolve_shared(
             config_lib.TrainingConfig(init_checkpoint=folder(name)), config_lib.EvaluationConfig(), features
