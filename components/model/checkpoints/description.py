@@ -60,7 +60,7 @@ class Checkpoint:
     encoder_input: str = ""  # a SavedModel's: the text input its encoder was trained on
     family: str = ""  # a Hugging Face folder's model_type ("" is BERT's layout)
     merges_file: str = ""  # a byte-level BPE's merges.txt
-    special_tokens: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    special_tokens: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
 
     def describe(self) -> str:
         """e.g. "all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters)"."""

@@ -221,3 +221,25 @@ def test_a_family_whose_tokenizer_the_transform_graph_lacks_is_refused_in_one_li
             config_lib.TrainingConfig(init_checkpoint=folder(name)), config_lib.EvaluationConfig(), features
         )
     assert "\n" not in str(caught.value) and "the Transform graph tokenizes WordPiece only" in str(caught.value)
+
+
+def test_an_electra_generators_weights_are_refused_whatever_its_config_says(tmp_path):
+    """A generator's file holds `generator_predictions` beside `electra.`: refused by its weights too."""
+    import struct
+
+    target = copy(tmp_path, "electra", {"architectures": ["ElectraModel"]})
+    path = os.path.join(target, "model.safetensors")
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header, data = json.loads(f.read(length)), f.read()
+    extra = np.zeros((16, 32), np.float32).tobytes()
+    header["generator_predictions.dense.weight"] = {
+        "dtype": "F32",
+        "shape": [16, 32],
+        "data_offsets": [len(data), len(data) + len(extra)],
+    }
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + data + extra)
+    with pytest.raises(CheckpointError, match=r"an ELECTRA generator \(its weights hold generator_predictions"):
+        checkpoints.locate(target)
