@@ -272,7 +272,8 @@ def test_one_flag_fine_tunes_a_distilbert_folder_and_serves_it(runs):
     info = _training_info(run["home"])
     assert info["init_checkpoint_values"] == info["init_checkpoint_parameters"] == 69_248  # no pooler to leave out
     assert info["text_vocabulary"] == {"description_xf": 1500} and info["init_checkpoint"] == DISTILBERT
-    assert info["pooling"] == "cls"
+    assert info["pooling"] == "cls" and info["init_checkpoint_family"] == "distilbert"
+    assert (info["encoder_positions"], info["encoder_embedding_size"]) == (128, 32)
 
 
 @pytest.mark.long_runs("minilm")
