@@ -575,6 +575,7 @@ def pretrained_fit(training: TrainingConfig, features: FeatureConfig):
         raise ConfigError(f"{flag}: the feature config has no text column; pretrained weights are an encoder's")
     try:
         checkpoint = checkpoints.locate(training.init_checkpoint)
+        warm_start.check_tokenizer(checkpoint)
         warm_start.check_preset(checkpoint, training.model_preset)
         warm_start.check_pooling(checkpoint, training.pooling)
         warm_start.check_sequence_length(checkpoint, features.sequence_length)

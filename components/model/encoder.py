@@ -1,10 +1,12 @@
 """Text encoders of the built-in model (tf-keras): a BERT-style Transformer encoder and, for small data on a
 CPU, the mean of word-piece embeddings. Both take Transform's token ids and attention mask.
 
-The Transformer is BERT's layout (Hugging Face's BertModel, google-research/bert's modeling.py): learned positions
-and the embeddings' layer norm, post-layer-norm blocks of multi-head self-attention and a feed-forward layer, then
-a sentence's vector by the pooling of presets.POOLINGS. Its architecture (presets.Encoder) comes from a preset or
-from a pretrained checkpoint's config (components/model/checkpoints/), whose weights it then takes as they are."""
+The Transformer is BERT's layout (Hugging Face's BertModel, google-research/bert's modeling.py; DistilBERT,
+ELECTRA's discriminator, RoBERTa and XLM-R are of it too): learned positions and the embeddings' layer norm (then,
+for ELECTRA's narrower embeddings, a projection to the hidden width), post-layer-norm blocks of multi-head
+self-attention and a feed-forward layer, then a sentence's vector by the pooling of presets.POOLINGS. Its
+architecture (presets.Encoder) comes from a preset or from a pretrained checkpoint's config
+(components/model/checkpoints/), whose weights it then takes as they are."""
 
 from __future__ import annotations
 
@@ -172,13 +174,17 @@ def encoder_states(
     `mask` ([batch, length] int64 Keras tensors); `recompute`: each block's activations recomputed in the
     backward pass."""
     x = keras.layers.Embedding(
-        vocab_size, spec.hidden, embeddings_initializer=bert_initializer(), name=f"{name}_tokens"
+        vocab_size, spec.embedding_width, embeddings_initializer=bert_initializer(), name=f"{name}_tokens"
     )(ids)
     x = PositionEmbedding(spec.max_positions, name=f"{name}_positions")(x)
     x = keras.layers.LayerNormalization(
         epsilon=spec.layer_norm_epsilon, dtype="float32", name=f"{name}_embedding_norm"
     )(x)
     x = keras.layers.Dropout(dropout, name=f"{name}_embedding_dropout")(x)
+    if spec.embedding_size is not None:  # ELECTRA's embeddings_project: after the embeddings' dropout
+        x = keras.layers.Dense(spec.hidden, kernel_initializer=bert_initializer(), name=f"{name}_embedding_projection")(
+            x
+        )
     for i in range(spec.layers):  # every position attends to the tokens the mask keeps, not to the padding
         x = TransformerBlock(
             spec.hidden,

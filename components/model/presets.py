@@ -21,7 +21,9 @@ LAYER_NORM_EPSILON = 1e-12
 class Encoder:
     """A BERT-style Transformer encoder: `layers` blocks of `hidden` width with `heads` attention heads (of
     hidden / heads units each) and a feed-forward layer of `intermediate` units, `activation` one of
-    ACTIVATIONS, layer norms of `layer_norm_epsilon`, learned positions up to `max_positions`."""
+    ACTIVATIONS, layer norms of `layer_norm_epsilon`, learned positions up to `max_positions`; `embedding_size`:
+    the embeddings' width where it is not `hidden` (ELECTRA's smaller embeddings, projected to `hidden` after
+    their layer norm), None otherwise."""
 
     layers: int
     hidden: int
@@ -30,14 +32,22 @@ class Encoder:
     max_positions: int = 512
     activation: str = GELU_TANH
     layer_norm_epsilon: float = LAYER_NORM_EPSILON
+    embedding_size: Optional[int] = None
 
     def __post_init__(self):
         if min(self.layers, self.hidden, self.heads, self.intermediate, self.max_positions) < 1:
             raise ValueError(f"an encoder's sizes must be >= 1: {self}")
+        if self.embedding_size is not None and (self.embedding_size < 1 or self.embedding_size == self.hidden):
+            raise ValueError(f"embedding_size must be >= 1 and differ from hidden (else None), got {self}")
         if self.hidden % self.heads:
             raise ValueError(f"hidden size {self.hidden} is not a multiple of {self.heads} heads")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+
+    @property
+    def embedding_width(self) -> int:
+        """The embeddings' width: `embedding_size`, else `hidden`."""
+        return self.embedding_size or self.hidden
 
     @property
     def head_size(self) -> int:

@@ -1,11 +1,24 @@
 """How text becomes word pieces, as plain data (the CLI and the feature config read it without TensorFlow): the
-rules of the reference BERT tokenizers (components/model/text.py applies them in the Transform graph)."""
+kind of tokenizer (BERT's WordPiece, a SentencePiece model, a byte-level BPE) and the rules of the reference BERT
+tokenizers (components/model/text.py applies them in the Transform graph)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional
 
+# The kinds of tokenizer a checkpoint comes with: BERT's WordPiece (vocab.txt; DistilBERT's and ELECTRA's too),
+# a SentencePiece model (XLM-R's sentencepiece.bpe.model), a byte-level BPE (RoBERTa's vocab.json and merges.txt).
+WORDPIECE, SENTENCEPIECE, BYTE_BPE = "wordpiece", "sentencepiece", "byte_bpe"
+KINDS = (WORDPIECE, SENTENCEPIECE, BYTE_BPE)
+KIND_NAMES = {
+    WORDPIECE: "WordPiece",
+    SENTENCEPIECE: "a SentencePiece model",
+    BYTE_BPE: "a byte-level BPE",
+}
+# The kinds the Transform graph tokenizes (components/model/text.py); a checkpoint of another is refused before
+# any work.
+TRANSFORM_KINDS = (WORDPIECE,)
 HUGGING_FACE, GOOGLE = "huggingface", "google"
 TOKENIZER_RULES = (HUGGING_FACE, GOOGLE)
 # A longer word is [UNK]: Hugging Face's WordPiece model (`max_input_chars_per_word`), google-research/bert's
@@ -24,14 +37,18 @@ class Tokenization:
     (a Hugging Face folder's tokenizer: Σ lower-cases to σ anywhere, the special tokens written in the text are
     those tokens) or GOOGLE (google-research/bert's tokenization.py: Python's str.lower, so a word's final Σ
     becomes ς; "[SEP]" in the text is three words); `max_chars_per_word`: None for the rules' own (100 or
-    200)."""
+    200); `kind`: KINDS (the casing and rules are WordPiece's; a SentencePiece model or BPE holds its own
+    normalization)."""
 
     lower_case: bool = True
     strip_accents: Optional[bool] = None
     rules: str = HUGGING_FACE
     max_chars_per_word: Optional[int] = None
+    kind: str = WORDPIECE
 
     def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"tokenizer kind must be one of {KINDS}, got {self.kind!r}")
         if self.rules not in TOKENIZER_RULES:
             raise ValueError(f"tokenizer rules must be one of {TOKENIZER_RULES}, got {self.rules!r}")
         if self.rules == GOOGLE and self.strip_accents not in (None, self.lower_case):
@@ -49,6 +66,8 @@ class Tokenization:
 
     def describe(self) -> str:
         """e.g. "uncased (accents stripped), Hugging Face's rules, words of up to 100 characters"."""
+        if self.kind != WORDPIECE:
+            return KIND_NAMES[self.kind]
         case = "uncased" if self.lower_case else "cased"
         accents = " (accents stripped)" if self.accents_stripped else ""
         rules = "Hugging Face's" if self.rules == HUGGING_FACE else "google-research/bert's"

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
-from tfxflow.components.model import presets
+from tfxflow.components.model import presets, tokenization
 from tfxflow.components.model.checkpoints import ENCODER_VARIABLE, Checkpoint, CheckpointError
 
 
@@ -68,6 +68,19 @@ def check_sequence_length(checkpoint: Checkpoint, sequence_length: int) -> None:
         )
 
 
+def check_tokenizer(checkpoint: Checkpoint) -> None:
+    """The checkpoint's tokenizer must be of a kind the Transform graph tokenizes (tokenization.TRANSFORM_KINDS):
+    word ids of another tokenizer would index the wrong embeddings."""
+    kind = checkpoint.tokenization.kind
+    if kind not in tokenization.TRANSFORM_KINDS:
+        graph = ", ".join(tokenization.KIND_NAMES[k] for k in tokenization.TRANSFORM_KINDS)
+        raise CheckpointError(
+            f"--init-checkpoint {checkpoint.path}: its tokenizer is {tokenization.KIND_NAMES[kind]} "
+            f"({checkpoint.vocab_file}), and the Transform graph tokenizes {graph} only: this checkpoint's "
+            "encoder loads, its tokenizer does not yet"
+        )
+
+
 # The feature config's tokenization knobs and the checkpoint's value of each.
 def _tokenizer_values(checkpoint: Checkpoint) -> Dict[str, Any]:
     tokenization = checkpoint.tokenization
@@ -83,7 +96,8 @@ def tokenizer_knobs(checkpoint: Checkpoint, knobs: Mapping[str, Any], source: st
     """The feature config's tokenization knobs (lower_case, strip_accents, tokenizer, max_chars_per_word; None:
     unset) with the checkpoint's filling the unset ones. A knob set otherwise than the checkpoint's tokenizer
     is refused (Google's validate_case_matches_checkpoint): an uncased model fed cased text, or the reverse,
-    sees word pieces it was not trained on."""
+    sees word pieces it was not trained on. A tokenizer the Transform graph does not make is refused."""
+    check_tokenizer(checkpoint)
     theirs = _tokenizer_values(checkpoint)
     resolved = dict(theirs)
     resolved["strip_accents"] = checkpoint.tokenization.strip_accents
@@ -107,6 +121,7 @@ def check_vocabulary_file(checkpoint: Checkpoint, vocab_file: str, source: str) 
     # lazy: it imports TensorFlow
     from tfxflow.components.model import text
 
+    check_tokenizer(checkpoint)
     if not vocab_file or vocab_file == checkpoint.vocab_file:
         return
     mine, theirs = text.read_vocabulary(vocab_file), text.read_vocabulary(checkpoint.vocab_file)

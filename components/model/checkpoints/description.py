@@ -32,7 +32,12 @@ class Checkpoint:
     vocabulary its word embeddings are indexed by (`vocab_file`, `vocab_size` rows), how its own tokenizer
     makes word pieces (`tokenization`, and where the casing was read: `casing_from`), its pooling (`pooling`,
     `pooling_from`; `has_pooler`: it holds BERT's pooler weights), its dropout rates, the file or prefix of its
-    weights, its parameter count and a `fingerprint` that changes with any of its files."""
+    weights, its parameter count and a `fingerprint` that changes with any of its files.
+
+    A Hugging Face folder also says its `family` (config.json's model_type: families/), and its tokenizer's files
+    by kind (tokenization.kind): WordPiece's vocab.txt, a SentencePiece model (`vocab_file` its
+    sentencepiece.bpe.model) or a byte-level BPE (`vocab_file` vocab.json, `merges_file` merges.txt), and the ids
+    of the special tokens it uses (`special_tokens`: cls, sep, pad, unk, mask)."""
 
     path: str
     kind: str
@@ -53,6 +58,9 @@ class Checkpoint:
     fingerprint: str
     files: Tuple[str, ...] = ()  # what it is made of (a SavedModel: its folder), for a copy of it elsewhere
     encoder_input: str = ""  # a SavedModel's: the text input its encoder was trained on
+    family: str = ""  # a Hugging Face folder's model_type ("" is BERT's layout)
+    merges_file: str = ""  # a byte-level BPE's merges.txt
+    special_tokens: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
 
     def describe(self) -> str:
         """e.g. "all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters)"."""
@@ -74,6 +82,7 @@ class Checkpoint:
         values["encoder"] = Encoder.from_dict(values["encoder"])
         values["tokenization"] = tokenization_lib.Tokenization(**values["tokenization"])
         values["files"] = tuple(values.get("files") or ())
+        values["special_tokens"] = dict(values.get("special_tokens") or {})
         return cls(**values)
 
 

@@ -1,8 +1,10 @@
-"""A Hugging Face model folder, read without PyTorch: `config.json` (`model_type` bert), the weights in
-`model.safetensors` (or shards listed by `model.safetensors.index.json`), `vocab.txt`, and where present
-`tokenizer_config.json` / `tokenizer.json` (casing and tokenizer) and sentence-transformers' `1_Pooling/config.json`
-(pooling). `pytorch_model.bin` alone is refused, naming the command that converts it. PyTorch's [out, in]
-matrices are transposed and BERT's separate query, key and value kernels become one `qkv` kernel."""
+"""A Hugging Face model folder, read without PyTorch: `config.json` (its `model_type` one of families/: bert,
+distilbert, electra, roberta, xlm-roberta), the weights in `model.safetensors` (or shards listed by
+`model.safetensors.index.json`), the tokenizer's files (WordPiece's `vocab.txt`, and where present
+`tokenizer_config.json` / `tokenizer.json` for casing; a SentencePiece model or byte-level BPE: subword_files.py)
+and sentence-transformers' `1_Pooling/config.json` (pooling). `pytorch_model.bin` alone is refused, naming the
+command that converts it. The family maps the weights into this encoder's layout (PyTorch's [out, in] matrices
+transposed, separate query, key and value kernels made one `qkv` kernel)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,13 @@ import os
 import posixpath
 import re
 import struct
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from tfxflow.components.model import presets
 from tfxflow.components.model import tokenization as tokenization_lib
+from tfxflow.components.model.checkpoints import families, subword_files
 from tfxflow.components.model.checkpoints.description import HUGGING_FACE, Checkpoint, CheckpointError
 from tfxflow.components.model.checkpoints.files import (
     Values,
@@ -30,9 +33,7 @@ from tfxflow.components.model.checkpoints.files import (
     stat,
 )
 from tfxflow.components.model.checkpoints.layout import (
-    Getter,
     check_shapes,
-    encoder_of,
     encoder_shapes,
     parameter_count,
     shaped,
@@ -48,22 +49,19 @@ CONVERT_PYTORCH = (
 HF_DESCRIPTION_FILES = (
     "config.json",
     "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "sentencepiece.bpe.model",
     "tokenizer_config.json",
     "tokenizer.json",
     "special_tokens_map.json",
     "modules.json",
     "README.md",
 )
-# Hugging Face's names of the feed-forward activation: "gelu" is the exact GELU, the others its tanh approximation.
-HF_ACTIVATIONS = {
-    "gelu": presets.GELU_ERF,
-    "gelu_new": presets.GELU_TANH,
-    "gelu_pytorch_tanh": presets.GELU_TANH,
-    "gelu_fast": presets.GELU_TANH,
-    "relu": presets.RELU,
-}
 # The Hugging Face tokenizers the rules reproduce (tokenization.py), by tokenizer_config.json's tokenizer_class.
-HF_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast")
+HF_TOKENIZER_CLASSES = tuple(
+    f"{family}Tokenizer{fast}" for family in ("Bert", "DistilBert", "Electra") for fast in ("", "Fast")
+)
 
 _SAFETENSORS_DTYPES = {
     "F64": np.float64,
@@ -178,64 +176,54 @@ def _hf_files(path: str, names: set) -> List[str]:
     raise CheckpointError(f"{given(path)}: config.json is there, and no model.safetensors with the weights")
 
 
-def _hf_names(header: Mapping[str, Any]) -> Tuple[Dict[str, str], str]:
-    """{BertModel's name: the name in the file} and the prefix stripped: a BertForPreTraining or a classifier's
-    file names the encoder `bert.embeddings...`."""
-    prefix = "bert." if any(k.startswith("bert.embeddings.") for k in header) else ""
-    return {k[len(prefix) :]: k for k in header if k.startswith(prefix)}, prefix
+def _hf_names(header: Mapping[str, Any], prefix: str) -> Dict[str, str]:
+    """{the base model's name: the name in the file}: a task model's file (BertForPreTraining, a classifier,
+    DistilBertForMaskedLM...) names the encoder under the family's prefix (`bert.embeddings...`)."""
+    prefix = prefix if any(k.startswith(f"{prefix}embeddings.") for k in header) else ""
+    return {k[len(prefix) :]: k for k in header if k.startswith(prefix)}
 
 
 def locate_hugging_face(path: str, names: set) -> Checkpoint:
     config = Values(path, "config.json", read_json(path, join(path, "config.json")))
-    model_type = config.data.get("model_type")
-    if model_type != "bert":
-        raise CheckpointError(
-            f"{given(path)}: config.json's model_type is {model_type!r}; this encoder is BERT's layout "
-            "(model_type 'bert': BERT, its miniatures, MiniLM and other BertModel checkpoints)"
-        )
-    positions = config.text("position_embedding_type", "absolute")
-    if positions != "absolute":
-        raise CheckpointError(
-            f"{given(path)}: config.json's position_embedding_type is {positions!r}; only learned absolute "
-            "positions are built here"
-        )
-    act = config.text("hidden_act", "gelu")
-    if act not in HF_ACTIVATIONS:
-        raise CheckpointError(f"{given(path)}: config.json's hidden_act {act!r} is none of {sorted(HF_ACTIVATIONS)}")
-    encoder = encoder_of(config, HF_ACTIVATIONS[act], "layer_norm_eps")
+    family = families.family_of(path, config)
     files = _hf_files(path, names)
     header: Dict[str, Any] = {}
     for uri in files:
         header.update(safetensors_header(path, uri)[1])
-    mapping, _ = _hf_names(header)
+    mapping = _hf_names(header, family.prefix)
     shapes = {ours: header[theirs]["shape"] for ours, theirs in mapping.items()}
+    # The architecture sees the file's other tensors too (a generator's head beside `electra.`).
+    encoder = family.architecture(config, {**{k: v["shape"] for k, v in header.items()}, **shapes})
     pooler = "pooler.dense.weight" in shapes
     get, has = shaped(shapes, path, posixpath.basename(files[0]))
     vocab_size = config.int("vocab_size", None) or int(shapes.get("embeddings.word_embeddings.weight", [0])[0])
-    mapped = _hf_layout(get, has, encoder.layers, pooler)
+    mapped = family.layout(get, has, encoder, pooler)
     check_shapes(path, mapped, encoder_shapes(encoder, vocab_size, pooler), posixpath.basename(files[0]))
-    extra_layers = [n for n in shapes if n.startswith(f"encoder.layer.{encoder.layers}.")]
+    extra_layers = [n for n in shapes if n.startswith(family.layer.format(encoder.layers))]
     if extra_layers:
         raise CheckpointError(
-            f"{given(path)}: the weights hold more layers than config.json's num_hidden_layers "
+            f"{given(path)}: the weights hold more layers than config.json's {family.layers_key} "
             f"{encoder.layers} ({extra_layers[0]})"
         )
-    if "vocab.txt" not in names:
-        raise CheckpointError(
-            f"{given(path)}: has no vocab.txt (a WordPiece vocabulary, one token per line): the word embeddings "
-            "are indexed by it"
-        )
-    vocab_file = join(path, "vocab.txt")
-    tokens = read_tokens(path, vocab_file)
-    check_vocabulary_rows(path, len(tokens), vocab_size)
-    tokenization, casing_from = _hf_tokenization(path, names, tokens)
+    merges_file = ""
+    if family.tokenizer == tokenization_lib.WORDPIECE:
+        vocab_file, tokenization, casing_from, special = _wordpiece(path, names, vocab_size)
+    else:
+        pad = config.int("pad_token_id", 1, minimum=0)
+        if family.tokenizer == tokenization_lib.SENTENCEPIECE:
+            vocab_file, special = subword_files.sentencepiece(path, names, vocab_size, pad)
+        else:
+            vocab_file, merges_file, special = subword_files.byte_bpe(path, names, vocab_size, pad)
+        tokenization = subword_files.tokenization(family.tokenizer)
+        casing_from = f"{family.title}'s {tokenization_lib.KIND_NAMES[family.tokenizer]} (its own normalization)"
     pooling = _sentence_transformers_pooling(path, names)
     if pooling is None:
         pooling = (presets.POOLER, "its pooler weights", "") if pooler else (presets.CLS, "no pooler: [CLS]", "")
     described = [join(path, n) for n in HF_DESCRIPTION_FILES if n in names] + [p for p in pooling[2:] if p]
     if "model.safetensors.index.json" in names and len(files) > 1:
         described.append(join(path, "model.safetensors.index.json"))
-    hidden_dropout = config.rate("hidden_dropout_prob", 0.1)
+    hidden_key, attention_key, classifier_key = family.dropout_keys
+    hidden_dropout = config.rate(hidden_key, 0.1)
     return Checkpoint(
         path=path,
         kind=HUGGING_FACE,
@@ -249,13 +237,34 @@ def locate_hugging_face(path: str, names: set) -> Checkpoint:
         pooling_from=pooling[1],
         has_pooler=pooler,
         hidden_dropout=hidden_dropout,
-        attention_dropout=config.rate("attention_probs_dropout_prob", 0.1),
-        head_dropout=config.rate("classifier_dropout", hidden_dropout),
+        attention_dropout=config.rate(attention_key, 0.1),
+        head_dropout=config.rate(classifier_key, hidden_dropout),
         weights=files[0] if len(files) == 1 else join(path, "model.safetensors.index.json"),
         parameters=parameter_count(mapped),
         fingerprint=fingerprint_of(path, files + described),
         files=tuple(files + described),
+        family=family.model_type,
+        merges_file=merges_file,
+        special_tokens=special,
     )
+
+
+def _wordpiece(
+    path: str, names: set, vocab_size: int
+) -> Tuple[str, tokenization_lib.Tokenization, str, Dict[str, int]]:
+    """(vocab.txt, its tokenization, where the casing was read, the special tokens' ids) of a WordPiece folder."""
+    if "vocab.txt" not in names:
+        raise CheckpointError(
+            f"{given(path)}: has no vocab.txt (a WordPiece vocabulary, one token per line): the word embeddings "
+            "are indexed by it"
+        )
+    vocab_file = join(path, "vocab.txt")
+    tokens = read_tokens(path, vocab_file)
+    check_vocabulary_rows(path, len(tokens), vocab_size)
+    tokenization, casing_from = _hf_tokenization(path, names, tokens)
+    ids = {token: i for i, token in enumerate(tokens)}
+    roles = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"}
+    return vocab_file, tokenization, casing_from, {role: ids[t] for role, t in roles.items() if t in ids}
 
 
 def _hf_tokenization(path: str, names: set, tokens: Sequence[str]) -> Tuple[tokenization_lib.Tokenization, str]:
@@ -270,7 +279,7 @@ def _hf_tokenization(path: str, names: set, tokens: Sequence[str]) -> Tuple[toke
         if kind not in HF_TOKENIZER_CLASSES:
             raise CheckpointError(
                 f"{given(path)}: tokenizer_config.json's tokenizer_class is {kind!r}; BERT's WordPiece tokenizer "
-                f"({' or '.join(HF_TOKENIZER_CLASSES)}) is what the Transform graph reproduces"
+                f"({', '.join(HF_TOKENIZER_CLASSES)}) is what the Transform graph reproduces"
             )
         for key, needed in (("do_basic_tokenize", True), ("tokenize_chinese_chars", True)):
             if config.flag(key, needed) is not needed:
@@ -358,45 +367,6 @@ def _sentence_transformers_pooling(path: str, names: set) -> Optional[Tuple[str,
     )
 
 
-def _hf_layout(get: Getter, has: Callable[[str], bool], layers: int, pooler: bool) -> Dict[str, np.ndarray]:
-    """A Hugging Face BertModel's weights (PyTorch names, [out, in] matrices) in this encoder's layout."""
-
-    def norm(name: str) -> Tuple[np.ndarray, np.ndarray]:  # newer checkpoints say weight/bias, old ones gamma/beta
-        if has(f"{name}.weight"):
-            return get(f"{name}.weight"), get(f"{name}.bias")
-        return get(f"{name}.gamma"), get(f"{name}.beta")
-
-    def dense(name: str) -> Tuple[np.ndarray, np.ndarray]:
-        return np.transpose(get(f"{name}.weight")), get(f"{name}.bias")
-
-    positions = get("embeddings.position_embeddings.weight")
-    if has("embeddings.token_type_embeddings.weight"):  # every token is of the first segment
-        positions = positions + get("embeddings.token_type_embeddings.weight")[0]
-    gamma, beta = norm("embeddings.LayerNorm")
-    weights = {
-        "tokens/embeddings": get("embeddings.word_embeddings.weight"),
-        "positions/embeddings": positions,
-        "embedding_norm/gamma": gamma,
-        "embedding_norm/beta": beta,
-    }
-    for i in range(layers):
-        layer, block = f"encoder.layer.{i}", f"block_{i}"
-        parts = [dense(f"{layer}.attention.self.{p}") for p in ("query", "key", "value")]
-        weights[f"{block}/qkv/kernel"] = np.concatenate([k for k, _ in parts], axis=1)
-        weights[f"{block}/qkv/bias"] = np.concatenate([b for _, b in parts], axis=0)
-        for ours, theirs in (
-            ("attention_output", "attention.output.dense"),
-            ("up", "intermediate.dense"),
-            ("down", "output.dense"),
-        ):
-            weights[f"{block}/{ours}/kernel"], weights[f"{block}/{ours}/bias"] = dense(f"{layer}.{theirs}")
-        for ours, theirs in (("attention_norm", "attention.output.LayerNorm"), ("output_norm", "output.LayerNorm")):
-            weights[f"{block}/{ours}/gamma"], weights[f"{block}/{ours}/beta"] = norm(f"{layer}.{theirs}")
-    if pooler:
-        weights["pooled/kernel"], weights["pooled/bias"] = dense("pooler.dense")
-    return weights
-
-
 def hugging_face_weights(checkpoint: Checkpoint) -> Dict[str, np.ndarray]:
     """The weights of a located Hugging Face folder on a local disk, in this project's layout."""
     files = (
@@ -412,7 +382,7 @@ def hugging_face_weights(checkpoint: Checkpoint) -> Dict[str, np.ndarray]:
     tensors: Dict[str, np.ndarray] = {}
     for uri in files:
         tensors.update(read_safetensors(uri))
-    mapping, _ = _hf_names(tensors)
-    named = {ours: tensors[theirs] for ours, theirs in mapping.items()}
+    family = families.FAMILIES[checkpoint.family or "bert"]
+    named = {ours: tensors[theirs] for ours, theirs in _hf_names(tensors, family.prefix).items()}
     getter = tensor_getter(named, checkpoint.path, "the safetensors weights")
-    return _hf_layout(getter, lambda n: n in named, checkpoint.encoder.layers, checkpoint.has_pooler)
+    return family.layout(getter, lambda n: n in named, checkpoint.encoder, checkpoint.has_pooler)

@@ -16,19 +16,21 @@ from tfxflow.components.model.presets import Encoder
 # The encoder's variables, as encoder.py names them: "<input>_block_0/qkv/kernel:0" and so on. An input's name holds
 # no "/": an optimizer's slot of the same variable ("AdamW/m/<input>_block_0/...") is not one.
 ENCODER_VARIABLE = re.compile(
-    r"^(?P<input>[^/]+?)_(?P<part>tokens|positions|embedding_norm|block_\d+|pooled)/(?P<rest>.+):0$"
+    r"^(?P<input>[^/]+?)_(?P<part>tokens|positions|embedding_norm|embedding_projection|block_\d+|pooled)/(?P<rest>.+):0$"
 )
 
 
 def encoder_shapes(encoder: Encoder, vocab_size: int, pooler: bool) -> Dict[str, Tuple[int, ...]]:
     """The shape of every weight of an encoder of this architecture, by its name here (encoder.py)."""
-    hidden = encoder.hidden
+    hidden, width = encoder.hidden, encoder.embedding_width
     shapes = {
-        "tokens/embeddings": (vocab_size, hidden),
-        "positions/embeddings": (encoder.max_positions, hidden),
-        "embedding_norm/gamma": (hidden,),
-        "embedding_norm/beta": (hidden,),
+        "tokens/embeddings": (vocab_size, width),
+        "positions/embeddings": (encoder.max_positions, width),
+        "embedding_norm/gamma": (width,),
+        "embedding_norm/beta": (width,),
     }
+    if encoder.embedding_size is not None:
+        shapes.update({"embedding_projection/kernel": (width, hidden), "embedding_projection/bias": (hidden,)})
     for i in range(encoder.layers):
         block = f"block_{i}"
         shapes.update(

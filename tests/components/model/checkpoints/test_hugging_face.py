@@ -85,8 +85,8 @@ def _truncated():
         ({"model.safetensors": _truncated()}, r"model.safetensors is truncated: tensor '.*' ends at byte"),
         ({"model.safetensors": b"\x01\x00"}, r"model.safetensors is truncated \(2 bytes\): not a safetensors file"),
         (
-            {"config.json": _config(model_type="roberta")},
-            "config.json's model_type is 'roberta'; this encoder is BERT's",
+            {"config.json": _config(model_type="deberta")},
+            "config.json's model_type is 'deberta': DeBERTa's disentangled attention",
         ),
         ({"config.json": _config(hidden_act="swish")}, r"config.json's hidden_act 'swish' is none of"),
         ({"config.json": _config(num_hidden_layers=4)}, r"the weights hold more layers than config.json's .* 4"),
