@@ -1,0 +1,114 @@
+"""Writes subword_reference.npz: the token ids Hugging Face's fast tokenizers (AutoTokenizer, what a user of a
+Hugging Face folder gets) give on real text with the tokenizers of hf_families/roberta (a byte-level BPE saved by
+RobertaTokenizerFast: vocab.json, merges.txt, tokenizer.json) and hf_families/xlm-roberta (a sentencepiece unigram
+model, sentencepiece.bpe.model, converted by XLMRobertaTokenizer to tokenizer.json), for the parity tests of
+components/model/subword/ (tests/components/model/test_subword.py):
+
+- `<family>_ids`, `<family>_splits` (roberta, xlm_roberta): the ids of `corpus()`, <s> and </s> included, not
+  truncated, flattened (uint16) with their row splits;
+- `spm_rows`, `spm_ids`, `spm_splits`: the sentencepiece library's own ids, mapped as XLM-R's, of the rows where
+  they differ from the fast tokenizer's;
+- `corpus_sha256`: the corpus' digest, so that the test knows it reads the same texts.
+
+It needs transformers, tokenizers and sentencepiece, which the project's lock does not hold: run it in an
+environment of its own, e.g.
+
+    python3.11 -m venv /tmp/reference && /tmp/reference/bin/pip install transformers tokenizers sentencepiece
+    /tmp/reference/bin/python -m tests.data.subword_reference [OUT.npz]    # from the repository's root
+"""
+
+import csv
+import hashlib
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAMILIES = {"roberta": "roberta", "xlm_roberta": "xlm-roberta"}  # key in the npz: folder under hf_families
+# Where normalization and pre-tokenization have most to do: whitespace runs, Unicode spaces, compatibility forms,
+# contractions, control characters, special tokens written in the text.
+UNUSUAL = [
+    "",
+    " ",
+    "   ",
+    "a  b   c\t\td \n\n e",
+    "ends with spaces   ",
+    "  leading spaces",
+    "don't it's we'll they've I'm you'd she's 's  's",
+    "DON'T IT'S",
+    "a\u00a0b\u2009c\u2028d\u202fe\u3000f\u1680g\u205fh\u0085i",
+    "a\u2029b\u2000c\u200ad\u180ee\u200bf\x1cg\x1dh\x1ei\x1fj\x0bk\x0cl",
+    "a \u00a0b \u3000 c\u3000 d  \u0085e \x85",
+    "NUL\x00\x00twice \x00 alone\x00",
+    "ﬁne ﬂow ＦＵＬＬ ｗｉｄｔｈ １２３ ½ № ℃ Ⅻ",
+    "tab\there\vvertical\fform\rreturn",
+    "NUL\x00in\x00side \x07bell \ufffdreplacement \ue000private",
+    "zero\u200bwidth\u200djoiner soft\u00adhyphen bidi\u200e",
+    "combining e\u0301 a\u0308 and composed é ä",
+    "日本語のテキスト 中文文本 한국어 ｶﾀｶﾅ",
+    "emoji 😀👍🏽 done",
+    "numbers 1234567 3.14159 1,000,000",
+    "<s> a </s> b <mask> c <pad> <unk> x<mask>y",
+]
+
+
+def corpus():
+    """700 of Debian's English descriptions, 700 of their translations (14 languages), 300 Chinese customer-service
+    messages (chinese_intents.py, seed 0) and UNUSUAL."""
+    from tests.data import chinese_intents
+
+    with open(os.path.join(HERE, "debian_packages.csv"), newline="", encoding="utf-8") as f:
+        english = [r["description"] for r in csv.DictReader(f)][:700]
+    with open(os.path.join(HERE, "debian_translations.csv"), newline="", encoding="utf-8") as f:
+        translated = [r["description"] for r in csv.DictReader(f)][:700]
+    chinese = [message for message, _ in chinese_intents.rows(300, seed=0)]
+    return english + translated + chinese + UNUSUAL
+
+
+def digest(texts):
+    return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
+
+
+def flatten(rows):
+    import numpy as np
+
+    splits = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+    return np.array([i for r in rows for i in r], dtype=np.uint16), splits  # the vocabularies hold 1,500 ids
+
+
+def spm_ids(folder, texts):
+    """The sentencepiece library's pieces, mapped as XLM-R's fairseq ids (transformers' XLMRobertaTokenizer)."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "sentencepiece.bpe.model"))
+    rows = []
+    for text in texts:
+        ids = [3 if i == processor.unk_id() else i + 1 for i in processor.encode(text)]
+        rows.append([0] + ids + [2])
+    return rows
+
+
+def main(argv):
+    import numpy as np
+    import transformers
+
+    out = argv[1] if len(argv) > 1 else os.path.join(HERE, "subword_reference.npz")
+    folders = {key: os.path.join(HERE, "hf_families", name) for key, name in FAMILIES.items()}
+    texts = corpus()
+    arrays = {"corpus_sha256": np.array(digest(texts))}
+    for family, folder in folders.items():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        assert tokenizer.is_fast, family
+        rows = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+        arrays[f"{family}_ids"], arrays[f"{family}_splits"] = flatten(rows)
+    # Only the rows where the sentencepiece library differs from the fast tokenizer.
+    fast = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+    library = spm_ids(folders["xlm_roberta"], texts)
+    rows = [i for i, (a, b) in enumerate(zip(fast, library, strict=True)) if a != b]
+    arrays["spm_rows"] = np.array(rows, dtype=np.int32)
+    arrays["spm_ids"], arrays["spm_splits"] = flatten([library[i] for i in rows])
+    np.savez_compressed(out, **arrays)
+    print(out, {k: v.shape for k, v in arrays.items()})
+
+
+if __name__ == "__main__":
+    main(sys.argv)
