@@ -7,6 +7,10 @@ import dataclasses
 from typing import Optional
 
 HUGGING_FACE, GOOGLE = "huggingface", "google"
+# The tokenizer's kind: BERT's WordPiece (text.py), XLM-R's sentencepiece model, RoBERTa's byte-level BPE
+# (subword/).
+WORDPIECE, SENTENCEPIECE, BYTE_BPE = "wordpiece", "sentencepiece", "byte_bpe"
+KINDS = (WORDPIECE, SENTENCEPIECE, BYTE_BPE)
 TOKENIZER_RULES = (HUGGING_FACE, GOOGLE)
 # A longer word is [UNK]: Hugging Face's WordPiece model (`max_input_chars_per_word`), google-research/bert's
 # WordpieceTokenizer (`max_input_chars_per_word`).
@@ -24,14 +28,18 @@ class Tokenization:
     (a Hugging Face folder's tokenizer: Σ lower-cases to σ anywhere, the special tokens written in the text are
     those tokens) or GOOGLE (google-research/bert's tokenization.py: Python's str.lower, so a word's final Σ
     becomes ς; "[SEP]" in the text is three words); `max_chars_per_word`: None for the rules' own (100 or
-    200)."""
+    200); `kind`: WORDPIECE (the other fields apply), SENTENCEPIECE (XLM-R's sentencepiece.bpe.model) or
+    BYTE_BPE (RoBERTa's vocab.json and merges.txt), whose files hold all their rules."""
 
     lower_case: bool = True
     strip_accents: Optional[bool] = None
     rules: str = HUGGING_FACE
     max_chars_per_word: Optional[int] = None
+    kind: str = WORDPIECE
 
     def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"tokenizer kind must be one of {KINDS}, got {self.kind!r}")
         if self.rules not in TOKENIZER_RULES:
             raise ValueError(f"tokenizer rules must be one of {TOKENIZER_RULES}, got {self.rules!r}")
         if self.rules == GOOGLE and self.strip_accents not in (None, self.lower_case):
@@ -49,6 +57,10 @@ class Tokenization:
 
     def describe(self) -> str:
         """e.g. "uncased (accents stripped), Hugging Face's rules, words of up to 100 characters"."""
+        if self.kind == SENTENCEPIECE:
+            return "XLM-R's sentencepiece model"
+        if self.kind == BYTE_BPE:
+            return "RoBERTa's byte-level BPE"
         case = "uncased" if self.lower_case else "cased"
         accents = " (accents stripped)" if self.accents_stripped else ""
         rules = "Hugging Face's" if self.rules == HUGGING_FACE else "google-research/bert's"

@@ -16,7 +16,8 @@ from typing import Dict, List, Mapping, Tuple
 
 import tensorflow as tf
 
-from tfxflow.components.model.subword import files, frame
+from tfxflow.components.model.subword import frame
+from tfxflow.components.model.subword import tokenizer_files as files
 
 _WHITE = r"\t\n\x0B\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
 WHITESPACE_RUN = f"[{_WHITE}]+"

@@ -10,7 +10,8 @@ from typing import List, Tuple
 
 import tensorflow as tf
 
-from tfxflow.components.model.subword import files, frame
+from tfxflow.components.model.subword import frame
+from tfxflow.components.model.subword import tokenizer_files as files
 
 # fairseq's dictionary before the sentencepiece pieces (transformers' XLMRobertaTokenizer.fairseq_tokens_to_ids).
 FAIRSEQ = {files.BOS: 0, files.PAD: 1, files.EOS: 2, files.UNK: 3}
@@ -29,7 +30,8 @@ def read_model(path: str) -> bytes:
     """The serialized sentencepiece model at `path`; VocabularyError where TF Text cannot load it."""
     model = files.read_bytes(path)
     try:
-        _tokenizer(model).vocab_size()
+        with tf.init_scope():
+            _tokenizer(model).vocab_size()
     except (tf.errors.OpError, ValueError) as err:
         raise files.VocabularyError(f"{path}: not a sentencepiece model ({str(err).splitlines()[0]})") from err
     return model
@@ -44,15 +46,17 @@ def _tokenizer(model: bytes):
 def vocabulary(model: bytes) -> List[str]:
     """The tokens in id order, as XLMRobertaTokenizer numbers them: fairseq's four, the model's pieces from its
     id 3 on (its <unk>, <s> and </s> are fairseq's), <mask>."""
-    tokenizer = _tokenizer(model)
-    size = int(tokenizer.vocab_size())
-    pieces = [p.decode("utf-8") for p in tokenizer.id_to_string(tf.range(size)).numpy().tolist()]
+    with tf.init_scope():  # eagerly, also while a preprocessing_fn is traced
+        tokenizer = _tokenizer(model)
+        size = int(tokenizer.vocab_size())
+        pieces = [p.decode("utf-8") for p in tokenizer.id_to_string(tf.range(size)).numpy().tolist()]
     return list(FAIRSEQ) + pieces[3:] + [files.MASK]
 
 
 def special_ids(model: bytes) -> dict:
     """The special tokens' ids, <mask> the last: the vocabulary size minus one."""
-    size = int(_tokenizer(model).vocab_size())
+    with tf.init_scope():
+        size = int(_tokenizer(model).vocab_size())
     return {**FAIRSEQ, files.MASK: size + OFFSET}
 
 
