@@ -68,32 +68,43 @@ def pre_tokenize(text) -> tf.RaggedTensor:
 
 def _merge(symbols: tf.RaggedTensor, ranks: tf.lookup.StaticHashTable) -> tf.RaggedTensor:
     """Each row's symbols merged pair by pair, the pair of lowest rank first (its leftmost place where it occurs
-    more than once), until no pair of the row has a rank: Hugging Face's BPE without dropout."""
+    more than once), until no pair of the row has a rank: Hugging Face's BPE without dropout. A row is set
+    aside once it has no pair left to merge, so that each step works on the rows still merging only."""
 
-    def step(values, splits, _):
+    def step(values, splits, index, done_values, done_lengths, done_index):
         words = tf.RaggedTensor.from_row_splits(values, splits, validate=False)
         left, right = words[:, :-1], words[:, 1:]
         rank = ranks.lookup(tf.strings.join([left.flat_values, right.flat_values], separator=" "))
         pair_ranks = left.with_flat_values(rank)
         best = tf.reduce_min(pair_ranks, axis=1)  # NO_MERGE for a row without a known pair
         merging = best < NO_MERGE
-        at = tf.ragged.range(left.row_lengths())
+        # The rows done: set aside with their index.
+        done = tf.ragged.boolean_mask(words, ~merging)
+        done_values = tf.concat([done_values, done.flat_values], axis=0)
+        done_lengths = tf.concat([done_lengths, done.row_lengths()], axis=0)
+        done_index = tf.concat([done_index, tf.boolean_mask(index, ~merging)], axis=0)
+        # The others: their pair of lowest rank, its first place, merged.
+        words, index = tf.ragged.boolean_mask(words, merging), tf.boolean_mask(index, merging)
+        pair_ranks, best = tf.ragged.boolean_mask(pair_ranks, merging), tf.boolean_mask(best, merging)
+        at = tf.ragged.range(pair_ranks.row_lengths())
         first = tf.reduce_min(tf.where(pair_ranks == tf.expand_dims(best, 1), at, NO_MERGE), axis=1)
-        where = tf.boolean_mask(splits[:-1] + first, merging)[:, tf.newaxis]  # the merged pair's left symbol
+        values = words.flat_values
+        where = (words.row_splits[:-1] + first)[:, tf.newaxis]  # the merged pair's left symbol
         joined = tf.strings.join([tf.gather_nd(values, where), tf.gather_nd(values, where + 1)])
         values = tf.tensor_scatter_nd_update(values, where, joined)
         keep = tf.tensor_scatter_nd_update(tf.ones_like(values, tf.bool), where + 1, tf.zeros_like(joined, tf.bool))
-        lengths = words.row_lengths() - tf.cast(merging, tf.int64)
-        splits = tf.concat([[0], tf.cumsum(lengths)], axis=0)
-        return tf.boolean_mask(values, keep), splits, tf.reduce_any(merging)
+        splits = tf.concat([[0], tf.cumsum(words.row_lengths() - 1)], axis=0)
+        return tf.boolean_mask(values, keep), splits, index, done_values, done_lengths, done_index
 
-    values, splits, _ = tf.while_loop(
-        lambda values, splits, more: more,
+    empty = tf.zeros([0], tf.int64)
+    *_, values, lengths, index = tf.while_loop(
+        lambda values, splits, index, *done: tf.size(index) > 0,
         step,
-        [symbols.flat_values, symbols.row_splits, tf.constant(True)],
-        shape_invariants=[tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])],
+        [symbols.flat_values, symbols.row_splits, tf.range(symbols.nrows()), tf.zeros([0], tf.string), empty, empty],
+        shape_invariants=[tf.TensorShape([None])] * 6,
     )
-    return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+    merged = tf.RaggedTensor.from_row_lengths(values, lengths, validate=False)
+    return tf.gather(merged, tf.argsort(index))
 
 
 def tables(vocab_path, merges_path) -> Tuple[tf.lookup.StaticHashTable, tf.lookup.StaticHashTable]:

@@ -43,6 +43,8 @@ def _tokenizer(model: bytes):
     return tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
 
+# Python that runs eagerly (tf.init_scope), which autograph must leave alone when a tf.function calls it.
+@tf.autograph.experimental.do_not_convert
 def vocabulary(model: bytes) -> List[str]:
     """The tokens in id order, as XLMRobertaTokenizer numbers them: fairseq's four, the model's pieces from its
     id 3 on (its <unk>, <s> and </s> are fairseq's), <mask>."""
@@ -53,6 +55,7 @@ def vocabulary(model: bytes) -> List[str]:
     return list(FAIRSEQ) + pieces[3:] + [files.MASK]
 
 
+@tf.autograph.experimental.do_not_convert
 def special_ids(model: bytes) -> dict:
     """The special tokens' ids, <mask> the last: the vocabulary size minus one."""
     with tf.init_scope():

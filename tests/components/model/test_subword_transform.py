@@ -17,6 +17,7 @@ from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import text
 from tfxflow.components.model.preprocessing import preprocessing_fn
 from tfxflow.components.model.subword import assets as subword
+from tfxflow.components.serving_probe import model_ops
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data")
 FAMILIES = os.path.join(DATA, "hf_families")
@@ -110,3 +111,7 @@ def test_the_transform_graph_makes_hugging_faces_ids_and_carries_the_tokenizer_a
         {"description": tf.sparse.from_dense(tf.constant(descriptions)[:, tf.newaxis])}, drop_unused_features=True
     )
     assert got["description_xf"].numpy().tolist() == [framed(full)[0] for full in theirs]
+    # Only TensorFlow's ops (tf.raw_ops) and the TF Text ops TF Serving 2.16 links.
+    ops = model_ops(os.path.join(str(tmp_path / "elsewhere"), "transform_fn"))
+    assert [op for op in sorted(ops) if not hasattr(tf.raw_ops, op) and op not in text.TF_SERVING_TEXT_OPS] == []
+    assert "RegexSplitWithOffsets" in ops and ("SentencepieceTokenizeOp" in ops) == (family == "xlm_roberta")
