@@ -176,3 +176,23 @@ def test_a_feature_config_names_the_tokenizers_files_and_they_are_checked_before
     )
     with pytest.raises(ConfigError, match=r"text_vocab_file: .*vocab.json: not a sentencepiece model"):
         inputs.load_schema_and_features("taxi", str(schema), str(features))
+
+
+def test_an_edge_model_is_refused_for_a_subword_tokenizer_saying_why(tmp_path):
+    import dataclasses
+    import json
+
+    from tfxflow.components.edge import edge_convert
+    from tfxflow.components.model.tokenization import Tokenization
+
+    record = {
+        "ids": "note_xf",
+        "mask": "note_xf_mask",
+        "sequence_length": 16,
+        "vocabulary": "note_wordpiece",
+        "tokenization": dataclasses.asdict(Tokenization(kind="sentencepiece")),
+    }
+    (tmp_path / "assets.extra").mkdir()
+    (tmp_path / "assets.extra" / "tfxflow_model.json").write_text(json.dumps({"text": {"note": record}}))
+    with pytest.raises(edge_convert.Unconvertible, match="'note': its tokenizer is XLM-R's sentencepiece model"):
+        edge_convert._text_records(str(tmp_path))
