@@ -8,7 +8,9 @@ components/model/subword/ (tests/components/model/test_subword.py):
   truncated, flattened (uint16) with their row splits;
 - `spm_rows`, `spm_ids`, `spm_splits`: the sentencepiece library's own ids, mapped as XLM-R's, of the rows where
   they differ from the fast tokenizer's;
-- `corpus_sha256`: the corpus' digest, so that the test knows it reads the same texts.
+- `corpus_sha256`: the corpus' digest, so that the test knows it reads the same texts;
+- `fuzz_<family>_ids`, `fuzz_<family>_splits`, `fuzz_spm_ids`, `fuzz_spm_splits`, `fuzz_sha256`: the same of
+  `fuzz()`, the library's ids on every row.
 
 It needs transformers, tokenizers and sentencepiece, which the project's lock does not hold: run it in an
 environment of its own, e.g.
@@ -49,6 +51,34 @@ UNUSUAL = [
     "numbers 1234567 3.14159 1,000,000",
     "<s> a </s> b <mask> c <pad> <unk> x<mask>y",
 ]
+
+
+# Where Hugging Face's fast tokenizer (tokenizers' Precompiled normalizer, by grapheme cluster) and the
+# sentencepiece library (by longest match) normalize differently: half-width katakana with a voiced mark, NFD
+# Vietnamese with two marks, a compatibility character followed by a combining mark, ZWJ or variation selector.
+GRAPHEMES = [
+    "ｶﾞｿﾘﾝ ﾊﾟｿｺﾝ ﾃﾞｰﾀ",
+    "Vie\u0323\u0302t Nam, tie\u0302\u0301ng Vie\u0323\u0302t",
+    "ｃ\u0301 Ａ\u0308pfel ²\u200d ³\u0308 ⅻ\u0301 ﬁ\u0301 e\u0301\u0301",
+    "❤\ufe0f ☺\ufe0f 1\ufe0f\u20e3 👍\u200d❤\ufe0f",
+]
+# Random strings of the characters where tokenizers differ most (no special tokens: the library reads them as text).
+POOL = (
+    list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:'\"!?-_()[]{}<>/\\@#$%^&*+=~`|")
+    + list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000\u180e")
+    + list("\u200b\u200c\u200d\u2060\ufeff\x00\x01\x07\x7f\x80\x9f\ufffd\ue000\U000f0000")
+    + list("éèàüöäßçñøåæœÉÀÜÖÄ\u0301\u0308\u0327\u0303ﬁﬂﬀﬃＡＢＣａｂｃ１２３！？（）½¼¾²³¹№℃™®©Ⅻⅻ")
+    + list("日本語中文文本한국어ｶﾀｶﾅﾞﾟ漢字😀👍🏽🇩🇪❤\ufe0fΑΒΓαβγΣσςОДСодс▁Ġ")
+    + ["'s", "'t", "'re", "  ", "   ", "...", "---"]
+)
+
+
+def fuzz():
+    """GRAPHEMES and 3,000 random strings of up to 30 of POOL's items (seeded)."""
+    import random
+
+    rng = random.Random(7)
+    return GRAPHEMES + ["".join(rng.choice(POOL) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
 
 
 def corpus():
@@ -106,6 +136,13 @@ def main(argv):
     rows = [i for i, (a, b) in enumerate(zip(fast, library, strict=True)) if a != b]
     arrays["spm_rows"] = np.array(rows, dtype=np.int32)
     arrays["spm_ids"], arrays["spm_splits"] = flatten([library[i] for i in rows])
+    strings = fuzz()
+    arrays["fuzz_sha256"] = np.array(digest(strings))
+    for family, folder in folders.items():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        rows = tokenizer(strings, add_special_tokens=True, truncation=False)["input_ids"]
+        arrays[f"fuzz_{family}_ids"], arrays[f"fuzz_{family}_splits"] = flatten(rows)
+    arrays["fuzz_spm_ids"], arrays["fuzz_spm_splits"] = flatten(spm_ids(folders["xlm_roberta"], strings))
     np.savez_compressed(out, **arrays)
     print(out, {k: v.shape for k, v in arrays.items()})
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.data.subword_reference import UNUSUAL, corpus, digest
+from tests.data.subword_reference import GRAPHEMES, UNUSUAL, corpus, digest, fuzz
 from tfxflow.components.model.subword import byte_bpe, frame, sentencepiece
 from tfxflow.components.model.subword import tokenizer_files as files
 
@@ -68,6 +68,49 @@ def test_roberta_ids_are_hugging_faces_fast_tokenizers_on_real_text_in_fifteen_l
     assert sum(map(len, theirs)) > 300_000
     differ = [t for t, a, b in zip(texts, ours, theirs, strict=True) if a != b]
     assert differ == []  # no remaining difference (docs/text.md)
+
+
+@pytest.fixture(scope="module")
+def fuzzed(reference):
+    _, data = reference
+    strings = fuzz()
+    assert str(data["fuzz_sha256"]) == digest(strings)
+    return strings, data
+
+
+def test_roberta_ids_are_hugging_faces_on_3004_random_strings_of_unusual_characters(fuzzed, roberta_files):
+    strings, data = fuzzed
+    ours = byte_bpe.pieces(tf.constant(strings), *roberta_files).to_list()
+    theirs = [r[1:-1] for r in rows(data, "fuzz_roberta")]
+    assert [s for s, a, b in zip(strings, ours, theirs, strict=True) if a != b] == []
+
+
+# A grapheme cluster's extenders: combining marks, ZWNJ, ZWJ, VS16, half-width katakana's voiced marks.
+EXTENDERS = "\u200c\u200d\ufe0f\uff9e\uff9f"
+
+
+def test_xlm_r_differs_from_hugging_faces_fast_tokenizer_only_where_it_normalizes_grapheme_clusters(fuzzed):
+    """Hugging Face's Precompiled normalizer maps a grapheme cluster of under 6 bytes by the shortest prefix the
+    charsmap holds, the rest dropped (ｃ + U+0301: c), a longer one character by character (ｶﾞ: カ and a combining
+    mark, <unk>); the sentencepiece library, which TF Text's op runs and XLM-R was trained with, maps the longest
+    match (ć, ガ). On the 3,004 strings the ids differ from the fast tokenizer's on 131, each holding an extender:
+    the library's on all 112 of them without U+0085 or NUL (where the ids follow the fast tokenizer)."""
+    import unicodedata
+
+    strings, data = fuzzed
+    model = sentencepiece.read_model(f"{XLM_ROBERTA}/sentencepiece.bpe.model")
+    ours = sentencepiece.pieces(tf.constant(strings), model).to_list()
+    theirs = [r[1:-1] for r in rows(data, "fuzz_xlm_roberta")]
+    library = [r[1:-1] for r in rows(data, "fuzz_spm")]
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
+    assert len(differ) == 131 and differ[:3] == [0, 1, 2]  # GRAPHEMES' first three
+    assert strings[0] == GRAPHEMES[0] and ours[0] != theirs[0]
+    assert all(any(unicodedata.category(c) in ("Mn", "Me") or c in EXTENDERS for c in strings[i]) for i in differ)
+    plain = [i for i in differ if "\x85" not in strings[i] and "\x00" not in strings[i]]
+    assert len(plain) == 112 and all(ours[i] == library[i] for i in plain)
+    assert sum(ours[i] == library[i] for i in differ) == 119
+    # Everywhere else the library differs from the fast tokenizer, the ids are the fast tokenizer's.
+    assert sum(a != b for a, b in zip(library, theirs, strict=True)) == 317
 
 
 def test_the_pre_tokenizer_splits_as_gpt2s_expression_with_unicode_whitespace():
