@@ -10,7 +10,9 @@ components/model/subword/ (tests/components/model/test_subword.py):
   they differ from the fast tokenizer's;
 - `corpus_sha256`: the corpus' digest, so that the test knows it reads the same texts;
 - `fuzz_<family>_ids`, `fuzz_<family>_splits`, `fuzz_spm_ids`, `fuzz_spm_splits`, `fuzz_sha256`: the same of
-  `fuzz()`, the library's ids on every row.
+  `fuzz()`, the library's ids on every row;
+- `stripped_<family>_ids`, `stripped_<family>_splits`: the ids of STRIPPED by the folder's tokenizer.json made
+  `stripping()`.
 
 It needs transformers, tokenizers and sentencepiece, which the project's lock does not hold: run it in an
 environment of its own, e.g.
@@ -71,6 +73,34 @@ POOL = (
     + list("日本語中文文本한국어ｶﾀｶﾅﾞﾟ漢字😀👍🏽🇩🇪❤\ufe0fΑΒΓαβγΣσςОДСодс▁Ġ")
     + ["'s", "'t", "'re", "  ", "   ", "...", "---"]
 )
+
+
+# Special tokens written with whitespace beside them, for a tokenizer.json whose <mask> strips the whitespace on its
+# left (as roberta-base's and xlm-roberta-base's do) and whose </s> strips both sides.
+STRIPPED = [
+    "a <mask> b",
+    "a   <mask>   b",
+    "a\t\u3000<mask>b",
+    "<mask> x",
+    " <mask>",
+    "x </s>  y",
+    "x<mask>y",
+    "a <s> b <pad> c",
+    "Hello world <mask>.",
+]
+
+
+def stripping(definition: str, add_prefix_space: bool) -> str:
+    """A tokenizer.json's text with <mask> lstrip, </s> lstrip and rstrip, and ByteLevel's add_prefix_space."""
+    import json
+
+    data = json.loads(definition)
+    for token in data["added_tokens"]:
+        token["lstrip"] = token["content"] in ("<mask>", "</s>")
+        token["rstrip"] = token["content"] == "</s>"
+    if data["pre_tokenizer"]["type"] == "ByteLevel":
+        data["pre_tokenizer"]["add_prefix_space"] = add_prefix_space
+    return json.dumps(data, ensure_ascii=False)
 
 
 def fuzz():
@@ -136,6 +166,13 @@ def main(argv):
     rows = [i for i, (a, b) in enumerate(zip(fast, library, strict=True)) if a != b]
     arrays["spm_rows"] = np.array(rows, dtype=np.int32)
     arrays["spm_ids"], arrays["spm_splits"] = flatten([library[i] for i in rows])
+    import tokenizers
+
+    for family, folder in folders.items():
+        with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+            tokenizer = tokenizers.Tokenizer.from_str(stripping(f.read(), add_prefix_space=True))
+        rows = [e.ids for e in tokenizer.encode_batch(STRIPPED)]
+        arrays[f"stripped_{family}_ids"], arrays[f"stripped_{family}_splits"] = flatten(rows)
     strings = fuzz()
     arrays["fuzz_sha256"] = np.array(digest(strings))
     for family, folder in folders.items():

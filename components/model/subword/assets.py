@@ -2,7 +2,9 @@
 Transform assets that make the SavedModel self-contained: `<column>_wordpiece` (text.asset_name, the name every
 reader of a text column's vocabulary uses) holds the tokens one a line, the line number the id, as a WordPiece
 vocabulary does; `<column>_sentencepiece` the sentencepiece model itself, `<column>_merges` merges.txt. The
-byte-level BPE's lookup tables read the assets; the sentencepiece op holds its model as an attribute."""
+byte-level BPE's lookup tables read the assets; the sentencepiece op holds its model as an attribute. The
+folder's tokenizer.json, where there is one beside the vocabulary, says which special tokens take the whitespace
+beside them and whether the byte-level BPE adds a prefix space."""
 
 from __future__ import annotations
 
@@ -33,10 +35,13 @@ def merges_asset_name(column: str) -> str:
 def check_files(tokenization: Tokenization, vocab_file: str, merges_file: str = "") -> List[str]:
     """The tokens, in id order, of a subword tokenizer's files; VocabularyError naming a file that cannot serve."""
     if tokenization.kind == SENTENCEPIECE:
-        return sentencepiece.vocabulary(sentencepiece.read_model(vocab_file))
+        tokens = sentencepiece.vocabulary(sentencepiece.read_model(vocab_file))
+        files.read_folder_tokenizer(vocab_file)
+        return tokens
     if tokenization.kind == BYTE_BPE:
         tokens = files.read_byte_bpe_vocabulary(vocab_file)
         files.read_merges(merges_file)
+        files.read_folder_tokenizer(vocab_file)
         return tokens
     raise ValueError(f"{tokenization.kind} is not a subword tokenizer's kind")
 
@@ -82,12 +87,17 @@ def tokenize(
         model = sentencepiece.read_model(vocab_file)
         _asset(values, text.asset_name(column), _lines(sentencepiece.vocabulary(model)))
         _asset(values, model_asset_name(column), model)
-        return sentencepiece.tokenize(values, model, sequence_length)
+        folder = files.read_folder_tokenizer(vocab_file)
+        return sentencepiece.tokenize(values, model, sequence_length, folder.lstrip, folder.rstrip)
     if tokenization.kind == BYTE_BPE:
         tokens = files.read_byte_bpe_vocabulary(vocab_file)
         merges, _ = files.read_merges(merges_file)
         vocab_path = _asset(values, text.asset_name(column), _lines(tokens))
         merges_path = _asset(values, merges_asset_name(column), merges.encode("utf-8"))
         special = byte_bpe.special_ids(tokens)
-        return byte_bpe.tokenize(values, vocab_path, merges_path, special, sequence_length)
+        folder = files.read_folder_tokenizer(vocab_file)
+        return byte_bpe.tokenize(
+            values, vocab_path, merges_path, special, sequence_length,
+            bool(folder.add_prefix_space), folder.lstrip, folder.rstrip,
+        )  # fmt: skip
     raise ValueError(f"{tokenization.kind} is not a subword tokenizer's kind")

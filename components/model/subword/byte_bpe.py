@@ -12,14 +12,14 @@ which Hugging Face's tokenizers use: Unicode's White_Space, not RE2's ASCII `\\s
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Tuple
+from typing import Collection, Dict, List, Mapping, Tuple
 
 import tensorflow as tf
 
 from tfxflow.components.model.subword import frame
 from tfxflow.components.model.subword import tokenizer_files as files
 
-_WHITE = r"\t\n\x0B\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
+_WHITE = frame.WHITESPACE
 WHITESPACE_RUN = f"[{_WHITE}]+"
 # GPT-2's expression less its whitespace alternatives, on text without whitespace but a leading space.
 WORD = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^" + _WHITE + r"\p{L}\p{N}]+"
@@ -122,11 +122,19 @@ def tables(vocab_path, merges_path) -> Tuple[tf.lookup.StaticHashTable, tf.looku
     return table(vocab_path, -1), table(merges_path, NO_MERGE)
 
 
-def pieces(text, vocab_path, merges_path, special: Mapping[str, int], add_prefix_space: bool = False):
+def pieces(
+    text,
+    vocab_path,
+    merges_path,
+    special: Mapping[str, int],
+    add_prefix_space: bool = False,
+    lstrip: Collection[str] = (),
+    rstrip: Collection[str] = (),
+):
     """[batch, pieces] int64 ids of `text` ([batch] strings), without <s> and </s>: `special` (token -> id) are
     the special tokens taken as such where written in the text; `add_prefix_space` as the ByteLevel
-    pre-tokenizer's (RoBERTa's False). A piece the vocabulary lacks is dropped, as Hugging Face's BPE without an
-    unknown token does (a byte-level vocabulary has every byte)."""
+    pre-tokenizer's (RoBERTa's False); `lstrip`, `rstrip`: frame.by_parts'. A piece the vocabulary lacks is
+    dropped, as Hugging Face's BPE without an unknown token does (a byte-level vocabulary has every byte)."""
     vocab, ranks = tables(vocab_path, merges_path)
     mapping = bytes_to_unicode()
     byte_table = tf.lookup.StaticHashTable(
@@ -149,12 +157,19 @@ def pieces(text, vocab_path, merges_path, special: Mapping[str, int], add_prefix
         ids = tf.ragged.boolean_mask(ids, ids >= 0)
         return words.with_flat_values(tf.gather(ids, index)).merge_dims(1, 2)
 
-    return frame.by_parts(text, special, encode)
+    return frame.by_parts(text, special, encode, lstrip, rstrip)
 
 
 def tokenize(
-    text, vocab_path, merges_path, special: Mapping[str, int], sequence_length: int, add_prefix_space: bool = False
+    text,
+    vocab_path,
+    merges_path,
+    special: Mapping[str, int],
+    sequence_length: int,
+    add_prefix_space: bool = False,
+    lstrip: Collection[str] = (),
+    rstrip: Collection[str] = (),
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """([batch, sequence_length] int64 ids `<s> pieces </s>` padded with <pad>, the attention mask) of `text`."""
-    ids = pieces(text, vocab_path, merges_path, special, add_prefix_space)
+    ids = pieces(text, vocab_path, merges_path, special, add_prefix_space, lstrip, rstrip)
     return frame.frame(ids, sequence_length, special[files.BOS], special[files.EOS], special[files.PAD])

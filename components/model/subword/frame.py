@@ -5,13 +5,16 @@ sequence: `<s> pieces </s>`, truncated to the sequence length and padded, with i
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping, Tuple
+from typing import Callable, Collection, Mapping, Tuple
 
 import tensorflow as tf
 
 # TF Text's regex_split reads its input up to the first NUL (as a C string). A noncharacter stands for NUL while
 # text is split and NUL is put back after: only a text holding U+10FFFF itself is split as if that were NUL.
 NUL_STAND_IN = "\U0010ffff"
+# Unicode's White_Space: Rust's char::is_whitespace and Oniguruma's \s, which Hugging Face's tokenizers use (RE2's
+# \s is ASCII's).
+WHITESPACE = r"\t\n\x0B\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
 
 
 def regex_split(text, pattern: str) -> tf.RaggedTensor:
@@ -22,18 +25,23 @@ def regex_split(text, pattern: str) -> tf.RaggedTensor:
     return parts.with_flat_values(tf.strings.regex_replace(parts.flat_values, NUL_STAND_IN, "\x00"))
 
 
-def by_parts(text, special: Mapping[str, int], encode: Callable) -> tf.RaggedTensor:
+def by_parts(
+    text, special: Mapping[str, int], encode: Callable, lstrip: Collection[str] = (), rstrip: Collection[str] = ()
+) -> tf.RaggedTensor:
     """[batch, pieces] int64 ids of `text` ([batch] strings): `encode` ([n] strings -> [n, pieces] int64 ids) of
-    the text between the `special` tokens (token -> id) written in it, each of those one id."""
+    the text between the `special` tokens (token -> id) written in it, each of those one id; a token of `lstrip`
+    (`rstrip`) takes the whitespace on its left (right) with it, as a tokenizer.json's added token of that flag."""
     text = tf.convert_to_tensor(text, tf.string)
     if not special:
         return encode(text)
     tokens = sorted(special, key=len, reverse=True)  # the longest first where one holds another
-    pattern = "|".join(re.escape(token) for token in tokens)
+    white = f"[{WHITESPACE}]*"
+    pattern = "|".join((white if t in lstrip else "") + re.escape(t) + (white if t in rstrip else "") for t in tokens)
     parts = regex_split(text, pattern)
     flat = parts.flat_values
+    bare = tf.strings.regex_replace(flat, f"^[{WHITESPACE}]+|[{WHITESPACE}]+$", "") if lstrip or rstrip else flat
     ids = tf.constant([special[t] for t in tokens], tf.int64)
-    hits = tf.equal(flat[:, tf.newaxis], tf.constant(tokens)[tf.newaxis])
+    hits = tf.equal(bare[:, tf.newaxis], tf.constant(tokens)[tf.newaxis])
     is_special = tf.reduce_any(hits, axis=1)
     encoded = encode(tf.where(is_special, "", flat))
     # A special token's one id, after the (no) pieces of its emptied part.

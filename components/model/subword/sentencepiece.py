@@ -6,7 +6,7 @@ SavedModel carries it; the Transform also carries the file and its pieces as ass
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Collection, List, Tuple
 
 import tensorflow as tf
 
@@ -63,8 +63,9 @@ def special_ids(model: bytes) -> dict:
     return {**FAIRSEQ, files.MASK: size + OFFSET}
 
 
-def pieces(text, model: bytes) -> tf.RaggedTensor:
-    """[batch, pieces] int64 XLM-R ids of `text` ([batch] strings), without <s> and </s>."""
+def pieces(text, model: bytes, lstrip: Collection[str] = (), rstrip: Collection[str] = ()) -> tf.RaggedTensor:
+    """[batch, pieces] int64 XLM-R ids of `text` ([batch] strings), without <s> and </s>; `lstrip`, `rstrip`:
+    frame.by_parts'."""
     tokenizer = _tokenizer(model)
     unk = tokenizer.string_to_id(files.UNK)
 
@@ -74,9 +75,13 @@ def pieces(text, model: bytes) -> tf.RaggedTensor:
         mapped = tf.where(ids.flat_values == unk, FAIRSEQ[files.UNK], ids.flat_values + OFFSET)
         return ids.with_flat_values(tf.cast(mapped, tf.int64))
 
-    return frame.by_parts(text, special_ids(model), encode)
+    return frame.by_parts(text, special_ids(model), encode, lstrip, rstrip)
 
 
-def tokenize(text, model: bytes, sequence_length: int) -> Tuple[tf.Tensor, tf.Tensor]:
+def tokenize(
+    text, model: bytes, sequence_length: int, lstrip: Collection[str] = (), rstrip: Collection[str] = ()
+) -> Tuple[tf.Tensor, tf.Tensor]:
     """([batch, sequence_length] int64 ids `<s> pieces </s>` padded with <pad>, the attention mask) of `text`."""
-    return frame.frame(pieces(text, model), sequence_length, FAIRSEQ[files.BOS], FAIRSEQ[files.EOS], FAIRSEQ[files.PAD])
+    return frame.frame(
+        pieces(text, model, lstrip, rstrip), sequence_length, FAIRSEQ[files.BOS], FAIRSEQ[files.EOS], FAIRSEQ[files.PAD]
+    )

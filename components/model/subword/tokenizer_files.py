@@ -4,8 +4,10 @@ or minio://. A file that cannot serve raises VocabularyError naming it and what 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Dict, List, Tuple
+import posixpath
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from tfxflow.components import object_store
 
@@ -82,3 +84,40 @@ def read_merges(path: str) -> Tuple[str, List[str]]:
     if not merges:
         raise VocabularyError(f"{path}: no merges")
     return content, merges
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderTokenizer:
+    """What a Hugging Face folder's tokenizer.json says beyond the vocabulary: the special tokens that take the
+    whitespace on their left (`lstrip`) or right (`rstrip`) with them, and the ByteLevel pre-tokenizer's
+    `add_prefix_space` (None: not a ByteLevel one)."""
+
+    lstrip: FrozenSet[str] = frozenset()
+    rstrip: FrozenSet[str] = frozenset()
+    add_prefix_space: Optional[bool] = None
+
+
+def read_folder_tokenizer(vocab_file: str) -> FolderTokenizer:
+    """The tokenizer.json beside `vocab_file`, read for FolderTokenizer's settings; the defaults where there is
+    none (a folder without it: the slow tokenizers' files only)."""
+    import tensorflow as tf
+
+    path = posixpath.join(posixpath.dirname(vocab_file), "tokenizer.json")
+    try:
+        exists = object_store.exists(path) if object_store.tf_cannot_read(path) else tf.io.gfile.exists(path)
+    except (OSError, tf.errors.OpError, object_store.ObjectStoreError) as err:
+        raise VocabularyError(f"{path}: cannot read it: {err}") from err
+    if not exists:
+        return FolderTokenizer()
+    try:
+        data = json.loads(_text(path, read_bytes(path)))
+        added = [t for t in data.get("added_tokens") or () if t.get("content") in SPECIAL]
+        pre_tokenizer = data.get("pre_tokenizer") or {}
+    except (json.JSONDecodeError, AttributeError, TypeError) as err:
+        raise VocabularyError(f"{path}: not a tokenizer.json ({err})") from err
+    byte_level = pre_tokenizer.get("type") == "ByteLevel"
+    return FolderTokenizer(
+        lstrip=frozenset(t["content"] for t in added if t.get("lstrip")),
+        rstrip=frozenset(t["content"] for t in added if t.get("rstrip")),
+        add_prefix_space=bool(pre_tokenizer.get("add_prefix_space")) if byte_level else None,
+    )

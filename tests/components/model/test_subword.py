@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.data.subword_reference import GRAPHEMES, UNUSUAL, corpus, digest, fuzz
+from tests.data.subword_reference import GRAPHEMES, STRIPPED, UNUSUAL, corpus, digest, fuzz, stripping
 from tfxflow.components.model.subword import byte_bpe, frame, sentencepiece
 from tfxflow.components.model.subword import tokenizer_files as files
 
@@ -111,6 +111,44 @@ def test_xlm_r_differs_from_hugging_faces_fast_tokenizer_only_where_it_normalize
     assert sum(ours[i] == library[i] for i in differ) == 119
     # Everywhere else the library differs from the fast tokenizer, the ids are the fast tokenizer's.
     assert sum(a != b for a, b in zip(library, theirs, strict=True)) == 317
+
+
+@pytest.mark.parametrize("family", ["roberta", "xlm_roberta"])
+def test_a_folders_tokenizer_json_says_which_special_tokens_take_the_whitespace_beside_them(
+    reference, tmp_path, family
+):
+    """roberta-base's and xlm-roberta-base's tokenizer.json give <mask> lstrip: a folder so written (and its
+    ByteLevel add_prefix_space true) against Hugging Face's tokenizer of the same tokenizer.json."""
+    import shutil
+
+    _, data = reference
+    source = ROBERTA if family == "roberta" else XLM_ROBERTA
+    names = ["vocab.json", "merges.txt"] if family == "roberta" else ["sentencepiece.bpe.model"]
+    for name in names:
+        shutil.copy(f"{source}/{name}", tmp_path / name)
+    definition = open(f"{source}/tokenizer.json", encoding="utf-8").read()
+    (tmp_path / "tokenizer.json").write_text(stripping(definition, add_prefix_space=True), encoding="utf-8")
+    folder = files.read_folder_tokenizer(str(tmp_path / names[0]))
+    assert folder.lstrip == {"<mask>", "</s>"} and folder.rstrip == {"</s>"}
+    if family == "roberta":
+        assert folder.add_prefix_space is True
+        tokens = files.read_byte_bpe_vocabulary(str(tmp_path / "vocab.json"))
+        vocab = tmp_path / "vocab"
+        vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+        special = byte_bpe.special_ids(tokens)
+        ours = byte_bpe.pieces(
+            tf.constant(STRIPPED), str(vocab), str(tmp_path / "merges.txt"), special, True, folder.lstrip, folder.rstrip
+        )
+    else:
+        assert folder.add_prefix_space is None  # a Metaspace pre-tokenizer
+        model = sentencepiece.read_model(str(tmp_path / names[0]))
+        ours = sentencepiece.pieces(tf.constant(STRIPPED), model, folder.lstrip, folder.rstrip)
+    theirs = [r[1:-1] for r in rows(data, f"stripped_{family}")]
+    assert ours.to_list() == theirs
+    # Without the flags, the space before <mask> is a piece of its own (RoBERTa's Ġ).
+    if family == "roberta":
+        plain = byte_bpe.pieces(tf.constant(STRIPPED[:1]), str(vocab), str(tmp_path / "merges.txt"), special, True)
+        assert plain.to_list()[0] != theirs[0]
 
 
 def test_the_pre_tokenizer_splits_as_gpt2s_expression_with_unicode_whitespace():
