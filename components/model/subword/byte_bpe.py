@@ -58,7 +58,7 @@ def pre_tokenize(text) -> tf.RaggedTensor:
     tail = tf.where(before_word, tf.strings.substr(flat, cut, tf.ones_like(cut), unit="UTF8_CHAR"), "")
     joins = tail == " "  # a space joins the word after it; another whitespace character is a word of its own
     white = tf.stack([tf.where(is_white, head, ""), tf.where(joins, "", tail)], axis=1)
-    spaced = tf.concat([[False], joins[:-1]], axis=0)
+    spaced = tf.concat([[False], joins], axis=0)[:-1]  # the piece after a joining space
     word_text = tf.where(is_white, "", tf.where(spaced, tf.strings.join([" ", flat]), flat))
     found = frame.regex_split(word_text, WORD)
     words = tf.concat([tf.RaggedTensor.from_tensor(white), found], axis=1)

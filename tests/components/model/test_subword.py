@@ -185,6 +185,17 @@ def test_sequences_are_framed_truncated_and_padded_as_hugging_faces(reference, r
     assert ids.numpy()[sample.index("")].tolist()[:3] == [0, 2, 1]  # an empty text: <s> </s>
 
 
+@pytest.mark.parametrize("batch", [[], [""], ["", ""]], ids=["no rows", "an empty text", "empty texts"])
+def test_a_batch_without_text_is_framed(roberta_files, batch):
+    model = sentencepiece.read_model(f"{XLM_ROBERTA}/sentencepiece.bpe.model")
+    for ids, mask in (
+        byte_bpe.tokenize(tf.constant(batch, tf.string), *roberta_files, 5),
+        sentencepiece.tokenize(tf.constant(batch, tf.string), model, 5),
+    ):
+        assert ids.numpy().tolist() == [[0, 2, 1, 1, 1]] * len(batch)
+        assert mask.numpy().tolist() == [[1, 1, 0, 0, 0]] * len(batch)
+
+
 def test_xlm_r_ids_follow_fairseqs_numbering():
     model = sentencepiece.read_model(f"{XLM_ROBERTA}/sentencepiece.bpe.model")
     tokens = sentencepiece.vocabulary(model)
