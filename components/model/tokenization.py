@@ -1,16 +1,25 @@
 """How text becomes word pieces, as plain data (the CLI and the feature config read it without TensorFlow): the
-rules of the reference BERT tokenizers (components/model/text.py applies them in the Transform graph)."""
+kind of tokenizer (BERT's WordPiece, a SentencePiece model, a byte-level BPE) and the rules of the reference BERT
+tokenizers (components/model/text.py applies them in the Transform graph)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional
 
-HUGGING_FACE, GOOGLE = "huggingface", "google"
-# The tokenizer's kind: BERT's WordPiece (text.py), XLM-R's sentencepiece model, RoBERTa's byte-level BPE
-# (subword/).
+# The kinds of tokenizer a checkpoint comes with: BERT's WordPiece (vocab.txt; DistilBERT's and ELECTRA's too),
+# a SentencePiece model (XLM-R's sentencepiece.bpe.model), a byte-level BPE (RoBERTa's vocab.json and merges.txt).
 WORDPIECE, SENTENCEPIECE, BYTE_BPE = "wordpiece", "sentencepiece", "byte_bpe"
 KINDS = (WORDPIECE, SENTENCEPIECE, BYTE_BPE)
+KIND_NAMES = {
+    WORDPIECE: "WordPiece",
+    SENTENCEPIECE: "a SentencePiece model",
+    BYTE_BPE: "a byte-level BPE",
+}
+# The kinds the Transform graph tokenizes (components/model/text.py, components/model/subword/); a checkpoint of
+# another is refused before any work.
+TRANSFORM_KINDS = KINDS
+HUGGING_FACE, GOOGLE = "huggingface", "google"
 TOKENIZER_RULES = (HUGGING_FACE, GOOGLE)
 # A longer word is [UNK]: Hugging Face's WordPiece model (`max_input_chars_per_word`), google-research/bert's
 # WordpieceTokenizer (`max_input_chars_per_word`).
@@ -28,8 +37,8 @@ class Tokenization:
     (a Hugging Face folder's tokenizer: Σ lower-cases to σ anywhere, the special tokens written in the text are
     those tokens) or GOOGLE (google-research/bert's tokenization.py: Python's str.lower, so a word's final Σ
     becomes ς; "[SEP]" in the text is three words); `max_chars_per_word`: None for the rules' own (100 or
-    200); `kind`: WORDPIECE (the other fields apply), SENTENCEPIECE (XLM-R's sentencepiece.bpe.model) or
-    BYTE_BPE (RoBERTa's vocab.json and merges.txt), whose files hold all their rules."""
+    200); `kind`: KINDS (the casing and rules are WordPiece's; a SentencePiece model or BPE holds its own
+    normalization)."""
 
     lower_case: bool = True
     strip_accents: Optional[bool] = None
@@ -57,10 +66,8 @@ class Tokenization:
 
     def describe(self) -> str:
         """e.g. "uncased (accents stripped), Hugging Face's rules, words of up to 100 characters"."""
-        if self.kind == SENTENCEPIECE:
-            return "XLM-R's sentencepiece model"
-        if self.kind == BYTE_BPE:
-            return "RoBERTa's byte-level BPE"
+        if self.kind != WORDPIECE:
+            return KIND_NAMES[self.kind]
         case = "uncased" if self.lower_case else "cased"
         accents = " (accents stripped)" if self.accents_stripped else ""
         rules = "Hugging Face's" if self.rules == HUGGING_FACE else "google-research/bert's"
