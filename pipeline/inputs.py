@@ -11,6 +11,7 @@ from typing import Dict, Optional, Tuple
 from tfxflow import schemas
 from tfxflow.components import names
 from tfxflow.components.model.features import FeatureConfig
+from tfxflow.components.model.tokenization import WORDPIECE
 from tfxflow.components.settings import ConfigError
 from tfxflow.pipeline import user_module as user_module_lib
 from tfxflow.pipeline.user_module import UserModule
@@ -86,9 +87,17 @@ def load_schema_and_features(
         # lazy: it imports TensorFlow
         from tfxflow.components.model import text
 
+        if features.text_merges_file:
+            path = os.path.join(os.path.dirname(feature_config_path), os.path.expanduser(features.text_merges_file))
+            features = dataclasses.replace(features, text_merges_file=os.path.abspath(path))
         try:
-            text.read_vocabulary(features.text_vocab_file)
-        except text.VocabularyError as err:
+            if features.tokenization.kind == WORDPIECE:
+                text.read_vocabulary(features.text_vocab_file)
+            else:
+                from tfxflow.components.model.subword import assets as subword
+
+                subword.check_files(features.tokenization, features.text_vocab_file, features.text_merges_file)
+        except ValueError as err:  # text's and subword's VocabularyError
             raise ConfigError(f"{features.source}: text_vocab_file: {err}") from err
     return schema_path, features
 

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from tfxflow.components.model import model_info
 from tfxflow.components.model import text as text_lib
-from tfxflow.components.model.tokenization import Tokenization
+from tfxflow.components.model.tokenization import WORDPIECE, Tokenization
 
 # Variants: the name, and the converter's optimisation. Dynamic-range int8 quantises the weight matrices only;
 # float16 also rounds the Transform's constants (bucket boundaries, means) to 16 bits and is not offered.
@@ -394,8 +394,13 @@ def _text_records(model_dir: str) -> Dict[str, Dict[str, Any]]:
     tokenizer built}; {} for a model without text columns or without the record."""
     found = {}
     for column, record in ((model_info.read(model_dir) or {}).get("text") or {}).items():
-        tokens = text_lib.read_vocabulary(os.path.join(model_dir, "assets", record["vocabulary"]))
         tokenization = Tokenization(**record["tokenization"])
+        if tokenization.kind != WORDPIECE:
+            raise Unconvertible(
+                f"text column '{column}': its tokenizer is {tokenization.describe()}; an edge model tokenizes "
+                "with TF Text's FastBertTokenizer (WordPiece) only"
+            )
+        tokens = text_lib.read_vocabulary(os.path.join(model_dir, "assets", record["vocabulary"]))
         try:
             tokenizer = text_lib.edge_tokenizer(tokens, tokenization)
         except text_lib.EdgeTokenizationError as err:

@@ -126,6 +126,8 @@ KNOBS = {
     "strip_accents": bool,
     "tokenizer": str,
     "max_chars_per_word": int,
+    "tokenizer_kind": str,
+    "text_merges_file": str,
 }
 # Knobs whose absence (None, or null in the YAML) means "the pretrained checkpoint's, else the default".
 OPTIONAL_KNOBS = ("lower_case", "strip_accents", "tokenizer", "max_chars_per_word")
@@ -166,6 +168,10 @@ class FeatureConfig:
     strip_accents: Optional[bool] = None
     tokenizer: Optional[str] = None
     max_chars_per_word: Optional[int] = None
+    # The tokenizer's kind (tokenization.KINDS): wordpiece, or a pretrained model's sentencepiece (text_vocab_file
+    # its sentencepiece.bpe.model) or byte_bpe (text_vocab_file its vocab.json, text_merges_file its merges.txt).
+    tokenizer_kind: str = tokenization_lib.WORDPIECE
+    text_merges_file: str = ""
     source: str = "<dict>"
     roles_required: bool = dataclasses.field(default=True, compare=False)
 
@@ -223,6 +229,18 @@ class FeatureConfig:
                 f"{self.source}: tokenizer must be one of {list(tokenization_lib.TOKENIZER_RULES)} (the reference "
                 f"tokenizer's rules), got {self.tokenizer!r}"
             )
+        if self.tokenizer_kind not in tokenization_lib.KINDS:
+            raise FeatureConfigError(
+                f"{self.source}: tokenizer_kind must be one of {list(tokenization_lib.KINDS)}, "
+                f"got {self.tokenizer_kind!r}"
+            )
+        if self.text and self.tokenizer_kind != tokenization_lib.WORDPIECE and not self.text_vocab_file:
+            raise FeatureConfigError(
+                f"{self.source}: tokenizer_kind {self.tokenizer_kind} needs text_vocab_file (a pretrained model's "
+                "sentencepiece.bpe.model or vocab.json): only WordPiece vocabularies are learned"
+            )
+        if self.text and self.tokenizer_kind == tokenization_lib.BYTE_BPE and not self.text_merges_file:
+            raise FeatureConfigError(f"{self.source}: tokenizer_kind byte_bpe needs text_merges_file (merges.txt)")
         try:
             _ = self.tokenization  # its own rules (e.g. google's strips accents exactly when it lower-cases)
         except ValueError as err:
@@ -236,6 +254,7 @@ class FeatureConfig:
             strip_accents=self.strip_accents,
             rules=self.tokenizer or tokenization_lib.HUGGING_FACE,
             max_chars_per_word=self.max_chars_per_word,
+            kind=self.tokenizer_kind,
         )
 
     @property

@@ -10,6 +10,8 @@ import tensorflow_transform as tft
 
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import tasks, text
+from tfxflow.components.model.subword import assets as subword
+from tfxflow.components.model.tokenization import WORDPIECE
 
 # Transform's vocabulary of a multi-class label whose classes the feature config does not list: the class names
 # in index order (the export's `classes` output reads it back).
@@ -140,11 +142,20 @@ def preprocessing_fn(inputs: Dict[str, Any], custom_config: Dict[str, Any]) -> D
         )
     for column in config.bucketized:
         outputs[config.transformed_name(column)] = bucketize_filled(inputs[column], config.num_buckets)
-    given = text.read_vocabulary(config.text_vocab_file) if config.text and config.text_vocab_file else None
+    wordpiece = config.tokenization.kind == WORDPIECE
+    given = (
+        text.read_vocabulary(config.text_vocab_file) if config.text and config.text_vocab_file and wordpiece else None
+    )
     for column in config.text:
         values = _densify(inputs[column], "")  # a missing text is an empty one: [CLS] [SEP]
-        path = text.vocabulary(values, column, config.text_vocab_size, config.tokenization, given)
-        ids, mask = text.tokenize(values, path, config.sequence_length, config.tokenization, given)
+        if wordpiece:
+            path = text.vocabulary(values, column, config.text_vocab_size, config.tokenization, given)
+            ids, mask = text.tokenize(values, path, config.sequence_length, config.tokenization, given)
+        else:  # a pretrained model's sentencepiece or byte-level BPE: <s> ... </s>
+            ids, mask = subword.tokenize(
+                values, column, config.tokenization, config.text_vocab_file, config.text_merges_file,
+                config.sequence_length,
+            )  # fmt: skip
         outputs[config.transformed_name(column)] = ids
         outputs[config.mask_name(column)] = mask
     outputs[config.label.name] = make_label(inputs, config.label)

@@ -16,9 +16,9 @@ KIND_NAMES = {
     SENTENCEPIECE: "a SentencePiece model",
     BYTE_BPE: "a byte-level BPE",
 }
-# The kinds the Transform graph tokenizes (components/model/text.py); a checkpoint of another is refused before
-# any work.
-TRANSFORM_KINDS = (WORDPIECE,)
+# The kinds the Transform graph tokenizes (components/model/text.py, components/model/subword/); a checkpoint of
+# another is refused before any work.
+TRANSFORM_KINDS = KINDS
 HUGGING_FACE, GOOGLE = "huggingface", "google"
 TOKENIZER_RULES = (HUGGING_FACE, GOOGLE)
 # A longer word is [UNK]: Hugging Face's WordPiece model (`max_input_chars_per_word`), google-research/bert's
