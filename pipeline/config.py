@@ -585,7 +585,13 @@ def pretrained_fit(training: TrainingConfig, features: FeatureConfig):
         )
     except (checkpoints.CheckpointError, ValueError) as err:
         raise ConfigError(str(err)) from err
-    return checkpoint, dataclasses.replace(features, text_vocab_file=checkpoint.vocab_file, **knobs)
+    return checkpoint, dataclasses.replace(
+        features,
+        text_vocab_file=checkpoint.vocab_file,
+        tokenizer_kind=checkpoint.tokenization.kind,
+        text_merges_file=checkpoint.merges_file,
+        **knobs,
+    )
 
 
 def resolve_training(training: TrainingConfig, checkpoint=None) -> TrainingConfig:

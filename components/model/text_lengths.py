@@ -87,12 +87,23 @@ def sample(values: collections.Counter, max_rows: int = MAX_ROWS) -> Tuple[Seque
     return kept, weights
 
 
-def piece_counts(values: Sequence[str], tokenization, vocabulary: Optional[Sequence[str]] = None) -> Iterable[int]:
+def piece_counts(
+    values: Sequence[str], tokenization, vocabulary: Optional[Sequence[str]] = None, subword_files=None
+) -> Iterable[int]:
     """Each value's word pieces by `vocabulary` and `tokenization` ([CLS] and [SEP] not counted), or its words
-    without a vocabulary."""
+    without a vocabulary; a subword tokenizer's pieces by its `subword_files` (vocabulary, merges) where
+    `tokenization.kind` is one."""
     import tensorflow as tf
 
     from tfxflow.components.model import text
+
+    if subword_files is not None:
+        from tfxflow.components.model.subword import assets
+
+        for start in range(0, len(values), _BATCH):
+            batch = tf.constant(list(values[start : start + _BATCH]))
+            yield from assets.count_pieces(batch, tokenization, *subword_files).row_lengths().numpy().tolist()
+        return
 
     table = None
     if vocabulary is not None:
@@ -118,19 +129,16 @@ def measure(
     vocabulary: Optional[Sequence[str]] = None,
     unit: Optional[str] = None,
     max_rows: int = MAX_ROWS,
+    subword_files=None,
 ) -> Lengths:
-    """The Lengths of a column's {value: rows}: word pieces by `vocabulary` (its `unit` in words, e.g. "word
-    pieces of bert-base-chinese's vocabulary"), else words."""
+    """The Lengths of a column's {value: rows}: word pieces by `vocabulary` or a subword tokenizer's
+    `subword_files` (its `unit` in words, e.g. "word pieces of bert-base-chinese's vocabulary"), else words."""
     kept, weights = sample(values, max_rows)
     counts: collections.Counter = collections.Counter()
-    for length, n in zip(piece_counts(kept, tokenization, vocabulary), weights, strict=True):
+    for length, n in zip(piece_counts(kept, tokenization, vocabulary, subword_files), weights, strict=True):
         counts[length] += n
-    return Lengths(
-        dict(counts),
-        unit or ("word pieces" if vocabulary is not None else "words"),
-        exact=vocabulary is not None,
-        total=sum(values.values()),
-    )
+    exact = vocabulary is not None or subword_files is not None
+    return Lengths(dict(counts), unit or ("word pieces" if exact else "words"), exact=exact, total=sum(values.values()))
 
 
 def cut_lines(features, values_of, max_rows: int = 5 * MAX_ROWS) -> list:
@@ -138,12 +146,18 @@ def cut_lines(features, values_of, max_rows: int = 5 * MAX_ROWS) -> list:
     run has them): how many of its rows (`values_of(column)`: {value: rows}) are longer than its
     sequence_length and cut, in the vocabulary's word pieces (a checkpoint's or text_vocab_file), else at
     least, in words."""
-    from tfxflow.components.model import text
+    from tfxflow.components.model import text, tokenization
 
-    vocabulary = text.read_vocabulary(features.text_vocab_file) if features.text_vocab_file else None
+    vocabulary, subword_files = None, None
+    if features.tokenizer_kind != tokenization.WORDPIECE:
+        subword_files = (features.text_vocab_file, features.text_merges_file)
+    elif features.text_vocab_file:
+        vocabulary = text.read_vocabulary(features.text_vocab_file)
     lines = []
     for column in features.text:
-        found = measure(values_of(column), features.tokenization, vocabulary, max_rows=max_rows)
+        found = measure(
+            values_of(column), features.tokenization, vocabulary, max_rows=max_rows, subword_files=subword_files
+        )
         counted = "" if found.rows == found.total else f"; the first {found.rows:,} of {found.total:,} rows counted"
         how = (
             "word pieces of its vocabulary"

@@ -124,6 +124,12 @@ def check_vocabulary_file(checkpoint: Checkpoint, vocab_file: str, source: str) 
     check_tokenizer(checkpoint)
     if not vocab_file or vocab_file == checkpoint.vocab_file:
         return
+    if checkpoint.tokenization.kind != tokenization.WORDPIECE:
+        raise CheckpointError(
+            f"{source}: text_vocab_file {vocab_file}: the checkpoint's tokenizer is "
+            f"{tokenization.KIND_NAMES[checkpoint.tokenization.kind]} ({checkpoint.vocab_file}), whose files come "
+            "with it: leave text_vocab_file out"
+        )
     mine, theirs = text.read_vocabulary(vocab_file), text.read_vocabulary(checkpoint.vocab_file)
     if mine != theirs:
         pairs = zip(mine, theirs, strict=False)

@@ -407,14 +407,11 @@ def check_kubeflow_config(config: KubeflowConfig) -> KubeflowConfig:
         features = resolve_module_label(features, config.user_module, config.schema_path)
     training, features = resolve_shared(config.training, config.evaluation, features)
     check_tuning(config.tuning, config.user_module, training, features)
-    if features is not None and features.text and features.text_vocab_file:
-        _location(
-            f"{features.source}: text_vocab_file",
-            features.text_vocab_file,
-            config.data_pvc,
-            config.data_mount,
-            "--data-pvc",
-        )
+    for key in ("text_vocab_file", "text_merges_file"):
+        if features is not None and features.text and getattr(features, key):
+            _location(
+                f"{features.source}: {key}", getattr(features, key), config.data_pvc, config.data_mount, "--data-pvc"
+            )
     config = dataclasses.replace(config, training=training, features=features)
     beam, beam_mode, beam_workers = beam_runners.split_beam_runner(config.beam, config.beam_mode, config.beam_workers)
     if beam is not None and beam.workers_are_remote:

@@ -160,8 +160,13 @@ def draft_sequence_length(data_root: str, columns: Sequence[str], checkpoint=Non
     from tfxflow.components.model import features as features_lib
     from tfxflow.components.model import text, text_lengths, tokenization
 
+    subword_files = None
     if checkpoint is not None:
-        vocabulary, tokenizer = text.read_vocabulary(checkpoint.vocab_file), checkpoint.tokenization
+        vocabulary, tokenizer = None, checkpoint.tokenization
+        if tokenizer.kind == tokenization.WORDPIECE:
+            vocabulary = text.read_vocabulary(checkpoint.vocab_file)
+        else:
+            subword_files = (checkpoint.vocab_file, checkpoint.merges_file)
         unit, most = f"word pieces of {checkpoint.name}'s tokenizer", checkpoint.encoder.max_positions
         limit = f"at most the checkpoint's {most} positions"
     else:
@@ -169,7 +174,9 @@ def draft_sequence_length(data_root: str, columns: Sequence[str], checkpoint=Non
         most = features_lib.MAX_SEQUENCE_LENGTH
         limit = f"at most {most}"
     lengths = {
-        column: text_lengths.measure(column_values(data_root, column), tokenizer, vocabulary, unit)
+        column: text_lengths.measure(
+            column_values(data_root, column), tokenizer, vocabulary, unit, subword_files=subword_files
+        )
         for column in columns
     }
     drafted = max(found.draft(most) for found in lengths.values())

@@ -101,3 +101,26 @@ def tokenize(
             bool(folder.add_prefix_space), folder.lstrip, folder.rstrip,
         )  # fmt: skip
     raise ValueError(f"{tokenization.kind} is not a subword tokenizer's kind")
+
+
+def count_pieces(values: tf.Tensor, tokenization: Tokenization, vocab_file: str, merges_file: str = ""):
+    """[batch, pieces] ragged ids of `values` ([batch] strings) by the subword tokenizer of `tokenization.kind`,
+    without <s> and </s>, in eager TensorFlow (no Transform assets): what infer-schema and a run count."""
+    import tempfile
+
+    folder = files.read_folder_tokenizer(vocab_file)
+    if tokenization.kind == SENTENCEPIECE:
+        return sentencepiece.pieces(values, sentencepiece.read_model(vocab_file), folder.lstrip, folder.rstrip)
+    if tokenization.kind == BYTE_BPE:
+        tokens = files.read_byte_bpe_vocabulary(vocab_file)
+        merges, _ = files.read_merges(merges_file)
+        with tempfile.TemporaryDirectory() as work:  # the tables read files, as they read the assets in the graph
+            vocab_path, merges_path = os.path.join(work, "vocabulary"), os.path.join(work, "merges")
+            for path, content in ((vocab_path, _lines(tokens)), (merges_path, merges.encode("utf-8"))):
+                with open(path, "wb") as f:
+                    f.write(content)
+            return byte_bpe.pieces(
+                values, vocab_path, merges_path, byte_bpe.special_ids(tokens),
+                bool(folder.add_prefix_space), folder.lstrip, folder.rstrip,
+            )  # fmt: skip
+    raise ValueError(f"{tokenization.kind} is not a subword tokenizer's kind")

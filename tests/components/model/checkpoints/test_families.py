@@ -205,22 +205,35 @@ def test_a_wordpiece_family_resolves_the_runs_settings(name):
     assert params.encoder.embedding_size == (16 if name == "electra" else None)
 
 
-@pytest.mark.parametrize("name, tokenizer", [("roberta", "a byte-level BPE"), ("xlm-roberta", "a SentencePiece model")])
-def test_a_family_whose_tokenizer_the_transform_graph_lacks_is_refused_in_one_line(name, tokenizer):
+@pytest.mark.parametrize(
+    "name, kind, files",
+    [
+        ("roberta", tokenization.BYTE_BPE, ("vocab.json", "merges.txt")),
+        ("xlm-roberta", tokenization.SENTENCEPIECE, ("sentencepiece.bpe.model", "")),
+    ],
+)
+def test_a_subword_familys_tokenizer_files_reach_the_feature_config(name, kind, files):
+    """The Transform graph tokenizes with the checkpoint's own files (components/model/subword/): their kind and
+    paths go into the feature config; a text_vocab_file of the user's is refused, the files come with it."""
     from tfxflow.components.model.features import FeatureConfig
     from tfxflow.pipeline import config as config_lib
 
-    kind = tokenization.BYTE_BPE if name == "roberta" else tokenization.SENTENCEPIECE
-    if kind in tokenization.TRANSFORM_KINDS:
-        pytest.skip("the Transform graph tokenizes this kind: the run goes on")
-    features = FeatureConfig.from_dict(
-        {"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 128}
+    data = {"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 64}
+    _, resolved = config_lib.resolve_shared(
+        config_lib.TrainingConfig(init_checkpoint=folder(name)),
+        config_lib.EvaluationConfig(),
+        FeatureConfig.from_dict(data),
     )
-    with pytest.raises(config_lib.ConfigError, match=f"its tokenizer is {tokenizer}") as caught:
+    vocabulary, merges = (os.path.join(folder(name), f) if f else "" for f in files)
+    assert (resolved.tokenizer_kind, resolved.text_vocab_file, resolved.text_merges_file) == (kind, vocabulary, merges)
+    assert resolved.tokenization.kind == kind
+    own = FeatureConfig.from_dict(
+        {**data, "text_vocab_file": __file__, "tokenizer_kind": kind, "text_merges_file": __file__}
+    )
+    with pytest.raises(config_lib.ConfigError, match="whose files come with it: leave text_vocab_file out"):
         config_lib.resolve_shared(
-            config_lib.TrainingConfig(init_checkpoint=folder(name)), config_lib.EvaluationConfig(), features
+            config_lib.TrainingConfig(init_checkpoint=folder(name)), config_lib.EvaluationConfig(), own
         )
-    assert "\n" not in str(caught.value) and "the Transform graph tokenizes WordPiece only" in str(caught.value)
 
 
 def test_an_electra_generators_weights_are_refused_whatever_its_config_says(tmp_path):
