@@ -288,10 +288,7 @@ def _text_records(model_dir: str) -> Dict[str, Dict[str, Any]]:
     for column, record in ((model_info.read(model_dir) or {}).get("text") or {}).items():
         tokens = text_lib.read_vocabulary(os.path.join(model_dir, "assets", record["vocabulary"]))
         tokenization = Tokenization(**record["tokenization"])
-        try:
-            tokenizer = text_lib.edge_tokenizer(tokens, tokenization)
-        except text_lib.EdgeTokenizationError as err:
-            raise Unconvertible(f"text column '{column}': {err}") from None
+        tokenizer = text_lib.edge_tokenizer(tokens, tokenization)
         found[column] = {**record, "tokens": tokens, "tokenization": tokenization, "tokenizer": tokenizer}
     return found
 

@@ -197,12 +197,24 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
 
 
 # BERT's basic tokenizer splits words at whitespace, at punctuation (ASCII's and Unicode's P categories) and around
-# every CJK ideograph, keeping the punctuation and ideographs as words: TF Text's patterns of the same rules.
+# every CJK ideograph, keeping the punctuation and ideographs as words. The CJK ranges are Hugging Face's
+# (tokenizers' normalizers/bert.rs, is_chinese_char): its Extension E range starts at U+2B920, where
+# google-research/bert's and TF Text's start at U+2B820.
 _SPLIT = (
     r"\s+|[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]|[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]"
-    r"|[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
+    r"|[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B920}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
 )
-_KEEP = _SPLIT.split("|", 1)[1]
+_GOOGLE_SPLIT = _SPLIT.replace("2B920", "2B820")
+
+
+def split_pattern(tokenization: Tokenization) -> str:
+    """The basic tokenizer's word boundaries under `tokenization`'s rules (a regex_split delimiter)."""
+    return _GOOGLE_SPLIT if tokenization.rules == GOOGLE else _SPLIT
+
+
+def keep_pattern(tokenization: Tokenization) -> str:
+    """The boundaries kept as words: all but whitespace."""
+    return split_pattern(tokenization).split("|", 1)[1]
 
 
 def clean(text):
@@ -238,7 +250,9 @@ def _words_of(cleaned, tokenization: Tokenization):
     """[rows, words]: the basic tokenizer's words of cleaned text, a word over `max_chars` characters made [UNK]."""
     import tensorflow_text as tf_text
 
-    words = tf_text.regex_split(normalize(cleaned, tokenization), _SPLIT, _KEEP)
+    words = tf_text.regex_split(
+        normalize(cleaned, tokenization), split_pattern(tokenization), keep_pattern(tokenization)
+    )
     long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > tokenization.max_chars
     return words.with_flat_values(tf.where(long, UNK, words.flat_values))
 
@@ -336,31 +350,29 @@ def tokenize(
     return dense, mask
 
 
-class EdgeTokenizationError(ValueError):
-    """The tokenization has no TFLite counterpart (`edge_tokenize`); the message says which setting."""
-
-
 def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization):
-    """TF Text's FastBertTokenizer for `edge_tokenize` (building it takes a second or so: build it once).
+    """TF Text's FastBertTokenizer for `edge_tokenize`, its normalizer the served graph's (`edge_normalizer`:
+    `clean` and `normalize` tabulated code point by code point; building it takes some seconds, once a process
+    for each tokenization).
 
-    Its normalization is Unicode's compatibility folding where it lower-cases ("™" becomes "tm", "ß" "ss", "²"
-    "2"; BERT's tokenizers keep them), it keeps or makes [UNK] what BERT's drop (U+FFFD, control, format and
-    private-use characters), it reads BERT's special tokens written in the text as words, and it makes a word
-    [UNK] past `max_chars` bytes instead of characters: elsewhere its ids are the served graph's
-    (tests/components/model/test_text.py holds it to that on Debian's descriptions in 15 languages)."""
+    Its ids are the served graph's but where (docs/evaluation-and-serving.md counts them) BERT's special tokens
+    are written in the text (Hugging Face's rules take "[SEP]" as that token; FastWordpiece sees "[", "sep",
+    "]"), a word is longer than `max_chars` in bytes but not in characters (FastWordpiece counts bytes), a
+    character is one of the 256 CJK Extension E ideographs U+2B820..U+2B91F (FastWordpiece splits them off,
+    BERT's tokenizers keep them in the word), or a word ends in "Σ" under google-research/bert's rules (Python's
+    str.lower gives "ς" there). tests/components/model/test_edge_text.py holds it to that."""
     import tensorflow_text as tf_text
 
-    if tokenization.lower_case != tokenization.accents_stripped:
-        raise EdgeTokenizationError(
-            "FastBertTokenizer lower-cases exactly when it strips accents: lower_case "
-            f"{tokenization.lower_case} with strip_accents {tokenization.accents_stripped} has no TFLite tokenizer"
-        )
+    from tfxflow.components.model import edge_normalizer
+
     return tf_text.FastBertTokenizer(
         vocab=list(vocabulary),
         token_out_type=tf.int64,
         unknown_token=UNK,
-        lower_case_nfd_strip_accents=tokenization.lower_case,
         max_bytes_per_word=tokenization.max_chars,
+        fast_bert_normalizer_model_buffer=edge_normalizer.build(
+            tokenization, clean, normalize, keep_pattern(tokenization)
+        ),
     )
 
 
