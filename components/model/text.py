@@ -25,7 +25,7 @@ import collections
 import os
 import re
 import uuid
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -197,14 +197,17 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
 
 
 # BERT's basic tokenizer splits words at whitespace, at punctuation (ASCII's and Unicode's P categories) and around
-# every CJK ideograph, keeping the punctuation and ideographs as words. The CJK ranges are Hugging Face's
-# (tokenizers' normalizers/bert.rs, is_chinese_char): its Extension E range starts at U+2B920, where
-# google-research/bert's and TF Text's start at U+2B820.
-_SPLIT = (
+# every CJK ideograph, keeping the punctuation and ideographs as words. google-research/bert's CJK ranges start
+# CJK Extension E at U+2B820, Hugging Face's (tokenizers' normalizers/bert.rs, is_chinese_char) at U+2B920.
+_GOOGLE_SPLIT = (
     r"\s+|[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]|[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]"
-    r"|[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B920}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
+    r"|[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
 )
-_GOOGLE_SPLIT = _SPLIT.replace("2B920", "2B820")
+# Hugging Face's Unicode tables (Rust's unicode_categories crate) are older than RE2's: U+166D and U+111C9 are
+# punctuation in them (So and Mn now), U+1734 a nonspacing mark (Mc now). The other differences are classes too
+# large to list here (docs/trainer.md counts them).
+_SPLIT = _GOOGLE_SPLIT.replace("2B820", "2B920") + r"|[\x{166D}\x{111C9}]"
+_HF_STRIP, _HF_STRIP_KEPT = r"(\x{111C9})|[\p{Mn}\x{1734}]", r"\1"
 
 
 def split_pattern(tokenization: Tokenization) -> str:
@@ -229,6 +232,8 @@ def normalize(text, tokenization: Tokenization):
     import tensorflow_text as tf_text
 
     def strip(t):
+        if tokenization.rules == HUGGING_FACE:
+            return tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFD"), _HF_STRIP, _HF_STRIP_KEPT)
         return tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFD"), r"\p{Mn}", "")
 
     def lower(t):
@@ -350,50 +355,108 @@ def tokenize(
     return dense, mask
 
 
-def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization):
-    """TF Text's FastBertTokenizer for `edge_tokenize`, its normalizer the served graph's (`edge_normalizer`:
-    `clean` and `normalize` tabulated code point by code point; building it takes some seconds, once a process
-    for each tokenization).
+class EdgeTokenizer(NamedTuple):
+    """What `edge_tokenize` runs: TF Text's FastBertNormalizer and FastWordpieceTokenizer (a FastBertTokenizer's
+    two halves), and {special token written in the text: its id} for Hugging Face's rules."""
 
-    Its ids are the served graph's but where (docs/evaluation-and-serving.md counts them) BERT's special tokens
-    are written in the text (Hugging Face's rules take "[SEP]" as that token; FastWordpiece sees "[", "sep",
-    "]"), a word is longer than `max_chars` in bytes but not in characters (FastWordpiece counts bytes), a
-    character is one of the 256 CJK Extension E ideographs U+2B820..U+2B91F (FastWordpiece splits them off,
-    BERT's tokenizers keep them in the word), or a word ends in "Σ" under google-research/bert's rules (Python's
-    str.lower gives "ς" there). tests/components/model/test_edge_text.py holds it to that."""
+    normalizer: Any
+    wordpiece: Any
+    special: Dict[str, int]
+
+
+def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization) -> EdgeTokenizer:
+    """The tokenizer of `edge_tokenize`: TF Text's FastBertNormalizer with the served graph's normalization
+    (`edge_normalizer`: `clean` and `normalize` tabulated code point by code point; building it takes some
+    seconds, once a process for each tokenization) and FastWordpieceTokenizer.
+
+    Its ids are the served graph's but where (docs/evaluation-and-serving.md counts them) a word is longer
+    than `max_chars` in bytes but not in characters (FastWordpiece counts bytes), a character is one of the 256
+    CJK Extension E ideographs U+2B820..U+2B91F (FastWordpiece splits them off, BERT's tokenizers keep them in
+    the word), or a word ends in "Σ" under google-research/bert's rules (Python's str.lower gives "ς" there).
+    tests/components/model/test_edge_text.py holds it to that."""
     import tensorflow_text as tf_text
 
     from tfxflow.components.model import edge_normalizer
 
-    return tf_text.FastBertTokenizer(
-        vocab=list(vocabulary),
-        token_out_type=tf.int64,
-        unknown_token=UNK,
-        max_bytes_per_word=tokenization.max_chars,
-        fast_bert_normalizer_model_buffer=edge_normalizer.build(
-            tokenization, clean, normalize, keep_pattern(tokenization)
+    built = edge_normalizer.build(tokenization, clean, normalize, keep_pattern(tokenization))
+    tokens = list(vocabulary)
+    special = {t: tokens.index(t) for t in RESERVED if t in tokens} if tokenization.rules == HUGGING_FACE else {}
+    return EdgeTokenizer(
+        tf_text.FastBertNormalizer(model_buffer=built),
+        tf_text.FastWordpieceTokenizer(
+            tokens, token_out_type=tf.int64, unknown_token=UNK, max_bytes_per_word=tokenization.max_chars
         ),
+        special,
     )
+
+
+def _row_of_each(splits, count):
+    """The row of each of `count` values of a ragged tensor's `splits` (builtin TFLite ops: no RaggedRange)."""
+    # How many rows start at each value (empty rows start where the next does), summed along.
+    # In int32: TFLite's builtin UnsortedSegmentSum has no int64 kernel.
+    at = tf.cast(splits[1:-1], tf.int32)
+    starts = tf.math.unsorted_segment_sum(tf.ones_like(at), at, tf.cast(count, tf.int32) + 1)
+    return tf.cast(tf.cumsum(starts)[:count], tf.int64)
+
+
+def _edge_pieces(text, tokenizer: EdgeTokenizer):
+    """(flat piece ids, row splits) of `text`; a special token written in the raw text (its bytes, found by TF
+    Text's ByteSplitter, a TFLite custom op) is that token's one id, as Hugging Face's tokenizers take it,
+    instead of the pieces "[", "sep", "]" that FastWordpiece makes of it."""
+    import tensorflow_text as tf_text
+
+    normalized, offsets = tokenizer.normalizer.normalize_with_offsets(text)
+    ids, starts, _ = tokenizer.wordpiece.tokenize_with_offsets(normalized)
+    flat, splits = ids.flat_values, ids.row_splits
+    if not tokenizer.special:
+        return flat, splits
+    count = tf.size(flat, out_type=tf.int64)
+    rows = _row_of_each(splits, count)
+    # Each piece's start in the raw text (FastBertNormalize's offsets map), then in the flat raw bytes.
+    raw = tf.gather(offsets.flat_values, tf.gather(offsets.row_splits, rows) + starts.flat_values)
+    data = tf_text.ByteSplitter().split(text)
+    raw_bytes = tf.cast(data.flat_values, tf.int32)
+    size = tf.size(raw_bytes, out_type=tf.int64)
+    at = tf.minimum(tf.gather(data.row_splits, rows) + raw, tf.maximum(size - 1, 0))
+    byte_rows = _row_of_each(data.row_splits, size)
+    ends = tf.gather(data.row_splits, byte_rows + 1)
+    drop = tf.zeros_like(flat, tf.bool)
+    for token, token_id in tokenizer.special.items():
+        pattern = token.encode("utf-8")
+        padded = tf.concat([raw_bytes, tf.fill([len(pattern)], -1)], axis=0)
+        found = tf.range(size) + len(pattern) <= ends
+        for j, byte in enumerate(pattern):
+            found = found & tf.equal(padded[j : j + tf.cast(size, tf.int32)], byte)
+        covered = found
+        for j in range(1, len(pattern)):
+            covered = covered | tf.concat([tf.zeros([j], tf.bool), found], axis=0)[: tf.cast(size, tf.int32)]
+        first = tf.gather(tf.concat([found, [False]], 0), at) & (size > 0)
+        inside = tf.gather(tf.concat([covered, [False]], 0), at) & (size > 0)
+        flat = tf.where(first, tf.constant(token_id, tf.int64), flat)
+        drop = drop | (inside & ~first)
+    keep = ~drop
+    lengths = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), tf.cast(rows, tf.int32), tf.size(splits) - 1)
+    lengths = tf.cast(lengths, tf.int64)
+    return tf.boolean_mask(flat, keep), tf.concat([tf.zeros([1], tf.int64), tf.cumsum(lengths)], axis=0)
 
 
 def edge_tokenize(
     text: tf.Tensor, vocabulary: Sequence[str], sequence_length: int, tokenization: Tokenization, tokenizer=None
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """`tokenize`'s ([batch, sequence_length] ids, mask) made with ops TFLite runs: `edge_tokenizer`'s (TF
-    Text's FastBertNormalize and FastWordpieceTokenizeWithOffsets, custom ops whose TFLite kernels TF Text
-    registers; `tokenizer`: one built already) and builtin ops for [CLS], [SEP], the truncation and the padding
-    (no RaggedTensorToTensor, which TFLite runs only as a Select TF op)."""
+    Text's FastBertNormalize, FastWordpieceTokenizeWithOffsets and ByteSplitWithOffsets, custom ops whose TFLite
+    kernels TF Text registers; `tokenizer`: one built already) and builtin ops for the special tokens written in
+    the text, [CLS], [SEP], the truncation and the padding (no RaggedTensorToTensor or RaggedRange, which TFLite
+    runs only as Select TF ops)."""
     pad, cls, sep = special_ids(vocabulary)
-    pieces = (tokenizer or edge_tokenizer(vocabulary, tokenization)).tokenize(text)
-    if pieces.ragged_rank == 2:
-        pieces = pieces.merge_dims(1, 2)
+    flat, splits = _edge_pieces(text, tokenizer or edge_tokenizer(vocabulary, tokenization))
     width = sequence_length - 2
-    lengths = tf.minimum(pieces.row_lengths(), width)[:, tf.newaxis]
+    lengths = tf.minimum(splits[1:] - splits[:-1], width)[:, tf.newaxis]
     column = tf.range(width, dtype=tf.int64)[tf.newaxis, :]
     # Each row's first `width` pieces gathered from the flat values; past a row's end, the pad appended last.
-    values = tf.concat([pieces.flat_values, tf.constant([pad], tf.int64)], axis=0)
-    past = tf.cast(tf.size(pieces.flat_values), tf.int64)
-    kept = tf.gather(values, tf.where(column < lengths, pieces.row_splits[:-1, tf.newaxis] + column, past))
+    values = tf.concat([flat, tf.constant([pad], tf.int64)], axis=0)
+    past = tf.cast(tf.size(flat), tf.int64)
+    kept = tf.gather(values, tf.where(column < lengths, splits[:-1, tf.newaxis] + column, past))
     position = tf.range(sequence_length, dtype=tf.int64)[tf.newaxis, :]
     shifted = tf.concat([tf.fill([tf.shape(kept)[0], 1], tf.constant(cls, tf.int64)), kept], axis=1)
     shifted = tf.concat([shifted, tf.fill([tf.shape(kept)[0], 1], tf.constant(pad, tf.int64))], axis=1)
