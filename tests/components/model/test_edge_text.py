@@ -214,6 +214,22 @@ def test_the_edge_normalizer_is_the_served_normalization_on_every_code_point():
     assert all(mapping.get(cp, chr(cp)) in ("", " ") for cp in spaces)  # whitespace is a space or removed before
 
 
+def test_the_one_normalization_that_is_not_code_point_by_code_point():
+    """NFD orders combining marks by their class: the nonspacing ones are removed after it, but 23 spacing marks
+    with a class (viramas, Hangul tone marks U+302E/F, musical symbols U+1D165..U+1D172) stay, so two of them in
+    falling class order are reordered by the served graph (and Hugging Face) and not by the table."""
+    import tensorflow_text as tf_text
+
+    tokenization = Tokenization()
+    built = edge_normalizer.build(tokenization, text.clean, text.normalize, text.keep_pattern(tokenization))
+    normalizer = tf_text.FastBertNormalizer(model_buffer=built)
+    texts = ["a\U0001d16d\U0001d165a", "a\U0001d165\U0001d16da", "é\u0323\u0301Ä"]
+    served = [t.decode() for t in text.normalize(text.clean(tf.constant(texts)), tokenization).numpy()]
+    edge = [t.decode() for t in normalizer.normalize(tf.constant(texts)).numpy()]
+    assert served == ["a\U0001d165\U0001d16da", "a\U0001d165\U0001d16da", "ea"]
+    assert edge == [texts[0], served[1], served[2]]
+
+
 def test_the_normalizer_trie_maps_every_key_and_nothing_else():
     """The Darts-clone double array read by TF Text's kernel: keys of 1 to 4 bytes, values of 31 bits."""
     import tensorflow_text as tf_text
