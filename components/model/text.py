@@ -27,6 +27,7 @@ import re
 import uuid
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from tfxflow.components import object_store
@@ -362,6 +363,10 @@ class EdgeTokenizer(NamedTuple):
     normalizer: Any
     wordpiece: Any
     special: Dict[str, int]
+    max_chars: int  # a longer word is [UNK], counted in characters (FastWordpiece counts bytes)
+    starts_word: Any  # [vocabulary] int8: 1 where a token is no "##" suffix
+    characters: Any  # [vocabulary] int32: a token's characters, its "##" left out
+    unknown: int
 
 
 def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization) -> EdgeTokenizer:
@@ -369,10 +374,10 @@ def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization) -> Edg
     (`edge_normalizer`: `clean` and `normalize` tabulated code point by code point; building it takes some
     seconds, once a process for each tokenization) and FastWordpieceTokenizer.
 
-    Its ids are the served graph's but where (docs/evaluation-and-serving.md counts them) a word is longer
-    than `max_chars` in bytes but not in characters (FastWordpiece counts bytes), a character is one of the 256
-    CJK Extension E ideographs U+2B820..U+2B91F (FastWordpiece splits them off, BERT's tokenizers keep them in
-    the word), or a word ends in "Σ" under google-research/bert's rules (Python's str.lower gives "ς" there).
+    Its ids are the served graph's but where (docs/evaluation-and-serving.md lists them) a character is one of
+    the 256 CJK Extension E ideographs U+2B820..U+2B91F (FastWordpiece splits them off, BERT's tokenizers keep
+    them in the word), a word ends in "Σ" under google-research/bert's rules (Python's str.lower gives "ς"
+    there), or two spacing marks with a combining class come in falling class order (NFD reorders them).
     tests/components/model/test_edge_text.py holds it to that."""
     import tensorflow_text as tf_text
 
@@ -381,12 +386,18 @@ def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization) -> Edg
     built = edge_normalizer.build(tokenization, clean, normalize, keep_pattern(tokenization))
     tokens = list(vocabulary)
     special = {t: tokens.index(t) for t in RESERVED if t in tokens} if tokenization.rules == HUGGING_FACE else {}
+    # FastWordpiece makes a word over max_bytes_per_word bytes [UNK]: as many as max_chars characters can take,
+    # the characters counted after it (as `word_pieces` does).
     return EdgeTokenizer(
         tf_text.FastBertNormalizer(model_buffer=built),
         tf_text.FastWordpieceTokenizer(
-            tokens, token_out_type=tf.int64, unknown_token=UNK, max_bytes_per_word=tokenization.max_chars
+            tokens, token_out_type=tf.int64, unknown_token=UNK, max_bytes_per_word=4 * tokenization.max_chars + 4
         ),
         special,
+        tokenization.max_chars,
+        np.array([not t.startswith("##") for t in tokens], np.int8),
+        np.array([len(t) - 2 if t.startswith("##") else len(t) for t in tokens], np.int32),
+        tokens.index(UNK),
     )
 
 
@@ -402,39 +413,46 @@ def _row_of_each(splits, count):
 def _edge_pieces(text, tokenizer: EdgeTokenizer):
     """(flat piece ids, row splits) of `text`; a special token written in the raw text (its bytes, found by TF
     Text's ByteSplitter, a TFLite custom op) is that token's one id, as Hugging Face's tokenizers take it,
-    instead of the pieces "[", "sep", "]" that FastWordpiece makes of it."""
+    instead of the pieces "[", "sep", "]" that FastWordpiece makes of it; a word of more than `max_chars`
+    characters is one [UNK]."""
     import tensorflow_text as tf_text
 
     normalized, offsets = tokenizer.normalizer.normalize_with_offsets(text)
     ids, starts, _ = tokenizer.wordpiece.tokenize_with_offsets(normalized)
     flat, splits = ids.flat_values, ids.row_splits
-    if not tokenizer.special:
-        return flat, splits
     count = tf.size(flat, out_type=tf.int64)
     rows = _row_of_each(splits, count)
-    # Each piece's start in the raw text (FastBertNormalize's offsets map), then in the flat raw bytes.
-    raw = tf.gather(offsets.flat_values, tf.gather(offsets.row_splits, rows) + starts.flat_values)
-    data = tf_text.ByteSplitter().split(text)
-    raw_bytes = tf.cast(data.flat_values, tf.int32)
-    size = tf.size(raw_bytes, out_type=tf.int64)
-    at = tf.minimum(tf.gather(data.row_splits, rows) + raw, tf.maximum(size - 1, 0))
-    byte_rows = _row_of_each(data.row_splits, size)
-    ends = tf.gather(data.row_splits, byte_rows + 1)
     drop = tf.zeros_like(flat, tf.bool)
-    for token, token_id in tokenizer.special.items():
-        pattern = token.encode("utf-8")
-        padded = tf.concat([raw_bytes, tf.fill([len(pattern)], -1)], axis=0)
-        found = tf.range(size) + len(pattern) <= ends
-        for j, byte in enumerate(pattern):
-            found = found & tf.equal(padded[j : j + tf.cast(size, tf.int32)], byte)
-        covered = found
-        for j in range(1, len(pattern)):
-            covered = covered | tf.concat([tf.zeros([j], tf.bool), found], axis=0)[: tf.cast(size, tf.int32)]
-        first = tf.gather(tf.concat([found, [False]], 0), at) & (size > 0)
-        inside = tf.gather(tf.concat([covered, [False]], 0), at) & (size > 0)
-        flat = tf.where(first, tf.constant(token_id, tf.int64), flat)
-        drop = drop | (inside & ~first)
-    keep = ~drop
+    if tokenizer.special:
+        # Each piece's start in the raw text (FastBertNormalize's offsets map), then in the flat raw bytes.
+        raw = tf.gather(offsets.flat_values, tf.gather(offsets.row_splits, rows) + starts.flat_values)
+        data = tf_text.ByteSplitter().split(text)
+        raw_bytes = tf.cast(data.flat_values, tf.int32)
+        size = tf.size(raw_bytes, out_type=tf.int64)
+        at = tf.minimum(tf.gather(data.row_splits, rows) + raw, tf.maximum(size - 1, 0))
+        ends = tf.gather(data.row_splits, _row_of_each(data.row_splits, size) + 1)
+        for token, token_id in tokenizer.special.items():
+            pattern = token.encode("utf-8")
+            padded = tf.concat([raw_bytes, tf.fill([len(pattern)], -1)], axis=0)
+            found = tf.range(size) + len(pattern) <= ends
+            for j, byte in enumerate(pattern):
+                found = found & tf.equal(padded[j : j + tf.cast(size, tf.int32)], byte)
+            covered = found
+            for j in range(1, len(pattern)):
+                covered = covered | tf.concat([tf.zeros([j], tf.bool), found], axis=0)[: tf.cast(size, tf.int32)]
+            first = tf.gather(tf.concat([found, [False]], 0), at)
+            inside = tf.gather(tf.concat([covered, [False]], 0), at)
+            flat = tf.where(first, tf.constant(token_id, tf.int64), flat)
+            drop = drop | (inside & ~first)
+    # A word (a piece that is no "##" suffix and those after it) of more than max_chars characters: one [UNK].
+    starts_word = tf.cast(tf.gather(tf.constant(tokenizer.starts_word), flat), tf.int32) > 0  # int8: no Greater
+    word = tf.cumsum(tf.cast(starts_word, tf.int32)) - 1
+    characters = tf.math.unsorted_segment_sum(
+        tf.gather(tf.constant(tokenizer.characters), flat), word, tf.reduce_sum(tf.cast(starts_word, tf.int32))
+    )
+    long = tf.gather(characters, word) > tokenizer.max_chars
+    flat = tf.where(long & starts_word, tf.constant(tokenizer.unknown, tf.int64), flat)
+    keep = ~(drop | (long & ~starts_word))
     lengths = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), tf.cast(rows, tf.int32), tf.size(splits) - 1)
     lengths = tf.cast(lengths, tf.int64)
     return tf.boolean_mask(flat, keep), tf.concat([tf.zeros([1], tf.int64), tf.cumsum(lengths)], axis=0)
@@ -446,8 +464,8 @@ def edge_tokenize(
     """`tokenize`'s ([batch, sequence_length] ids, mask) made with ops TFLite runs: `edge_tokenizer`'s (TF
     Text's FastBertNormalize, FastWordpieceTokenizeWithOffsets and ByteSplitWithOffsets, custom ops whose TFLite
     kernels TF Text registers; `tokenizer`: one built already) and builtin ops for the special tokens written in
-    the text, [CLS], [SEP], the truncation and the padding (no RaggedTensorToTensor or RaggedRange, which TFLite
-    runs only as Select TF ops)."""
+    the text, words too long in characters, [CLS], [SEP], the truncation and the padding (no
+    RaggedTensorToTensor or RaggedRange, which TFLite runs only as Select TF ops)."""
     pad, cls, sep = special_ids(vocabulary)
     flat, splits = _edge_pieces(text, tokenizer or edge_tokenizer(vocabulary, tokenization))
     width = sequence_length - 2

@@ -16,7 +16,7 @@ from tfxflow.components.model.tokenization import GOOGLE, Tokenization
 
 LENGTH = 64
 # Full-width punctuation, currency signs, compatibility forms NFKC case folding would change and BERT's do not.
-PUNCTUATION = "，。？！：；（）【】《》“”‘’、～…—·￥¥＄€£％＃＆＠"
+PUNCTUATION = "，。？！：；（）【】《》“”‘’、～…—·￥¥＄€£％＃＆＠ア"
 ODD = [
     "价格：￥99…（含税）～满100减10！",
     "ＶＩＰ会员１２月，ｉＰｈｏｎｅ　手机壳",
@@ -25,6 +25,7 @@ ODD = [
     "客服\ue000你好\ufffd，请\u202e回复",  # private use, replacement character, bidi override
     "ﬁne ™ ² ½ ß Ǆ",  # folded by NFKC case folding, kept by BERT's lower-casing
     "Straße İstanbul ΟΔΟΣ Ｅ＝ｍｃ²",
+    "ア" * 40 + " " + "x" * 100 + " " + "x" * 101 + " " + "é" * 60 + " " + "ア" * 101,  # 100 characters, not bytes
     "𠀀𪜀𫝀\U0002b820\U0002b91f\U0002b920好",  # CJK Extensions B, C, D, E (edges), F
 ]
 SPECIAL = ["订单[SEP]退款", "[CLS] 你好 [MASK]", "[sep] [ SEP]"]
@@ -112,10 +113,8 @@ def test_chinese_messages_are_hugging_faces_ids_in_the_served_graph_and_at_the_e
     # The edge's one difference here: FastWordpiece splits CJK Extension E's first 256 ideographs off.
     differ = [t for t, a, b in zip(texts, edge, theirs, strict=True) if (a != b).any()]
     assert differ == [ODD[-1]]
-    folded = text.EdgeTokenizer(
-        tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=True),
-        tf_text.FastWordpieceTokenizer(tokens, token_out_type=tf.int64),
-        {},
+    folded = text.edge_tokenizer(tokens, tokenization)._replace(
+        normalizer=tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=True)
     )
     own = text.edge_tokenize(tf.constant(texts[:400]), tokens, LENGTH, tokenization, folded)[0].numpy()
     assert sum((a != b).any() for a, b in zip(own, theirs[:400], strict=True)) > 300
