@@ -21,7 +21,8 @@ A text column's tokenization in the Transform graph (TF Text's classic WordPiece
 ragged-tensor asserts in V1 control flow) has no TFLite counterpart. Where the model records how each text column
 was tokenized (model_info's `text`), its token ids and attention mask are found in the frozen graph by their
 values on a few sentences, and everything that made them is cut off: the edge model tokenizes with
-`text.edge_tokenize` (TF Text's FastBertTokenizer, whose two ops TF Text registers as TFLite custom ops,
+`text.edge_tokenize` (TF Text's FastBertNormalizer and FastWordpieceTokenizer, and its ByteSplitter for the special
+tokens written in the text: ops TF Text registers as TFLite custom ops,
 `TEXT_OPS`) and feeds the model part the same ids.
 """
 
@@ -45,7 +46,7 @@ VARIANTS = ("float32", "int8")
 
 # TF Text's ops an edge tokenizer converts to: TFLite custom ops, their kernels in
 # `tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` (components/edge/edge_probe.py registers them).
-TEXT_OPS = ("FastBertNormalize", "FastWordpieceTokenizeWithOffsets")
+TEXT_OPS = ("FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>ByteSplitWithOffsets")
 # Sentences whose token ids find a text column's ids and mask in the frozen graph: distinct lengths, plain words
 # (where the served tokenizer and the edge one agree by construction).
 _PROBE_TEXTS = ("the quick brown fox jumps over the lazy dog", "", "hello world", "a b c d e f g h i j k l m n o p")
@@ -401,10 +402,7 @@ def _text_records(model_dir: str) -> Dict[str, Dict[str, Any]]:
                 "with TF Text's FastBertTokenizer (WordPiece) only"
             )
         tokens = text_lib.read_vocabulary(os.path.join(model_dir, "assets", record["vocabulary"]))
-        try:
-            tokenizer = text_lib.edge_tokenizer(tokens, tokenization)
-        except text_lib.EdgeTokenizationError as err:
-            raise Unconvertible(f"text column '{column}': {err}") from None
+        tokenizer = text_lib.edge_tokenizer(tokens, tokenization)
         found[column] = {**record, "tokens": tokens, "tokenization": tokenization, "tokenizer": tokenizer}
     return found
 

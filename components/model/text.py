@@ -25,8 +25,9 @@ import collections
 import os
 import re
 import uuid
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from tfxflow.components import object_store
@@ -197,12 +198,27 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
 
 
 # BERT's basic tokenizer splits words at whitespace, at punctuation (ASCII's and Unicode's P categories) and around
-# every CJK ideograph, keeping the punctuation and ideographs as words: TF Text's patterns of the same rules.
-_SPLIT = (
+# every CJK ideograph, keeping the punctuation and ideographs as words. google-research/bert's CJK ranges start
+# CJK Extension E at U+2B820, Hugging Face's (tokenizers' normalizers/bert.rs, is_chinese_char) at U+2B920.
+_GOOGLE_SPLIT = (
     r"\s+|[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]|[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]"
     r"|[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
 )
-_KEEP = _SPLIT.split("|", 1)[1]
+# Hugging Face's Unicode tables (Rust's unicode_categories crate) are older than RE2's: U+166D and U+111C9 are
+# punctuation in them (So and Mn now), U+1734 a nonspacing mark (Mc now). The other differences are classes too
+# large to list here (docs/trainer.md counts them).
+_SPLIT = _GOOGLE_SPLIT.replace("2B820", "2B920") + r"|[\x{166D}\x{111C9}]"
+_HF_STRIP, _HF_STRIP_KEPT = r"(\x{111C9})|[\p{Mn}\x{1734}]", r"\1"
+
+
+def split_pattern(tokenization: Tokenization) -> str:
+    """The basic tokenizer's word boundaries under `tokenization`'s rules (a regex_split delimiter)."""
+    return _GOOGLE_SPLIT if tokenization.rules == GOOGLE else _SPLIT
+
+
+def keep_pattern(tokenization: Tokenization) -> str:
+    """The boundaries kept as words: all but whitespace."""
+    return split_pattern(tokenization).split("|", 1)[1]
 
 
 def clean(text):
@@ -217,6 +233,8 @@ def normalize(text, tokenization: Tokenization):
     import tensorflow_text as tf_text
 
     def strip(t):
+        if tokenization.rules == HUGGING_FACE:
+            return tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFD"), _HF_STRIP, _HF_STRIP_KEPT)
         return tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFD"), r"\p{Mn}", "")
 
     def lower(t):
@@ -238,7 +256,9 @@ def _words_of(cleaned, tokenization: Tokenization):
     """[rows, words]: the basic tokenizer's words of cleaned text, a word over `max_chars` characters made [UNK]."""
     import tensorflow_text as tf_text
 
-    words = tf_text.regex_split(normalize(cleaned, tokenization), _SPLIT, _KEEP)
+    words = tf_text.regex_split(
+        normalize(cleaned, tokenization), split_pattern(tokenization), keep_pattern(tokenization)
+    )
     long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > tokenization.max_chars
     return words.with_flat_values(tf.where(long, UNK, words.flat_values))
 
@@ -336,52 +356,125 @@ def tokenize(
     return dense, mask
 
 
-class EdgeTokenizationError(ValueError):
-    """The tokenization has no TFLite counterpart (`edge_tokenize`); the message says which setting."""
+class EdgeTokenizer(NamedTuple):
+    """What `edge_tokenize` runs: TF Text's FastBertNormalizer and FastWordpieceTokenizer (a FastBertTokenizer's
+    two halves), and {special token written in the text: its id} for Hugging Face's rules."""
+
+    normalizer: Any
+    wordpiece: Any
+    special: Dict[str, int]
+    max_chars: int  # a longer word is [UNK], counted in characters (FastWordpiece counts bytes)
+    starts_word: Any  # [vocabulary] int8: 1 where a token is no "##" suffix
+    characters: Any  # [vocabulary] int32: a token's characters, its "##" left out
+    unknown: int
 
 
-def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization):
-    """TF Text's FastBertTokenizer for `edge_tokenize` (building it takes a second or so: build it once).
+def edge_tokenizer(vocabulary: Sequence[str], tokenization: Tokenization) -> EdgeTokenizer:
+    """The tokenizer of `edge_tokenize`: TF Text's FastBertNormalizer with the served graph's normalization
+    (`edge_normalizer`: `clean` and `normalize` tabulated code point by code point; building it takes some
+    seconds, once a process for each tokenization) and FastWordpieceTokenizer.
 
-    Its normalization is Unicode's compatibility folding where it lower-cases ("™" becomes "tm", "ß" "ss", "²"
-    "2"; BERT's tokenizers keep them), it keeps or makes [UNK] what BERT's drop (U+FFFD, control, format and
-    private-use characters), it reads BERT's special tokens written in the text as words, and it makes a word
-    [UNK] past `max_chars` bytes instead of characters: elsewhere its ids are the served graph's
-    (tests/components/model/test_text.py holds it to that on Debian's descriptions in 15 languages)."""
+    Its ids are the served graph's but where (docs/evaluation-and-serving.md lists them) a character is one of
+    the 256 CJK Extension E ideographs U+2B820..U+2B91F (FastWordpiece splits them off, BERT's tokenizers keep
+    them in the word), a word ends in "Σ" under google-research/bert's rules (Python's str.lower gives "ς"
+    there), or two spacing marks with a combining class come in falling class order (NFD reorders them).
+    tests/components/model/test_edge_text.py holds it to that."""
     import tensorflow_text as tf_text
 
-    if tokenization.lower_case != tokenization.accents_stripped:
-        raise EdgeTokenizationError(
-            "FastBertTokenizer lower-cases exactly when it strips accents: lower_case "
-            f"{tokenization.lower_case} with strip_accents {tokenization.accents_stripped} has no TFLite tokenizer"
-        )
-    return tf_text.FastBertTokenizer(
-        vocab=list(vocabulary),
-        token_out_type=tf.int64,
-        unknown_token=UNK,
-        lower_case_nfd_strip_accents=tokenization.lower_case,
-        max_bytes_per_word=tokenization.max_chars,
+    from tfxflow.components.model import edge_normalizer
+
+    built = edge_normalizer.build(tokenization, clean, normalize, keep_pattern(tokenization))
+    tokens = list(vocabulary)
+    special = {t: tokens.index(t) for t in RESERVED if t in tokens} if tokenization.rules == HUGGING_FACE else {}
+    # FastWordpiece makes a word over max_bytes_per_word bytes [UNK]: as many as max_chars characters can take,
+    # the characters counted after it (as `word_pieces` does).
+    return EdgeTokenizer(
+        tf_text.FastBertNormalizer(model_buffer=built),
+        tf_text.FastWordpieceTokenizer(
+            tokens, token_out_type=tf.int64, unknown_token=UNK, max_bytes_per_word=4 * tokenization.max_chars + 4
+        ),
+        special,
+        tokenization.max_chars,
+        np.array([not t.startswith("##") for t in tokens], np.int8),
+        np.array([len(t) - 2 if t.startswith("##") else len(t) for t in tokens], np.int32),
+        tokens.index(UNK),
     )
+
+
+def _row_of_each(splits, count):
+    """The row of each of `count` values of a ragged tensor's `splits` (builtin TFLite ops: no RaggedRange)."""
+    # How many rows start at each value (empty rows start where the next does), summed along.
+    # In int32: TFLite's builtin UnsortedSegmentSum has no int64 kernel.
+    at = tf.cast(splits[1:-1], tf.int32)
+    starts = tf.math.unsorted_segment_sum(tf.ones_like(at), at, tf.cast(count, tf.int32) + 1)
+    return tf.cast(tf.cumsum(starts)[:count], tf.int64)
+
+
+def _edge_pieces(text, tokenizer: EdgeTokenizer):
+    """(flat piece ids, row splits) of `text`; a special token written in the raw text (its bytes, found by TF
+    Text's ByteSplitter, a TFLite custom op) is that token's one id, as Hugging Face's tokenizers take it,
+    instead of the pieces "[", "sep", "]" that FastWordpiece makes of it; a word of more than `max_chars`
+    characters is one [UNK]."""
+    import tensorflow_text as tf_text
+
+    normalized, offsets = tokenizer.normalizer.normalize_with_offsets(text)
+    ids, starts, _ = tokenizer.wordpiece.tokenize_with_offsets(normalized)
+    flat, splits = ids.flat_values, ids.row_splits
+    count = tf.size(flat, out_type=tf.int64)
+    rows = _row_of_each(splits, count)
+    drop = tf.zeros_like(flat, tf.bool)
+    if tokenizer.special:
+        # Each piece's start in the raw text (FastBertNormalize's offsets map), then in the flat raw bytes.
+        raw = tf.gather(offsets.flat_values, tf.gather(offsets.row_splits, rows) + starts.flat_values)
+        data = tf_text.ByteSplitter().split(text)
+        raw_bytes = tf.cast(data.flat_values, tf.int32)
+        size = tf.size(raw_bytes, out_type=tf.int64)
+        at = tf.minimum(tf.gather(data.row_splits, rows) + raw, tf.maximum(size - 1, 0))
+        ends = tf.gather(data.row_splits, _row_of_each(data.row_splits, size) + 1)
+        for token, token_id in tokenizer.special.items():
+            pattern = token.encode("utf-8")
+            padded = tf.concat([raw_bytes, tf.fill([len(pattern)], -1)], axis=0)
+            found = tf.range(size) + len(pattern) <= ends
+            for j, byte in enumerate(pattern):
+                found = found & tf.equal(padded[j : j + tf.cast(size, tf.int32)], byte)
+            covered = found
+            for j in range(1, len(pattern)):
+                covered = covered | tf.concat([tf.zeros([j], tf.bool), found], axis=0)[: tf.cast(size, tf.int32)]
+            first = tf.gather(tf.concat([found, [False]], 0), at)
+            inside = tf.gather(tf.concat([covered, [False]], 0), at)
+            flat = tf.where(first, tf.constant(token_id, tf.int64), flat)
+            drop = drop | (inside & ~first)
+    # A word (a piece that is no "##" suffix and those after it) of more than max_chars characters: one [UNK].
+    starts_word = tf.cast(tf.gather(tf.constant(tokenizer.starts_word), flat), tf.int32) > 0  # int8: no Greater
+    word = tf.cumsum(tf.cast(starts_word, tf.int32)) - 1
+    characters = tf.math.unsorted_segment_sum(
+        tf.gather(tf.constant(tokenizer.characters), flat), word, tf.reduce_sum(tf.cast(starts_word, tf.int32))
+    )
+    long = tf.gather(characters, word) > tokenizer.max_chars
+    flat = tf.where(long & starts_word, tf.constant(tokenizer.unknown, tf.int64), flat)
+    keep = ~(drop | (long & ~starts_word))
+    lengths = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), tf.cast(rows, tf.int32), tf.size(splits) - 1)
+    lengths = tf.cast(lengths, tf.int64)
+    return tf.boolean_mask(flat, keep), tf.concat([tf.zeros([1], tf.int64), tf.cumsum(lengths)], axis=0)
 
 
 def edge_tokenize(
     text: tf.Tensor, vocabulary: Sequence[str], sequence_length: int, tokenization: Tokenization, tokenizer=None
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """`tokenize`'s ([batch, sequence_length] ids, mask) made with ops TFLite runs: `edge_tokenizer`'s (TF
-    Text's FastBertNormalize and FastWordpieceTokenizeWithOffsets, custom ops whose TFLite kernels TF Text
-    registers; `tokenizer`: one built already) and builtin ops for [CLS], [SEP], the truncation and the padding
-    (no RaggedTensorToTensor, which TFLite runs only as a Select TF op)."""
+    Text's FastBertNormalize, FastWordpieceTokenizeWithOffsets and ByteSplitWithOffsets, custom ops whose TFLite
+    kernels TF Text registers; `tokenizer`: one built already) and builtin ops for the special tokens written in
+    the text, words too long in characters, [CLS], [SEP], the truncation and the padding (no
+    RaggedTensorToTensor or RaggedRange, which TFLite runs only as Select TF ops)."""
     pad, cls, sep = special_ids(vocabulary)
-    pieces = (tokenizer or edge_tokenizer(vocabulary, tokenization)).tokenize(text)
-    if pieces.ragged_rank == 2:
-        pieces = pieces.merge_dims(1, 2)
+    flat, splits = _edge_pieces(text, tokenizer or edge_tokenizer(vocabulary, tokenization))
     width = sequence_length - 2
-    lengths = tf.minimum(pieces.row_lengths(), width)[:, tf.newaxis]
+    lengths = tf.minimum(splits[1:] - splits[:-1], width)[:, tf.newaxis]
     column = tf.range(width, dtype=tf.int64)[tf.newaxis, :]
     # Each row's first `width` pieces gathered from the flat values; past a row's end, the pad appended last.
-    values = tf.concat([pieces.flat_values, tf.constant([pad], tf.int64)], axis=0)
-    past = tf.cast(tf.size(pieces.flat_values), tf.int64)
-    kept = tf.gather(values, tf.where(column < lengths, pieces.row_splits[:-1, tf.newaxis] + column, past))
+    values = tf.concat([flat, tf.constant([pad], tf.int64)], axis=0)
+    past = tf.cast(tf.size(flat), tf.int64)
+    kept = tf.gather(values, tf.where(column < lengths, splits[:-1, tf.newaxis] + column, past))
     position = tf.range(sequence_length, dtype=tf.int64)[tf.newaxis, :]
     shifted = tf.concat([tf.fill([tf.shape(kept)[0], 1], tf.constant(cls, tf.int64)), kept], axis=1)
     shifted = tf.concat([shifted, tf.fill([tf.shape(kept)[0], 1], tf.constant(pad, tf.int64))], axis=1)

@@ -180,30 +180,13 @@ def test_googles_rules_differ_from_hugging_faces_where_its_tokenizer_does():
     assert special[:3] == ["[", "cl", "##s"]
 
 
-def _unsure_at_the_edge(t: str, lower_case: bool) -> bool:
-    """Whether FastBertTokenizer (text.edge_tokenize) may split `t` otherwise than BERT's rules: Unicode's
-    compatibility forms that its normalizer folds and BERT's keep ("™" -> "tm", "ß" -> "ss", "²" -> "2"), where
-    it lower-cases; U+FFFD and control, format or private-use characters (BERT's drop them, FastBert's keep or
-    make them [UNK]); BERT's special tokens written in the text (Hugging Face's take them as those tokens)."""
-    import re
-
-    def stripped(folded):
-        return "".join(c for c in folded if unicodedata.category(c) != "Mn")
-
-    if lower_case and stripped(unicodedata.normalize("NFKD", t.casefold())) != stripped(
-        unicodedata.normalize("NFD", t.lower())
-    ):
-        return True
-    if "\ufffd" in t or any(unicodedata.category(c) in ("Cc", "Cf", "Co") and c not in "\t\n\r" for c in t):
-        return True
-    return bool(re.search(r"\[(CLS|SEP|UNK|MASK|PAD)\]", t))
-
-
 @pytest.mark.parametrize("lower_case", [True, False], ids=["uncased", "cased"])
-def test_the_edge_tokenizer_gives_the_served_ids_but_where_unicode_compatibility_forms_differ(lower_case):
+def test_the_edge_tokenizer_gives_the_served_ids_but_where_its_pretokenization_differs(lower_case):
     """text.edge_tokenize (what a TFLite model tokenizes with) against text.tokenize (the served Transform graph)
-    on the corpus with all-MiniLM-L6-v2's vocabulary: the same ids and mask on every row but those that
-    `_unsure_at_the_edge` names, which are few."""
+    on the corpus with all-MiniLM-L6-v2's vocabulary (3,830 rows in 15 languages): the same ids and mask on every
+    row, special tokens written in the text included. The compatibility forms ("™", "ß", "²", ligatures, full-width
+    forms), control, format and private-use characters that TF Text's own normalizers change are the served
+    graph's now."""
     from tfxflow.components.model.tokenization import Tokenization
 
     texts = corpus()
@@ -214,23 +197,7 @@ def test_the_edge_tokenizer_gives_the_served_ids_but_where_unicode_compatibility
     edge = [t.numpy() for t in text.edge_tokenize(tf.constant(texts), vocab, 128, tokenization)]
     same = (served[0] == edge[0]).all(axis=1) & (served[1] == edge[1]).all(axis=1)
     differ = [t for t, equal in zip(texts, same, strict=True) if not equal]
-    assert [t for t in differ if not _unsure_at_the_edge(t, lower_case)] == []
-    unsure = [t for t in texts if _unsure_at_the_edge(t, lower_case)]
-    assert len(unsure) < 0.05 * len(texts), len(unsure)
-    english = [r["description"] for r in debian_rows(10_000)]
-    assert sum(not _unsure_at_the_edge(t, lower_case) for t in english) > 0.99 * len(english)
-    assert differ  # the forms named above do occur in the corpus: the rule is not vacuous
-    if lower_case:
-        ids = dict(zip(texts, edge[0].tolist(), strict=True))["ΟΔΟΣ ΟΔΟΣ. ὁδός Σ"]
-        assert ids[0] == vocab.index("[CLS]") and vocab.index("[SEP]") in ids
-
-
-def test_an_edge_tokenizer_lower_cases_exactly_when_it_strips_accents():
-    from tfxflow.components.model.tokenization import Tokenization
-
-    vocab = text.read_vocabulary(os.path.join(MINILM, "vocab.txt"))
-    with pytest.raises(text.EdgeTokenizationError, match="lower_case False with strip_accents True"):
-        text.edge_tokenize(tf.constant(["a"]), vocab, 8, Tokenization(lower_case=False, strip_accents=True))
+    assert differ == []
 
 
 @pytest.mark.integration
