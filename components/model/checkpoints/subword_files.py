@@ -10,46 +10,12 @@ from typing import Dict, List, Tuple
 from tfxflow.components.model import tokenization as tokenization_lib
 from tfxflow.components.model.checkpoints.description import CheckpointError
 from tfxflow.components.model.checkpoints.files import given, join, read, read_json
+from tfxflow.components.model.subword.tokenizer_files import sentencepiece_pieces
 
 SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
 BPE_VOCABULARY, BPE_MERGES = "vocab.json", "merges.txt"
 # RoBERTa's special tokens (fairseq's <s>, </s>, <pad>, <unk> and <mask>), by their role.
 ROBERTA_TOKENS = {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "unk": "<unk>", "mask": "<mask>"}
-
-
-def _varint(data: bytes, at: int) -> Tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise ValueError("a truncated varint")
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at, shift = at + 1, shift + 7
-        if not byte & 0x80:
-            return value, at
-
-
-def sentencepiece_pieces(data: bytes) -> int:
-    """How many pieces a SentencePiece ModelProto holds (its repeated field 1), reading the protobuf's fields."""
-    count, at = 0, 0
-    while at < len(data):
-        key, at = _varint(data, at)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            _, at = _varint(data, at)
-        elif wire == 1:
-            at += 8
-        elif wire == 2:
-            length, at = _varint(data, at)
-            at += length
-            count += field == 1
-        elif wire == 5:
-            at += 4
-        else:
-            raise ValueError(f"wire type {wire} of field {field}")
-        if at > len(data):
-            raise ValueError("a field runs past the end")
-    return count
 
 
 def sentencepiece(path: str, names: set, rows: int, pad_token_id: int) -> Tuple[str, Dict[str, int]]:
@@ -62,7 +28,7 @@ def sentencepiece(path: str, names: set, rows: int, pad_token_id: int) -> Tuple[
         )
     uri = join(path, SENTENCEPIECE_MODEL)
     try:
-        pieces = sentencepiece_pieces(read(path, uri, SENTENCEPIECE_MODEL))
+        pieces = len(sentencepiece_pieces(read(path, uri, SENTENCEPIECE_MODEL)))
     except ValueError as err:
         raise CheckpointError(f"{given(path)}: {SENTENCEPIECE_MODEL} is not a SentencePiece model: {err}") from err
     if pieces < 4:

@@ -50,19 +50,19 @@ def pre_tokenize(text) -> tf.RaggedTensor:
     flat = runs.flat_values
     is_white = tf.strings.regex_full_match(flat, WHITESPACE_RUN)
     position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(runs.row_starts(), runs.value_rowids())
-    last = position == tf.gather(runs.row_lengths(), runs.value_rowids()) - 1
+    last = tf.equal(position, tf.gather(runs.row_lengths(), runs.value_rowids()) - 1)
     chars = tf.strings.length(flat, unit="UTF8_CHAR")
     before_word = is_white & ~last  # a run followed by a word: its last character goes
     cut = tf.maximum(chars - 1, 0)
     head = tf.where(before_word, tf.strings.substr(flat, tf.zeros_like(cut), cut, unit="UTF8_CHAR"), flat)
     tail = tf.where(before_word, tf.strings.substr(flat, cut, tf.ones_like(cut), unit="UTF8_CHAR"), "")
-    joins = tail == " "  # a space joins the word after it; another whitespace character is a word of its own
+    joins = tf.equal(tail, " ")  # a space joins the word after it; another whitespace character is a word of its own
     white = tf.stack([tf.where(is_white, head, ""), tf.where(joins, "", tail)], axis=1)
     spaced = tf.concat([[False], joins], axis=0)[:-1]  # the piece after a joining space
     word_text = tf.where(is_white, "", tf.where(spaced, tf.strings.join([" ", flat]), flat))
     found = frame.regex_split(word_text, WORD)
     words = tf.concat([tf.RaggedTensor.from_tensor(white), found], axis=1)
-    words = tf.ragged.boolean_mask(words, words != "")
+    words = tf.ragged.boolean_mask(words, tf.not_equal(words, ""))
     return runs.with_flat_values(words).merge_dims(1, 2)
 
 
@@ -87,7 +87,7 @@ def _merge(symbols: tf.RaggedTensor, ranks: tf.lookup.StaticHashTable) -> tf.Rag
         words, index = tf.ragged.boolean_mask(words, merging), tf.boolean_mask(index, merging)
         pair_ranks, best = tf.ragged.boolean_mask(pair_ranks, merging), tf.boolean_mask(best, merging)
         at = tf.ragged.range(pair_ranks.row_lengths())
-        first = tf.reduce_min(tf.where(pair_ranks == tf.expand_dims(best, 1), at, NO_MERGE), axis=1)
+        first = tf.reduce_min(tf.where(tf.equal(pair_ranks, tf.expand_dims(best, 1)), at, NO_MERGE), axis=1)
         values = words.flat_values
         where = (words.row_splits[:-1] + first)[:, tf.newaxis]  # the merged pair's left symbol
         joined = tf.strings.join([tf.gather_nd(values, where), tf.gather_nd(values, where + 1)])
@@ -147,7 +147,7 @@ def pieces(
     def encode(parts):
         if add_prefix_space:
             starts = tf.strings.substr(parts, 0, 1)
-            parts = tf.where((parts != "") & (starts != " "), tf.strings.join([" ", parts]), parts)
+            parts = tf.where(tf.not_equal(parts, "") & tf.not_equal(starts, " "), tf.strings.join([" ", parts]), parts)
         words = pre_tokenize(parts)
         # Each distinct word merged once.
         distinct, index = tf.unique(words.flat_values)

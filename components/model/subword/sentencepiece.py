@@ -27,11 +27,13 @@ NUL_STAND_IN = "\U0010fffd"
 
 
 def read_model(path: str) -> bytes:
-    """The serialized sentencepiece model at `path`; VocabularyError where TF Text cannot load it."""
+    """The serialized sentencepiece model at `path`; VocabularyError where TF Text cannot load it (checked where
+    TensorFlow runs eagerly: the run's checks before any step; not in a traced TF1 graph, whose ops would stay)."""
     model = files.read_bytes(path)
+    if not tf.executing_eagerly():
+        return model
     try:
-        with tf.init_scope():
-            _tokenizer(model).vocab_size()
+        _tokenizer(model).vocab_size()
     except (tf.errors.OpError, ValueError) as err:
         raise files.VocabularyError(f"{path}: not a sentencepiece model ({str(err).splitlines()[0]})") from err
     return model
@@ -43,24 +45,16 @@ def _tokenizer(model: bytes):
     return tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
 
-# Python that runs eagerly (tf.init_scope), which autograph must leave alone when a tf.function calls it.
-@tf.autograph.experimental.do_not_convert
 def vocabulary(model: bytes) -> List[str]:
     """The tokens in id order, as XLMRobertaTokenizer numbers them: fairseq's four, the model's pieces from its
-    id 3 on (its <unk>, <s> and </s> are fairseq's), <mask>."""
-    with tf.init_scope():  # eagerly, also while a preprocessing_fn is traced
-        tokenizer = _tokenizer(model)
-        size = int(tokenizer.vocab_size())
-        pieces = [p.decode("utf-8") for p in tokenizer.id_to_string(tf.range(size)).numpy().tolist()]
-    return list(FAIRSEQ) + pieces[3:] + [files.MASK]
+    id 3 on (its <unk>, <s> and </s> are fairseq's), <mask>. Read from the model's protobuf in Python, so also
+    while the Transform traces a TF1 graph."""
+    return list(FAIRSEQ) + files.sentencepiece_pieces(model)[3:] + [files.MASK]
 
 
-@tf.autograph.experimental.do_not_convert
 def special_ids(model: bytes) -> dict:
     """The special tokens' ids, <mask> the last: the vocabulary size minus one."""
-    with tf.init_scope():
-        size = int(_tokenizer(model).vocab_size())
-    return {**FAIRSEQ, files.MASK: size + OFFSET}
+    return {**FAIRSEQ, files.MASK: len(files.sentencepiece_pieces(model)) + OFFSET}
 
 
 def pieces(text, model: bytes, lstrip: Collection[str] = (), rstrip: Collection[str] = ()) -> tf.RaggedTensor:
@@ -72,7 +66,7 @@ def pieces(text, model: bytes, lstrip: Collection[str] = (), rstrip: Collection[
     def encode(parts):
         parts = tf.strings.regex_replace(tf.strings.regex_replace(parts, r"\x00", NUL_STAND_IN), r"\x{85}", " ")
         ids = tokenizer.tokenize(parts)
-        mapped = tf.where(ids.flat_values == unk, FAIRSEQ[files.UNK], ids.flat_values + OFFSET)
+        mapped = tf.where(tf.equal(ids.flat_values, unk), FAIRSEQ[files.UNK], ids.flat_values + OFFSET)
         return ids.with_flat_values(tf.cast(mapped, tf.int64))
 
     return frame.by_parts(text, special_ids(model), encode, lstrip, rstrip)

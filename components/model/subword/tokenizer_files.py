@@ -20,6 +20,49 @@ class VocabularyError(ValueError):
     """A tokenizer file that cannot serve: missing, unreadable, malformed, or without the special tokens."""
 
 
+def _varint(data: bytes, at: int) -> Tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("a truncated varint")
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _fields(data: bytes):
+    """(field number, wire type, value) of a protobuf message's fields: a length-delimited value as its bytes."""
+    at = 0
+    while at < len(data):
+        key, at = _varint(data, at)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = _varint(data, at)
+        elif wire in (1, 5):
+            value, at = data[at : at + (8 if wire == 1 else 4)], at + (8 if wire == 1 else 4)
+        elif wire == 2:
+            length, at = _varint(data, at)
+            value, at = data[at : at + length], at + length
+        else:
+            raise ValueError(f"wire type {wire} of field {field}")
+        if at > len(data):
+            raise ValueError("a field runs past the end")
+        yield field, wire, value
+
+
+def sentencepiece_pieces(data: bytes) -> List[str]:
+    """The pieces of a SentencePiece ModelProto in id order (its repeated field 1, each piece's field 1), read from
+    the protobuf's fields in Python: no TensorFlow op, so also while a TF1 graph is traced."""
+    pieces = []
+    for field, wire, value in _fields(data):
+        if field == 1 and wire == 2:
+            piece = [v for f, w, v in _fields(value) if f == 1 and w == 2]
+            pieces.append(piece[0].decode("utf-8") if piece else "")
+    return pieces
+
+
 def read_bytes(path: str) -> bytes:
     import tensorflow as tf
 

@@ -52,7 +52,9 @@ def transform(cfg, temp_dir):
     spec = {"description": tf.io.VarLenFeature(tf.string), "section": tf.io.FixedLenFeature([], tf.string)}
     raw = [{"description": [r["description"].encode()], "section": r["section"].encode()} for r in debian_rows()]
     out = os.path.join(temp_dir, "transform_fn_out")
-    with tft_beam.Context(temp_dir=os.path.join(temp_dir, "tmp"), force_tf_compat_v1=False):
+    # As the pipeline's Transform runs it (pipeline/definition.py): traced in TF1 graph mode, where == on tensors
+    # is identity, not an op.
+    with tft_beam.Context(temp_dir=os.path.join(temp_dir, "tmp"), force_tf_compat_v1=True):
         (data, _), transform_fn = (raw, tft.DatasetMetadata.from_feature_spec(spec)) | (
             tft_beam.AnalyzeAndTransformDataset(lambda inputs: preprocessing_fn(inputs, {"features": cfg.to_dict()}))
         )
@@ -107,8 +109,9 @@ def test_the_transform_graph_makes_hugging_faces_ids_and_carries_the_tokenizer_a
     assert len(tokens.splitlines()) == 1500 and tokens.splitlines()[:3] == ["<s>", "<pad>", "</s>"]
 
     descriptions = [r["description"] for r in debian_rows()]
-    got = output.transform_raw_features(
-        {"description": tf.sparse.from_dense(tf.constant(descriptions)[:, tf.newaxis])}, drop_unused_features=True
+    # As the Trainer and the served model read a TF1 transform_fn: through its Keras layer.
+    got = output.transform_features_layer()(
+        {"description": tf.sparse.from_dense(tf.constant(descriptions)[:, tf.newaxis])}
     )
     assert got["description_xf"].numpy().tolist() == [framed(full)[0] for full in theirs]
     # Only TensorFlow's ops (tf.raw_ops) and the TF Text ops TF Serving 2.16 links.
