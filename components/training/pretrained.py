@@ -69,6 +69,7 @@ def fine_tuning_record(model_params: model_lib.ModelParams, checkpoint: checkpoi
         "encoder_embedding_size": encoder.embedding_width,
         "pooling": model_params.encoder_pooling,
         "lower_case": tokenization.lower_case,
+        "tokenizer_kind": tokenization.kind,
         "tokenizer": tokenization.describe(),
     }
 

