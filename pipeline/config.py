@@ -7,7 +7,7 @@ import os
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from tfxflow.components import settings as settings_lib
-from tfxflow.components.model import presets, search_space, tasks
+from tfxflow.components.model import presets, search_space, tasks, tokenization
 from tfxflow.components.model.features import OPTIONAL_KNOBS, FeatureConfig
 from tfxflow.components.names import DEFAULT_KEEP_VERSIONS
 from tfxflow.components.settings import ConfigError, at_least, int_list, local_or_remote_path, setting
@@ -494,6 +494,11 @@ def resolve_shared(
         evaluation.for_task(features.task)
         if training.init_checkpoint:
             checkpoint, features = pretrained_fit(training, features)
+        if evaluation.tflite and features.text and features.tokenizer_kind != tokenization.WORDPIECE:
+            raise ConfigError(
+                f"--tflite: the text columns' tokenizer is {tokenization.KIND_NAMES[features.tokenizer_kind]}, and "
+                "a TFLite model tokenizes with TF Text's FastBertTokenizer (WordPiece) only: leave --tflite out"
+            )
         if evaluation.tflite and features.num_oov_buckets > 1:
             # Hashing an unseen value into one of several buckets (StringToHashBucketFast) has no TFLite builtin:
             # with --tflite the served and the edge model alike give every unseen value the one id past the list.

@@ -97,8 +97,11 @@ def load_schema_and_features(
                 from tfxflow.components.model.subword import assets as subword
 
                 subword.check_files(features.tokenization, features.text_vocab_file, features.text_merges_file)
-        except ValueError as err:  # text's and subword's VocabularyError
-            raise ConfigError(f"{features.source}: text_vocab_file: {err}") from err
+        except ValueError as err:  # text's and subword's VocabularyError, which start with the file's path
+            merges = features.text_merges_file and str(err).startswith(features.text_merges_file)
+            raise ConfigError(
+                f"{features.source}: {'text_merges_file' if merges else 'text_vocab_file'}: {err}"
+            ) from err
     return schema_path, features
 
 

@@ -100,9 +100,12 @@ def piece_counts(
     if subword_files is not None:
         from tfxflow.components.model.subword import assets
 
-        for start in range(0, len(values), _BATCH):
-            batch = tf.constant(list(values[start : start + _BATCH]))
-            yield from assets.count_pieces(batch, tokenization, *subword_files).row_lengths().numpy().tolist()
+        count = assets.piece_counter(tokenization, *subword_files)
+        try:
+            for start in range(0, len(values), _BATCH):
+                yield from count(tf.constant(list(values[start : start + _BATCH]))).row_lengths().numpy().tolist()
+        finally:
+            count.close()
         return
 
     table = None

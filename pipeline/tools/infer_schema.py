@@ -167,8 +167,11 @@ def draft_sequence_length(data_root: str, columns: Sequence[str], checkpoint=Non
             vocabulary = text.read_vocabulary(checkpoint.vocab_file)
         else:
             subword_files = (checkpoint.vocab_file, checkpoint.merges_file)
-        unit, most = f"word pieces of {checkpoint.name}'s tokenizer", checkpoint.encoder.max_positions
-        limit = f"at most the checkpoint's {most} positions"
+        # A feature config's sequence_length is at most MAX_SEQUENCE_LENGTH, whatever the checkpoint's positions.
+        most = min(checkpoint.encoder.max_positions, features_lib.MAX_SEQUENCE_LENGTH)
+        positions = checkpoint.encoder.max_positions
+        unit = f"word pieces of {checkpoint.name}'s tokenizer"
+        limit = f"at most the checkpoint's {most} positions" if most == positions else f"at most {most}"
     else:
         vocabulary, tokenizer, unit = None, tokenization.Tokenization(), "words"
         most = features_lib.MAX_SEQUENCE_LENGTH

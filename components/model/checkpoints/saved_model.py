@@ -43,6 +43,14 @@ def locate_saved_model(path: str) -> Checkpoint:
             tokenization = tokenization_lib.Tokenization(**entry.mapping("tokenization").data)
         except (TypeError, ValueError) as err:
             raise CheckpointError(f"{given(path)}: {info}'s encoder of {name} does not read: {err}") from err
+        if tokenization.kind != tokenization_lib.WORDPIECE:
+            # Its assets hold the tokenizer's pieces, not the files (vocab.json, tokenizer.json's settings) the
+            # Transform graph's subword tokenizers are made from.
+            raise CheckpointError(
+                f"{given(path)}: the pushed model's encoder of {name} tokenizes with "
+                f"{tokenization_lib.KIND_NAMES[tokenization.kind]}, and a pushed model is read as a checkpoint with "
+                "WordPiece only: give the Hugging Face folder it was fine-tuned from"
+            )
         vocab_size = entry.int("vocab_size")
         pooling = entry.text("pooling", presets.POOLER)
         if pooling not in presets.POOLINGS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import List, Tuple
+from typing import Callable, List, Tuple
 
 import tensorflow as tf
 
@@ -91,9 +91,9 @@ def tokenize(
         return sentencepiece.tokenize(values, model, sequence_length, folder.lstrip, folder.rstrip)
     if tokenization.kind == BYTE_BPE:
         tokens = files.read_byte_bpe_vocabulary(vocab_file)
-        merges, _ = files.read_merges(merges_file)
+        _, merges = files.read_merges(merges_file)  # one a line, the line number its rank: no header, no blank line
         vocab_path = _asset(values, text.asset_name(column), _lines(tokens))
-        merges_path = _asset(values, merges_asset_name(column), merges.encode("utf-8"))
+        merges_path = _asset(values, merges_asset_name(column), _lines(merges))
         special = byte_bpe.special_ids(tokens)
         folder = files.read_folder_tokenizer(vocab_file)
         return byte_bpe.tokenize(
@@ -103,24 +103,36 @@ def tokenize(
     raise ValueError(f"{tokenization.kind} is not a subword tokenizer's kind")
 
 
-def count_pieces(values: tf.Tensor, tokenization: Tokenization, vocab_file: str, merges_file: str = ""):
-    """[batch, pieces] ragged ids of `values` ([batch] strings) by the subword tokenizer of `tokenization.kind`,
-    without <s> and </s>, in eager TensorFlow (no Transform assets): what infer-schema and a run count."""
+def piece_counter(tokenization: Tokenization, vocab_file: str, merges_file: str = "") -> Callable:
+    """A function of [batch] strings giving their [batch, pieces] ragged ids by the subword tokenizer of
+    `tokenization.kind`, without <s> and </s>, in eager TensorFlow (no Transform assets): what infer-schema and a
+    run count. The files are read once; call `close()` on it when done (a BPE's tables read files it wrote)."""
     import tempfile
 
     folder = files.read_folder_tokenizer(vocab_file)
     if tokenization.kind == SENTENCEPIECE:
-        return sentencepiece.pieces(values, sentencepiece.read_model(vocab_file), folder.lstrip, folder.rstrip)
+        model = sentencepiece.read_model(vocab_file)
+
+        def count(values):
+            return sentencepiece.pieces(values, model, folder.lstrip, folder.rstrip)
+
+        count.close = lambda: None
+        return count
     if tokenization.kind == BYTE_BPE:
         tokens = files.read_byte_bpe_vocabulary(vocab_file)
-        merges, _ = files.read_merges(merges_file)
-        with tempfile.TemporaryDirectory() as work:  # the tables read files, as they read the assets in the graph
-            vocab_path, merges_path = os.path.join(work, "vocabulary"), os.path.join(work, "merges")
-            for path, content in ((vocab_path, _lines(tokens)), (merges_path, merges.encode("utf-8"))):
-                with open(path, "wb") as f:
-                    f.write(content)
+        _, merges = files.read_merges(merges_file)
+        special = byte_bpe.special_ids(tokens)
+        work = tempfile.TemporaryDirectory()  # the tables read files, as they read the assets in the graph
+        vocab_path, merges_path = os.path.join(work.name, "vocabulary"), os.path.join(work.name, "merges")
+        for path, content in ((vocab_path, _lines(tokens)), (merges_path, _lines(merges))):
+            with open(path, "wb") as f:
+                f.write(content)
+
+        def count(values):
             return byte_bpe.pieces(
-                values, vocab_path, merges_path, byte_bpe.special_ids(tokens),
-                bool(folder.add_prefix_space), folder.lstrip, folder.rstrip,
-            )  # fmt: skip
+                values, vocab_path, merges_path, special, bool(folder.add_prefix_space), folder.lstrip, folder.rstrip
+            )
+
+        count.close = work.cleanup
+        return count
     raise ValueError(f"{tokenization.kind} is not a subword tokenizer's kind")

@@ -6,6 +6,7 @@ SavedModel carries it; the Transform also carries the file and its pieces as ass
 
 from __future__ import annotations
 
+import functools
 from typing import Collection, List, Tuple
 
 import tensorflow as tf
@@ -45,16 +46,22 @@ def _tokenizer(model: bytes):
     return tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
 
+@functools.lru_cache(maxsize=4)
+def _pieces(model: bytes) -> Tuple[str, ...]:
+    # Read from the model's protobuf in Python (no op, so also while the Transform traces a TF1 graph), once a
+    # model: XLM-R's holds 250,000 pieces, and a count of rows asks for its special ids each batch.
+    return tuple(files.sentencepiece_pieces(model))
+
+
 def vocabulary(model: bytes) -> List[str]:
     """The tokens in id order, as XLMRobertaTokenizer numbers them: fairseq's four, the model's pieces from its
-    id 3 on (its <unk>, <s> and </s> are fairseq's), <mask>. Read from the model's protobuf in Python, so also
-    while the Transform traces a TF1 graph."""
-    return list(FAIRSEQ) + files.sentencepiece_pieces(model)[3:] + [files.MASK]
+    id 3 on (its <unk>, <s> and </s> are fairseq's), <mask>."""
+    return list(FAIRSEQ) + list(_pieces(model)[3:]) + [files.MASK]
 
 
 def special_ids(model: bytes) -> dict:
     """The special tokens' ids, <mask> the last: the vocabulary size minus one."""
-    return {**FAIRSEQ, files.MASK: len(files.sentencepiece_pieces(model)) + OFFSET}
+    return {**FAIRSEQ, files.MASK: len(_pieces(model)) + OFFSET}
 
 
 def pieces(text, model: bytes, lstrip: Collection[str] = (), rstrip: Collection[str] = ()) -> tf.RaggedTensor:

@@ -156,9 +156,9 @@ def read_folder_tokenizer(vocab_file: str) -> FolderTokenizer:
         data = json.loads(_text(path, read_bytes(path)))
         added = [t for t in data.get("added_tokens") or () if t.get("content") in SPECIAL]
         pre_tokenizer = data.get("pre_tokenizer") or {}
+        byte_level = pre_tokenizer.get("type") == "ByteLevel"
     except (json.JSONDecodeError, AttributeError, TypeError) as err:
         raise VocabularyError(f"{path}: not a tokenizer.json ({err})") from err
-    byte_level = pre_tokenizer.get("type") == "ByteLevel"
     return FolderTokenizer(
         lstrip=frozenset(t["content"] for t in added if t.get("lstrip")),
         rstrip=frozenset(t["content"] for t in added if t.get("rstrip")),

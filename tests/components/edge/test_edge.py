@@ -160,8 +160,9 @@ class _OneUnseenBucket(tf.Module):
     the Transform; tensorflow_transform/mappers.py: a StaticVocabularyTable of the vocabulary file, keyed by the
     column's dtype): a string and an integer column, each unseen value hashed into the one bucket past the list."""
 
-    def __init__(self, folder, buckets=1):
+    def __init__(self, folder, buckets=1, fill="__missing__"):
         super().__init__()
+        self.fill = fill
         init, index = tf.lookup.TextFileInitializer, tf.lookup.TextFileIndex
         self.tables = {
             column: tf.lookup.StaticVocabularyTable(
@@ -189,7 +190,7 @@ class _OneUnseenBucket(tf.Module):
             tf.boolean_mask(features["payment_type"], present),
             tf.stack([tf.shape(present, out_type=tf.int64)[0], 1]),
         )
-        filled = tf.squeeze(tf.sparse.to_dense(sparse, default_value="__missing__"), axis=1)
+        filled = tf.squeeze(tf.sparse.to_dense(sparse, default_value=self.fill), axis=1)
         word = self.tables["payment_type"].lookup(filled)
         area = self.tables["area"].lookup(features["area"])
         logit = tf.cast(word * 10 + area, tf.float32)
@@ -197,8 +198,14 @@ class _OneUnseenBucket(tf.Module):
 
 
 @pytest.mark.current_lane
-def test_one_unseen_bucket_converts_to_builtin_ops_and_maps_every_unseen_value_past_the_vocabulary(tmp_path):
-    module = _OneUnseenBucket(str(tmp_path))
+@pytest.mark.parametrize(
+    "fill, missing",
+    [("__missing__", [4, 5]), ("Cash", [0, 5])],  # the fill token unseen (the Transform's), or a vocabulary word
+)
+def test_one_unseen_bucket_converts_to_builtin_ops_and_maps_every_unseen_value_past_the_vocabulary(
+    tmp_path, fill, missing
+):
+    module = _OneUnseenBucket(str(tmp_path), fill=fill)
     model = str(tmp_path / "model")
     tf.saved_model.save(module, model, signatures={"serving_raw": module.serve})
     rows = [
@@ -221,8 +228,8 @@ def test_one_unseen_bucket_converts_to_builtin_ops_and_maps_every_unseen_value_p
         area=np.array(columns["area"], np.int64),
     )
     # Known values by their line, unseen ones one past the vocabulary: TensorFlow's kernels and TFLite's alike.
-    # A missing payment_type is "__missing__", itself unseen.
-    assert expected["ids"].numpy().tolist() == [[0, 0], [4, 5], [4, 5], [3, 4], [4, 1], [2, 3]]
+    # A missing payment_type is the fill token's id.
+    assert expected["ids"].numpy().tolist() == [[0, 0], [4, 5], missing, [3, 4], [missing[0], 1], [2, 3]]
     assert answer["ids"].tolist() == expected["ids"].numpy().tolist()
 
 

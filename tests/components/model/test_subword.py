@@ -261,7 +261,7 @@ def test_a_feature_config_names_the_tokenizers_files_and_they_are_checked_before
         str(tmp_path / "merges.txt"),
     )
     (tmp_path / "merges.txt").write_text("#version: 0.2\nĠ t h\n")
-    with pytest.raises(ConfigError, match=r"features.yaml: text_vocab_file: .*merges.txt: line 2 is not a merge"):
+    with pytest.raises(ConfigError, match=r"features.yaml: text_merges_file: .*merges.txt: line 2 is not a merge"):
         inputs.load_schema_and_features("taxi", str(schema), str(features))
     features.write_text(
         "label: {name: y_label, column: y}\ntext: [note]\ntokenizer_kind: sentencepiece\ntext_vocab_file: vocab.json\n"

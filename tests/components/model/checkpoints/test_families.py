@@ -256,3 +256,18 @@ def test_an_electra_generators_weights_are_refused_whatever_its_config_says(tmp_
         f.write(struct.pack("<Q", len(raw)) + raw + data + extra)
     with pytest.raises(CheckpointError, match=r"an ELECTRA generator \(its weights hold generator_predictions"):
         checkpoints.locate(target)
+
+
+def test_tflite_with_a_subword_tokenizer_is_refused_before_any_work():
+    """TFLite's edge tokenizer is TF Text's FastBertTokenizer (WordPiece): a RoBERTa run with --tflite would train
+    and then convert nothing, so the flag is refused first, in one line."""
+    from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.pipeline import config as config_lib
+
+    features = FeatureConfig.from_dict({"label": {"name": "y", "column": "y"}, "text": ["body"], "sequence_length": 64})
+    with pytest.raises(config_lib.ConfigError, match=r"^--tflite: the text columns' tokenizer is a byte-level BPE"):
+        config_lib.resolve_shared(
+            config_lib.TrainingConfig(init_checkpoint=folder("roberta")),
+            config_lib.EvaluationConfig(tflite=True),
+            features,
+        )

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tf_keras as keras
 
@@ -55,3 +56,12 @@ def test_a_pushed_saved_model_is_a_checkpoint_of_its_record(tmp_path):
     loaded(body, weights, "body_xf")
     rows = np.array([[2, 9, 12, 3, 0, 0, 0, 0]] * 2)
     np.testing.assert_allclose(body([rows, rows != 0]).numpy(), trained([rows, rows != 0]).numpy(), atol=1e-6)
+    # A pushed model of a subword tokenizer holds its pieces, not the files its Transform was made from: refused in
+    # one line, naming the folder to give instead.
+    record["encoders"]["review_xf"]["tokenization"]["kind"] = tokenization.SENTENCEPIECE
+    (pushed / names.MODEL_INFO_FILE).write_text(json.dumps(record))
+    with pytest.raises(checkpoints.CheckpointError) as refused:
+        checkpoints.locate(str(pushed))
+    message = str(refused.value)
+    assert "tokenizes with a SentencePiece model" in message and "give the Hugging Face folder" in message
+    assert "\n" not in message
