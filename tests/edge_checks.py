@@ -89,7 +89,9 @@ def check_result(result, out):
     the summary line is the result's."""
     assert result["published"][:1] == ["float32"], result
     float32, int8 = result["variants"]["float32"], result["variants"]["int8"]
-    assert int8["bytes"] < 0.8 * float32["bytes"]  # 8-bit weights
+    # 8-bit weights; a text model's edge normalizer (a 1.3 MiB table of strings) is not quantized, and in a small
+    # model it is most of the file.
+    assert int8["bytes"] < (float32["bytes"] if result.get("text_ops") else 0.8 * float32["bytes"])
     if "int8" not in result["published"]:
         assert int8["reason"].startswith("output '") and " differs by up to " in int8["reason"], int8
         assert not int8["published"]
