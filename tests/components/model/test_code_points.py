@@ -8,6 +8,7 @@ import os
 import pytest
 import tensorflow as tf
 
+from tfxflow.components import lane
 from tfxflow.components.model import edge_normalizer, text
 from tfxflow.components.model.tokenization import GOOGLE, HUGGING_FACE, Tokenization
 
@@ -18,6 +19,10 @@ DIFFERENCES = {
     "uncased": {"drop/keep": 438, "split/keep": 127, "keep/changed": 95},
     "cased": {"drop/keep": 20, "split/keep": 127},
 }
+if lane.name() != lane.COMPAT:
+    # TF 2.21's ICU (Unicode 16) decomposes 21 letters of scripts newer than the Rust crates' tables too (Tulu-Tigalari,
+    # Gurung Khema, Kirat Rai: U+11383..U+113C8, U+16121..U+16128, U+16D68..U+16D6A, ...): NFD splits them.
+    DIFFERENCES["uncased"]["changed/keep"] = 21
 
 
 def _kind(cp, words):

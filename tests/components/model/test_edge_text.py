@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tests.data import chinese_intents
+from tfxflow.components import lane
 from tfxflow.components.model import edge_normalizer, text
 from tfxflow.components.model.tokenization import GOOGLE, Tokenization
 
@@ -200,15 +201,19 @@ def test_the_edge_normalizer_is_the_served_normalization_on_every_code_point():
     out = normalizer.normalize(tf.constant([chr(cp) for cp in points])).numpy()
     differ = {cp: o.decode() for cp, o in zip(points, out, strict=True) if o.decode() != mapping.get(cp, chr(cp))}
     spaced = {cp for cp, o in differ.items() if o == f" {mapping.get(cp, chr(cp))} "}
-    # 50 punctuation characters newer than TF Text's ICU, and U+166D and U+111C9, punctuation in Hugging Face's
-    # tables (So and Mn in TensorFlow's)
-    assert set(differ) == spaced and len(spaced) == 52
+    # 50 punctuation characters newer than TF Text 2.16's ICU (2.21's knows them), and U+166D and U+111C9,
+    # punctuation in Hugging Face's tables (So and Mn in TensorFlow's)
+    assert set(differ) == spaced and len(spaced) == (52 if lane.name() == lane.COMPAT else 2)
     categories = {unicodedata.category(chr(cp)) for cp in spaced - {0x166D, 0x111C9}}
     assert categories - {"Cn"} <= {"Po", "Pd", "Ps", "Pe"}
     assert ord("，") not in mapping and mapping[ord("Ａ")] == "ａ" and mapping[0x85] == "" and mapping[0xA0] == " "
     splits, spaces = edge_normalizer.edge_pretokenization()
     served = edge_normalizer.served_splits(keep)
-    assert splits - served == set(range(0x2B820, 0x2B920))
+    # TF Text 2.21's ICU (Unicode 16) also knows 13 punctuation characters that RE2's and Hugging Face's tables do
+    # not: the edge splits them off, the served graph keeps them in the word (docs/evaluation-and-serving.md).
+    newer = {0x1B4E, 0x1B4F, 0x1B7F, 0x10D6E, 0x113D4, 0x113D5, 0x113D7, 0x113D8, 0x11BE1, 0x16D6D, 0x16D6E, 0x16D6F}
+    newer = set() if lane.name() == lane.COMPAT else newer | {0x1E5FF}
+    assert splits - served == set(range(0x2B820, 0x2B920)) | newer
     assert served - splits == spaced
     assert all(mapping.get(cp, chr(cp)) in ("", " ") for cp in spaces)  # whitespace is a space or removed before
 
