@@ -29,7 +29,8 @@ setup(
         'tensorflow>=2.21,<2.22; python_version >= "3.12"',
         'tf-keras>=2.16,<2.17; python_version < "3.11"',
         'tf-keras>=2.21,<2.22; python_version >= "3.12"',
-        # WordPiece tokenization inside the Transform graph; its ops are built against one TF minor version.
+        # WordPiece and SentencePiece inside the Transform graph, and the TFLite tokenizer's ops; its ops are built
+        # against one TF minor version.
         'tensorflow-text>=2.16.1,<2.17; python_version < "3.11"',
         'tensorflow-text>=2.21,<2.22; python_version >= "3.12"',
         'tensorflow-data-validation>=1.16.1,<1.17; python_version < "3.11"',
@@ -53,6 +54,8 @@ setup(
         'pyarrow>=10,<11; python_version < "3.11"',
         'pyarrow>=14; python_version >= "3.12"',
         "google-crc32c>=1.5,<2",
+        # The TFLite tokenizer's normalizer model (components/model/edge_normalizer.py); TensorFlow needs >=24.3.25.
+        "flatbuffers>=24.3.25,<26",
     ],
     extras_require={
         "test": [
