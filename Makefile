@@ -144,8 +144,24 @@ bench: $(STAMP)
 bench-trainer: $(STAMP)
 	$(BIN)/python -m benchmarks.trainer_throughput $(ARGS)
 
-bench-text: $(STAMP)
-	$(BIN)/python -m benchmarks.text_benchmark $(ARGS)
+# The text benchmark's PyTorch reference (benchmarks/reference/torch_finetune.py) runs in its own Python 3.11 venv,
+# made from the pinned requirements; the stamp's name is the file's checksum, so an edit re-installs.
+TORCH_PYTHON ?= python3.11
+TORCH_VENV := .venv-torch
+TORCH_REQS := benchmarks/reference/requirements.txt
+TORCH_STAMP := $(TORCH_VENV)/.installed-$(word 1,$(shell cksum < $(TORCH_REQS)))
+
+$(TORCH_STAMP): $(TORCH_REQS)
+	@test -x $(TORCH_VENV)/bin/python || $(TORCH_PYTHON) -m venv $(TORCH_VENV) \
+	  || { echo "error: the PyTorch reference needs $(TORCH_PYTHON) (TORCH_PYTHON=... names another 3.11)" >&2; exit 1; }
+	@$(TORCH_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+	  || { echo "$(TORCH_VENV) is not Python 3.11: remove it and run make again"; exit 1; }
+	$(TORCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(TORCH_REQS)
+	@$(TORCH_VENV)/bin/python -c 'import torch; print("reference torch", torch.__version__)'
+	@rm -f $(TORCH_VENV)/.installed-* && touch $@
+
+bench-text: $(STAMP) $(TORCH_STAMP)
+	$(BIN)/python -m benchmarks.text_benchmark --reference-python $(TORCH_VENV)/bin/python $(ARGS)
 
 bench-drift: $(STAMP)
 	$(BIN)/python -m benchmarks.drift_calibration $(ARGS)
@@ -194,4 +210,4 @@ test-lane: $(STAMP)
 	$(BIN)/python -m pytest -m "(not integration and not e2e and not image) or current_lane" $(PYTEST_ARGS)
 
 clean:
-	rm -rf .venv .venv-current tfxflow_home .pytest_cache
+	rm -rf .venv .venv-current .venv-torch tfxflow_home .pytest_cache
