@@ -16,6 +16,7 @@ import math
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 MAX_ROWS = 20_000  # rows counted: a column's first ones, in file order
+RUN_MAX_ROWS = 5 * MAX_ROWS  # rows a run counts at its start (cut_lines)
 DRAFT_PERCENTILE = 0.95  # the drafted sequence_length holds this share of rows whole
 DRAFT_MULTIPLE = 8
 DRAFT_MIN = 16
@@ -23,15 +24,24 @@ SPECIAL_PIECES = 2  # [CLS] and [SEP]
 _BATCH = 1024
 
 
+class ColumnValues(collections.Counter):
+    """A column's {value: rows}; `bounded` when counting stopped at a row bound: the column's first rows, in
+    file order, and maybe not all of them."""
+
+    bounded: bool = False
+
+
 @dataclasses.dataclass(frozen=True)
 class Lengths:
-    """{pieces per row, without [CLS] and [SEP]: rows}, over `rows` of the column's `total` rows; `unit` says
-    what was counted, `exact` whether it is the tokenizer's own count."""
+    """{pieces per row, without [CLS] and [SEP]: rows}, over `rows` of the column's `total` rows (of its first
+    `total` rows when `bounded`: the column may hold more); `unit` says what was counted, `exact` whether it is
+    the tokenizer's own count."""
 
     counts: Dict[int, int]
     unit: str
     exact: bool
     total: int
+    bounded: bool = False
 
     @property
     def rows(self) -> int:
@@ -58,7 +68,12 @@ class Lengths:
 
     def describe(self) -> str:
         """e.g. "median 24, p95 41, max 60 word pieces ... over 2,999 rows"."""
-        sample = f"the first {self.rows:,} of {self.total:,} rows" if self.rows < self.total else f"{self.rows:,} rows"
+        if self.bounded:
+            sample = f"the first {self.rows:,} rows"
+        elif self.rows < self.total:
+            sample = f"the first {self.rows:,} of {self.total:,} rows"
+        else:
+            sample = f"{self.rows:,} rows"
         top = max(self.counts) if self.counts else 0
         return (
             f"median {self.percentile(0.5)}, p95 {self.percentile(DRAFT_PERCENTILE)}, max {top} {self.unit} "
@@ -66,11 +81,13 @@ class Lengths:
         )
 
     def cut_text(self, sequence_length: int) -> str:
-        """e.g. "37 of 2,999 rows (1.2%) longer than sequence_length 64"."""
+        """e.g. "37 of 2,999 rows (1.2%) longer than sequence_length 64", "of the first 2,999 rows" when they are
+        not the whole column."""
         over = self.over(sequence_length)
         bound = "" if self.exact else "at least "
+        rows = f"the first {self.rows:,}" if self.bounded or self.rows < self.total else f"{self.rows:,}"
         return (
-            f"{bound}{over:,} of {self.rows:,} rows ({over / max(self.rows, 1):.1%}) longer than sequence_length "
+            f"{bound}{over:,} of {rows} rows ({over / max(self.rows, 1):.1%}) longer than sequence_length "
             f"{sequence_length}"
         )
 
@@ -134,21 +151,28 @@ def measure(
     max_rows: int = MAX_ROWS,
     subword_files=None,
 ) -> Lengths:
-    """The Lengths of a column's {value: rows}: word pieces by `vocabulary` or a subword tokenizer's
-    `subword_files` (its `unit` in words, e.g. "word pieces of bert-base-chinese's vocabulary"), else words."""
+    """The Lengths of a column's {value: rows} (a ColumnValues says whether they are its first rows only): word
+    pieces by `vocabulary` or a subword tokenizer's `subword_files` (its `unit` in words, e.g. "word pieces of
+    bert-base-chinese's vocabulary"), else words."""
     kept, weights = sample(values, max_rows)
     counts: collections.Counter = collections.Counter()
     for length, n in zip(piece_counts(kept, tokenization, vocabulary, subword_files), weights, strict=True):
         counts[length] += n
     exact = vocabulary is not None or subword_files is not None
-    return Lengths(dict(counts), unit or ("word pieces" if exact else "words"), exact=exact, total=sum(values.values()))
+    return Lengths(
+        dict(counts),
+        unit or ("word pieces" if exact else "words"),
+        exact=exact,
+        total=sum(values.values()),
+        bounded=isinstance(values, ColumnValues) and values.bounded,
+    )
 
 
-def cut_lines(features, values_of, max_rows: int = 5 * MAX_ROWS) -> list:
+def cut_lines(features, values_of, max_rows: int = RUN_MAX_ROWS) -> list:
     """A line per text column of `features` (a FeatureConfig, its vocabulary and tokenization resolved, as a
-    run has them): how many of its rows (`values_of(column)`: {value: rows}) are longer than its
-    sequence_length and cut, in the vocabulary's word pieces (a checkpoint's or text_vocab_file), else at
-    least, in words."""
+    run has them): how many of its rows (`values_of(column)`: {value: rows}, a ColumnValues when bounded) are
+    longer than its sequence_length and cut, in the vocabulary's word pieces (a checkpoint's or
+    text_vocab_file), else at least, in words."""
     from tfxflow.components.model import text, tokenization
 
     vocabulary, subword_files = None, None
@@ -161,7 +185,7 @@ def cut_lines(features, values_of, max_rows: int = 5 * MAX_ROWS) -> list:
         found = measure(
             values_of(column), features.tokenization, vocabulary, max_rows=max_rows, subword_files=subword_files
         )
-        counted = "" if found.rows == found.total else f"; the first {found.rows:,} of {found.total:,} rows counted"
+        counted = "" if found.bounded or found.rows == found.total else f"; {found.total:,} rows in all"
         how = (
             "word pieces of its vocabulary"
             if found.exact

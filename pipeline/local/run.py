@@ -178,8 +178,9 @@ def _run_locked(config, log_file: str, force: bool) -> int:
 
 
 def _text_cut_lines(config, log_file: str) -> list:
-    """How many rows of the data root each text column's sequence_length cuts (text_lengths.cut_lines), with
-    the built-in preprocessing's tokenizer; a module file's own preprocessing is not counted."""
+    """How many rows of the data root each text column's sequence_length cuts (text_lengths.cut_lines: of its
+    first RUN_MAX_ROWS rows, so the run starts as soon on terabytes), with the built-in preprocessing's
+    tokenizer; a module file's own preprocessing is not counted."""
     features = config.features
     if features is None or not features.text or config.user_module is not None:
         return []
@@ -190,7 +191,9 @@ def _text_cut_lines(config, log_file: str) -> list:
 
     try:
         with stderr_to(log_file):
-            lines = text_lengths.cut_lines(features, lambda column: column_values(config.data_root, column))
+            lines = text_lengths.cut_lines(
+                features, lambda column: column_values(config.data_root, column, text_lengths.RUN_MAX_ROWS)
+            )
     except (ValueError, OSError) as err:  # counting is a report: the run's own steps say what is wrong
         return [f"could not count the text rows longer than sequence_length: {err}"]
     for line in lines:

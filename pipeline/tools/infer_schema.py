@@ -14,6 +14,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence
 
+from tfxflow.components.model.text_lengths import ColumnValues
 from tfxflow.components.validation import drift
 from tfxflow.pipeline.config import ConfigError
 from tfxflow.pipeline.inputs import check_data_root
@@ -26,6 +27,12 @@ MAX_CATEGORICAL_INT_VALUES = 50  # integer columns with more distinct values are
 MIN_PRESENT_SHARE = 0.01  # a column with a value in fewer rows is left out of the features draft
 MAX_CLASS_VALUES = 20  # an integer label with at most this many distinct values is drafted as classes
 MAX_LISTED_CLASSES = 1000  # a label of more distinct strings is drafted without its class list
+# The label's classes, the share of distinct values that makes text and the text's lengths are drawn from a
+# column's first MAX_VALUE_ROWS non-empty rows (column_values), as many as Transform's analyzers read by default
+# (--transform-max-rows): enough for those drafts, and it keeps memory (at most that many distinct values) and
+# time (the files' first rows, not terabytes of text) bounded. The drafts say so when a column holds more.
+MAX_VALUE_ROWS = 200_000
+_BLOCK_BYTES = 1 << 20  # Arrow's default block: a batch of the streaming reader
 # A string column is free text (the `text` role: word pieces) when its values are this long on average, mostly
 # distinct and mostly of several words: holding a space, or, in a script written without spaces between words
 # (Chinese, Japanese, Thai, Lao, Khmer, Myanmar), holding at least MIN_TEXT_UNSPACED_CHARS of its characters
@@ -82,34 +89,45 @@ def _yaml_value(text: str) -> str:
     return yaml.safe_dump(text, default_style='"', allow_unicode=True).strip()
 
 
-def column_values(data_root: str, column: str) -> collections.Counter:
-    """{value: rows} of a column over the CSV files of `data_root`, values as their text (empty cells left
-    out), read as ingestion reads them (quoted line breaks are data)."""
+def column_values(data_root: str, column: str, max_rows: Optional[int] = None) -> ColumnValues:
+    """{value: rows} of a column's first `max_rows` (MAX_VALUE_ROWS) non-empty cells over the CSV files of
+    `data_root` (in file order, `bounded` when it reached them), values as their text, read as ingestion reads
+    them (quoted line breaks are data), a batch at a time: what it holds and reads stays within the bound,
+    however large the files."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
 
     # lazy: it imports TensorFlow and TFX
     from tfxflow.components.ingest import csv_check
 
-    counts: collections.Counter = collections.Counter()
+    max_rows = MAX_VALUE_ROWS if max_rows is None else max_rows
+    counts = ColumnValues()
+    rows = 0
     for path in csv_check.csv_files(data_root):
         with csv_check.open_csv(path) as stream:
             header = csv_check.read_header(stream)
-        table = pa_csv.read_csv(
-            csv_check.open_csv(path),
-            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
-            convert_options=pa_csv.ConvertOptions(
-                include_columns=[column],
-                column_types={column: pa.string()},
-                null_values=[""],
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=True,
-            ),
-            read_options=pa_csv.ReadOptions(column_names=list(header), skip_rows=1),
-        )
-        values = pc.value_counts(table.column(column).combine_chunks().drop_null())
-        counts.update({v["values"].as_py(): v["counts"].as_py() for v in values})
+        with (
+            csv_check.open_csv(path) as stream,
+            pa_csv.open_csv(
+                stream,
+                read_options=pa_csv.ReadOptions(column_names=list(header), skip_rows=1, block_size=_BLOCK_BYTES),
+                parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+                convert_options=pa_csv.ConvertOptions(
+                    include_columns=[column],
+                    column_types={column: pa.string()},
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=True,
+                ),
+            ) as reader,
+        ):
+            for batch in reader:
+                values = batch.column(column).drop_null()[: max_rows - rows]
+                counts.update(values.to_pylist())
+                rows += len(values)
+                if rows >= max_rows:
+                    counts.bounded = True
+                    return counts
     return counts
 
 
@@ -146,6 +164,8 @@ def text_columns(data_root: str, schema, statistics, label_column: Optional[str]
                     f", {unspaced / rows:.0%} of {MIN_TEXT_UNSPACED_CHARS}+ characters of a script written without "
                     "spaces (Chinese, Japanese, Thai)"
                 )
+            if counts.bounded:
+                found[name] += f" (in its first {rows:,} rows)"
     return found
 
 
@@ -201,42 +221,47 @@ def draft_sequence_length(data_root: str, columns: Sequence[str], checkpoint=Non
 
 
 def draft_task(column: str, column_type: str, counts: collections.Counter) -> TaskDraft:
-    """The task for a label column of the schema's `column_type` (INT, FLOAT, BYTES) holding `counts`."""
+    """The task for a label column of the schema's `column_type` (INT, FLOAT, BYTES) holding `counts` (a
+    ColumnValues says whether they are its first rows only, and the draft says so)."""
     distinct = len(counts)
     rows = sum(counts.values())
+    bounded = isinstance(counts, ColumnValues) and counts.bounded
+    first = f" in its first {rows:,} rows" if bounded else ""
     if column_type == "FLOAT" or (column_type == "INT" and distinct > MAX_CLASS_VALUES):
         values = sorted(float(v) for v in counts)
         kind = (
             "floats" if column_type == "FLOAT" else f"integers, {distinct:,} distinct values (over {MAX_CLASS_VALUES})"
         )
-        why = f"'{column}' holds {kind} from {values[0]:g} to {values[-1]:g}: a number to predict"
+        why = f"'{column}' holds {kind} from {values[0]:g} to {values[-1]:g}{first}: a number to predict"
         lines = ["transform: none  # or log1p: train on log(1 + label), for a long tail of large values (all > -1)"]
         return TaskDraft("regression", why, lines)
     described = "strings" if column_type == "BYTES" else "integers"
     if distinct == 2:
         ordered = sorted(counts, key=lambda v: (float(v) if column_type == "INT" else 0, v))
         if column_type == "INT" and set(counts) == {"0", "1"}:
-            return TaskDraft("binary", f"'{column}' holds 0 and 1: yes/no, 1 the positive class", (), True)
+            return TaskDraft("binary", f"'{column}' holds 0 and 1{first}: yes/no, 1 the positive class", (), True)
         affirmative = [v for v in ordered if v.strip().lower() in AFFIRMATIVE]
         if affirmative:
             positive, reason = affirmative[0], "it says yes"
         else:
             positive = min(ordered, key=lambda v: (counts[v], ordered.index(v)))
-            reason = f"the rarer value, {counts[positive]:,} of {rows:,} rows"
+            reason = f"the rarer value, {counts[positive]:,} of {'the first ' if bounded else ''}{rows:,} rows"
         why = (
-            f"'{column}' holds 2 {described}, {ordered[0]!r} and {ordered[1]!r}: yes/no, the positive class "
+            f"'{column}' holds 2 {described}, {ordered[0]!r} and {ordered[1]!r}{first}: yes/no, the positive class "
             f"{positive!r} ({reason})"
         )
         return TaskDraft("binary", why, (f"positive_values: [{_yaml_value(positive)}]",), column_type == "INT")
     ordered = sorted(counts, key=(lambda v: (float(v), v)) if column_type == "INT" else None)
     if distinct < 2:
-        why = f"'{column}' holds one value only ({ordered[0]!r} if any): a classifier needs two; check the data"
+        why = f"'{column}' holds one value only ({ordered[0]!r} if any){first}: a classifier needs two; check the data"
         return TaskDraft("binary", why, (), column_type == "INT")
-    why = f"'{column}' holds {distinct:,} distinct {described}: one of {distinct:,} classes"
+    why = f"'{column}' holds {distinct:,} distinct {described}{first}: one of {distinct:,} classes"
     if distinct > MAX_LISTED_CLASSES:
         note = f"# more than {MAX_LISTED_CLASSES:,} classes: the training split's values (Transform's vocabulary)"
         return TaskDraft("multiclass", why, (note,), column_type == "INT")
     listed = "classes:  # every value in the data; a value not listed is refused at ingestion"
+    if bounded:
+        listed = f"classes:  # every value of the first {rows:,} rows; add later ones: a value not listed is refused"
     return TaskDraft(
         "multiclass",
         why,

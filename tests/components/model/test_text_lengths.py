@@ -37,7 +37,7 @@ def test_a_run_counts_the_rows_its_sequence_length_cuts_in_the_vocabularys_word_
     )
     (sampled,) = text_lengths.cut_lines(config, lambda column: values, max_rows=100)
     first = sum(n > 24 for n in pieces[:100])
-    assert sampled.startswith(f"text column message: {first} of 100 rows") and "the first 100 of 500 rows" in sampled
+    assert sampled.startswith(f"text column message: {first} of the first 100 rows") and "; 500 rows in all" in sampled
 
 
 def test_without_a_vocabulary_the_count_is_a_lower_bound_in_words():
