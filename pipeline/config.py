@@ -188,6 +188,14 @@ class TrainingConfig:
         check=at_least(1),
         key=("training", "grad_accum_steps"),
     )
+    length_buckets: int = setting(
+        presets.LENGTH_BUCKETS,
+        help="a text model's training batches are grouped by length and each cut to the narrowest of N widths "
+        "(sequence_length x 1/N, 2/N, ..., 1) that holds its rows: less padding, the same math (0: every batch at "
+        "sequence_length)",
+        check=at_least(0),
+        key=("training", "length_buckets"),
+    )
     early_stopping_patience: int = setting(
         presets.EARLY_STOPPING_PATIENCE,
         help="epochs without val_loss improvement before stopping (0: off)",

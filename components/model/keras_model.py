@@ -256,8 +256,9 @@ def build_model(
     preset, transformer = params.preset_spec, params.encoder
     for spec in inputs if inputs is not None else inputs_of(config, num_tokens):
         if spec.kind == "text":
-            ids = model_inputs[spec.name] = keras.layers.Input(shape=(spec.length,), name=spec.name, dtype="int64")
-            mask = model_inputs[spec.mask] = keras.layers.Input(shape=(spec.length,), name=spec.mask, dtype="int64")
+            # Any width up to spec.length: training feeds batches cut to their rows' length (input_pipeline).
+            ids = model_inputs[spec.name] = keras.layers.Input(shape=(None,), name=spec.name, dtype="int64")
+            mask = model_inputs[spec.mask] = keras.layers.Input(shape=(None,), name=spec.mask, dtype="int64")
             if params.tokens_read(spec.length) < spec.length:
                 ids, mask = encoder_lib.TokenPrefix(params.tokens_read(spec.length), name=f"{spec.name}_prefix")(
                     [ids, mask]

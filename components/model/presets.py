@@ -122,6 +122,8 @@ CLIP_NORM = 0.0  # the gradients' global norm is clipped to this; 0: not clipped
 WEIGHT_DECAY = 0.01  # adamw's (BERT's)
 WARMUP_SHARE = 0.1  # adamw's warmup, a share of the training steps (BERT's)
 GRAD_ACCUM_STEPS = 1
+# Widths a text model's training batches are cut to (components/training/input_pipeline.py, group_by_length).
+LENGTH_BUCKETS = 4
 EARLY_STOPPING_PATIENCE = 3  # epochs without val_loss improvement; 0: off
 # fn_args.eval_steps of a module file's run_fn when --eval-steps is 0 (TFX's examples pass it to Keras as
 # validation_steps of a repeating dataset, which needs a number).

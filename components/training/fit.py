@@ -24,6 +24,7 @@ from tfxflow.components.training import cluster as cluster_lib
 from tfxflow.components.training import hardware as hardware_lib
 from tfxflow.components.training.callbacks import Throughput, make_callbacks, profile_executions
 from tfxflow.components.training.input_pipeline import (
+    bucket_widths,
     count_rows,
     input_bound,
     input_speed,
@@ -274,6 +275,7 @@ def train(
     if config.task == tasks.REGRESSION:
         label_fn = lambda y: export.label_forward(config.label, tf.cast(y, tf.float32))  # noqa: E731 (one use)
     dtypes = model_lib.model_input_dtypes(inputs)
+    text_masks = [(i.name, i.mask) for i in inputs if i.kind == "text"]
     datasets = [
         make_dataset(
             files,
@@ -287,6 +289,8 @@ def train(
             transform,
             label_fn=label_fn,
             input_dtypes=dtypes,
+            text_masks=text_masks,
+            sequence_length=config.sequence_length if text_masks else 0,
         )
         for files, training in ((train_files, True), (eval_files, False))
     ]
@@ -334,6 +338,7 @@ def train(
                 "sequence_length": config.sequence_length,
                 **({"tokens_read": tokens_read} if tokens_read != config.sequence_length else {}),
                 "text_vocabulary": {i.name: i.tokens for i in inputs if i.kind == "text"},
+                "length_widths": list(bucket_widths(config.sequence_length, train_params.length_buckets)),
             }
             if config.text
             else {}

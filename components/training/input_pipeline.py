@@ -3,8 +3,9 @@ hold, and how fast the pipeline alone delivers them (whether training waited on 
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any, Iterable, List, Mapping, Optional
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -33,6 +34,8 @@ def make_dataset(
     transform=None,
     label_fn=None,
     input_dtypes: Optional[Mapping[str, tf.DType]] = None,
+    text_masks: Sequence[Tuple[str, str]] = (),
+    sequence_length: int = 0,
 ) -> tf.data.Dataset:
     """Batches of `batch_size` (features, label) from gzipped TFRecords of tf.Examples (for training, the
     effective batch: `TrainParams.effective_batch`): Transform's output, or with `transform` (the Transform
@@ -44,6 +47,10 @@ def make_dataset(
     own share of the records (`shard_policy`); the eval split then repeats and its last partial batch is
     dropped, so every worker runs the same validation steps on full batches. `label_fn` maps the label to the
     training target (a regression label's `transform`); `input_dtypes` casts inputs to the model's dtypes.
+
+    `text_masks`, (ids, mask) input names of text columns of `sequence_length` tokens: with
+    `params.length_buckets`, batches are grouped by length (group_by_length) and the text inputs are
+    [batch, width] of a few widths.
     """
     input_names = list(input_names)
     files = list_files(file_patterns)
@@ -56,7 +63,9 @@ def make_dataset(
         # Every worker runs the same number of validation steps (their metrics are all-reduced): a worker whose
         # share ran out first would leave the others waiting.
         ds = ds.repeat()
-    ds = ds.batch(batch_size, drop_remainder=training or num_workers > 1)
+    drop = training or num_workers > 1
+    widths = bucket_widths(sequence_length, params.length_buckets) if text_masks else ()
+    ds = ds.batch(batch_size * (LENGTH_WINDOW if widths else 1), drop_remainder=drop)
 
     # Not converted by autograph (tf.data's map converts by default): no branch here depends on a tensor, and
     # converting the Transform layer's and Keras' Python source took a quarter of a small run's Trainer.
@@ -79,8 +88,62 @@ def make_dataset(
             len(files),
             num_workers,
         )
-    ds = ds.with_options(options)
-    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = ds.with_options(options).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if widths:
+        ds = group_by_length(ds, text_masks, widths, batch_size, drop)
+        if training:
+            ds = ds.shuffle(LENGTH_WINDOW, seed=params.seed, reshuffle_each_iteration=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+# Batches grouped together by length: rows are sorted within windows of this many batches (Hugging Face's
+# LengthGroupedSampler sorts "megabatches" of 50). Wider windows group tighter and mix less.
+LENGTH_WINDOW = 32
+
+
+def bucket_widths(sequence_length: int, buckets: int) -> Tuple[int, ...]:
+    """The widths text batches are cut to: sequence_length x 1/buckets, 2/buckets, ..., 1, each rounded up to
+    a multiple of 8 (vector widths); () for no grouping. A few fixed widths keep the traced steps few: a width
+    per batch would trace (and with XLA compile) a step per width."""
+    if buckets < 1 or sequence_length < 1:
+        return ()
+    widths = {min(sequence_length, 8 * math.ceil(sequence_length * i / buckets / 8)) for i in range(1, buckets + 1)}
+    return tuple(sorted(widths))
+
+
+def group_by_length(
+    ds: tf.data.Dataset,
+    text_masks: Sequence[Tuple[str, str]],
+    widths: Sequence[int],
+    batch_size: int,
+    drop_remainder: bool,
+) -> tf.data.Dataset:
+    """Splits each (features, label) window of rows into batches of `batch_size` rows of near length, and cuts
+    every text input (ids and mask) to the narrowest of `widths` that holds the batch's longest row (its mask's
+    count; across several text columns the longest of them). Only padding is cut: the model's attention and
+    pooling leave padding out, so each row's output is the one it has at full width."""
+    table = tf.constant(widths, tf.int32)
+
+    def lengths(features):
+        counts = [tf.reduce_sum(tf.cast(features[mask], tf.int32), axis=1) for _, mask in text_masks]
+        return tf.reduce_max(tf.stack(counts), axis=0)
+
+    @tf.autograph.experimental.do_not_convert
+    def cut(features, label):
+        longest = tf.reduce_max(lengths(features))
+        width = table[tf.minimum(tf.searchsorted(table, longest[tf.newaxis])[0], len(widths) - 1)]
+        cut_names = {name for pair in text_masks for name in pair}
+        return {k: v[:, :width] if k in cut_names else v for k, v in features.items()}, label
+
+    @tf.autograph.experimental.do_not_convert
+    def split(features, label):
+        order = tf.argsort(lengths(features), stable=True)
+        rows = tf.data.Dataset.from_tensor_slices(
+            ({k: tf.gather(v, order) for k, v in features.items()}, tf.gather(label, order))
+        )
+        return rows.batch(batch_size, drop_remainder=drop_remainder).map(cut)
+
+    return ds.flat_map(split)
 
 
 def shard_policy(files: int, workers: int) -> "tf.data.experimental.AutoShardPolicy":

@@ -25,6 +25,9 @@ class TrainParams:
     cache: bool = True  # keep serialized records in memory after the first pass, when they are small:
     cache_max_mb: int = 64  # at most this much compressed input (several times that in memory)
     max_eval_batches: int = 100  # validation after each epoch reads at most this many batches
+    # Text batches grouped by length, each cut to the narrowest of this many widths that holds its rows
+    # (input_pipeline.group_by_length); 0: every batch at the full sequence_length.
+    length_buckets: int = presets.LENGTH_BUCKETS
     seed: int = presets.SEED
     grad_accum_steps: int = presets.GRAD_ACCUM_STEPS
     early_stopping_patience: int = presets.EARLY_STOPPING_PATIENCE  # epochs without val_loss improvement; 0: off
@@ -34,6 +37,8 @@ class TrainParams:
     def __post_init__(self):
         if self.batch_size < 1 or self.grad_accum_steps < 1 or self.eval_every_steps < 1:
             raise ValueError("batch_size, grad_accum_steps and eval_every_steps must be >= 1")
+        if self.length_buckets < 0:
+            raise ValueError(f"length_buckets must be >= 0, got {self.length_buckets}")
         if self.train_epochs is not None and self.train_epochs < 1:
             raise ValueError(f"train_epochs must be >= 1, got {self.train_epochs}")
         first, last = self.profile_steps

@@ -178,6 +178,7 @@ def test_trainer_custom_config_is_built_from_the_declared_keys():
         "eval_every_steps": 100,
         "seed": 3,
         "grad_accum_steps": 1,
+        "length_buckets": 4,
         "early_stopping_patience": 3,
         "profile_steps": None,
         "backup_root": "/b",
