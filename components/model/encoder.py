@@ -48,13 +48,64 @@ class PositionEmbedding(keras.layers.Layer):
         return {**super().get_config(), "max_positions": self.max_positions}
 
 
+def attend(scores, values, seed, rate: float):
+    """dropout(softmax(scores)) @ values ([batch, heads, length, length] float32 scores, [batch, heads, length,
+    size] values), the dropout stateless of `seed` + [0, 0]. Its backward pass keeps the probabilities only: the
+    dropped probabilities and the dropout's mask, each as large again, are drawn again from the same seed. The
+    same values forward and the same gradients as the composite form."""
+    seed = seed + tf.constant([0, 0], tf.int32)
+
+    def drop(t):
+        return tf.nn.experimental.stateless_dropout(t, rate, seed) if rate else t
+
+    @tf.custom_gradient
+    def forward(s, v):
+        probs = tf.cast(tf.nn.softmax(s, axis=-1), v.dtype)
+        context = tf.einsum("bhqk,bhkd->bhqd", drop(probs), v)
+
+        def grad(d_context):
+            d_values = tf.einsum("bhqk,bhqd->bhkd", drop(probs), d_context)
+            d_probs = tf.cast(drop(tf.einsum("bhqd,bhkd->bhqk", d_context, v)), tf.float32)
+            p = tf.cast(probs, tf.float32)
+            return p * (d_probs - tf.reduce_sum(d_probs * p, axis=-1, keepdims=True)), d_values
+
+        return context, grad
+
+    return forward(scores, values)
+
+
+def _gelu_derivative(x, approximate: bool):
+    """d/dx of tf.nn.gelu(x, approximate), from x."""
+    if approximate:
+        c, a = 0.7978845608028654, 0.044715
+        t = tf.tanh(c * (x + a * x * x * x))
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x)
+    cdf = 0.5 * (1 + tf.math.erf(x / tf.cast(1.4142135623730951, x.dtype)))
+    return cdf + x * tf.exp(-0.5 * x * x) * tf.cast(0.3989422804014327, x.dtype)
+
+
+def gelu(approximate: bool):
+    """tf.nn.gelu whose backward pass needs only its input: TensorFlow's composite form would keep four or five
+    intermediates of the feed-forward layer's width (the widest activations of a block) for its gradient. The same
+    values forward; the derivative of the same formula backward."""
+
+    @tf.custom_gradient
+    def activate(x):
+        def grad(dy):
+            return dy * _gelu_derivative(x, approximate)
+
+        return tf.nn.gelu(x, approximate=approximate), grad
+
+    return activate
+
+
 def activation_fn(name: str):
     """The feed-forward activation of presets.ACTIVATIONS."""
     if name == presets.GELU_ERF:
-        return lambda x: tf.nn.gelu(x, approximate=False)
+        return gelu(approximate=False)
     if name == presets.RELU:
         return tf.nn.relu
-    return lambda x: tf.nn.gelu(x, approximate=True)
+    return gelu(approximate=True)
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -122,10 +173,8 @@ class TransformerBlock(keras.layers.Layer):
         # Scaled before the product: float16 scores of long rows would overflow otherwise.
         scores = tf.cast(tf.einsum("bhqd,bhkd->bhqk", q * tf.cast(1 / math.sqrt(size), q.dtype), k), tf.float32)
         scores += (1.0 - tf.cast(attention_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * -1e9
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
-        if training:
-            probs = self._drop(probs, seed, 0, self.attention_dropout)
-        context = tf.reshape(tf.transpose(tf.einsum("bhqk,bhkd->bhqd", probs, v), [0, 2, 1, 3]), tf.shape(x))
+        rate = self.attention_dropout if training else 0.0
+        context = tf.reshape(tf.transpose(attend(scores, v, seed, rate), [0, 2, 1, 3]), tf.shape(x))
         attended = self.attention_output(context)
         if training:
             attended = self._drop(attended, seed, 1, self.dropout)
@@ -243,7 +292,7 @@ class TokenPrefix(keras.layers.Layer):
         kept_ids, kept_mask = ids[:, : self.length], mask[:, : self.length]
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
         last = tf.gather(ids, tf.maximum(lengths - 1, 0), batch_dims=1)
-        end = tf.range(self.length) == self.length - 1
+        end = tf.range(tf.shape(kept_ids)[1]) == self.length - 1  # a batch cut narrower holds no cut row
         cut = tf.logical_and((lengths > self.length)[:, tf.newaxis], end[tf.newaxis, :])
         return tf.where(cut, tf.broadcast_to(last[:, tf.newaxis], tf.shape(kept_ids)), kept_ids), kept_mask
 
