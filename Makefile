@@ -40,7 +40,7 @@ help:
 	@echo "make docs       the docs as a site in site/ (README.md, docs/, kubeflow/README.md; mkdocs.yml), built strictly"
 	@echo "make bench      the whole pipeline as users run it vs. Google's taxi pipeline (3 cold runs each), re-runs, a run per\n                 task, one with the library patches off, 10x/40x/100x data; checks the goals (30-50 min); ARGS=\"--scale 1000\" adds 15M rows"
 	@echo "make bench-trainer  Trainer throughput vs. Google's taxi trainer (prints a table, writes JSON)"
-	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine)"
+	@echo "make bench-text     text models: examples/s, tokens/s, FLOPs utilization, memory with/without recomputation,\n                     accuracy on Debian's package descriptions (about 15 min; ARGS=--gpu on a GPU machine),\n                     then fine-tuning MiniLM side by side with transformers on PyTorch, on the CPU (about\n                     15 min; VS_ARGS for benchmarks/text_vs_pytorch.py)"
 	@echo "make bench-drift    the drift check's false refusals on resampled taxi data and its detection of real shifts"
 	@echo "make bench-serving  the pushed model's latency and throughput by batch size; TF Serving batching parameters"
 	@echo "make bench-edge     --tflite per task and a text model: TFLite sizes, agreement with the SavedModel, latency\n                     (about 5 min)"
@@ -161,7 +161,8 @@ $(TORCH_STAMP): $(TORCH_REQS)
 	@rm -f $(TORCH_VENV)/.installed-* && touch $@
 
 bench-text: $(STAMP) $(TORCH_STAMP)
-	$(BIN)/python -m benchmarks.text_benchmark --reference-python $(TORCH_VENV)/bin/python $(ARGS)
+	$(BIN)/python -m benchmarks.text_benchmark $(ARGS)
+	$(BIN)/python -m benchmarks.text_vs_pytorch --reference-python $(TORCH_VENV)/bin/python $(VS_ARGS)
 
 bench-drift: $(STAMP)
 	$(BIN)/python -m benchmarks.drift_calibration $(ARGS)

@@ -292,6 +292,57 @@ def fine_tuning(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _signed_mb(value: float) -> str:
+    return f"{'+' if value >= 0 else '-'}{_megabytes(abs(value))}"
+
+
+def versus_pytorch(result: Dict[str, Any]) -> str:
+    """The side-by-side block of `make bench-text`'s second part (benchmarks/text_vs_pytorch.py): each side's
+    examples/s, peak and built memory and held-out accuracy on the same batches, at full width and grouped."""
+    plan, recipe, machine = result["plan"], result["recipe"], result["machine"]
+    runs = {(r["side"], r["mode"]): r for r in result["runs"] if "error" not in r}
+    torch = next((r for r in result["runs"] if r["side"] == "pytorch" and "torch" in r), {})
+    lines = [
+        f"Measured {machine['date']} ({_commit(result)}), {machine['cpus']} CPU cores, no GPU, load average "
+        f"{machine['load_average_1m']:.1f} at the end; `make bench-text` (`benchmarks/text_vs_pytorch.py`): "
+        f"{plan['checkpoint']} fine-tuned on Debian's package descriptions ({plan['train_rows']:,} training rows, "
+        f"{plan['held_out_rows']:,} held out), {plan['steps']} steps of {plan['batch']} "
+        f"({plan['epochs']} epoch{'s' if plan['epochs'] > 1 else ''}) "
+        f"at sequence length {plan['sequence_length']}, the same batches on both sides, {recipe['threads']} compute "
+        f"threads each, examples/s after the first {recipe['warmup_timing_steps']} steps. The reference: "
+        f"transformers {torch.get('transformers', '?')} on PyTorch {torch.get('torch', '?')} "
+        f"({torch.get('attn_implementation', '?')} attention). Grouped: widths "
+        f"{', '.join(str(w) for w in plan['widths'])} (`--length-buckets`); {plan['real_token_share']:.0%} of the "
+        "padded tokens are text.",
+        "",
+        "| side | batches | mean width | examples/s | peak memory | at start | once built | held-out accuracy |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in result["runs"]:
+        if "error" in r:
+            lines.append(f"| {r['side']} | {r['mode']} | | error: {r['error']} | | | | |")
+            continue
+        lines.append(
+            f"| {r['side']} | {r['mode']} | {plan['fed_width_mean'][r['mode']]:.0f} | {r['examples_per_s']:,.1f} "
+            f"| {_megabytes(r['peak_rss_mb'])} | {_megabytes(r['rss_start_mb'])} | {_megabytes(r['rss_built_mb'])} "
+            f"| {r['accuracy']:.4f} |"
+        )
+    ratios = []
+    for mode in ("fixed", "grouped"):
+        ours, theirs = runs.get(("tfxflow", mode)), runs.get(("pytorch", mode))
+        if ours and theirs:
+            memory = ours["peak_rss_mb"] - theirs["peak_rss_mb"]
+            own = (ours["peak_rss_mb"] - ours["rss_start_mb"]) - (theirs["peak_rss_mb"] - theirs["rss_start_mb"])
+            ratios.append(
+                f"{mode}: {ours['examples_per_s'] / theirs['examples_per_s']:.2f}x the reference's examples/s, "
+                f"peak memory {_signed_mb(memory)} against it ({_signed_mb(own)} above each process's memory at "
+                "start, which holds the framework's libraries)"
+            )
+    if ratios:
+        lines += ["", "This project, " + "; ".join(ratios) + "."]
+    return "\n".join(lines)
+
+
 def tuning(result: Dict[str, Any]) -> str:
     """The tuning block of benchmarks/tuning_benchmark.py's results: per case, the eval split's metric
     untuned and tuned, the trials by state, and the Tuner's time against the Trainer's."""
@@ -537,6 +588,8 @@ def kind(result: Dict[str, Any]) -> str:
         return "edge"
     if "same_distribution" in result:
         return "drift"
+    if "versus_pytorch" in result:
+        return "versus-pytorch"
     if "fine_tuning" in result:
         return "fine-tuning"
     if "cold" in result:
@@ -551,6 +604,7 @@ def kind(result: Dict[str, Any]) -> str:
 RENDERERS: Dict[str, Callable[[Dict[str, Any]], str]] = {
     "pipeline-benchmark": render,
     "fine-tuning": fine_tuning,
+    "versus-pytorch": versus_pytorch,
     "tuning": tuning,
     "drift": drift,
     "serving": serving,

@@ -191,6 +191,7 @@ def train_tf(plan_path: str, config: Dict[str, Any], mode: str) -> Dict[str, Any
             if step + 1 == config["warmup_timing_steps"]:
                 marks["start"] = time.perf_counter()
             marks["end"] = time.perf_counter()
+            marks.setdefault("rss", []).append(_rss_mb())
             marks.setdefault("losses", []).append(float(logs["loss"]))
 
     steps = len(plan[f"{mode}_widths"])
@@ -226,23 +227,27 @@ def train_tf(plan_path: str, config: Dict[str, Any], mode: str) -> Dict[str, Any
         "eval_rows": counted,
         "eval_s": time.perf_counter() - start,
         "loss_mean": losses[-1],
+        "rss_by_step_mb": [round(r) for r in marks["rss"]],
         "threads": config["threads"],
         "versions": {"python": platform.python_version(), "tensorflow": tf.__version__},
     }
 
 
-def _run(command: List[str], timeout: int) -> Dict[str, Any]:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+def _run(command: List[str], timeout: int, answer: bool = True) -> Dict[str, Any]:
+    """Runs `command`; its last line of output (with `answer`) is its JSON result."""
+    # Both sides on the CPU (the reference's torch is a CPU build): a GPU, where there is one, is hidden.
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]) if answer else {}
 
 
 def run_side(side: str, mode: str, plan: str, config: Dict[str, Any], reference_python: str, folder: str):
     """One side's run in a process of its own."""
     config_path = os.path.join(folder, f"config-{mode}.json")
     with open(config_path, "w", encoding="utf-8") as f:
-        json.dump({**config, "mode": mode}, f)
+        json.dump(config, f)
     if side == "tfxflow":
         command = [sys.executable, "-m", "benchmarks.text_vs_pytorch", "--one-tf", plan, config_path, mode]
         return _run(command, 7200)
@@ -254,11 +259,13 @@ def run_side(side: str, mode: str, plan: str, config: Dict[str, Any], reference_
         arrays = dict(np.load(plan))
         arrays["batches"], arrays["widths"] = arrays[f"{mode}_batches"], arrays[f"{mode}_widths"]
         np.savez(mode_plan, **arrays)
-    done = _run([reference_python, REFERENCE, mode_plan, config_path, out], 7200)
+    done = _run([reference_python, REFERENCE, mode_plan, config_path, out], 7200, answer=False)
     if "error" in done:
         return {"side": "pytorch", "mode": mode, **done}
     with open(out, encoding="utf-8") as f:
-        return {"side": "pytorch", "mode": mode, **json.load(f)}
+        found = json.load(f)
+    found.update(accuracy=found.pop("eval_accuracy"), eval_rows=found.pop("eval_examples"))
+    return {"side": "pytorch", "mode": mode, **found}
 
 
 def table(result: Dict[str, Any]) -> str:

@@ -272,4 +272,25 @@ def test_gelu_keeps_tensorflows_values_and_gradient_from_its_input_alone(approxi
         tape.watch(x)
         ours, theirs = encoder.gelu(approximate)(x), tf.nn.gelu(x, approximate=approximate)
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
-    np.testing.assert_allclose(tape.gradient(ours, x).numpy(), tape.gradient(theirs, x).numpy(), atol=2e-6)
+    np.testing.assert_allclose(tape.gradient(ours, x).numpy(), tape.gradient(theirs, x).numpy(), atol=5e-6)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.2])
+def test_attention_keeps_the_composite_forms_values_and_gradients(rate):
+    """encoder.attend against softmax, stateless dropout of the same seed and the context product, differentiated
+    by TensorFlow: equal outputs and gradients, dropout included."""
+    rng = np.random.default_rng(0)
+    scores = tf.constant(rng.normal(size=(2, 3, 9, 9)) * 3, tf.float32)
+    values, weights = (tf.constant(rng.normal(size=(2, 3, 9, 4)), tf.float32) for _ in range(2))
+    seed = tf.constant([5, 7], tf.int32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([scores, values])
+        ours = tf.reduce_sum(encoder.attend(scores, values, seed, rate) * weights)
+        probs = tf.nn.softmax(scores, axis=-1)
+        if rate:
+            probs = tf.nn.experimental.stateless_dropout(probs, rate, seed)
+        theirs = tf.reduce_sum(tf.einsum("bhqk,bhkd->bhqd", probs, values) * weights)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    for got, want in zip(tape.gradient(ours, [scores, values]), tape.gradient(theirs, [scores, values]), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+        assert np.abs(want.numpy()).max() > 1e-2
