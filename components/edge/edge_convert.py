@@ -587,7 +587,9 @@ def convert(model_dir: str, signature: str, work_dir: str, loaded=None) -> Dict[
     raises Unconvertible naming what failed."""
     module = edge_module(model_dir, signature, loaded)
     saved = os.path.join(work_dir, "edge_savedmodel")
-    tf.saved_model.save(module, saved, signatures={signature: module.serve})
+    # No custom gradients (the converter never differentiates; see export.SERVING).
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    tf.saved_model.save(module, saved, signatures={signature: module.serve}, options=options)
     converted = {}
     builtin = set(_builtin_names().values())
     for variant in VARIANTS:

@@ -50,28 +50,28 @@ class PositionEmbedding(keras.layers.Layer):
 
 def attend(scores, values, seed, rate: float):
     """dropout(softmax(scores)) @ values ([batch, heads, length, length] float32 scores, [batch, heads, length,
-    size] values), the dropout stateless of `seed` + [0, 0]. Its backward pass keeps the probabilities only: the
-    dropped probabilities and the dropout's mask, each as large again, are drawn again from the same seed. The
-    same values forward and the same gradients as the composite form."""
-    seed = seed + tf.constant([0, 0], tf.int32)
+    size] values), the dropout stateless of `seed` + [0, 0]. Its backward pass keeps the scores only: the
+    probabilities, the dropped probabilities and the dropout's mask, each as large again, are computed again (the
+    mask from the same seed). The same values forward and the same gradients as the composite form. The gradient
+    reads only the function's inputs, as a SavedModel's custom gradients must."""
 
-    def drop(t):
-        return tf.nn.experimental.stateless_dropout(t, rate, seed) if rate else t
+    def probabilities(s, v, seed):
+        probs = tf.cast(tf.nn.softmax(s, axis=-1), v.dtype)
+        return probs, (tf.nn.experimental.stateless_dropout(probs, rate, seed) if rate else probs)
 
     @tf.custom_gradient
-    def forward(s, v):
-        probs = tf.cast(tf.nn.softmax(s, axis=-1), v.dtype)
-        context = tf.einsum("bhqk,bhkd->bhqd", drop(probs), v)
-
+    def forward(s, v, seed):
         def grad(d_context):
-            d_values = tf.einsum("bhqk,bhqd->bhkd", drop(probs), d_context)
-            d_probs = tf.cast(drop(tf.einsum("bhqd,bhkd->bhqk", d_context, v)), tf.float32)
-            p = tf.cast(probs, tf.float32)
-            return p * (d_probs - tf.reduce_sum(d_probs * p, axis=-1, keepdims=True)), d_values
+            probs, dropped = probabilities(s, v, seed)
+            d_values = tf.einsum("bhqk,bhqd->bhkd", dropped, d_context)
+            d_dropped = tf.einsum("bhqd,bhkd->bhqk", d_context, v)
+            d_probs = tf.nn.experimental.stateless_dropout(d_dropped, rate, seed) if rate else d_dropped
+            p, d_probs = tf.cast(probs, tf.float32), tf.cast(d_probs, tf.float32)
+            return p * (d_probs - tf.reduce_sum(d_probs * p, axis=-1, keepdims=True)), d_values, None
 
-        return context, grad
+        return tf.einsum("bhqk,bhkd->bhqd", probabilities(s, v, seed)[1], v), grad
 
-    return forward(scores, values)
+    return forward(scores, values, seed + tf.constant([0, 0], tf.int32))
 
 
 def _gelu_derivative(x, approximate: bool):

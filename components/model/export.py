@@ -33,6 +33,11 @@ WARMUP_BATCHES = (1, 8)
 MODEL_INFO_FILE = names.MODEL_INFO_FILE
 
 
+# Serving never differentiates: the encoder's custom gradients (encoder.gelu, encoder.attend) stay out of the
+# SavedModel, whose functions, loaded and saved again (the TFLite export), could not carry them.
+SERVING = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+
+
 def as_model_inputs(
     transformed: Dict[str, tf.Tensor], input_names, dtypes: Optional[Dict[str, tf.DType]] = None
 ) -> Dict[str, tf.Tensor]:
@@ -203,7 +208,7 @@ def export_serving_model(
             return task_outputs(config, output, class_names)
 
         signatures[RAW_SIGNATURE] = serve_raw
-    tf.saved_model.save(serving_module(model, transform_layer), export_dir, signatures=signatures)
+    tf.saved_model.save(serving_module(model, transform_layer), export_dir, signatures=signatures, options=SERVING)
     write_model_info(export_dir, model_info(config, class_names, sorted(signatures), encoders))
 
 

@@ -24,8 +24,8 @@ from tfxflow.components.training import cluster as cluster_lib
 from tfxflow.components.training import hardware as hardware_lib
 from tfxflow.components.training.callbacks import Throughput, make_callbacks, profile_executions
 from tfxflow.components.training.input_pipeline import (
-    bucket_widths,
     count_rows,
+    fed_widths,
     input_bound,
     input_speed,
     list_files,
@@ -338,7 +338,7 @@ def train(
                 "sequence_length": config.sequence_length,
                 **({"tokens_read": tokens_read} if tokens_read != config.sequence_length else {}),
                 "text_vocabulary": {i.name: i.tokens for i in inputs if i.kind == "text"},
-                "length_widths": list(bucket_widths(config.sequence_length, train_params.length_buckets)),
+                "length_widths": list(fed_widths(config.sequence_length, train_params.length_buckets, workers)),
             }
             if config.text
             else {}

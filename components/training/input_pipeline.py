@@ -49,8 +49,8 @@ def make_dataset(
     training target (a regression label's `transform`); `input_dtypes` casts inputs to the model's dtypes.
 
     `text_masks`, (ids, mask) input names of text columns of `sequence_length` tokens: with
-    `params.length_buckets`, batches are grouped by length (group_by_length) and the text inputs are
-    [batch, width] of a few widths.
+    `params.length_buckets` and one worker (fed_widths), batches are grouped by length (group_by_length) and the
+    text inputs are [batch, width] of a few widths.
     """
     input_names = list(input_names)
     files = list_files(file_patterns)
@@ -64,7 +64,7 @@ def make_dataset(
         # share ran out first would leave the others waiting.
         ds = ds.repeat()
     drop = training or num_workers > 1
-    widths = bucket_widths(sequence_length, params.length_buckets) if text_masks else ()
+    widths = fed_widths(sequence_length, params.length_buckets, num_workers) if text_masks else ()
     ds = ds.batch(batch_size * (LENGTH_WINDOW if widths else 1), drop_remainder=drop)
 
     # Not converted by autograph (tf.data's map converts by default): no branch here depends on a tensor, and
@@ -99,6 +99,12 @@ def make_dataset(
 # Batches grouped together by length: rows are sorted within windows of this many batches (Hugging Face's
 # LengthGroupedSampler sorts "megabatches" of 50). Wider windows group tighter and mix less.
 LENGTH_WINDOW = 32
+
+
+def fed_widths(sequence_length: int, buckets: int, workers: int) -> Tuple[int, ...]:
+    """The widths text batches are cut to on `workers` workers: none with several, whose all-gather of the word
+    embeddings' sparse gradient needs rows of one width on every worker (each worker's batch is its own)."""
+    return bucket_widths(sequence_length, buckets) if workers == 1 else ()
 
 
 def bucket_widths(sequence_length: int, buckets: int) -> Tuple[int, ...]:
