@@ -268,23 +268,6 @@ def run_side(side: str, mode: str, plan: str, config: Dict[str, Any], reference_
     return {"side": "pytorch", "mode": mode, **found}
 
 
-def table(result: Dict[str, Any]) -> str:
-    lines = [
-        "| side | batches | mean width | examples/s | peak memory | memory once built | accuracy |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    widths = result["plan"]["fed_width_mean"]
-    for r in result["runs"]:
-        if "error" in r:
-            lines.append(f"| {r['side']} | {r['mode']} | | error: {r['error']} | | | |")
-            continue
-        lines.append(
-            f"| {r['side']} | {r['mode']} | {widths[r['mode']]:.0f} | {r['examples_per_s']:,.1f} "
-            f"| {r['peak_rss_mb']:,.0f} MB | {r['rss_built_mb']:,.0f} MB | {r['accuracy']:.4f} |"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--one-tf", nargs=3, metavar=("PLAN", "CONFIG", "MODE"), help=argparse.SUPPRESS)
@@ -344,7 +327,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         "runs": runs,
     }
     result["versus_pytorch"] = True
-    print(table(result))
+    # The docs' block, as the docs will show it (lazy: the training children need none of readme_tables).
+    from benchmarks import readme_tables
+
+    print(readme_tables.versus_pytorch(result))
     out = args.out or provenance.new_results_path("text-vs-pytorch")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
