@@ -79,8 +79,7 @@ def write_plan(
         rows = rows.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True).repeat()
         if mode == "grouped":  # as the Trainer reads text: make_dataset's windows, group_by_length, its shuffle
             ds = rows.batch(batch * input_pipeline.LENGTH_WINDOW, drop_remainder=True)
-            ds = input_pipeline.group_by_length(ds, pairs, widths, batch, True)
-            ds = ds.shuffle(input_pipeline.LENGTH_WINDOW, seed=seed, reshuffle_each_iteration=True)
+            ds = input_pipeline.group_by_length(ds, pairs, widths, batch, True, shuffle_seed=seed)
         else:
             ds = rows.batch(batch, drop_remainder=True)
         chosen, fed = [], []
@@ -325,8 +324,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "plan": plan,
         "recipe": config,
         "runs": runs,
+        "versus_pytorch": True,  # readme_tables.kind: the docs' block it renders
     }
-    result["versus_pytorch"] = True
     # The docs' block, as the docs will show it (lazy: the training children need none of readme_tables).
     from benchmarks import readme_tables
 

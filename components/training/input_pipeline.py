@@ -90,9 +90,7 @@ def make_dataset(
         )
     ds = ds.with_options(options).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     if widths:
-        ds = group_by_length(ds, text_masks, widths, batch_size, drop)
-        if training:
-            ds = ds.shuffle(LENGTH_WINDOW, seed=params.seed, reshuffle_each_iteration=True)
+        ds = group_by_length(ds, text_masks, widths, batch_size, drop, shuffle_seed=params.seed if training else None)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -123,12 +121,15 @@ def group_by_length(
     widths: Sequence[int],
     batch_size: int,
     drop_remainder: bool,
+    shuffle_seed: Optional[int] = None,
 ) -> tf.data.Dataset:
     """Splits each (features, label) window of rows into batches of `batch_size` rows of near length, and cuts
     every text input (ids and mask) to the narrowest of `widths` that holds the batch's longest row (its mask's
     count; across several text columns the longest of them). Only padding is cut: the model's attention and
-    pooling leave padding out, so each row's output is the one it has at full width."""
+    pooling leave padding out, so each row's output is the one it has at full width. With `shuffle_seed`, the
+    batches are shuffled about a window at a time (training: a window's batches would come shortest first)."""
     table = tf.constant(widths, tf.int32)
+    cut_names = {name for pair in text_masks for name in pair}
 
     def lengths(features):
         counts = [tf.reduce_sum(tf.cast(features[mask], tf.int32), axis=1) for _, mask in text_masks]
@@ -138,7 +139,6 @@ def group_by_length(
     def cut(features, label):
         longest = tf.reduce_max(lengths(features))
         width = table[tf.minimum(tf.searchsorted(table, longest[tf.newaxis])[0], len(widths) - 1)]
-        cut_names = {name for pair in text_masks for name in pair}
         return {k: v[:, :width] if k in cut_names else v for k, v in features.items()}, label
 
     @tf.autograph.experimental.do_not_convert
@@ -149,7 +149,10 @@ def group_by_length(
         )
         return rows.batch(batch_size, drop_remainder=drop_remainder).map(cut)
 
-    return ds.flat_map(split)
+    ds = ds.flat_map(split)
+    if shuffle_seed is not None:
+        ds = ds.shuffle(LENGTH_WINDOW, seed=shuffle_seed, reshuffle_each_iteration=True)
+    return ds
 
 
 def shard_policy(files: int, workers: int) -> "tf.data.experimental.AutoShardPolicy":
