@@ -16,7 +16,8 @@ The request file (JSON) holds `model_dir`; `examples_b64`: serialized tf.Example
 signatures that take `examples`; `instances`: the rows as TF Serving's REST API takes them (`{"instances":
 [{column: value, ...}]}`), for the signatures that take one tensor per column, and `instance_rows` the rows of
 `examples_b64` they are (rows with a value in every column); `outputs`: the outputs to fetch
-from each signature; `latency_calls`, `seconds` and `batch_sizes` for the timing. The result file (JSON) holds
+from each signature; `latency_calls` (bounded by `latency_seconds` after `min_latency_calls`, when given), `seconds`
+and `batch_sizes` for the timing. The result file (JSON) holds
 the signatures' inputs and outputs, every signature's answers ({output: rows}; text decoded) and which of the
 examples' rows they are (`answered_rows`), the
 time to load and of the first request, p50/p99 latency of single requests and throughput per batch size; or
@@ -284,7 +285,13 @@ def probe(request_path):
     output = _fetches(timed, request["outputs"])
     single = _feeds(timed, examples[:1], instances[:1])
     latencies = []
-    for _ in range(int(request["latency_calls"])):
+    # `latency_calls` calls, or as many as `latency_seconds` allow and at least `min_latency_calls` (a BERT-sized
+    # model takes tenths of a second a call on a few cores).
+    budget = request.get("latency_seconds")
+    deadline = time.perf_counter() + float(budget) if budget else None
+    for call in range(int(request["latency_calls"])):
+        if deadline is not None and call >= int(request.get("min_latency_calls", 1)) and time.perf_counter() > deadline:
+            break
         started = time.perf_counter()
         session.run(output, feed_dict=single)
         latencies.append(time.perf_counter() - started)

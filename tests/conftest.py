@@ -42,12 +42,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if INTEGRATION_FIXTURES.intersection(item.fixturenames) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.integration)
-    # The tests that read LongRuns' results last, in their order: until then the session's other tests run. The
-    # step image's (when selected) just before them: its two runs take the cores the pool and this thread leave.
-    waiting = set(LongRuns.GROUPS.values())
+    # The tests that read LongRuns' results last, in the order the pool runs their groups: until then the session's
+    # other tests run, and then each group's tests run once its runs are done, while the pool runs the next groups
+    # (in file order, the first group's tests would wait for the last group's runs, and every test of the groups
+    # between would run after the pool ends, on one core). The step image's (when selected) just before them: its
+    # two runs take the cores the pool and this thread leave.
+    waiting = {module: 2 + place for place, module in enumerate(LongRuns.GROUPS.values())}
 
     def phase(item) -> int:
-        return 2 if _module_name(item) in waiting else 1 if item.get_closest_marker("image") else 0
+        return waiting.get(_module_name(item), 1 if item.get_closest_marker("image") else 0)
 
     items[:] = sorted(items, key=phase)  # stable: otherwise in order
 

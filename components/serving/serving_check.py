@@ -64,6 +64,10 @@ BATCH_SIZES = (1, 32, 256)
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_GOLDEN_ROWS = 64
 LATENCY_CALLS = 200
+# A large model's single requests stop after LATENCY_SECONDS, once MIN_LATENCY_CALLS are timed (MiniLM at 128 word
+# pieces: tens of milliseconds a call on two cores).
+LATENCY_SECONDS = 2.0
+MIN_LATENCY_CALLS = 20
 # Per batch size, at least 3 calls (the taxi model: 150+ at batch 256); make bench-serving measures at length.
 SECONDS_PER_BATCH = 0.25
 PROBE_TIMEOUT_S = 900
@@ -426,6 +430,8 @@ class Executor(base_executor.BaseExecutor):
                     "instances": instances,
                     "instance_rows": instance_rows,
                     "latency_calls": LATENCY_CALLS,
+                    "latency_seconds": LATENCY_SECONDS,
+                    "min_latency_calls": MIN_LATENCY_CALLS,
                     "seconds": SECONDS_PER_BATCH,
                     "batch_sizes": list(BATCH_SIZES),
                 }

@@ -145,7 +145,7 @@ def test_a_trained_model_serves_in_a_tensorflow_only_process(trained, tiny_trans
     assert all("y" not in tf.train.Example.FromString(e).features.feature for e in rows)
     here = tf.saved_model.load(trained["export_dir"]).signatures["serving_default"](examples=tf.constant(rows))
     np.testing.assert_allclose(here["probabilities"].numpy(), expected, atol=1e-6)
-    # Figures: latency of 200 single requests, throughput per batch size.
+    # Figures: latency of 200 single requests (a small model's all fit in LATENCY_SECONDS), throughput per batch size.
     assert result["latency_ms"]["calls"] == serving_check.LATENCY_CALLS
     assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"]
     assert [t["batch"] for t in result["throughput"]] == list(serving_check.BATCH_SIZES)
@@ -230,6 +230,36 @@ def test_a_model_that_does_not_load_gets_the_loaders_error(tmp_path):
     assert "error" in result and "load_s" not in result
     (reason,) = serving_check.verdict(result, {"probabilities": np.zeros((0, 1))}, {}, [], 1e-5, 0.0)
     assert reason.startswith("does not serve: ") and result["error"] in reason
+
+
+def test_a_slow_models_single_requests_stop_at_the_latency_budget_after_the_least_calls(tmp_path):
+    class Slow(tf.Module):  # about ten milliseconds a call: 20 products of 256 x 256 matrices, one after another
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def serve(self, x):
+            m = tf.fill([256, 256], 1e-3)
+            m = tf.while_loop(lambda i, m: i < 20, lambda i, m: (i + 1, tf.tanh(tf.matmul(m, m) + 0.5)), (0, m))[1]
+            return {"y": x + tf.reduce_sum(m) * 0.0}
+
+    slow = Slow()
+    tf.saved_model.save(slow, str(tmp_path / "slow"), signatures={"serving_default": slow.serve})
+    request = {
+        **BROKEN_REQUEST,
+        "model_dir": str(tmp_path / "slow"),
+        "outputs": [],
+        "instances": [{"x": 1.0}, {"x": 2.0}],
+        "instance_rows": [0, 1],
+        "latency_calls": 100_000,
+        "latency_seconds": 0.2,
+        "min_latency_calls": 4,
+    }
+    result = serving_check.run_probe(request)
+    assert result["predictions"]["serving_default"]["y"] == [[1.0], [2.0]]
+    calls, p50 = result["latency_ms"]["calls"], result["latency_ms"]["p50"]
+    # At least the least calls; past them, no call starts after the budget: at most one call beyond it.
+    assert 4 <= calls <= max(4, int(200 / p50) + 2), (calls, p50)
+    # Without a budget, every call asked for.
+    result = serving_check.run_probe({**request, "latency_calls": 7, "latency_seconds": None})
+    assert result["latency_ms"]["calls"] == 7
 
 
 def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_gets_its_request(monkeypatch):
