@@ -142,9 +142,10 @@ def train_tf(plan_path: str, config: Dict[str, Any], mode: str) -> Dict[str, Any
     import tensorflow as tf
     import tf_keras as keras
 
-    from tfxflow.components.model import checkpoints, warm_start
+    from tfxflow.components.model import checkpoints
     from tfxflow.components.model import keras_model as model_lib
     from tfxflow.components.model.features import FeatureConfig
+    from tfxflow.components.training import pretrained
     from tfxflow.pipeline.config import TrainingConfig, resolve_training
 
     tf.config.threading.set_intra_op_parallelism_threads(config["threads"])
@@ -171,7 +172,8 @@ def train_tf(plan_path: str, config: Dict[str, Any], mode: str) -> Dict[str, Any
         head=model_lib.Head("multiclass", num_classes=config["classes"]),
         train_steps=config["total_steps"],
     )
-    warm_start.initialise(model, checkpoint, checkpoints.weights(checkpoint), ["text_xf"])
+    # The Trainer's own warm start (components/training/pretrained.py), what it gives back to the system included.
+    pretrained.warm_start_encoder(model, checkpoint, [model_lib.ModelInput("text_xf", "text")])
     ids, mask = tf.constant(plan["train_ids"]), tf.constant(plan["train_mask"])
     labels = tf.constant(plan["train_labels"])
 

@@ -33,9 +33,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import ctypes
 import dataclasses
-import gc
 import json
 import os
 import shutil
@@ -55,6 +53,7 @@ from tfx.utils import json_utils, path_utils
 
 from tfxflow.components import artifact_files, names
 from tfxflow.components.evaluation import golden
+from tfxflow.components.memory import give_back_free_memory
 from tfxflow.components.model import features as features_lib
 from tfxflow.components.model import model_info, text
 
@@ -115,19 +114,6 @@ def check_signatures(
                     f"signature '{name}' takes '{column}' as {info['dtype']}; the schema's type is {columns[column]}"
                 )
     return problems
-
-
-def give_back_free_memory() -> bool:
-    """Collects garbage, then returns the heap's free pages to the system (glibc's `malloc_trim`): the buffers
-    Transform and the Evaluator freed otherwise stay part of this process while the probe's TensorFlow process
-    runs beside it. False where the C library has no
-    `malloc_trim` (not glibc): nothing is given back there."""
-    gc.collect()
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is None:
-        return False
-    trim(0)
-    return True
 
 
 class _Probe:

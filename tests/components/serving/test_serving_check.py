@@ -7,7 +7,6 @@ import os
 import shutil
 
 import numpy as np
-import psutil
 import pytest
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
@@ -263,18 +262,8 @@ def test_a_slow_models_single_requests_stop_at_the_latency_budget_after_the_leas
 
 
 def test_what_this_process_freed_goes_back_to_the_system_as_the_probe_gets_its_request(monkeypatch):
-    """glibc keeps freed blocks in its heap for reuse: buffers of 1 KB (malloc's, not Python's small-object
-    pools) freed around a few kept ones stay resident until `malloc_trim`; handing the probe its request gives
-    them back first, before the probe's process loads the model beside this one."""
-    kept, freed = [], []
-    for i in range(300_000):
-        (kept if i % 50 == 0 else freed).append(bytes(1000))
-    del freed
-    before = psutil.Process().memory_info().rss
-    assert serving_check.give_back_free_memory() is True
-    assert before - psutil.Process().memory_info().rss > 150 * 2**20  # of the 280 MB freed
-    assert len(kept) == 6_000
-
+    """Handing the probe its request gives this process's freed memory back first (tests/components/test_memory.py),
+    before the probe's process loads the model beside this one."""
     order = []
 
     class Input:

@@ -353,6 +353,43 @@ def test_steps_come_from_the_step_count_or_from_epochs_of_the_training_split():
     assert fit.steps_for(None, None, 1000, 32) == (300, "the default")
 
 
+def test_the_warm_start_gives_the_checkpoints_arrays_back_to_the_system_once_they_are_in_the_model(
+    tmp_path, monkeypatch
+):
+    import weakref
+
+    from tests.components.model.test_warm_start import (
+        bert_checkpoint_values,
+        encoder_model,
+        write_name_based_checkpoint,
+    )
+
+    folder = tmp_path / "uncased_L-2_H-128_A-2"
+    folder.mkdir()
+    values = bert_checkpoint_values(2, 128, 20)
+    prefix = write_name_based_checkpoint(str(folder / "bert_model.ckpt"), values)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(16)]))
+    read, alive_when_given_back, original = [], [], checkpoints.weights
+
+    def weights(checkpoint):
+        arrays = original(checkpoint)
+        read.extend(weakref.ref(a) for a in arrays.values())
+        return arrays
+
+    monkeypatch.setattr(pretrained.checkpoints, "weights", weights)
+    monkeypatch.setattr(
+        pretrained.memory,
+        "give_back_free_memory",
+        lambda: alive_when_given_back.append(sum(r() is not None for r in read)),
+    )
+    model = encoder_model("bert-tiny", 20)
+    warm = pretrained.warm_start_encoder(model, checkpoints.locate(prefix), [model_lib.ModelInput("text_xf", "text")])
+    assert warm["init_checkpoint_values"] == model.count_params() and len(read) > 20
+    assert alive_when_given_back == [0]  # every array read was freed before the heap was trimmed, once
+    (tokens,) = [v for v in model.weights if v.name == "text_xf_tokens/embeddings:0"]
+    np.testing.assert_array_equal(tokens.numpy(), values["bert/embeddings/word_embeddings"])  # in the model
+
+
 def test_a_checkpoint_that_changed_since_the_run_was_configured_is_refused(tmp_path):
     from tests.components.model.test_warm_start import bert_checkpoint_values, write_name_based_checkpoint
 
