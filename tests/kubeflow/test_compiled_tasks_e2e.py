@@ -14,7 +14,10 @@ Regression is not compiled here: the compiler and the steps have no code of a ta
 the feature config), and it runs end to end through the CLI (tests/pipeline/test_tasks_e2e.py).
 
 The three pipelines run on the session's pool of long runs (tests/conftest.py's `long_runs`), beside the
-other Kubeflow end-to-end runs (a step is mostly a single-threaded Python start-up).
+other Kubeflow end-to-end runs (a step is mostly a single-threaded Python start-up). The current lane runs the
+wine and module-file pipelines; the fine-tuning one (MiniLM, the group's longest) runs in the compat lane, the
+checkpoint's reading and the Transform graph's tokenizing in both (tests/components/model/, the current lane's
+text run through the CLI).
 """
 
 import os
@@ -34,7 +37,7 @@ from tfxflow.pipeline.config import EvaluationConfig, TrainingConfig
 from tfxflow.pipeline.inputs import bundled_dataset_dir
 from tfxflow.pipeline.kfp import compiler as kf
 
-pytestmark = [pytest.mark.e2e, pytest.mark.current_lane]
+pytestmark = pytest.mark.e2e
 
 BUCKET = "mlpipeline"
 DEBIAN = os.path.join(os.path.dirname(__file__), "..", "data", "debian_packages.csv")
@@ -140,22 +143,25 @@ def _compile_cli(base, s3, serving_mount, dataset, *flags, output):
     return spec, result.stdout
 
 
-def jobs(base, s3_server):
-    """Compiles the two pipelines (data uploaded, the module's wheel staged: the store's variables are this
-    process's while it runs) and returns {name: a function that runs it through the harness} and what the
-    tests read besides (tests/conftest.py's `long_runs`)."""
+def jobs(base, s3_server, names=None):
+    """Compiles the pipelines (data uploaded, the module's wheel staged: the store's variables are this process's
+    while it runs), those of `names` where given, and returns {name: a function that runs it through the harness}
+    and what the tests read besides (tests/conftest.py's `long_runs`)."""
+    wanted = set(names or ("wine", "taxi", "debian"))
     env = s3_server.env
     pod_env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
     with helpers.environment(env):
         object_store.clear_client_cache()
         s3_server.create_bucket(BUCKET)
         serving_mount = str(base / "serving-claim")
-        configs = {
-            "wine": _drafted(base, "wine", "cultivar", serving_mount, s3_server.endpoint),
-        }
-        specs = {name: kf.compile_pipeline(config, str(base / f"{name}.yaml")).path for name, config in configs.items()}
-        specs["taxi"], compiled = _compile_module(base, s3_server, serving_mount)
-        specs["debian"], compiled_text = _compile_fine_tuning(base, s3_server, serving_mount)
+        specs, compiled, compiled_text = {}, None, None
+        if "wine" in wanted:
+            config = _drafted(base, "wine", "cultivar", serving_mount, s3_server.endpoint)
+            specs["wine"] = kf.compile_pipeline(config, str(base / "wine.yaml")).path
+        if "taxi" in wanted:
+            specs["taxi"], compiled = _compile_module(base, s3_server, serving_mount)
+        if "debian" in wanted:
+            specs["debian"], compiled_text = _compile_fine_tuning(base, s3_server, serving_mount)
     object_store.clear_client_cache()
 
     def run(name):
@@ -259,6 +265,7 @@ def _served(task_runs, model):
     return tf.saved_model.load(os.path.join(task_runs["serving"], model, version))
 
 
+@pytest.mark.current_lane
 @pytest.mark.long_runs("wine")
 def test_multiclass_drafts_run_on_kubeflow_and_the_model_names_the_cultivars(task_runs):
     run = task_runs["runs"]["wine"]
@@ -313,6 +320,8 @@ def test_multiclass_drafts_run_on_kubeflow_and_the_model_names_the_cultivars(tas
     assert [c.decode() for c in answer["classes"][0]] == ["class_0", "class_1", "class_2"]
 
 
+@pytest.mark.current_lane
+@pytest.mark.long_runs("taxi")
 def test_a_module_file_reaches_its_steps_through_the_object_store(task_runs):
     run = task_runs["runs"]["taxi"]
     _succeeded(run)
@@ -339,6 +348,7 @@ def test_a_module_file_reaches_its_steps_through_the_object_store(task_runs):
     assert outputs.shape == (8, 1) and ((outputs >= 0) & (outputs <= 1)).all()
 
 
+@pytest.mark.long_runs("debian")
 def test_a_checkpoint_on_the_object_store_is_fine_tuned_by_the_compiled_pipeline(task_runs):
     import json
 
