@@ -48,30 +48,36 @@ class PositionEmbedding(keras.layers.Layer):
         return {**super().get_config(), "max_positions": self.max_positions}
 
 
-def attend(scores, values, seed, rate: float):
-    """dropout(softmax(scores)) @ values ([batch, heads, length, length] float32 scores, [batch, heads, length,
-    size] values), the dropout stateless of `seed` + [0, 0]. Its backward pass keeps the scores only: the
-    probabilities, the dropped probabilities and the dropout's mask, each as large again, are computed again (the
-    mask from the same seed). The same values forward and the same gradients as the composite form. The gradient
+def attend(q, k, v, bias, seed, rate: float):
+    """dropout(softmax(q k^T + bias)) @ v: `q` (already scaled), `k` and `v` [batch, heads, length, size] of the
+    compute dtype, `bias` [batch, 1, 1, length] float32 (the padding's), the softmax in float32, the dropout
+    stateless of `seed` + [0, 0]. Its backward pass keeps its inputs only: the scores, the probabilities, the
+    dropped probabilities and the dropout's mask ([batch, heads, length, length] each, the largest activations of a
+    block at BERT's lengths) are computed again from them (the mask from the same seed), as a fused attention
+    kernel's backward pass does. The same values forward and the same gradients as the composite form. The gradient
     reads only the function's inputs, as a SavedModel's custom gradients must."""
 
-    def probabilities(s, v, seed):
-        probs = tf.cast(tf.nn.softmax(s, axis=-1), v.dtype)
+    def probabilities(q, k, bias, seed):
+        scores = tf.cast(tf.einsum("bhqd,bhkd->bhqk", q, k), tf.float32) + bias
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype)
         return probs, (tf.nn.experimental.stateless_dropout(probs, rate, seed) if rate else probs)
 
     @tf.custom_gradient
-    def forward(s, v, seed):
+    def forward(q, k, v, bias, seed):
         def grad(d_context):
-            probs, dropped = probabilities(s, v, seed)
+            probs, dropped = probabilities(q, k, bias, seed)
             d_values = tf.einsum("bhqk,bhqd->bhkd", dropped, d_context)
             d_dropped = tf.einsum("bhqd,bhkd->bhqk", d_context, v)
             d_probs = tf.nn.experimental.stateless_dropout(d_dropped, rate, seed) if rate else d_dropped
             p, d_probs = tf.cast(probs, tf.float32), tf.cast(d_probs, tf.float32)
-            return p * (d_probs - tf.reduce_sum(d_probs * p, axis=-1, keepdims=True)), d_values, None
+            d_scores = tf.cast(p * (d_probs - tf.reduce_sum(d_probs * p, axis=-1, keepdims=True)), q.dtype)
+            d_q = tf.einsum("bhqk,bhkd->bhqd", d_scores, k)
+            d_k = tf.einsum("bhqk,bhqd->bhkd", d_scores, q)
+            return d_q, d_k, d_values, None, None
 
-        return tf.einsum("bhqk,bhkd->bhqd", probabilities(s, v, seed)[1], v), grad
+        return tf.einsum("bhqk,bhkd->bhqd", probabilities(q, k, bias, seed)[1], v), grad
 
-    return forward(scores, values, seed + tf.constant([0, 0], tf.int32))
+    return forward(q, k, v, bias, seed + tf.constant([0, 0], tf.int32))
 
 
 def _gelu_derivative(x, approximate: bool):
@@ -171,10 +177,10 @@ class TransformerBlock(keras.layers.Layer):
         qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.heads, size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [batch, heads, length, size]
         # Scaled before the product: float16 scores of long rows would overflow otherwise.
-        scores = tf.cast(tf.einsum("bhqd,bhkd->bhqk", q * tf.cast(1 / math.sqrt(size), q.dtype), k), tf.float32)
-        scores += (1.0 - tf.cast(attention_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * -1e9
+        q = q * tf.cast(1 / math.sqrt(size), q.dtype)
+        bias = (1.0 - tf.cast(attention_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * -1e9
         rate = self.attention_dropout if training else 0.0
-        context = tf.reshape(tf.transpose(attend(scores, v, seed, rate), [0, 2, 1, 3]), tf.shape(x))
+        context = tf.reshape(tf.transpose(attend(q, k, v, bias, seed, rate), [0, 2, 1, 3]), tf.shape(x))
         attended = self.attention_output(context)
         if training:
             attended = self._drop(attended, seed, 1, self.dropout)

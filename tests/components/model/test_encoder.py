@@ -277,20 +277,25 @@ def test_gelu_keeps_tensorflows_values_and_gradient_from_its_input_alone(approxi
 
 @pytest.mark.parametrize("rate", [0.0, 0.2])
 def test_attention_keeps_the_composite_forms_values_and_gradients(rate):
-    """encoder.attend against softmax, stateless dropout of the same seed and the context product, differentiated
-    by TensorFlow: equal outputs and gradients, dropout included."""
+    """encoder.attend against the scores' product, the padding's bias, softmax, stateless dropout of the same seed
+    and the context product, differentiated by TensorFlow: equal outputs and gradients, dropout included."""
     rng = np.random.default_rng(0)
-    scores = tf.constant(rng.normal(size=(2, 3, 9, 9)) * 3, tf.float32)
-    values, weights = (tf.constant(rng.normal(size=(2, 3, 9, 4)), tf.float32) for _ in range(2))
+    q, k, values, weights = (tf.constant(rng.normal(size=(2, 3, 9, 4)), tf.float32) for _ in range(4))
+    mask = np.ones((2, 9), np.float32)
+    mask[1, 6:] = 0  # the second row's last three tokens are padding
+    bias = tf.constant((1 - mask)[:, None, None, :] * -1e9)
     seed = tf.constant([5, 7], tf.int32)
     with tf.GradientTape(persistent=True) as tape:
-        tape.watch([scores, values])
-        ours = tf.reduce_sum(encoder.attend(scores, values, seed, rate) * weights)
-        probs = tf.nn.softmax(scores, axis=-1)
+        tape.watch([q, k, values])
+        ours = tf.reduce_sum(encoder.attend(q, k, values, bias, seed, rate) * weights)
+        probs = tf.nn.softmax(tf.einsum("bhqd,bhkd->bhqk", q, k) + bias, axis=-1)
         if rate:
             probs = tf.nn.experimental.stateless_dropout(probs, rate, seed)
         theirs = tf.reduce_sum(tf.einsum("bhqk,bhkd->bhqd", probs, values) * weights)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
-    for got, want in zip(tape.gradient(ours, [scores, values]), tape.gradient(theirs, [scores, values]), strict=True):
+    inputs = [q, k, values]
+    for got, want in zip(tape.gradient(ours, inputs), tape.gradient(theirs, inputs), strict=True):
         np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
         assert np.abs(want.numpy()).max() > 1e-2
+    # Padding takes no attention, and no gradient reaches its keys.
+    assert np.abs(tape.gradient(ours, k).numpy()[1, :, 6:]).max() == 0
