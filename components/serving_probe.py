@@ -287,10 +287,10 @@ def probe(request_path):
     latencies = []
     # `latency_calls` calls, or as many as `latency_seconds` allow and at least `min_latency_calls` (a BERT-sized
     # model takes tenths of a second a call on a few cores).
-    budget = request.get("latency_seconds")
+    budget, least = request.get("latency_seconds"), int(request.get("min_latency_calls", 1))
     deadline = time.perf_counter() + float(budget) if budget else None
     for call in range(int(request["latency_calls"])):
-        if deadline is not None and call >= int(request.get("min_latency_calls", 1)) and time.perf_counter() > deadline:
+        if deadline is not None and call >= least and time.perf_counter() > deadline:
             break
         started = time.perf_counter()
         session.run(output, feed_dict=single)
